@@ -1,0 +1,3 @@
+from biopb_mcp.cli import main
+
+raise SystemExit(main())
