@@ -10,6 +10,7 @@ reaches the agent, the CLI into one ``error: …`` line and an exit code.
     + DocNotFound        no doc by that id (carries the closest ids)
     + DocUnreadable      a file that exists but cannot be read as UTF-8 markdown
     + WriteRefused       a write the rules forbid: caps, old/new matching 0 or 2+ times, bad args
+    + InvalidQuery       a search query that cannot be run (empty, whitespace)
   x KernelError          anything about the kernel the server manages
     + KernelNotReady     no usable kernel: state is not_started, starting, dead or error
     + KernelBusy         code is already running (carries its job id)
@@ -66,6 +67,10 @@ class DocUnreadable(DocError):
 
 class WriteRefused(DocError):
     """A write the store's rules forbid; nothing was changed."""
+
+
+class InvalidQuery(DocError):
+    """A search query that cannot be run, such as an empty one."""
 
 
 class KernelError(BiopbMcpError):
