@@ -1,0 +1,91 @@
+"""Index parsing, rendering and the Unfiled append (biopb_mcp/docs/index.py)."""
+
+from __future__ import annotations
+
+from biopb_mcp.docs.index import (
+    NEW_TAIL_HEADING,
+    NEW_TAIL_SENTENCE,
+    STALE_TAIL_HEADING,
+    STALE_TAIL_SENTENCE,
+    append_unfiled,
+    parse,
+    render,
+)
+
+SEED = """# biopb docs
+
+Prose with a colon: not an entry.
+- don't use X for Y: prose too, its first token is not followed by ':'
+
+## References
+- kernel: namespace, jobs
+- data/pyramids: laziness, axis order
+- designs/: the engine's design docs
+
+```
+- fenced: not an entry
+```
+
+## Procedures
+- flatfield: correct uneven illumination
+* stitch-tiles: assemble tiles
+
+ignored: measure-smlm, `ratiometric-fret`
+ignored: other
+"""
+
+
+def test_parse_finds_entries_collections_and_ignored() -> None:
+    idx = parse(SEED)
+    assert [e.doc_id for e in idx.entries] == ["kernel", "data/pyramids", "designs", "flatfield", "stitch-tiles"]
+    assert idx.entries[0].hook == "namespace, jobs"
+    assert [e.collection for e in idx.entries].count(True) == 1
+    assert idx.entry_count == 5
+    assert idx.entry_ids == {"kernel", "data/pyramids", "flatfield", "stitch-tiles"}
+    assert idx.ignored == ["measure-smlm", "ratiometric-fret", "other"]
+
+
+def test_render_adds_suffixes_keeps_collections_verbatim_and_omits_empty_tails() -> None:
+    idx = parse(SEED)
+    out = render(
+        idx,
+        exists=lambda i: i != "stitch-tiles",
+        shadows=lambda i: i == "flatfield",
+        new_docs=[],
+        stale_docs=[],
+    )
+    assert "* stitch-tiles: assemble tiles (missing)" in out
+    assert "- flatfield: correct uneven illumination (local copy)" in out
+    assert "- designs/: the engine's design docs\n" in out
+    assert "- kernel: namespace, jobs\n" in out
+    assert NEW_TAIL_HEADING not in out and STALE_TAIL_HEADING not in out
+
+
+def test_tails_open_with_their_instruction_and_stale_lines_end_with_the_diff_call() -> None:
+    out = render(
+        parse("# i\n- a: x\n"),
+        exists=lambda i: True,
+        shadows=lambda i: False,
+        new_docs=[("new-doc", "what it does")],
+        stale_docs=[("a", "shipped hook")],
+    )
+    new_at = out.index(NEW_TAIL_HEADING)
+    assert out[new_at:].startswith(f"{NEW_TAIL_HEADING}\n{NEW_TAIL_SENTENCE}\n\n- new-doc: what it does")
+    stale_at = out.index(STALE_TAIL_HEADING)
+    assert out[stale_at:].startswith(f"{STALE_TAIL_HEADING}\n{STALE_TAIL_SENTENCE}\n")
+    assert '- a: shipped hook — read_doc("a@diff")' in out
+
+
+def test_append_adds_a_trailing_unfiled_heading_once() -> None:
+    once = append_unfiled("# i\n\n## Procedures\n- a: x\n\nignored: z\n\n", "- b: y")
+    assert once == "# i\n\n## Procedures\n- a: x\n\nignored: z\n\n## Unfiled\n- b: y\n"
+    twice = append_unfiled(once, "- c: w")
+    assert twice.count("## Unfiled") == 1
+    assert twice.endswith("## Unfiled\n- b: y\n- c: w\n")
+
+
+def test_append_goes_into_an_existing_unfiled_section_that_is_not_last() -> None:
+    text = "# i\n\n## Unfiled\n- a: x\n\nA note.\n\n## Procedures\n- p: q\n"
+    out = append_unfiled(text, "- b: y")
+    assert out == "# i\n\n## Unfiled\n- a: x\n- b: y\n\nA note.\n\n## Procedures\n- p: q\n"
+    assert parse(out).entry_count == 3

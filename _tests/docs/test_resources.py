@@ -1,0 +1,115 @@
+"""The resources walk over a real DocStore in tmp dirs: order, cursor, gaps, bad files."""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+import pytest
+
+from biopb_mcp.docs.resources import (
+    INDEX_URI,
+    PAGE_SIZE,
+    InvalidCursor,
+    doc_uri,
+    list_page,
+    parse_cursor,
+    walk,
+)
+from biopb_mcp.docs.store import DocStore
+
+
+def make_corpus(root: Path, n: int) -> tuple[DocStore, list[str]]:
+    """A local tier whose hand-written index lists ``n`` docs (nested ids), over an empty shipped tier."""
+    shipped, local = root / "shipped", root / "local"
+    shipped.mkdir()
+    (shipped / "index.md").write_text("# Docs index\n", encoding="utf-8")
+    ids = [f"grp{i % 7}/doc-{i:04d}" for i in range(n)]
+    lines = ["# Docs index", ""]
+    for i, doc_id in enumerate(ids):
+        path = local / f"{doc_id}.md"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(f"# Title {i}\n\nWhat doc {i} is for.\n\n## Steps\n1. one\n", encoding="utf-8")
+        lines.append(f"- {doc_id}: when the user asks for thing {i}")
+    (local / "index.md").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return DocStore(local, shipped_dir=shipped), sorted(ids)
+
+
+def test_walk_is_index_then_listed_ids_in_id_order(tmp_path: Path) -> None:
+    store, ids = make_corpus(tmp_path, 250)
+    pages = []
+    cursor = None
+    while True:
+        page = list_page(store, cursor)
+        pages.append(page)
+        if page.next_cursor is None:
+            break
+        assert page.next_cursor == page.entries[-1].uri  # the cursor is the last URI of the page
+        cursor = page.next_cursor
+    assert [len(p.entries) for p in pages] == [PAGE_SIZE, PAGE_SIZE, 51]
+    uris = [e.uri for p in pages for e in p.entries]
+    assert uris == [INDEX_URI] + [doc_uri(i) for i in ids]
+    first = pages[0].entries[1]
+    assert first.name.startswith("Title ") and first.description.startswith("What doc")
+    assert first.mime_type == "text/markdown"
+
+
+def test_cursor_is_stateless_across_store_objects(tmp_path: Path) -> None:
+    store, _ = make_corpus(tmp_path, 150)
+    page1 = list_page(store)
+    again = DocStore(store.local_dir, shipped_dir=store.shipped_dir)  # a "restarted" store
+    assert list_page(again, page1.next_cursor) == list_page(store, page1.next_cursor)
+
+
+def test_doc_indexed_behind_the_cursor_is_left_out_of_the_walk(tmp_path: Path) -> None:
+    store, ids = make_corpus(tmp_path, 150)
+    page1 = list_page(store)
+    store.write_doc("aaa/new", body="# New\n\nA new doc.\n")  # sorts before every cursor
+    assert "aaa/new" in store.listed_ids()
+    page2 = list_page(store, page1.next_cursor)
+    walked = [e.uri for e in page1.entries + page2.entries]
+    assert walked == [INDEX_URI] + [doc_uri(i) for i in ids]  # no duplicate, no gap
+    assert page2.next_cursor is None
+    assert doc_uri("aaa/new") in [e.uri for e in walk(store)]  # a fresh walk has it
+
+
+def test_cursor_naming_a_vanished_doc_still_resumes(tmp_path: Path) -> None:
+    store, ids = make_corpus(tmp_path, 120)
+    page1 = list_page(store)
+    last = page1.entries[-1].uri.removeprefix("biopb://docs/")
+    (store.local_dir / f"{last}.md").unlink()
+    rest = list_page(store, page1.next_cursor)
+    assert [e.uri for e in rest.entries] == [doc_uri(i) for i in ids[ids.index(last) + 1 :]]
+
+
+@pytest.mark.parametrize(
+    "cursor",
+    ["", "garbage", "file:///etc/passwd", "biopb://docs/", "biopb://docs/a b", "biopb://docs/x@diff", "biopb://docs/../up"],
+)
+def test_malformed_cursor_is_refused(tmp_path: Path, cursor: str) -> None:
+    store, _ = make_corpus(tmp_path, 3)
+    with pytest.raises(InvalidCursor, match="cursor"):
+        list_page(store, cursor)
+
+
+def test_parse_cursor_index_restarts_at_docs() -> None:
+    assert parse_cursor(INDEX_URI) is None
+    assert parse_cursor("biopb://docs/a/b-c.d") == "a/b-c.d"
+
+
+def test_unreadable_doc_is_skipped_with_a_warning(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    store, ids = make_corpus(tmp_path, 5)
+    bad = ids[2]
+    (store.local_dir / f"{bad}.md").write_bytes(b"# Bad\n\n\xff\xfe not utf-8\n")
+    with caplog.at_level(logging.WARNING, logger="biopb_mcp.docs.resources"):
+        uris = [e.uri for e in walk(store)]
+    assert doc_uri(bad) not in uris
+    assert len(uris) == 1 + 4
+    assert any(bad in r.getMessage() and r.levelno == logging.WARNING for r in caplog.records)
+
+
+def test_unreadable_last_doc_gives_no_empty_next_page(tmp_path: Path) -> None:
+    store, ids = make_corpus(tmp_path, PAGE_SIZE)  # index + 99 docs on page 1, one doc left over
+    (store.local_dir / f"{ids[-1]}.md").write_bytes(b"\xff\xfe")
+    page = list_page(store)
+    assert len(page.entries) == PAGE_SIZE and page.next_cursor is None

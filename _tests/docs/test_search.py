@@ -1,0 +1,364 @@
+"""Tests for docs search: tokenizing, sectioning, ranking of literals, freshness, and errors."""
+
+from __future__ import annotations
+
+import logging
+import os
+import random
+import statistics
+import time
+from pathlib import Path
+
+import pytest
+
+from biopb_mcp.docs.search import (
+    Hit,
+    SectionIndex,
+    format_hits,
+    search_docs,
+    snippet,
+    split_sections,
+    tokenize,
+)
+from biopb_mcp.docs.store import DocStore
+from biopb_mcp.errors import InvalidQuery
+
+# ---------------------------------------------------------------------------------------------
+# Corpus generator, reusable by the perf harness (bench/): `bench_corpus` and `time_search`.
+
+_WORDS = (
+    "image mask label segment threshold nucleus cell channel stack plane pixel intensity "
+    "background foreground filter gaussian median otsu watershed region property area "
+    "volume tile pyramid level viewer layer kernel job output result array dtype shape axis "
+    "scale spacing microscope sample field stain contrast histogram peak distance marker "
+    "seed border object count measure table export file path napari dask zarr chunk"
+).split()
+_LITERALS = (
+    "ValueError: operands could not be broadcast together",
+    "kernel.promote_after",
+    "skimage.filters.threshold_otsu",
+    "MemoryError: Unable to allocate",
+    "docs.history_keep",
+    "scipy.ndimage.distance_transform_edt",
+)
+
+
+_CORPUS_MTIME = 1_700_000_000
+"""Generated docs get this old mtime: like a real tier (not edited this second), and deterministic."""
+
+
+def bench_corpus(directory: Path, total_bytes: int, n_docs: int, *, seed: int = 0) -> list[str]:
+    """Write ``n_docs`` markdown docs totalling about ``total_bytes`` under ``directory``.
+
+    Each doc has a title, a lead paragraph, `##` sections, a fenced code block and now and then a
+    literal (exception line, dotted key, function name); mtimes are set in the past. Returns queries fit for timing: plain
+    words, word pairs and literals, some of which match few sections. Deterministic per seed.
+    """
+    rng = random.Random(seed)
+    directory.mkdir(parents=True, exist_ok=True)
+    vocab = _WORDS + [f"{w}{i}" for i in range(400) for w in ("term", "param")]
+    weights = [1.0 / (rank + 1) ** 0.8 for rank in range(len(vocab))]
+    per_doc = max(200, total_bytes // n_docs)
+
+    def sentence() -> str:
+        words = rng.choices(vocab, weights, k=rng.randint(8, 18))
+        return " ".join(words).capitalize() + "."
+
+    for n in range(n_docs):
+        group = f"g{n % 50:02d}"
+        parts = [f"---\ndescription: {sentence()}\n---\n# Doc {n} {rng.choice(_WORDS)}\n", sentence()]
+        size = sum(map(len, parts))
+        section = 0
+        while size < per_doc:
+            section += 1
+            block = [f"\n## Step {section}: {rng.choice(_WORDS)} {rng.choice(_WORDS)}\n"]
+            block += [sentence() for _ in range(rng.randint(2, 5))]
+            if rng.random() < 0.3:
+                block.append("```python\n## not a heading\nresult = f(image, sigma=2)\n```")
+            if rng.random() < 0.05:
+                block.append(f"If you see `{rng.choice(_LITERALS)}`, check the input.")
+            text = "\n".join(block)
+            parts.append(text)
+            size += len(text)
+        path = directory / group / f"doc{n:05d}.md"
+        path.parent.mkdir(exist_ok=True)
+        path.write_text("\n".join(parts) + "\n", encoding="utf-8")
+        os.utime(path, (_CORPUS_MTIME, _CORPUS_MTIME))
+    return [
+        "otsu",
+        "gaussian filter sigma",
+        "watershed marker distance",
+        "term17",
+        "param250 scale",
+        "image",
+        *_LITERALS,
+        "napari layer viewer",
+        "pyramid level tile",
+        "chunk zarr dask",
+        "histogram peak",
+        "missing-word-nowhere",
+        "border object count",
+        "stain contrast",
+    ]
+
+
+def time_search(store: object, queries: list[str], rounds: int = 1) -> tuple[float, list[float]]:
+    """Seconds for the first (cold) query, then for each further query over ``rounds`` passes."""
+    start = time.perf_counter()
+    search_docs(store, queries[0])  # type: ignore[arg-type]
+    cold = time.perf_counter() - start
+    warm: list[float] = []
+    for _ in range(rounds):
+        for query in queries:
+            start = time.perf_counter()
+            search_docs(store, query)  # type: ignore[arg-type]
+            warm.append(time.perf_counter() - start)
+    return cold, warm
+
+
+# ---------------------------------------------------------------------------------------------
+# Pure parts: tokenizer, sectioning, index ranking, snippets.
+
+
+def test_tokenize_keeps_dotted_and_underscored_literals_whole_and_in_parts() -> None:
+    tokens = tokenize("Use skimage.filters.threshold_otsu, or set kernel.promote_after = 10.")
+    for token in ("skimage.filters.threshold_otsu", "threshold_otsu", "threshold", "otsu",
+                  "kernel.promote_after", "promote_after", "promote", "after", "kernel", "10"):
+        assert token in tokens
+    assert tokenize("ValueError: Operands") == ["valueerror", "operands"]
+
+
+def test_split_sections_uses_title_for_lead_and_ignores_headings_in_code() -> None:
+    text = (
+        "---\ndescription: d\n---\n# Segment nuclei\nLead words.\n\n## Threshold\nOtsu here.\n"
+        "```bash\n## a shell comment, not a heading\n```\n## Watershed ##\nMarkers.\n"
+    )
+    sections = split_sections("seg/nuclei", text)
+    assert [h for h, _ in sections] == ["Segment nuclei", "Threshold", "Watershed"]
+    assert "a shell comment" in sections[1][1]
+    assert sections[2][1].startswith("## Watershed")
+    assert [h for h, _ in split_sections("plain", "No title here.\n## A\nx")] == ["plain", "A"]
+    assert [h for h, _ in split_sections("empty-lead", "## Only\nx")] == ["Only"]
+
+
+def _index(docs: dict[str, str]) -> SectionIndex:
+    index = SectionIndex()
+    for doc_id, text in docs.items():
+        index.set_doc(doc_id, split_sections(doc_id, text))
+    return index
+
+
+def _top(index: SectionIndex, query: str, n: int = 5) -> list[tuple[str, str]]:
+    return [(s.doc_id, s.heading) for s, _ in index.search(query, n)]
+
+
+LITERAL_CORPUS = {
+    "numpy-errors": (
+        "# Numpy errors\nArrays, operands, broadcast rules, values.\n\n"
+        "## Shapes\nOperands must broadcast; a value error could come from operands whose shapes "
+        "could not broadcast. Operands operands broadcast broadcast value error.\n\n"
+        "## The broadcast error\nValueError: operands could not be broadcast together with "
+        "shapes (3,) (4,)\nFix the axis order.\n"
+    ),
+    "kernel": (
+        "# Kernel\nThe kernel promotes jobs. Kernel kernel promote after promote after.\n\n"
+        "## Config\nSet kernel.promote_after to the seconds before a run becomes a job.\n"
+    ),
+    "threshold": (
+        "# Thresholding\nThreshold otsu threshold otsu threshold otsu otsu filters.\n\n"
+        "## API\nCall skimage.filters.threshold_otsu(image) and compare.\n"
+    ),
+}
+
+
+@pytest.mark.parametrize(
+    ("query", "expected"),
+    [
+        ("ValueError: operands could not be broadcast", ("numpy-errors", "The broadcast error")),
+        ("kernel.promote_after", ("kernel", "Config")),
+        ("skimage.filters.threshold_otsu", ("threshold", "API")),
+        ("threshold_otsu", ("threshold", "API")),
+        ("Error: operands could not", ("numpy-errors", "The broadcast error")),
+    ],
+)
+def test_literal_finds_its_section_first_over_term_heavy_sections(
+    query: str, expected: tuple[str, str]
+) -> None:
+    index = _index(LITERAL_CORPUS)
+    assert _top(index, query)[0] == expected
+
+
+def test_words_rank_by_term_frequency_and_unknown_words_match_nothing() -> None:
+    index = _index(LITERAL_CORPUS)
+    assert _top(index, "otsu")[0] == ("threshold", "Thresholding")
+    assert _top(index, "zebrafish nowhere") == []
+    assert len(_top(index, "kernel", n=1)) == 1
+
+
+def test_index_replacing_a_doc_forgets_its_old_words_and_survives_compaction() -> None:
+    index = _index(LITERAL_CORPUS)
+    for round_ in range(100):  # enough replacements to trigger compaction several times
+        index.set_doc("kernel", split_sections("kernel", f"# Kernel\nword{round_} here\n"))
+    assert _top(index, "word99") == [("kernel", "Kernel")]
+    assert _top(index, "word98") == []
+    assert _top(index, "promote_after") == []
+    assert _top(index, "kernel.promote_after") == [("kernel", "Kernel")]  # by "kernel" alone
+    assert _top(index, "threshold_otsu")[0] == ("threshold", "API")
+    index.remove_doc("kernel")
+    assert _top(index, "word99") == []
+
+
+def test_snippet_is_one_line_around_the_exact_match() -> None:
+    text = "filler words " * 40 + "\nValueError: operands could not\nbe broadcast together\n" + "tail " * 60
+    cut = snippet(text, "valueerror: operands could not be broadcast")
+    assert "\n" not in cut
+    assert "ValueError: operands could not be broadcast" in cut
+    assert cut.startswith("…") and cut.endswith("…")
+    assert len(cut) <= 260
+    dense = snippet("a " * 300 + "otsu mask otsu mask " + "b " * 300, "mask otsu")
+    assert "otsu mask otsu mask" in dense
+
+
+def test_format_hits_shows_id_heading_origin_snippet_and_says_no_matches() -> None:
+    hits = [Hit("kernel", "Config", "Set kernel.promote_after …", "local (shadows shipped)", 9.5)]
+    text = format_hits(hits, "kernel.promote_after")
+    for part in ("kernel", "Config", "local (shadows shipped)", "Set kernel.promote_after", "1 match"):
+        assert part in text
+    assert "No matches for 'zzz'" in format_hits([], "zzz")
+
+
+# ---------------------------------------------------------------------------------------------
+# Through a real DocStore over real tiers in tmp dirs.
+
+
+def _write(path: Path, text: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text, encoding="utf-8")
+
+
+@pytest.fixture
+def tiers(tmp_path: Path) -> tuple[Path, Path]:
+    """A small shipped tier (with an index, a banked doc and one doc the local tier shadows)."""
+    shipped, local = tmp_path / "shipped", tmp_path / "local"
+    _write(shipped / "index.md", "# biopb docs\n\n## References\n- kernel: run code\n- numpy-errors: fix errors\n")
+    _write(shipped / "kernel.md", LITERAL_CORPUS["kernel"] + "\n## Shipped only\nzebrafish shippedword\n")
+    _write(shipped / "numpy-errors.md", LITERAL_CORPUS["numpy-errors"])
+    _write(shipped / "_banked/thresholds.md", LITERAL_CORPUS["threshold"])
+    local.mkdir()
+    return shipped, local
+
+
+@pytest.fixture
+def store(tiers: tuple[Path, Path]) -> DocStore:
+    shipped, local = tiers
+    return DocStore(local, shipped_dir=shipped, version="1.0")
+
+
+def _ids(hits: list[Hit]) -> list[tuple[str, str]]:
+    return [(h.doc_id, h.heading) for h in hits]
+
+
+@pytest.mark.parametrize(
+    ("query", "expected"),
+    [
+        ("ValueError: operands could not be broadcast", ("numpy-errors", "The broadcast error")),
+        ("kernel.promote_after", ("kernel", "Config")),
+        ("skimage.filters.threshold_otsu", ("_banked/thresholds", "API")),
+    ],
+)
+def test_store_search_puts_the_literal_section_first(store: DocStore, query: str, expected: tuple[str, str]) -> None:
+    hits = search_docs(store, query)
+    assert _ids(hits)[0] == expected
+    assert hits[0].origin == "shipped"
+    assert query.lower() in hits[0].snippet.lower()
+    assert hits == sorted(hits, key=lambda h: -h.score)
+
+
+def test_shadowed_shipped_doc_is_searched_in_its_local_text_only(store: DocStore, tiers: tuple[Path, Path]) -> None:
+    assert _ids(search_docs(store, "shippedword")) == [("kernel", "Shipped only")]
+    _write(tiers[1] / "kernel.md", "# Kernel, my notes\n\n## Mine\nlocalword and kernel.promote_after = 30\n")
+    assert search_docs(store, "shippedword") == []
+    hits = search_docs(store, "kernel.promote_after")
+    assert (hits[0].doc_id, hits[0].heading, hits[0].origin) == ("kernel", "Mine", "local (shadows shipped)")
+    assert "Config" not in {h.heading for h in hits}  # the shipped text's section is gone
+    assert search_docs(store, "localword")[0].origin == "local (shadows shipped)"
+
+
+def test_unindexed_and_nested_local_docs_are_searched_but_not_hidden_files(store: DocStore, tiers: tuple[Path, Path]) -> None:
+    local = tiers[1]
+    _write(local / "notes/scratch.md", "# Scratch\nunlistedword lives here\n")
+    _write(local / ".history/notes/scratch/1.md", "hiddenword\n")
+    _write(local / "notes/tmp.md.tmp", "hiddenword\n")
+    _write(local / ".shipped-manifest.json", '{"hiddenword": 1}')
+    hits = search_docs(store, "unlistedword")
+    assert [(h.doc_id, h.origin) for h in hits] == [("notes/scratch", "local")]
+    assert search_docs(store, "hiddenword") == []
+
+
+def test_search_sees_a_hand_edit_and_a_write_doc_at_once(store: DocStore, tiers: tuple[Path, Path]) -> None:
+    path = tiers[1] / "notes.md"
+    _write(path, "# Notes\nalphaword\n")
+    assert _ids(search_docs(store, "alphaword")) == [("notes", "Notes")]
+    # In place, same size, within one mtime tick: the (inode, mtime, size) key cannot tell.
+    with open(path, "r+", encoding="utf-8") as fh:
+        fh.write("# Notes\nbetawords\n")
+    assert search_docs(store, "alphaword") == []
+    assert _ids(search_docs(store, "betawords")) == [("notes", "Notes")]
+    store.write_doc("notes", body="# Notes\ngammaword\n")
+    assert search_docs(store, "betawords") == []
+    assert _ids(search_docs(store, "gammaword")) == [("notes", "Notes")]
+    path.unlink()
+    assert search_docs(store, "gammaword") == []
+
+
+def test_unreadable_doc_is_skipped_with_a_warning(
+    store: DocStore, tiers: tuple[Path, Path], caplog: pytest.LogCaptureFixture
+) -> None:
+    local = tiers[1]
+    (local / "binary.md").write_bytes(b"\xff\xfe\x00 not utf-8 otsu")
+    _write(local / "fine.md", "# Fine\notsu here\n")
+    with caplog.at_level(logging.WARNING, logger="biopb_mcp.docs.search"):
+        hits = search_docs(store, "otsu")
+    assert "binary" not in {h.doc_id for h in hits}
+    assert "fine" in {h.doc_id for h in hits}
+    assert any("binary" in r.getMessage() for r in caplog.records)
+    (local / "binary.md").write_text("# Binary\nnow readable otsu otsu otsu\n", encoding="utf-8")
+    assert "binary" in {h.doc_id for h in search_docs(store, "otsu")}
+
+
+@pytest.mark.parametrize("query", ["", "   ", "\n\t"])
+def test_empty_query_is_a_clear_error(store: DocStore, query: str) -> None:
+    with pytest.raises(InvalidQuery, match="empty"):
+        search_docs(store, query)
+
+
+@pytest.mark.parametrize("max_results", [0, 51, -1, True, 2.5])
+def test_max_results_outside_1_to_50_is_refused(store: DocStore, max_results: object) -> None:
+    with pytest.raises(InvalidQuery, match="1 to 50"):
+        search_docs(store, "otsu", max_results)  # type: ignore[arg-type]
+
+
+def test_max_results_bounds_the_hits(store: DocStore, tiers: tuple[Path, Path]) -> None:
+    for n in range(8):
+        _write(tiers[1] / f"many/doc{n}.md", f"# Doc {n}\ncommonword\n")
+    assert len(search_docs(store, "commonword", 3)) == 3
+    assert len(search_docs(store, "commonword", 50)) == 8
+
+
+def test_search_over_a_generated_corpus_finds_each_literal(tmp_path: Path) -> None:
+    local = tmp_path / "local"
+    queries = bench_corpus(local, 200_000, 100)
+    corpus_store = DocStore(local, shipped_dir=tmp_path / "no-shipped", version="1.0")
+    texts = {doc_id: corpus_store.doc_text(doc_id)[0] for doc_id in corpus_store.doc_ids()}
+    found = 0
+    for literal in _LITERALS:
+        holders = {doc_id for doc_id, text in texts.items() if literal in text}
+        hits = search_docs(corpus_store, literal, 50)
+        if holders:
+            found += 1
+            assert hits[0].doc_id in holders
+            assert literal in hits[0].snippet
+            assert {h.doc_id for h in hits[: len(holders)]} <= holders
+    assert found >= 4  # the generator really plants literals
+    cold, warm = time_search(corpus_store, queries)
+    assert cold > 0 and len(warm) == len(queries)

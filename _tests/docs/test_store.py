@@ -1,0 +1,437 @@
+"""DocStore on real files: tiers, read/write rules, caps, rendering, hand edits, processes."""
+
+from __future__ import annotations
+
+import os
+import stat
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+
+from biopb_mcp.docs import AUTHORING_GATE, BODY_MAX_LINES, FILE_MAX_BYTES, INDEX_MAX_ENTRIES
+from biopb_mcp.docs.index import NEW_TAIL_HEADING, STALE_TAIL_HEADING, parse
+from biopb_mcp.docs.store import ORIGIN_LOCAL, ORIGIN_SHADOW, ORIGIN_SHIPPED, DocStore
+from biopb_mcp.errors import DocNotFound, DocUnreadable, InvalidDocId, WriteRefused
+
+SHIPPED_INDEX = """# biopb docs
+
+## References
+- kernel: namespace, jobs, where computes run
+- authoring: how to write a doc
+
+## Procedures
+- flatfield: correct uneven illumination
+- stitch-tiles: assemble a grid of tiles
+- designs/: the engine's design docs
+
+ignored: smlm
+"""
+
+SHIPPED = {
+    "kernel": "---\ndescription: The kernel\n---\n# Kernel\n\nOne kernel per server.\n",
+    "authoring": "# Authoring\n\nHow to write docs.\n",
+    "flatfield": "# Flatfield\n\nCorrect uneven illumination.\n\n1. estimate\n2. divide\n",
+    "stitch-tiles": "# Stitch\n\nAssemble tiles.\n",
+    "smlm": "# SMLM\n\nResolution of localisation data.\n",
+    "_banked": "# Banked\n\nThin evidence.\n",
+    "extra/new-thing": "---\ndescription: A doc the index does not list yet\n---\n# New\n",
+}
+
+
+def make_shipped(root: Path, docs: dict[str, str] = SHIPPED, index: str = SHIPPED_INDEX) -> Path:
+    """A shipped tier on disk: index.md plus one file per id."""
+    root.mkdir(parents=True, exist_ok=True)
+    (root / "index.md").write_text(index)
+    for doc_id, text in docs.items():
+        path = root / f"{doc_id}.md"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+    return root
+
+
+def snapshot(root: Path) -> dict[str, bytes | None]:
+    """Every path under root with its bytes (None for directories): to prove nothing changed."""
+    out: dict[str, bytes | None] = {}
+    for dirpath, dirnames, filenames in os.walk(root):
+        for name in dirnames:
+            out[os.path.relpath(os.path.join(dirpath, name), root)] = None
+        for name in filenames:
+            path = os.path.join(dirpath, name)
+            out[os.path.relpath(path, root)] = Path(path).read_bytes() if not os.path.islink(path) else b"link"
+    return out
+
+
+@pytest.fixture
+def shipped(tmp_path: Path) -> Path:
+    return make_shipped(tmp_path / "shipped")
+
+
+@pytest.fixture
+def store(tmp_path: Path, shipped: Path) -> DocStore:
+    return DocStore(tmp_path / "local", shipped_dir=shipped, version="1.0")
+
+
+def test_constructor_touches_no_disk_and_first_access_seeds_the_index(tmp_path: Path, shipped: Path) -> None:
+    store = DocStore(tmp_path / "local", shipped_dir=shipped, version="1.0")
+    assert not (tmp_path / "local").exists()
+    rendered = store.render_index()
+    assert (tmp_path / "local" / "index.md").read_text() == SHIPPED_INDEX
+    assert rendered.startswith(SHIPPED_INDEX.rstrip("\n"))
+    assert (tmp_path / "local" / ".shipped-manifest.json").is_file()
+
+
+def test_local_tier_is_private(store: DocStore) -> None:
+    store.write_doc("mine", body="# Mine\n\nA procedure.\n")
+    assert stat.S_IMODE(store.local_dir.stat().st_mode) & 0o077 == 0
+    assert stat.S_IMODE((store.local_dir / "mine.md").stat().st_mode) & 0o077 == 0
+    assert stat.S_IMODE((store.local_dir / ".history").stat().st_mode) & 0o077 == 0
+
+
+def test_read_doc_has_a_one_line_header_with_origin_and_updated(store: DocStore) -> None:
+    out = store.read_doc("kernel")
+    header, rest = out.split("\n\n", 1)
+    assert "\n" not in header
+    assert header.startswith("kernel — shipped, updated ")
+    assert rest == SHIPPED["kernel"]
+    store.write_doc("kernel", old="One kernel", new="Exactly one kernel")
+    header = store.read_doc("kernel").split("\n", 1)[0]
+    assert "local (shadows shipped)" in header and 'read_doc("kernel@diff")' in header
+    assert store.doc_text("kernel") == (SHIPPED["kernel"].replace("One", "Exactly one"), ORIGIN_SHADOW)
+
+
+def test_updated_frontmatter_overrides_the_mtime(store: DocStore) -> None:
+    store.write_doc("dated", body="---\nupdated: 2025-12-24\n---\n# Dated\n\nText.\n")
+    assert store.read_doc("dated").split("\n", 1)[0] == "dated — local, updated 2025-12-24"
+    assert store.info("dated").updated == "2025-12-24"
+
+
+def test_unknown_id_names_the_closest_ids(store: DocStore) -> None:
+    with pytest.raises(DocNotFound) as exc_info:
+        store.read_doc("flatfeild")
+    assert exc_info.value.suggestions[0] == "flatfield"
+    assert "flatfield" in str(exc_info.value)
+
+
+def test_body_write_creates_a_local_doc_and_files_it_under_unfiled(store: DocStore) -> None:
+    result = store.write_doc("my-lab/nuclei", body="# Nuclei\n\nSegment nuclei in a 3D stack.\n\n1. a\n2. b\n")
+    assert result.created and result.changed
+    assert "+# Nuclei" in result.text
+    assert "+## Unfiled" in result.text and "+- my-lab/nuclei: Segment nuclei in a 3D stack." in result.text
+    index_text = (store.local_dir / "index.md").read_text()
+    assert index_text.endswith("## Unfiled\n- my-lab/nuclei: Segment nuclei in a 3D stack.\n")
+    assert store.doc_text("my-lab/nuclei")[1] == ORIGIN_LOCAL
+    second = store.write_doc("other", body="---\ndescription: merge two channels\n---\n# Other\n")
+    assert "+- other: merge two channels" in second.text
+    assert (store.local_dir / "index.md").read_text().count("## Unfiled") == 1
+
+
+def test_replace_changes_exactly_one_occurrence_and_returns_the_diff(store: DocStore) -> None:
+    store.write_doc("proc", body="# Proc\n\nstep one\nstep two\n")
+    result = store.write_doc("proc", old="step two", new="step 2")
+    assert not result.created and result.changed
+    assert "-step two\n+step 2" in result.text
+    assert (store.local_dir / "proc.md").read_text() == "# Proc\n\nstep one\nstep 2\n"
+
+
+@pytest.mark.parametrize(("old", "says"), [("absent text", "0 matches"), ("step", "matches 2 times")])
+def test_replace_matching_zero_or_two_times_is_refused_and_changes_nothing(
+    store: DocStore, old: str, says: str
+) -> None:
+    store.write_doc("proc", body="# Proc\n\nstep one\nstep two\n")
+    before = snapshot(store.local_dir)
+    with pytest.raises(WriteRefused, match=says):
+        store.write_doc("proc", old=old, new="x")
+    assert snapshot(store.local_dir) == before
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "says"),
+    [
+        ({}, "got neither"),
+        ({"body": "# x\n", "old": "a", "new": "b"}, "not both"),
+        ({"old": "a"}, "got only old"),
+        ({"new": "b"}, "got only new"),
+        ({"body": "   \n"}, "There is no delete"),
+        ({"old": "", "new": "b"}, "old is empty"),
+    ],
+)
+def test_other_argument_combinations_are_refused(store: DocStore, kwargs: dict[str, str], says: str) -> None:
+    store.render_index()
+    before = snapshot(store.local_dir)
+    with pytest.raises(WriteRefused, match=says):
+        store.write_doc("kernel", **kwargs)
+    assert snapshot(store.local_dir) == before
+
+
+def test_replace_on_a_missing_doc_is_not_found(store: DocStore) -> None:
+    with pytest.raises(DocNotFound, match="create it with body"):
+        store.write_doc("nope", old="a", new="b")
+
+
+def test_write_to_a_shipped_id_creates_a_shadow_and_leaves_the_shipped_file_alone(store: DocStore) -> None:
+    shipped_file = store.shipped_dir / "flatfield.md"
+    before_bytes, before_mtime = shipped_file.read_bytes(), shipped_file.stat().st_mtime_ns
+    result = store.write_doc("flatfield", old="2. divide", new="2. divide by the flat")
+    assert result.created and "shadows the shipped text" in result.text
+    assert "--- flatfield (shipped)" in result.text and "+2. divide by the flat" in result.text
+    assert "already has an entry" in result.text
+    assert shipped_file.read_bytes() == before_bytes and shipped_file.stat().st_mtime_ns == before_mtime
+    assert (store.local_dir / "flatfield.md").read_text() == SHIPPED["flatfield"].replace("divide", "divide by the flat")
+    assert "- flatfield: correct uneven illumination (local copy)" in store.render_index()
+    diff = store.read_doc("flatfield@diff")
+    assert "mixes your own edits with the release's changes" in diff
+    assert "-2. divide\n+2. divide by the flat" in diff
+    assert parse((store.local_dir / "index.md").read_text()).entry_count == 5  # no duplicate entry
+
+
+def test_a_write_that_changes_nothing_says_so_and_writes_nothing(store: DocStore) -> None:
+    store.write_doc("proc", body="# Proc\n\ntext\n")
+    before = snapshot(store.local_dir)
+    result = store.write_doc("proc", body="# Proc\n\ntext\n")
+    assert not result.changed and result.text.startswith("No change")
+    same_as_shipped = store.write_doc("kernel", body=SHIPPED["kernel"])
+    assert not same_as_shipped.changed and "no local copy was made" in same_as_shipped.text
+    assert snapshot(store.local_dir) == before
+
+
+@pytest.mark.parametrize("bad_id", ["../x", "/abs", "a//b", "a/./b", ".hidden", "x@diff", "index/", "kernel@v1"])
+def test_bad_ids_are_refused_and_nothing_is_written_anywhere(tmp_path: Path, store: DocStore, bad_id: str) -> None:
+    store.render_index()
+    before = snapshot(tmp_path)
+    with pytest.raises(InvalidDocId):
+        store.write_doc(bad_id, body="# Evil\n\ntext\n")
+    with pytest.raises(InvalidDocId):
+        store.write_doc(bad_id, old="a", new="b")
+    assert snapshot(tmp_path) == before
+
+
+def test_symlinks_leaving_the_tier_are_refused_for_read_and_write(tmp_path: Path, store: DocStore) -> None:
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "secret.md").write_text("# Secret\n")
+    store.render_index()
+    os.symlink(outside / "secret.md", store.local_dir / "evil.md")
+    os.symlink(outside, store.local_dir / "linked")
+    before = snapshot(outside)
+    for doc_id in ("evil", "linked/new"):
+        with pytest.raises(InvalidDocId, match="outside the docs tier"):
+            store.read_doc(doc_id)
+        with pytest.raises(InvalidDocId, match="outside the docs tier"):
+            store.write_doc(doc_id, body="# Pwned\n")
+    assert snapshot(outside) == before
+    assert "evil" not in store.doc_ids()
+
+
+def test_index_edit_reaching_201_entries_is_refused_and_unchanged(store: DocStore) -> None:
+    lines = "\n".join(f"- doc{i}: hook {i}" for i in range(INDEX_MAX_ENTRIES))
+    ok = store.write_doc("index", body=f"# biopb docs\n\n## Procedures\n{lines}\n")
+    assert f"{INDEX_MAX_ENTRIES} entries of at most {INDEX_MAX_ENTRIES}" in ok.text
+    before = snapshot(store.local_dir)
+    with pytest.raises(WriteRefused, match=f"would have {INDEX_MAX_ENTRIES + 1} entries; the cap is {INDEX_MAX_ENTRIES}"):
+        store.write_doc("index", old="- doc0: hook 0", new="- doc0: hook 0\n- one-more: x")
+    with pytest.raises(WriteRefused, match=f"the cap is {INDEX_MAX_ENTRIES}"):
+        store.write_doc("brand-new", body="# New\n\nwould need an entry\n")
+    assert snapshot(store.local_dir) == before
+    # Editing a hook at the cap, and shrinking, stay allowed.
+    assert store.write_doc("index", old="hook 0\n", new="hook zero\n").changed
+    assert store.write_doc("index", old="- doc1: hook 1\n", new="").changed
+
+
+def test_body_over_the_line_cap_is_refused_and_at_the_cap_accepted(store: DocStore) -> None:
+    store.render_index()
+    before = snapshot(store.local_dir)
+    over = "".join(f"line {i}\n" for i in range(BODY_MAX_LINES + 1))
+    with pytest.raises(WriteRefused, match=f"would be {BODY_MAX_LINES + 1} lines; a doc may have at most {BODY_MAX_LINES}"):
+        store.write_doc("long", body=over)
+    assert snapshot(store.local_dir) == before
+    assert store.write_doc("long", body="".join(f"line {i}\n" for i in range(BODY_MAX_LINES))).created
+    with pytest.raises(WriteRefused, match="at most"):
+        store.write_doc("long", old="line 0\n", new="line 0\nline extra\n")
+
+
+def test_hand_dropped_local_file_is_readable_but_not_surfaced(store: DocStore) -> None:
+    store.render_index()
+    (store.local_dir / "dropped.md").write_text("# Dropped\n\nBy hand.\n")
+    assert "By hand." in store.read_doc("dropped")
+    rendered = store.render_index()
+    assert "dropped" not in rendered
+    assert "dropped" not in store.listed_ids()
+    assert "dropped" in store.doc_ids()
+
+
+def test_ignored_and_banked_shipped_docs_stay_out_of_the_tail_but_read(store: DocStore) -> None:
+    rendered = store.render_index()
+    tail = rendered[rendered.index(NEW_TAIL_HEADING):]
+    assert "- extra/new-thing: A doc the index does not list yet" in tail
+    assert "smlm" not in tail and "_banked" not in tail
+    assert "Resolution of localisation data." in store.read_doc("smlm")
+    assert "Thin evidence." in store.read_doc("_banked")
+    assert store.shipped_ids() == ["authoring", "extra/new-thing", "flatfield", "kernel", "smlm", "stitch-tiles"]
+    assert "_banked" in store.doc_ids()
+    assert store.listed_ids() == ["kernel", "authoring", "flatfield", "stitch-tiles", "extra/new-thing"]
+
+
+def test_filing_a_new_shipped_doc_clears_it_from_the_tail(store: DocStore) -> None:
+    store.render_index()
+    store.write_doc("index", old="ignored: smlm", new="ignored: smlm, extra/new-thing")
+    assert NEW_TAIL_HEADING not in store.render_index()
+
+
+def test_shipped_doc_removed_in_a_new_release_renders_missing(tmp_path: Path, shipped: Path) -> None:
+    DocStore(tmp_path / "local", shipped_dir=shipped, version="1.0").render_index()
+    (shipped / "stitch-tiles.md").unlink()
+    store = DocStore(tmp_path / "local", shipped_dir=shipped, version="1.1")
+    assert "- stitch-tiles: assemble a grid of tiles (missing)" in store.render_index()
+    assert "stitch-tiles" not in store.listed_ids()
+    assert any("'stitch-tiles' resolves to no doc" in p for p in store.check())
+
+
+def test_version_bump_flags_only_changed_shadowed_docs_until_the_next_bump(tmp_path: Path, shipped: Path) -> None:
+    local = tmp_path / "local"
+    v1 = DocStore(local, shipped_dir=shipped, version="1.0")
+    v1.write_doc("flatfield", old="1. estimate", new="1. estimate the flat")
+    assert STALE_TAIL_HEADING not in v1.render_index()  # first run: nothing changed
+    (shipped / "flatfield.md").write_text(SHIPPED["flatfield"] + "3. check\n")  # shadowed
+    (shipped / "kernel.md").write_text(SHIPPED["kernel"] + "Now with jobs.\n")  # unshadowed
+    same_version = DocStore(local, shipped_dir=shipped, version="1.0")
+    assert STALE_TAIL_HEADING not in same_version.render_index()  # no bump, no re-hash
+    v2 = DocStore(local, shipped_dir=shipped, version="2.0")
+    rendered = v2.render_index()
+    tail = rendered[rendered.index(STALE_TAIL_HEADING):]
+    assert '- flatfield: Correct uneven illumination. — read_doc("flatfield@diff")' in tail
+    assert "kernel" not in tail
+    assert "Now with jobs." in v2.read_doc("kernel")
+    assert "+3. check" not in v2.read_doc("flatfield@diff") and "-3. check" in v2.read_doc("flatfield@diff")
+    v3 = DocStore(local, shipped_dir=shipped, version="3.0")
+    assert STALE_TAIL_HEADING not in v3.render_index()
+
+
+def test_hand_edited_files_never_crash_render_or_read(store: DocStore) -> None:
+    store.render_index()
+    local = store.local_dir
+    (local / "garbage.md").write_text("---\n: [\n{{{ nope\ndescription: [x\n---\n# Garbage\n\nStill readable.\n")
+    (local / "crlf.md").write_bytes(b"# Windows\r\n\r\nSaved in Notepad.\r\n")
+    (local / "bom.md").write_bytes(b"\xef\xbb\xbf# Bom\n\nWith a BOM.\n")
+    (local / "latin1.md").write_bytes(b"# Caf\xe9\n")
+    (local / "binary.md").write_bytes(b"\x00\x01\x02")
+    (local / "dir.md").mkdir()
+    (local / "big.md").write_bytes(b"a" * (FILE_MAX_BYTES + 1))
+    entries = "".join(f"- {i}: hand edited {i}\n" for i in ("garbage", "crlf", "bom", "latin1", "binary", "dir", "big"))
+    store.write_doc("index", old="ignored: smlm", new=f"ignored: smlm\n\n## Mine\n{entries}")
+    rendered = store.render_index()
+    assert "- latin1: hand edited latin1\n" in rendered
+    assert "Still readable." in store.read_doc("garbage")
+    assert store.read_doc("crlf").endswith("# Windows\n\nSaved in Notepad.\n")
+    assert store.read_doc("bom").endswith("\n\n# Bom\n\nWith a BOM.\n")
+    for doc_id, says in (("latin1", "not UTF-8"), ("binary", "NUL bytes"), ("dir", "is a directory"), ("big", "over the")):
+        with pytest.raises(DocUnreadable) as exc_info:
+            store.read_doc(doc_id)
+        assert str(local / f"{doc_id}.md") in str(exc_info.value) and says in str(exc_info.value)
+        with pytest.raises(DocUnreadable):
+            store.write_doc(doc_id, body="# Replace\n")
+    problems = "\n".join(store.check())
+    assert "latin1" in problems and "binary" in problems
+    assert store.write_doc("crlf", old="Notepad", new="an editor").changed
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root reads files whatever their mode")
+def test_unreadable_permission_is_a_clear_error(store: DocStore) -> None:
+    store.render_index()
+    path = store.local_dir / "locked.md"
+    path.write_text("# Locked\n")
+    path.chmod(0)
+    with pytest.raises(DocUnreadable, match="permission denied"):
+        store.read_doc("locked")
+
+
+def test_unreadable_local_index_renders_the_shipped_one_with_a_note(store: DocStore) -> None:
+    store.render_index()
+    (store.local_dir / "index.md").write_bytes(b"# Caf\xe9\n")
+    rendered = store.render_index()
+    assert "could not be read" in rendered and "- kernel: namespace" in rendered
+    with pytest.raises(DocUnreadable):
+        store.write_doc("index", old="a", new="b")
+    assert store.write_doc("index", body=SHIPPED_INDEX).changed
+    assert "could not be read" not in store.render_index()
+
+
+def test_description_cache_follows_the_file(store: DocStore) -> None:
+    assert "- extra/new-thing: A doc the index does not list yet" in store.render_index()
+    path = store.shipped_dir / "extra" / "new-thing.md"
+    path.write_text("---\ndescription: A different hook, longer than before\n---\n# New\n")
+    assert "- extra/new-thing: A different hook, longer than before" in store.render_index()
+
+
+def test_info_summary_and_local_state(store: DocStore) -> None:
+    store.write_doc("proc", body="---\npackages: [numpy~=2.0]\n---\n# Proc title\n\nDoes things.\n")
+    info = store.info("proc")
+    assert (info.title, info.description, info.origin, info.packages) == ("Proc title", "Does things.", ORIGIN_LOCAL, ["numpy~=2.0"])
+    assert store.info("_banked").origin == ORIGIN_SHIPPED
+    summary = store.summary()
+    assert summary["local_docs"] == 1 and summary["index_entries"] == 6 and summary["index_max_entries"] == INDEX_MAX_ENTRIES
+    state = store.local_state()
+    assert set(state) == {"index", "proc"}
+
+
+def test_authoring_gate_has_the_five_bullets() -> None:
+    bullets = [" ".join(b.split()) for b in ("\n" + AUTHORING_GATE).split("\n- ")[1:]]
+    assert len(bullets) == 5
+    assert "validated" in bullets[0] and "dataset-specific" in bullets[0]
+    assert "user's request" in bullets[1]
+    assert "old/new" in bullets[2]
+    assert "still exists" in bullets[3]
+    assert "[[id]]" in bullets[4]
+
+
+WRITER = textwrap.dedent(
+    """
+    import sys
+    import time
+    from pathlib import Path
+    from biopb_mcp.docs.store import DocStore
+    local, shipped, prefix, n = Path(sys.argv[1]), Path(sys.argv[2]), sys.argv[3], int(sys.argv[4])
+    store = DocStore(local, shipped_dir=shipped, version="1.0")
+    Path(sys.argv[5]).touch()
+    while not Path(sys.argv[6]).exists():
+        time.sleep(0.002)
+    for i in range(n):
+        store.write_doc(f"{prefix}-{i}", body=f"# {prefix} {i}\\n\\nDoc {i} from {prefix}.\\n")
+        store.write_doc("shared", old=f"{prefix}: {i}.", new=f"{prefix}: {i + 1}.")
+    """
+)
+
+
+def test_two_processes_creating_docs_concurrently_lose_no_index_entry(tmp_path: Path, store: DocStore) -> None:
+    n = 12
+    store.write_doc("shared", body="# Shared\n\ncounters\n\np: 0.\n\nq: 0.\n")
+    go = tmp_path / "go"
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-c", WRITER, str(store.local_dir), str(store.shipped_dir), prefix, str(n),
+             str(tmp_path / f"ready-{prefix}"), str(go)],
+            stderr=subprocess.PIPE,
+        )
+        for prefix in ("p", "q")
+    ]
+    try:
+        deadline = time.monotonic() + 60  # a bound, not a timing assertion
+        while not all((tmp_path / f"ready-{p}").exists() for p in ("p", "q")):
+            assert all(proc.poll() is None for proc in procs), "a writer died before starting"
+            assert time.monotonic() < deadline
+            time.sleep(0.01)
+        go.touch()
+        for proc in procs:
+            _, err = proc.communicate(timeout=60)
+            assert proc.returncode == 0, err.decode()
+    finally:
+        for proc in procs:
+            if proc.poll() is None:
+                proc.kill()
+    entries = parse((store.local_dir / "index.md").read_text()).entry_ids
+    expected = {f"{p}-{i}" for p in ("p", "q") for i in range(n)}
+    assert expected <= entries
+    assert store.read_doc("shared").endswith(f"p: {n}.\n\nq: {n}.\n")

@@ -1,0 +1,35 @@
+"""Kernel-test helpers (imported by the kernel tests as ``from kernel_helpers import ...``)."""
+
+from __future__ import annotations
+
+import struct
+import zlib
+from pathlib import Path
+
+from biopb_mcp.config import Settings, load_settings
+
+
+def make_settings(root: Path, *, kernel: str = "", runtime_dir: Path | None = None) -> Settings:
+    """Write ``<root>/config/config.toml`` pointing state/runtime dirs into ``root``; load it."""
+    cdir = root / "config"
+    cdir.mkdir(parents=True, exist_ok=True)
+    runtime = runtime_dir or root / "rt"
+    text = (
+        "[server]\n"
+        f'state_dir = "{root / "state"}"\n'
+        f'runtime_dir = "{runtime}"\n'
+        "[kernel]\n" + kernel
+    )
+    (cdir / "config.toml").write_text(text, encoding="utf-8")
+    return load_settings(cdir)
+
+
+def png_bytes(width: int = 4, height: int = 3) -> bytes:
+    """A valid greyscale PNG built with zlib + struct (no Pillow needed)."""
+
+    def chunk(kind: bytes, data: bytes) -> bytes:
+        return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
+
+    raw = b"".join(b"\x00" + bytes((x * 40) % 256 for x in range(width)) for _ in range(height))
+    ihdr = struct.pack(">IIBBBBB", width, height, 8, 0, 0, 0, 0)
+    return b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", ihdr) + chunk(b"IDAT", zlib.compress(raw)) + chunk(b"IEND", b"")

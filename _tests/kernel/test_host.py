@@ -1,0 +1,160 @@
+"""KernelHost against one real kernel: executions, jobs, paging, images, inspect, permissions."""
+
+from __future__ import annotations
+
+import os
+import stat
+from pathlib import Path
+
+import pytest
+
+from kernel_helpers import png_bytes
+from biopb_mcp.errors import JobNotFound, KernelBusy, KernelError
+from biopb_mcp.kernel import Execution, KernelHost, Rendered
+
+pytestmark = pytest.mark.slow
+
+
+def run(host: KernelHost, code: str, timeout: float = 30) -> tuple[Execution, Rendered]:
+    ex = host.submit(code)
+    assert host.wait(ex, timeout), f"{code!r} did not finish"
+    return ex, host.render(ex)
+
+
+def test_namespace_is_kept_and_print_and_result_both_come_back(host: KernelHost) -> None:
+    run(host, "answer = 41")
+    ex, r = run(host, "print('hello from the kernel')\nanswer + 1")
+    assert ex.status == "ok" and r.done
+    assert r.text == "hello from the kernel\n42"
+    assert r.job_id == ex.job_id and ex.job_id.startswith("job-")
+
+
+def test_silent_statement_says_no_output(host: KernelHost) -> None:
+    _, r = run(host, "unused = 1")
+    assert r.text == "(no output)"
+
+
+def test_exception_comes_back_as_error_without_ansi(host: KernelHost) -> None:
+    ex, r = run(host, "def f():\n    raise ValueError('bad threshold 7')\nf()")
+    assert ex.status == "error"
+    assert ex.error is not None and ex.error[:2] == ("ValueError", "bad threshold 7")
+    assert "ValueError: bad threshold 7" in r.text
+    assert "\x1b[" not in r.text and all("\x1b" not in line for line in ex.error[2])
+
+
+def test_stderr_is_marked(host: KernelHost) -> None:
+    _, r = run(host, "import sys; print('out'); print('warn', file=sys.stderr)")
+    assert r.text == "out\n[stderr]\nwarn"
+
+
+def test_png_display_comes_back_as_image_bytes(host: KernelHost) -> None:
+    data = png_bytes(5, 4)
+    ex, r = run(host, f"from IPython.display import Image, display\ndisplay(Image(data={data!r}))\n'after'")
+    assert ex.status == "ok"
+    assert r.images == [data]
+    assert "[image 1: 5x4 PNG" in r.text and "'after'" in r.text
+
+
+def test_input_fails_clearly_instead_of_hanging(host: KernelHost) -> None:
+    ex, r = run(host, "name = input('Your name? ')")
+    assert ex.status == "error" and ex.error is not None
+    assert ex.error[0] == "StdinNotImplementedError"
+    assert "input() is not available" in r.text
+
+
+def test_long_job_promotes_answers_busy_and_interrupts(host: KernelHost) -> None:
+    ex = host.submit("import time\nprint('started', flush=True)\ntime.sleep(30)")
+    assert not host.wait(ex, 1.0)
+    job_id = host.promote(ex)
+    assert job_id == ex.job_id
+    polled = host.poll(job_id)
+    assert polled.status == "running" and not polled.done
+    assert polled.text.startswith(f"{job_id}: running for")
+    with pytest.raises(KernelBusy) as busy:
+        host.submit("1+1")
+    assert busy.value.job_id == job_id
+    with pytest.raises(KernelBusy) as busy_inspect:
+        host.inspect("time")
+    assert busy_inspect.value.job_id == job_id
+    assert host.status()["current_job"]["job_id"] == job_id
+    said = host.interrupt()
+    assert f"Interrupted {job_id}" in said
+    final = host.poll(job_id)
+    assert final.status == "interrupted"
+    assert "started" in final.text and "KeyboardInterrupt" in final.text
+    _, after = run(host, "'still alive'")
+    assert after.text == "'still alive'"
+
+
+def test_interrupt_with_nothing_running_says_so(host: KernelHost) -> None:
+    assert host.interrupt() == "No code is running; nothing to interrupt."
+
+
+def test_flood_is_bounded_and_pages_back_to_the_full_output(host: KernelHost) -> None:
+    lines = 100_000  # 100 chars each: 10 MB
+    ex, r = run(host, f"for i in range({lines}):\n    print(f'{{i:09d}}' + 'x' * 90)", timeout=120)
+    max_chars = host._settings.kernel.max_output_chars
+    assert ex.status == "ok"
+    assert len(r.text) < max_chars + 500
+    assert f'poll_job("{ex.job_id}", offset={max_chars})' in r.text
+    assert f"{lines * 100 - max_chars} more chars" in r.text
+    pieces, offset = [], 0
+    while True:
+        page = host.poll(ex.job_id, offset)
+        header, _, body = page.text.partition("\n")
+        assert header.startswith(f"{ex.job_id}: finished")
+        if offset:
+            shown, _, body = body.partition("\n")
+            assert shown.startswith(f"[showing chars {offset}-")
+        end = page.next_offset if page.next_offset is not None else page.total_chars
+        pieces.append(body[: end - offset])
+        if page.next_offset is None:
+            break
+        offset = page.next_offset
+    full = "".join(pieces)
+    assert full == full and len(full) == lines * 100 - 1  # cheap check first: a 10 MB diff is slow
+    assert full == "".join(f"{i:09d}" + "x" * 90 + "\n" for i in range(lines)).rstrip("\n")
+
+
+def test_inspect_reports_type_shape_dtype_signature(host: KernelHost) -> None:
+    run(host, "import numpy as np\nimg = np.zeros((3, 4), dtype='uint16')\ndef seg(im, sigma=2.0):\n    'Segment.'\n")
+    names = "sorted(k for k in globals() if not k.startswith('_'))"
+    before = run(host, names)[1].text
+    text = host.inspect("img")
+    assert "img: numpy.ndarray" in text and "shape: (3, 4)" in text and "dtype: uint16" in text
+    fn = host.inspect("seg")
+    assert "signature: seg(im, sigma=2.0)" in fn and "Segment." in fn
+    assert "np: module" in host.inspect("np") and "file: " in host.inspect("np")
+    assert run(host, names)[1].text == before  # inspection adds nothing to the namespace
+
+
+def test_inspect_unknown_or_malformed_name_is_a_clear_error(host: KernelHost) -> None:
+    with pytest.raises(KernelError, match="'nope' is not defined"):
+        host.inspect("nope")
+    with pytest.raises(KernelError, match="dotted Python name"):
+        host.inspect("os.system('x')")
+
+
+def test_unknown_job_id_names_recent_ones(host: KernelHost) -> None:
+    run(host, "1")
+    with pytest.raises(JobNotFound, match="Recent ids"):
+        host.poll("job-999999")
+
+
+def test_status_and_private_file_modes(host: KernelHost) -> None:
+    st = host.status()
+    assert st["state"] == "ready" and st["pid"] and st["transport"] == "ipc"
+    assert st["parent_death_watch"] is True
+    conn = Path(st["connection_file"])
+    assert stat.S_IMODE(conn.stat().st_mode) == 0o600
+    assert stat.S_IMODE(conn.parent.stat().st_mode) & 0o777 == 0o700
+    sock_dir = Path(st["socket_dir"]) if st["socket_dir"] else conn.parent
+    sockets = [p for p in sock_dir.iterdir() if stat.S_ISSOCK(p.lstat().st_mode)]
+    assert len(sockets) == 5
+    assert {stat.S_IMODE(p.lstat().st_mode) for p in sockets} == {0o600}
+    assert stat.S_IMODE(sock_dir.stat().st_mode) & 0o777 == 0o700
+    # the scientist's files get the server's normal umask back, not the sockets' 0o077
+    _, r = run(host, "import os; m = os.umask(0); os.umask(m); oct(m)")
+    mask = os.umask(0o022)
+    os.umask(mask)
+    assert r.text == repr(oct(mask))

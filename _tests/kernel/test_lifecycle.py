@@ -1,0 +1,188 @@
+"""Kernel lifecycle with real processes: restart, death, recovery, bad specs, plugins, orphans."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+
+from kernel_helpers import make_settings
+from biopb_mcp.errors import KernelNotReady
+from biopb_mcp.kernel import KernelHost
+
+pytestmark = pytest.mark.slow
+
+
+def gone(pid: int) -> bool:
+    try:
+        return psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return True
+
+
+def wait_gone(pid: int, within: float) -> bool:
+    deadline = time.monotonic() + within
+    while time.monotonic() < deadline:
+        if gone(pid):
+            return True
+        time.sleep(0.05)
+    return gone(pid)
+
+
+def test_start_is_idempotent_and_restart_loses_the_namespace(host: KernelHost) -> None:
+    host.start()
+    pid = host.status()["pid"]
+    assert "already running" in host.start() and host.status()["pid"] == pid
+    ex = host.submit("kept = 'value'")
+    assert host.wait(ex, 30)
+    said = host.restart()
+    assert "namespace was lost" in said
+    new_pid = host.status()["pid"]
+    assert new_pid != pid and wait_gone(pid, 5)
+    ex = host.submit("kept")
+    assert host.wait(ex, 30)
+    assert ex.status == "error" and ex.error is not None and ex.error[0] == "NameError"
+
+
+def test_os_exit_gives_dead_with_log_lines_and_start_recovers(host: KernelHost) -> None:
+    host.start()
+    ex = host.submit("import sys\nprint('last words', file=sys.__stderr__, flush=True)\nimport os; os._exit(1)")
+    assert host.wait(ex, 30)
+    assert ex.status == "dead"
+    assert host.state == "dead"
+    assert "The kernel died (exit code 1)" in host.render(ex).text
+    with pytest.raises(KernelNotReady) as not_ready:
+        host.submit("1+1")
+    assert not_ready.value.state == "dead"
+    assert "start_kernel" in str(not_ready.value) and "last words" in str(not_ready.value)
+    assert "Last kernel log lines" in host.status()["message"]
+    host.start()
+    assert host.state == "ready"
+    ex = host.submit("40 + 2")
+    assert host.wait(ex, 30) and host.render(ex).text == "42"
+
+
+def test_kernel_killed_externally_mid_job_is_reported_dead(host: KernelHost) -> None:
+    host.start()
+    ex = host.submit("import time; time.sleep(30)")
+    assert not host.wait(ex, 0.3)
+    os.kill(host.status()["pid"], signal.SIGKILL)
+    assert host.wait(ex, 10)
+    assert ex.status == "dead" and host.state == "dead"
+    polled = host.poll(ex.job_id)
+    assert "killed by signal SIGKILL" in polled.text and "start_kernel" in polled.text
+    host.start()
+    assert host.state == "ready"
+
+
+def test_unknown_kernel_name_is_an_error_state_with_a_clear_message(tmp_path: Path) -> None:
+    h = KernelHost(make_settings(tmp_path, kernel='name = "no-such-kernel-xyz"\n'))
+    with pytest.raises(KernelNotReady) as err:
+        h.start()
+    assert err.value.state == "error" and h.state == "error"
+    message = str(err.value)
+    assert "no Jupyter kernel spec named 'no-such-kernel-xyz'" in message
+    assert "kernel.name" in message and "start_kernel" in message
+    with pytest.raises(KernelNotReady, match="could not start"):
+        h.submit("1")
+    h.shutdown()
+
+
+def _kernelspec(root: Path, name: str, argv: list[str]) -> None:
+    spec_dir = root / "jupyter" / "kernels" / name
+    spec_dir.mkdir(parents=True)
+    (spec_dir / "kernel.json").write_text(json.dumps({"argv": argv, "display_name": name, "language": "other"}))
+
+
+def test_kernel_that_never_gets_ready_or_exits_at_once_ends_in_error(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _kernelspec(tmp_path, "hangs", [sys.executable, "-c", "import time; time.sleep(60)", "{connection_file}"])
+    _kernelspec(tmp_path, "crashes", [sys.executable, "-c", "import sys; print('boom at start'); sys.exit(3)"])
+    monkeypatch.setenv("JUPYTER_PATH", str(tmp_path / "jupyter"))
+    h = KernelHost(make_settings(tmp_path / "a", kernel='name = "hangs"\nstartup_timeout = 1.5\n'))
+    with pytest.raises(KernelNotReady, match="did not become ready within kernel.startup_timeout"):
+        h.start()
+    assert h.state == "error" and h.status()["pid"] is None
+    h2 = KernelHost(make_settings(tmp_path / "b", kernel='name = "crashes"\n'))
+    with pytest.raises(KernelNotReady) as err:
+        h2.start()
+    assert "exited during start-up (exit code 3)" in str(err.value) and "boom at start" in str(err.value)
+
+
+def test_plugins_load_print_to_the_log_and_a_broken_one_is_skipped(
+    tmp_path: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    # A runtime dir far too long for AF_UNIX socket paths: the sockets must go elsewhere.
+    long_runtime = tmp_path / ("r" * 60) / ("u" * 60)
+    settings = make_settings(tmp_path, runtime_dir=long_runtime)
+    plugins = Path(settings.plugins_dir)
+    plugins.mkdir(parents=True)
+    (plugins / "hello.py").write_text("print('PLUGIN-SAYS-HI')\nGREETING = 'hi'\n")
+    (plugins / "broken.py").write_text("raise RuntimeError('plugin is broken')\n")
+    (plugins / "_private.py").write_text("SKIPPED = True\n")
+    h = KernelHost(settings)
+    try:
+        said = h.start()
+        assert "broken.py (RuntimeError: plugin is broken)" in said
+        st = h.status()
+        assert [Path(p).name for p in st["plugins"]["loaded"]] == ["hello.py"]
+        assert [Path(f["plugin"]).name for f in st["plugins"]["failed"]] == ["broken.py"]
+        assert st["socket_dir"] is not None and not st["socket_dir"].startswith(str(tmp_path))
+        assert Path(st["connection_file"]).parent == long_runtime
+        ex = h.submit("GREETING, 'SKIPPED' in globals()")
+        assert h.wait(ex, 30)
+        assert h.render(ex).text == "('hi', False)"
+        socket_dir = Path(st["socket_dir"])
+    finally:
+        h.shutdown()
+    assert not socket_dir.exists()
+    assert "PLUGIN-SAYS-HI" in Path(settings.kernel_log_file).read_text()
+    out, err = capfd.readouterr()
+    assert "PLUGIN-SAYS-HI" not in out and "PLUGIN-SAYS-HI" not in err
+
+
+_TINY_SERVER = """
+import sys
+from biopb_mcp.config import load_settings
+from biopb_mcp.kernel import KernelHost
+host = KernelHost(load_settings(sys.argv[1]))
+host.start()
+ex = host.submit("import subprocess, sys; child = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(60)']); child.pid")
+host.wait(ex, 30)
+print(host.status()["pid"], host.render(ex).text, flush=True)
+sys.stdin.read()
+"""
+
+
+def test_kernel_and_its_children_exit_when_the_server_is_sigkilled(tmp_path: Path) -> None:
+    settings = make_settings(tmp_path)
+    proc = subprocess.Popen(
+        [sys.executable, "-c", _TINY_SERVER, str(settings.config_dir)],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+    )
+    try:
+        assert proc.stdout is not None
+        kernel_pid, child_pid = (int(x) for x in proc.stdout.readline().split())
+        assert not gone(kernel_pid) and not gone(child_pid)
+        proc.kill()
+        proc.wait()
+        assert wait_gone(kernel_pid, 5.0), "kernel outlived its SIGKILLed server"
+        assert wait_gone(child_pid, 5.0), "kernel's child outlived the server"
+    finally:
+        proc.kill()
+        proc.wait()
+        for stream in (proc.stdin, proc.stdout):
+            if stream is not None:
+                stream.close()
+        for pid in ("kernel_pid", "child_pid"):
+            value = locals().get(pid)
+            if isinstance(value, int) and not gone(value):
+                os.kill(value, signal.SIGKILL)

@@ -1,0 +1,66 @@
+"""Rendering without a kernel: bounds, paging notes, ANSI stripping, oversized images."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from kernel_helpers import png_bytes
+from biopb_mcp.kernel import Execution, rendering
+from biopb_mcp.kernel.executions import strip_ansi
+
+
+def finished(text: str) -> Execution:
+    ex = Execution("job-7", "code", "msg")
+    ex.add_stream("stdout", text)
+    ex.finish("ok")
+    return ex
+
+
+def test_short_output_is_shown_whole_without_notes() -> None:
+    r = rendering.render(finished("a\nb\n"), 0, 100, header=False)
+    assert r.text == "a\nb" and r.next_offset is None and r.total_chars == 4
+
+
+def test_long_output_is_cut_with_a_note_naming_the_next_offset() -> None:
+    r = rendering.render(finished("x" * 250), 0, 100, header=False)
+    assert r.text.startswith("x" * 100 + "\n[output truncated: showing chars 0-100 of 250; 150 more chars.")
+    assert 'poll_job("job-7", offset=100)' in r.text and r.next_offset == 100
+    last = rendering.render(finished("x" * 250), 200, 100, header=False)
+    assert last.text.splitlines()[:2] == ["job-7: finished in " + last.text.split("finished in ")[1].split("\n")[0],
+                                          "[showing chars 200-250 of 250]"]
+    assert last.next_offset is None
+
+
+def test_offset_past_the_end_says_so() -> None:
+    r = rendering.render(finished("abc"), 10, 100, header=True)
+    assert "[offset 10 is past the end: the output has 3 chars]" in r.text
+
+
+def test_ansi_codes_are_stripped() -> None:
+    assert strip_ansi("\x1b[0;31mValueError\x1b[0m: x\x1b]8;;http://a\x07link\x1b]8;;\x07") == "ValueError: x" + "link"
+
+
+def test_oversized_image_is_saved_to_a_file_not_attached(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(rendering, "_downscale", lambda data, max_bytes: None)  # as without Pillow
+    data = png_bytes(64, 64)
+    ex = Execution("job-3", "code", "msg")
+    ex.add_image(rendering.image_factory(data, ex.job_id, 10, tmp_path / "images"))
+    ex.finish("ok")
+    r = rendering.render(ex, 0, 1000, header=False)
+    assert r.images == []
+    saved = tmp_path / "images" / "job-3-image1.png"
+    assert saved.read_bytes() == data
+    assert f"64x64 PNG, {len(data)} bytes > max_image_bytes=10; not attached; full size saved to {saved}" in r.text
+
+
+def test_oversized_image_is_downscaled_when_pillow_is_there(tmp_path: Path) -> None:
+    pytest.importorskip("PIL")
+    data = png_bytes(400, 400)
+    limit = len(data) // 2
+    ex = Execution("job-4", "code", "msg")
+    ex.add_image(rendering.image_factory(data, ex.job_id, limit, tmp_path))
+    r = rendering.render(ex, 0, 1000, header=False)
+    assert len(r.images) == 1 and len(r.images[0]) <= limit
+    assert "attached downscaled to" in r.text and (tmp_path / "job-4-image1.png").exists()

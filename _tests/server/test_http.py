@@ -1,0 +1,141 @@
+"""The HTTP transport as a real process: loopback only, Host/Origin allowlist, bearer token, 401s."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import stat
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import anyio
+import httpx2
+import psutil
+import pytest
+from mcp import Client
+from mcp.client.streamable_http import streamable_http_client
+
+from stdio_procs import make_env
+
+INIT = {
+    "jsonrpc": "2.0",
+    "id": 1,
+    "method": "initialize",
+    "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "0"}},
+}
+HEADERS = {"content-type": "application/json", "accept": "application/json, text/event-stream"}
+
+
+class HttpServer:
+    def __init__(self, root: Path, *args: str) -> None:
+        self.root = root
+        self.stderr_path = root / f"stderr{len(args)}.log"
+        env = {**os.environ, **make_env(root)}
+        with self.stderr_path.open("wb") as err:
+            self.proc = subprocess.Popen(
+                [sys.executable, "-m", "biopb_mcp", "--transport", "http", "--port", "0", *args],
+                stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=err, env=env,
+            )
+        deadline = time.monotonic() + 60
+        while not (match := re.search(r"serving streamable HTTP at (http://\S+)", self.stderr())):
+            assert self.proc.poll() is None, self.stderr()
+            assert time.monotonic() < deadline, self.stderr()
+            time.sleep(0.05)
+        self.url = match.group(1)
+        self.port = int(self.url.rsplit(":", 1)[1].split("/")[0])
+
+    def stderr(self) -> str:
+        return self.stderr_path.read_text(errors="replace")
+
+    def stop(self) -> int:
+        if self.proc.poll() is None:
+            self.proc.terminate()
+        return self.proc.wait(30)
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[HttpServer]:
+    running = HttpServer(tmp_path_factory.mktemp("http"))
+    yield running
+    running.stop()
+
+
+@pytest.fixture(scope="module")
+def token(server: HttpServer) -> str:
+    return (server.root / "runtime" / "biopb" / "http-token").read_text().strip()
+
+
+def post(server: HttpServer, headers: dict[str, str]) -> httpx2.Response:
+    return httpx2.post(f"http://127.0.0.1:{server.port}/mcp", json=INIT, headers={**HEADERS, **headers}, timeout=30)
+
+
+def test_binds_loopback_only(server: HttpServer) -> None:
+    listening = [c.laddr for c in psutil.Process(server.proc.pid).net_connections("inet") if c.status == psutil.CONN_LISTEN]
+    assert listening and {addr.ip for addr in listening} == {"127.0.0.1"}
+    assert server.url.startswith("http://127.0.0.1:")
+
+
+def test_token_file_and_runtime_dir_modes_and_stderr_config_line(server: HttpServer, token: str) -> None:
+    token_file = server.root / "runtime" / "biopb" / "http-token"
+    assert stat.S_IMODE(token_file.stat().st_mode) == 0o600
+    assert stat.S_IMODE(token_file.parent.stat().st_mode) == 0o700
+    assert f"Bearer {token}" in server.stderr()
+
+
+def test_loopback_with_token_is_served(server: HttpServer, token: str) -> None:
+    response = post(server, {"authorization": f"Bearer {token}", "origin": f"http://localhost:{server.port}"})
+    assert response.status_code == 200, response.text
+    assert "start_kernel" in response.text
+
+
+@pytest.mark.parametrize("authorization", [None, "Bearer wrong-token", "Basic abc"])
+def test_no_or_wrong_token_is_401(server: HttpServer, authorization: str | None) -> None:
+    response = post(server, {} if authorization is None else {"authorization": authorization})
+    assert response.status_code == 401
+    assert response.headers["www-authenticate"].startswith("Bearer")
+
+
+def test_foreign_origin_is_refused(server: HttpServer, token: str) -> None:
+    response = post(server, {"authorization": f"Bearer {token}", "origin": "http://evil.example"})
+    assert response.status_code == 403
+
+
+def test_foreign_host_is_refused(server: HttpServer, token: str) -> None:
+    response = post(server, {"authorization": f"Bearer {token}", "host": f"evil.example:{server.port}"})
+    assert response.status_code == 421
+
+
+@pytest.mark.anyio
+async def test_an_mcp_client_with_the_token_works_and_sigterm_cleans_up(server: HttpServer, token: str) -> None:
+    """Last test of the module: it stops the shared server."""
+    async with httpx2.AsyncClient(headers={"authorization": f"Bearer {token}"}, timeout=30) as http:
+        with anyio.fail_after(60):
+            async with Client(streamable_http_client(server.url, http_client=http), mode="legacy") as client:
+                assert "start_kernel" in (client.instructions or "")
+                assert not (await client.call_tool("start_kernel", {})).is_error
+                status = json.loads((await client.call_tool("server_status", {})).content[0].text)
+    assert status["server"]["transport"] == "http"
+    kernel_pid = status["kernel"]["pid"]
+    assert psutil.pid_exists(kernel_pid)
+    assert server.stop() == 0
+    try:
+        psutil.Process(kernel_pid).wait(timeout=5)
+    except psutil.NoSuchProcess:
+        pass
+    assert not psutil.pid_exists(kernel_pid)
+    assert not (server.root / "runtime" / "biopb" / "http-token").exists()
+
+
+def test_no_auth_opts_out_with_a_warning(tmp_path: Path) -> None:
+    unguarded = HttpServer(tmp_path, "--no-auth")
+    try:
+        assert "WARNING" in unguarded.stderr() and "--no-auth" in unguarded.stderr()
+        assert post(unguarded, {}).status_code == 200
+        assert post(unguarded, {"origin": "http://evil.example"}).status_code == 403
+        assert not (tmp_path / "runtime" / "biopb" / "http-token").exists()
+    finally:
+        unguarded.stop()

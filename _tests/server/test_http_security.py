@@ -1,0 +1,81 @@
+"""HTTP guards in isolation: the allowlists, the bearer check, the token file's mode bits."""
+
+from __future__ import annotations
+
+import stat
+from pathlib import Path
+
+import pytest
+
+from biopb_mcp.http_security import HttpGuard, allowlists, client_config_lines, new_token, write_token_file
+
+
+@pytest.fixture
+def guard() -> HttpGuard:
+    hosts, origins = allowlists(4321, ["lab-box:4321"], ["https://notebook.lab"])
+    return HttpGuard(allowed_hosts=hosts, allowed_origins=origins, token="s3cret")
+
+
+def _headers(**extra: str) -> dict[str, str]:
+    return {"host": "127.0.0.1:4321", "authorization": "Bearer s3cret", **extra}
+
+
+def test_loopback_with_token_passes(guard: HttpGuard) -> None:
+    assert guard.check(_headers()) is None
+    assert guard.check(_headers(host="localhost:4321", origin="http://localhost:4321")) is None
+    assert guard.check(_headers(host="lab-box:4321", origin="https://notebook.lab")) is None
+
+
+@pytest.mark.parametrize("host", ["evil.example:4321", "127.0.0.1:9999", "127.0.0.1", "localhost.evil.example:4321"])
+def test_foreign_host_is_refused(guard: HttpGuard, host: str) -> None:
+    refused = guard.check(_headers(host=host))
+    assert refused is not None and refused[0] == 421
+
+
+def test_missing_host_is_refused(guard: HttpGuard) -> None:
+    refused = guard.check({"authorization": "Bearer s3cret"})
+    assert refused is not None and refused[0] == 421
+
+
+@pytest.mark.parametrize("origin", ["http://evil.example", "http://127.0.0.1:9999", "null", "http://localhost:4321.evil"])
+def test_foreign_origin_is_refused(guard: HttpGuard, origin: str) -> None:
+    refused = guard.check(_headers(origin=origin))
+    assert refused is not None and refused[0] == 403
+
+
+@pytest.mark.parametrize("authorization", [None, "", "Bearer", "Bearer wrong", "Basic s3cret", "Bearer s3cret2"])
+def test_missing_or_wrong_token_is_401(guard: HttpGuard, authorization: str | None) -> None:
+    headers = {"host": "127.0.0.1:4321"}
+    if authorization is not None:
+        headers["authorization"] = authorization
+    refused = guard.check(headers)
+    assert refused is not None and refused[0] == 401
+
+
+def test_without_token_only_host_and_origin_are_checked() -> None:
+    hosts, origins = allowlists(80)
+    assert HttpGuard(hosts, origins, None).check({"host": "localhost:80"}) is None
+
+
+def test_token_file_is_0600_in_a_0700_dir(tmp_path: Path) -> None:
+    runtime = tmp_path / "run" / "biopb"
+    token = new_token()
+    path = write_token_file(runtime, token)
+    assert path.read_text().strip() == token
+    assert stat.S_IMODE(path.stat().st_mode) == 0o600
+    assert stat.S_IMODE(runtime.stat().st_mode) == 0o700
+    assert len(token) >= 40 and token != new_token()
+
+
+def test_token_file_rewrite_keeps_0600_even_if_loosened(tmp_path: Path) -> None:
+    path = write_token_file(tmp_path, "a")
+    path.chmod(0o644)
+    write_token_file(tmp_path, "b")
+    assert path.read_text().strip() == "b"
+    assert stat.S_IMODE(path.stat().st_mode) == 0o600
+
+
+def test_client_config_line_carries_the_token() -> None:
+    lines = client_config_lines("http://127.0.0.1:5/mcp", "tok")
+    assert any('"Authorization": "Bearer tok"' in line for line in lines)
+    assert all("tok" not in line for line in client_config_lines("http://127.0.0.1:5/mcp", None))

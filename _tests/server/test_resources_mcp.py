@@ -1,0 +1,345 @@
+"""Docs as MCP resources through real client sessions, in both protocol eras.
+
+Most tests serve a bare ``MCPServer`` with ``install_resources`` and a small write tool that does
+what server.py's write_doc does (store.write_doc, then ``notifier.after_write``): a real server,
+not a mock, with a fast watcher poll. ``test_resources_server.py`` goes through build_server and real stdio.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from pathlib import Path
+from typing import Any
+
+import anyio
+import anyio.to_thread
+import pytest
+from mcp import Client, MCPError
+from mcp.server.mcpserver import MCPServer
+from mcp.server.subscriptions import ResourcesListChanged, ResourceUpdated
+from mcp.shared.exceptions import MCPDeprecationWarning
+from mcp.types import ResourceListChangedNotification, ResourceUpdatedNotification, TextResourceContents
+
+from biopb_mcp.docs.resources import INDEX_URI, doc_uri
+from biopb_mcp.docs.store import DocStore
+from biopb_mcp.subscriptions import DocNotifier, changes, install_resources
+
+MODES = ["legacy", "auto"]
+WAIT = 10.0  # upper bound on any awaited event; passing runs take milliseconds to ~1 s
+
+
+def make_corpus(root: Path, n: int) -> tuple[Path, Path, list[str]]:
+    """Local and shipped tier dirs; the hand-written local index lists ``n`` docs with nested ids."""
+    shipped, local = root / "shipped", root / "local"
+    shipped.mkdir(parents=True)
+    (shipped / "index.md").write_text("# Docs index\n", encoding="utf-8")
+    ids = [f"grp{i % 7}/doc-{i:04d}" for i in range(n)]
+    lines = ["# Docs index", ""]
+    for i, doc_id in enumerate(ids):
+        path = local / f"{doc_id}.md"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(f"# Title {i}\n\nWhat doc {i} is for.\n", encoding="utf-8")
+        lines.append(f"- {doc_id}: when the user asks for thing {i}")
+    (local / "index.md").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return local, shipped, sorted(ids)
+
+
+def make_server(local: Path, shipped: Path, poll: float = 0.05) -> tuple[MCPServer[Any], DocStore, DocNotifier]:
+    """A real server over the two tiers: resources installed, plus write_doc wired as server.py wires it."""
+    mcp: MCPServer[Any] = MCPServer("biopb-test")
+    store = DocStore(local, shipped_dir=shipped)
+    notifier = install_resources(mcp, store, poll_interval=poll)
+
+    @mcp.tool()
+    async def write_doc(doc_id: str, body: str) -> str:
+        """Write a doc and announce it."""
+        result = await anyio.to_thread.run_sync(lambda: store.write_doc(doc_id, body=body))
+        await notifier.after_write(result)
+        return result.text
+
+    return mcp, store, notifier
+
+
+@pytest.fixture
+def corpus250(tmp_path: Path) -> tuple[Path, Path, list[str]]:
+    return make_corpus(tmp_path, 250)
+
+
+async def walk(client: Client, cursor: str | None = None) -> tuple[list[list[str]], str | None]:
+    """Pages of URIs from ``cursor`` to the end."""
+    pages: list[list[str]] = []
+    while True:
+        result = await client.list_resources(cursor=cursor)
+        pages.append([r.uri for r in result.resources])
+        if result.next_cursor is None:
+            return pages, None
+        assert result.next_cursor == result.resources[-1].uri
+        cursor = result.next_cursor
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("mode", MODES)
+async def test_paging_250_docs_three_pages_no_duplicates_no_gaps(
+    corpus250: tuple[Path, Path, list[str]], mode: str
+) -> None:
+    local, shipped, ids = corpus250
+    mcp, _, _ = make_server(local, shipped)
+    async with Client(mcp, mode=mode, cache=None) as client:
+        pages, _ = await walk(client)
+        first = await client.list_resources()
+    assert [len(p) for p in pages] == [100, 100, 51]
+    flat = [u for p in pages for u in p]
+    assert flat == [INDEX_URI] + [doc_uri(i) for i in ids]
+    index, doc = first.resources[0], first.resources[1]
+    assert index.mime_type == doc.mime_type == "text/markdown"
+    assert doc.name == f"Title {int(ids[0][-4:])}" and doc.description and doc.description.startswith("What doc")
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("mode", MODES)
+async def test_cursor_taken_before_a_restart_resumes_after_it(
+    corpus250: tuple[Path, Path, list[str]], mode: str
+) -> None:
+    local, shipped, ids = corpus250
+    before, _, _ = make_server(local, shipped)
+    async with Client(before, mode=mode, cache=None) as client:
+        page1 = await client.list_resources()
+    after, _, _ = make_server(local, shipped)  # a new server process would see exactly this
+    async with Client(after, mode=mode, cache=None) as client:
+        rest, _ = await walk(client, page1.next_cursor)
+    flat = [r.uri for r in page1.resources] + [u for p in rest for u in p]
+    assert flat == [INDEX_URI] + [doc_uri(i) for i in ids]
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("mode", MODES)
+async def test_doc_created_behind_the_cursor_does_not_break_the_walk(tmp_path: Path, mode: str) -> None:
+    local, shipped, ids = make_corpus(tmp_path, 150)  # room under the index cap for one more entry
+    mcp, _, _ = make_server(local, shipped)
+    async with Client(mcp, mode=mode, cache=None) as client:
+        page1 = await client.list_resources()
+        await client.call_tool("write_doc", {"doc_id": "aaa/new", "body": "# New\n\nA new doc.\n"})
+        rest, _ = await walk(client, page1.next_cursor)
+        fresh, _ = await walk(client)
+    flat = [r.uri for r in page1.resources] + [u for p in rest for u in p]
+    assert flat == [INDEX_URI] + [doc_uri(i) for i in ids]
+    assert doc_uri("aaa/new") in fresh[0]
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("mode", MODES)
+async def test_bad_cursor_is_invalid_params(tmp_path: Path, mode: str) -> None:
+    local, shipped, _ = make_corpus(tmp_path, 3)
+    mcp, _, _ = make_server(local, shipped)
+    async with Client(mcp, mode=mode, cache=None) as client:
+        for cursor in ["not-a-cursor", "biopb://docs/a b"]:
+            with pytest.raises(MCPError) as err:
+                await client.list_resources(cursor=cursor)
+            assert err.value.error.code == -32602
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("mode", MODES)
+async def test_read_as_resource_equals_read_doc_byte_for_byte(tmp_path: Path, mode: str) -> None:
+    local, shipped, ids = make_corpus(tmp_path, 5)
+    (shipped / "shared").mkdir()
+    (shipped / "shared" / "tool.md").write_text("# Tool\n\nShipped text.\n", encoding="utf-8")
+    mcp, store, _ = make_server(local, shipped)
+    async with Client(mcp, mode=mode, cache=None) as client:
+        await client.call_tool("write_doc", {"doc_id": "shared/tool", "body": "# Tool\n\nLocal text.\n"})
+        await client.call_tool("write_doc", {"doc_id": ids[0], "body": "# Title 0\n\nSecond version.\n"})
+        refs = ["index", ids[0], ids[1], "shared/tool", "shared/tool@diff", f"{ids[0]}@history", f"{ids[0]}@v1"]
+        for ref in refs:
+            result = await client.read_resource(doc_uri(ref))
+            (content,) = result.contents
+            assert isinstance(content, TextResourceContents)
+            assert content.text == store.read_doc(ref), ref
+            assert content.mime_type == "text/markdown"
+        templates = await client.list_resource_templates()
+    assert [t.uri_template for t in templates.resource_templates] == ["biopb://docs/{+id}"]
+
+
+@pytest.mark.anyio
+async def test_unknown_doc_is_invalid_params_naming_the_closest_ids(tmp_path: Path) -> None:
+    local, shipped, ids = make_corpus(tmp_path, 5)
+    mcp, store, _ = make_server(local, shipped)
+    typo = ids[0].replace("doc-", "dco-")
+    with pytest.raises(Exception) as expected:
+        store.read_doc(typo)
+    async with Client(mcp, mode="legacy", cache=None) as client:  # legacy carries the server's text
+        with pytest.raises(MCPError) as err:
+            await client.read_resource(doc_uri(typo))
+        assert err.value.error.code == -32602
+        assert err.value.error.message == str(expected.value)
+        with pytest.raises(MCPError) as bad:
+            await client.read_resource("biopb://docs/../etc/passwd")
+        assert bad.value.error.code == -32602
+    async with Client(mcp, cache=None) as client:
+        with pytest.raises(MCPError) as err:
+            await client.read_resource(doc_uri(typo))
+        assert err.value.error.code == -32602
+
+
+@pytest.mark.anyio
+async def test_unreadable_file_is_skipped_with_a_log_warning(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    local, shipped, ids = make_corpus(tmp_path, 4)
+    (local / f"{ids[1]}.md").write_bytes(b"# Bad\n\n\xff\xfe\xfd not utf-8\n")
+    unreadable = ids[2]
+    os.chmod(local / f"{unreadable}.md", 0)
+    root = os.geteuid() == 0  # root reads a mode-000 file anyway; then only the non-UTF-8 one is bad
+    mcp, _, _ = make_server(local, shipped)
+    try:
+        with caplog.at_level(logging.WARNING):
+            async with Client(mcp, mode="legacy", cache=None) as client:
+                pages, _ = await walk(client)
+    finally:
+        os.chmod(local / f"{unreadable}.md", 0o644)
+    uris = pages[0]
+    assert doc_uri(ids[1]) not in uris and doc_uri(ids[0]) in uris and doc_uri(ids[3]) in uris
+    assert (doc_uri(unreadable) in uris) is root
+    assert any(ids[1] in r.getMessage() for r in caplog.records if r.levelno == logging.WARNING)
+
+
+@pytest.mark.anyio
+async def test_legacy_capabilities_advertise_subscribe_and_list_changed(tmp_path: Path) -> None:
+    local, shipped, _ = make_corpus(tmp_path, 1)
+    mcp, _, _ = make_server(local, shipped)
+    async with Client(mcp, mode="legacy", cache=None) as client:
+        caps = client.server_capabilities.resources
+        assert caps is not None and caps.subscribe and caps.list_changed
+    async with Client(mcp, cache=None) as client:
+        caps = client.server_capabilities.resources
+        assert caps is not None and caps.subscribe and caps.list_changed
+
+
+class Inbox:
+    """Collects one legacy client's resource notifications."""
+
+    def __init__(self) -> None:
+        self.updated: list[str] = []
+        self.list_changed = 0
+        self._arrived = anyio.Event()
+
+    async def __call__(self, message: Any) -> None:
+        if isinstance(message, ResourceUpdatedNotification):
+            self.updated.append(str(message.params.uri))
+        elif isinstance(message, ResourceListChangedNotification):
+            self.list_changed += 1
+        else:
+            return
+        self._arrived.set()
+
+    async def wait_for(self, uris: set[str], list_changed: bool = False) -> None:
+        with anyio.fail_after(WAIT):
+            while not (uris <= set(self.updated) and (self.list_changed or not list_changed)):
+                await self._arrived.wait()
+                self._arrived = anyio.Event()
+
+
+async def legacy_subscribe(client: Client, uri: str) -> None:
+    with pytest.warns(MCPDeprecationWarning):
+        await client.subscribe_resource(uri)
+
+
+async def legacy_unsubscribe(client: Client, uri: str) -> None:
+    with pytest.warns(MCPDeprecationWarning):
+        await client.unsubscribe_resource(uri)
+
+
+@pytest.mark.anyio
+async def test_legacy_subscriber_hears_another_clients_write(tmp_path: Path) -> None:
+    local, shipped, ids = make_corpus(tmp_path, 3)
+    mcp, _, notifier = make_server(local, shipped, poll=60)  # the write, not the watcher, must notify
+    inbox_a, inbox_c = Inbox(), Inbox()
+    async with (
+        Client(mcp, mode="legacy", cache=None, message_handler=inbox_a) as a,
+        Client(mcp, mode="legacy", cache=None, message_handler=inbox_c) as c,
+        Client(mcp, mode="legacy", cache=None) as b,
+    ):
+        await legacy_subscribe(a, INDEX_URI)
+        await legacy_subscribe(a, doc_uri(ids[0]))
+        await b.call_tool("write_doc", {"doc_id": ids[0], "body": "# Changed\n\nBy B.\n"})
+        await inbox_a.wait_for({INDEX_URI, doc_uri(ids[0])})
+        await b.call_tool("write_doc", {"doc_id": "fresh/doc", "body": "# Fresh\n\nNew.\n"})
+        await inbox_a.wait_for(set(), list_changed=True)
+        await inbox_c.wait_for(set(), list_changed=True)  # list_changed reaches unsubscribed clients too
+        assert inbox_c.updated == []  # C subscribed to nothing
+        await legacy_unsubscribe(a, INDEX_URI)
+        await legacy_unsubscribe(a, doc_uri(ids[0]))
+        assert not notifier.watching
+    assert notifier._sessions == {}  # every connection forgotten on disconnect
+
+
+@pytest.mark.anyio
+async def test_modern_listener_hears_another_clients_write(tmp_path: Path) -> None:
+    local, shipped, ids = make_corpus(tmp_path, 3)
+    mcp, _, notifier = make_server(local, shipped, poll=60)
+    async with Client(mcp, cache=None) as a, Client(mcp, cache=None) as b:
+        async with a.listen(resource_subscriptions=[INDEX_URI], resources_list_changed=True) as sub:
+            assert notifier.watching
+            await b.call_tool("write_doc", {"doc_id": "fresh/doc", "body": "# Fresh\n\nNew.\n"})
+            seen: set[object] = set()
+            with anyio.fail_after(WAIT):
+                async for event in sub:
+                    seen.add(event)
+                    if {ResourceUpdated(uri=INDEX_URI), ResourcesListChanged()} <= seen:
+                        break
+        with anyio.fail_after(WAIT):
+            while notifier.watching:  # the listen stream's end reaches the server asynchronously
+                await anyio.sleep(0.01)
+
+
+@pytest.mark.anyio
+async def test_legacy_subscriber_hears_a_hand_edit(tmp_path: Path) -> None:
+    local, shipped, ids = make_corpus(tmp_path, 3)
+    mcp, _, notifier = make_server(local, shipped)
+    inbox = Inbox()
+    async with Client(mcp, mode="legacy", cache=None, message_handler=inbox) as a:
+        assert not notifier.watching
+        await legacy_subscribe(a, doc_uri(ids[1]))
+        assert notifier.watching
+        (local / f"{ids[1]}.md").write_text("# Edited by hand\n\nin an editor, much longer now.\n", encoding="utf-8")
+        await inbox.wait_for({doc_uri(ids[1])})
+        (local / "by-hand.md").write_text("# By hand\n", encoding="utf-8")  # a new file: the list may change
+        await inbox.wait_for(set(), list_changed=True)
+    assert not notifier.watching  # disconnect dropped the last subscription
+
+
+@pytest.mark.anyio
+async def test_modern_listener_hears_a_hand_edit(tmp_path: Path) -> None:
+    local, shipped, ids = make_corpus(tmp_path, 3)
+    mcp, _, _ = make_server(local, shipped)
+    async with Client(mcp, cache=None) as a:
+        async with a.listen(resource_subscriptions=[INDEX_URI, doc_uri(ids[2])]) as sub:
+            text = (local / "index.md").read_text(encoding="utf-8")
+            (local / "index.md").write_text(text + "- grp9/missing: a hand-added entry\n", encoding="utf-8")
+            (local / f"{ids[2]}.md").write_text("# Edited\n\nby hand, longer.\n", encoding="utf-8")
+            seen: set[object] = set()
+            with anyio.fail_after(WAIT):
+                async for event in sub:
+                    seen.add(event)
+                    if {ResourceUpdated(uri=INDEX_URI), ResourceUpdated(uri=doc_uri(ids[2]))} <= seen:
+                        break
+
+
+@pytest.mark.anyio
+async def test_subscribing_to_a_foreign_uri_is_refused(tmp_path: Path) -> None:
+    local, shipped, _ = make_corpus(tmp_path, 1)
+    mcp, _, notifier = make_server(local, shipped)
+    async with Client(mcp, mode="legacy", cache=None) as a:
+        with pytest.raises(MCPError) as err:
+            await legacy_subscribe(a, "file:///etc/passwd")
+        assert err.value.error.code == -32602
+        assert not notifier.watching
+
+
+def test_changes_between_snapshots() -> None:
+    old = {"index": (1, 10), "a": (1, 5), "b": (1, 5)}
+    assert changes(old, dict(old)) == ([], False)
+    assert changes(old, {**old, "a": (2, 5)}) == ([doc_uri("a")], False)
+    assert changes(old, {**old, "index": (2, 11)}) == ([INDEX_URI], True)
+    gone = {k: v for k, v in old.items() if k != "b"}
+    assert changes(old, gone) == ([INDEX_URI, doc_uri("b")], True)
+    assert changes(gone, old) == ([INDEX_URI, doc_uri("b")], True)
+

@@ -1,0 +1,215 @@
+"""Server wiring through an in-process MCP client, both protocol eras, real store and real kernel."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+from mcp import Client
+from mcp.types import CallToolResult, ImageContent, TextContent
+
+from biopb_mcp.config import load_settings
+from biopb_mcp.docs.store import DocStore
+from biopb_mcp.handshake import ASK_FIRST_LINE, GUARDRAILS, INDEX_HEADER, READ_FIRST_LINE, START_LINE
+from biopb_mcp.server import AppState, build_server
+
+pytestmark = pytest.mark.anyio
+
+MODES = ["legacy", "auto"]
+READ_ONLY_TOOLS = {"read_doc", "search_docs", "server_status", "inspect_object", "poll_job"}
+ALL_TOOLS = READ_ONLY_TOOLS | {
+    "start_kernel", "execute_code", "interrupt_kernel", "restart_kernel", "write_doc",
+}
+
+
+def text_of(result: CallToolResult) -> str:
+    return "\n".join(block.text for block in result.content if isinstance(block, TextContent))
+
+
+@pytest.fixture
+def built(isolated_dirs: Path, tmp_path: Path) -> Any:
+    settings = load_settings()
+    # No promotion in these tests: an open call must stay open however slow the machine is.
+    settings = replace(settings, kernel=replace(settings.kernel, promote_after=300.0))
+    mcp, state = build_server(settings, trace=tmp_path / "trace.jsonl")
+    yield mcp, state
+    state.kernel.shutdown()
+
+
+@pytest.mark.parametrize("mode", MODES)
+async def test_tools_are_listed_with_when_to_use_and_read_only_annotations(built: Any, mode: str) -> None:
+    mcp, _ = built
+    with anyio.fail_after(20):
+        async with Client(mcp, mode=mode) as client:
+            tools = {tool.name: tool for tool in (await client.list_tools()).tools}
+    assert set(tools) >= ALL_TOOLS
+    for name in ALL_TOOLS:
+        tool = tools[name]
+        assert tool.description and len(tool.description) > 60, name
+        read_only = bool(tool.annotations and tool.annotations.read_only_hint)
+        assert read_only == (name in READ_ONLY_TOOLS), name
+    assert tools["restart_kernel"].annotations.destructive_hint is True
+    write = tools["write_doc"].description
+    assert "[[" in write and "index" in write and "old" in write
+    assert write.count("\n- ") >= 5  # the five authoring bullets
+    assert "\n        " not in tools["execute_code"].description  # dedented for the agent
+
+
+@pytest.mark.parametrize("mode", MODES)
+async def test_instructions_carry_the_rendered_index_in_order(built: Any, mode: str) -> None:
+    mcp, state = built
+    with anyio.fail_after(20):
+        async with Client(mcp, mode=mode) as client:
+            instructions = client.instructions
+    assert instructions is not None
+    rendered = state.store.render_index().strip()
+    assert rendered
+    parts = [START_LINE, INDEX_HEADER, rendered, READ_FIRST_LINE, GUARDRAILS, ASK_FIRST_LINE]
+    positions = [instructions.index(part) for part in parts]
+    assert positions == sorted(positions)
+
+
+async def test_a_hand_edit_of_the_index_shows_in_the_next_session(built: Any) -> None:
+    mcp, state = built
+    async with Client(mcp, mode="legacy") as client:
+        assert "hand-added-marker" not in (client.instructions or "")
+    index = state.settings.docs_local_dir / "index.md"
+    index.write_text(index.read_text() + "\n- hand-added-marker: when the user asks for the marker\n")
+    for mode in MODES:
+        async with Client(mcp, mode=mode) as client:
+            assert "hand-added-marker" in (client.instructions or "")
+
+
+@pytest.mark.parametrize("mode", MODES)
+async def test_kernel_tools_before_start_name_the_state_and_start_kernel(built: Any, mode: str) -> None:
+    mcp, _ = built
+    async with Client(mcp, mode=mode) as client:
+        for name, args in [("execute_code", {"code": "1"}), ("inspect_object", {"path": "x"}),
+                           ("interrupt_kernel", {})]:
+            result = await client.call_tool(name, args)
+            assert result.is_error, name
+            assert "not_started" in text_of(result) and "start_kernel" in text_of(result), name
+        status = json.loads(text_of(await client.call_tool("server_status", {})))
+    assert status["kernel"]["state"] == "not_started"
+
+
+@pytest.mark.parametrize("mode", MODES)
+async def test_doc_tools_round_trip_with_the_stores_own_errors(built: Any, mode: str, tmp_path: Path) -> None:
+    mcp, state = built
+    twin = DocStore(state.settings.docs_local_dir)  # a second view of the same tier: same errors
+    async with Client(mcp, mode=mode) as client:
+        created = await client.call_tool("write_doc", {"id": f"notes/{mode}", "body": "# Notes\n\nfirst line\n"})
+        assert not created.is_error, text_of(created)
+        assert "first line" in text_of(created)
+        edited = await client.call_tool("write_doc", {"id": f"notes/{mode}", "old": "first", "new": "second"})
+        assert not edited.is_error and "second" in text_of(edited)
+        read = await client.call_tool("read_doc", {"id": f"notes/{mode}"})
+        assert "second line" in text_of(read) and "first line" not in text_of(read)
+        assert text_of(read) == twin.read_doc(f"notes/{mode}")
+        for args in ({"id": "no-such-doc-anywhere"}, {"id": "../escape"}, {"id": "a//b"}):
+            with pytest.raises(Exception) as expected:
+                twin.read_doc(args["id"])
+            result = await client.call_tool("read_doc", args)
+            assert result.is_error and str(expected.value) in text_of(result)
+        bad_writes = [
+            {"id": f"notes/{mode}", "body": "x", "old": "a", "new": "b"},
+            {"id": f"notes/{mode}", "old": "not present anywhere", "new": "b"},
+            {"id": "../outside", "body": "x"},
+        ]
+        for args in bad_writes:
+            with pytest.raises(Exception) as expected:
+                twin.write_doc(args["id"], args.get("body"), args.get("old"), args.get("new"))
+            result = await client.call_tool("write_doc", args)
+            assert result.is_error and str(expected.value) in text_of(result), args
+        assert not (state.settings.docs_local_dir.parent / "outside.md").exists()
+
+
+async def test_search_docs_finds_a_written_section_and_refuses_an_empty_query(built: Any) -> None:
+    mcp, _ = built
+    async with Client(mcp, mode="legacy") as client:
+        await client.call_tool("write_doc", {"id": "probe", "body": "# Probe\n\n## Zebrafish quirks\n\nxylophone-marker\n"})
+        hits = await client.call_tool("search_docs", {"query": "xylophone-marker"})
+        assert not hits.is_error and "probe" in text_of(hits)
+        empty = await client.call_tool("search_docs", {"query": "   "})
+        assert empty.is_error and "Error executing tool search_docs" in text_of(empty)
+        assert len(text_of(empty)) > len("Error executing tool search_docs: ")
+
+
+async def test_trace_has_one_line_per_call_without_code_or_bodies(built: Any, tmp_path: Path) -> None:
+    mcp, _ = built
+    async with Client(mcp, mode="legacy") as client:
+        await client.call_tool("write_doc", {"id": "traced", "body": "# T\n\nsecret-body-text\n"})
+        await client.call_tool("read_doc", {"id": "traced"})
+        await client.call_tool("read_doc", {"id": "missing-one"})
+        await client.call_tool("execute_code", {"code": "secret_code_text = 1"})
+    records = [json.loads(line) for line in (tmp_path / "trace.jsonl").read_text().splitlines()]
+    assert [r["tool"] for r in records] == ["write_doc", "read_doc", "read_doc", "execute_code"]
+    assert [r["ok"] for r in records] == [True, True, False, False]
+    assert records[0]["args"] == {"id": "traced", "body_chars": len("# T\n\nsecret-body-text\n")}
+    assert records[3]["args"] == {"code_chars": len("secret_code_text = 1")}
+    raw = (tmp_path / "trace.jsonl").read_text()
+    assert "secret-body-text" not in raw and "secret_code_text" not in raw
+    assert all(r["duration_ms"] >= 0 for r in records)
+
+
+# ----------------------------------------------------------------------------- with a kernel
+
+
+@pytest.mark.parametrize("mode", MODES)
+async def test_loop_stays_free_while_code_runs(built: Any, mode: str, tmp_path: Path) -> None:
+    """read_doc, server_status and interrupt_kernel answer while execute_code is blocked in the kernel.
+
+    The code waits for a file only the test creates, so nothing but the test can end it: in legacy
+    mode the file is made once a progress notification arrived; in the modern era interrupt_kernel
+    ends it (and the open call returns the KeyboardInterrupt).
+    """
+    mcp, state = built
+    flag = tmp_path / f"flag-{mode}"
+    code = f"import os, time\nwhile not os.path.exists({str(flag)!r}):\n    time.sleep(0.05)\nprint('released')"
+    progress: list[float] = []
+    first_progress = anyio.Event()
+
+    async def on_progress(value: float, total: float | None, message: str | None) -> None:
+        progress.append(value)
+        first_progress.set()
+
+    results: dict[str, CallToolResult] = {}
+    with anyio.fail_after(90):
+        async with Client(mcp, mode=mode) as client:
+            assert not (await client.call_tool("start_kernel", {})).is_error
+            async with anyio.create_task_group() as tg:
+                async def run() -> None:
+                    results["exec"] = await client.call_tool("execute_code", {"code": code}, progress_callback=on_progress)
+
+                tg.start_soon(run)
+                await _wait_busy(client)
+                read = await client.call_tool("read_doc", {"id": "index"})
+                assert not read.is_error
+                status = json.loads(text_of(await client.call_tool("server_status", {})))
+                assert status["kernel"]["state"] == "ready"
+                assert "exec" not in results  # still blocked in the kernel: nothing queued behind it
+                if mode == "legacy":
+                    await first_progress.wait()  # progress arrives while the call is open
+                    flag.write_text("")
+                else:
+                    stopped = await client.call_tool("interrupt_kernel", {})
+                    assert not stopped.is_error, text_of(stopped)
+            if mode == "legacy":
+                assert "released" in text_of(results["exec"])
+                assert progress and progress == sorted(progress)
+            else:
+                assert "KeyboardInterrupt" in text_of(results["exec"])
+
+
+async def _wait_busy(client: Client) -> None:
+    """Until server_status shows a current job (the execution has reached the kernel)."""
+    while True:
+        status = json.loads(text_of(await client.call_tool("server_status", {})))
+        if status["kernel"].get("job") or status["kernel"].get("current_job"):
+            return
+        await anyio.sleep(0.05)

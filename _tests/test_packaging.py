@@ -1,0 +1,111 @@
+"""The wheel carries the whole shipped docs seed, and installs into a fresh venv with a working script."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+import pytest
+
+import biopb_mcp
+
+REPO = Path(__file__).resolve().parents[1]
+SEED = REPO / "biopb_mcp" / "_docs_data"
+
+pytestmark = pytest.mark.slow
+
+PROBES = (
+    "biopb_mcp/_docs_data/_banked-top.md",
+    "biopb_mcp/_docs_data/_bank/deep/nested/proc.md",
+    "biopb_mcp/_docs_data/area/_private/figure.png",
+)
+"""Files added to the built copy only: banked names, nested dirs, a non-markdown asset."""
+
+
+def seed_files() -> list[str]:
+    """Every file of the shipped seed as a wheel path (hidden files are never docs: not shipped)."""
+    files = []
+    for path in SEED.rglob("*"):
+        rel = path.relative_to(REPO)
+        if path.is_file() and not any(part.startswith(".") or part == "__pycache__" for part in rel.parts):
+            files.append(rel.as_posix())
+    return sorted(files)
+
+
+@pytest.fixture(scope="module")
+def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Build the wheel from a copy of the source (no stale build/ dir, nothing written to the repo)."""
+    src = tmp_path_factory.mktemp("src")
+    for name in ("pyproject.toml", "README.md"):
+        shutil.copy2(REPO / name, src / name)
+    shutil.copytree(REPO / "biopb_mcp", src / "biopb_mcp",
+                    ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+    # shapes the seed may take later, so the package-data globs are proven on them today
+    for rel in PROBES:
+        probe = src / rel
+        probe.parent.mkdir(parents=True, exist_ok=True)
+        probe.write_text("# probe\n", encoding="utf-8")
+    out = tmp_path_factory.mktemp("dist")
+    done = subprocess.run(
+        [sys.executable, "-m", "build", "--wheel", "--no-isolation", "--outdir", str(out), str(src)],
+        capture_output=True, text=True, timeout=240,
+    )
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    (built,) = out.glob("biopb_mcp-*.whl")
+    return built
+
+
+def test_wheel_holds_every_seed_file_including_banked_and_nested(wheel: Path) -> None:
+    expected = seed_files() + list(PROBES)
+    assert "biopb_mcp/_docs_data/index.md" in expected, "the seed has an index"
+    assert "biopb_mcp/_docs_data/authoring.md" in expected
+    names = set(zipfile.ZipFile(wheel).namelist())
+    missing = [f for f in expected if f not in names]
+    assert missing == [], f"not in the wheel: {missing}; fix [tool.setuptools.package-data]"
+    assert "biopb_mcp/py.typed" in names
+    assert not any(n.startswith("_tests/") or n.startswith("bench/") for n in names)
+
+
+def test_wheel_installs_into_a_fresh_venv_and_its_script_runs(wheel: Path, tmp_path: Path) -> None:
+    venv = tmp_path / "venv"
+    # system site-packages supplies the dependencies; --no-deps keeps the install offline
+    subprocess.run([sys.executable, "-m", "venv", "--system-site-packages", "--without-pip", str(venv)],
+                   check=True, timeout=120)
+    py = venv / "bin" / "python"
+    done = subprocess.run(
+        [str(py), "-m", "pip", "install", "--no-deps", "--no-index", "--ignore-installed",
+         "--disable-pip-version-check", "--quiet", str(wheel)],
+        capture_output=True, text=True, timeout=240, cwd=tmp_path,
+    )
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    done = subprocess.run([str(venv / "bin" / "biopb-mcp"), "--version"], capture_output=True,
+                          text=True, timeout=60, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == f"biopb-mcp {biopb_mcp.__version__}"
+    # the venv imports its own copy (not the editable checkout), and its seed is complete
+    done = subprocess.run(
+        [str(py), "-c", "import biopb_mcp, pathlib; print(pathlib.Path(biopb_mcp.__file__).parent)"],
+        capture_output=True, text=True, timeout=60, cwd=tmp_path, check=True,
+    )
+    installed = Path(done.stdout.strip())
+    assert installed.is_relative_to(venv), installed
+    for rel in seed_files():
+        assert (installed.parent / rel).is_file(), rel
+
+
+def test_ci_runs_exactly_the_readme_test_command() -> None:
+    readme = (REPO / "README.md").read_text(encoding="utf-8")
+    blocks = readme.split("```sh\n")
+    install_run, test = blocks[1].split("\n```")[0].strip(), blocks[2].split("\n```")[0].strip()
+    assert install_run == "pip install -e '.[imaging]' && biopb-mcp --help"
+    pip_part, pytest_part = test.split(" && ")
+    assert pip_part == "pip install -e '.[imaging,dev]'"
+    ci = (REPO / ".ci" / "run").read_text(encoding="utf-8")
+    assert "set -euo pipefail" in ci
+    # .ci/run pins the interpreter: `"$PY" -m pip …` / `"$PY" -m pytest …` for `pip …` / `python -m pytest …`
+    assert f'"$PY" -m {pip_part}' in ci
+    assert f'"$PY" -m {pytest_part.removeprefix("python -m ")}' in ci
+    assert (REPO / ".ci" / "run").stat().st_mode & 0o111, ".ci/run must be executable"

@@ -1,0 +1,106 @@
+"""Crash-safe writes and the cross-process lock of the local tier.
+
+A write goes to a temp file in the target's own directory (named with a leading `.`, so it is
+never an id and never listed), is fsynced, then renamed over the target: a crash leaves the old
+file or the new one, never half of either. Two server processes (one per agent host under stdio)
+may write the same local tier, so every read-modify-write holds an exclusive `flock` on
+`<local>/.lock`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import os
+import secrets
+import stat
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+DIR_MODE = 0o700
+FILE_MODE = 0o600
+LOCK_NAME = ".lock"
+
+_thread_locks: dict[str, threading.RLock] = {}
+_thread_locks_guard = threading.Lock()
+
+
+def ensure_dir(path: Path) -> None:
+    """Create `path` and missing parents with mode 0700 (the umask may make it stricter)."""
+    if path.is_dir():
+        return
+    missing: list[Path] = []
+    cur = path
+    while not cur.exists():
+        missing.append(cur)
+        if cur.parent == cur:
+            break
+        cur = cur.parent
+    for directory in reversed(missing):
+        with contextlib.suppress(FileExistsError):
+            directory.mkdir(mode=DIR_MODE)
+
+
+def write_atomic(path: Path, data: str | bytes, *, durable: bool = True) -> None:
+    """Replace `path` with `data` atomically; a new file gets mode 0600, an existing one keeps its mode.
+
+    `durable=False` skips the fsync, for the store's own bookkeeping (history) where losing the
+    last entry in a power cut is acceptable and the latency is not.
+    """
+    payload = data.encode("utf-8") if isinstance(data, str) else data
+    try:
+        mode = stat.S_IMODE(os.stat(path).st_mode)
+    except OSError:
+        mode = None
+    tmp = path.parent / f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}.tmp"
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, FILE_MODE)
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(payload)
+            fh.flush()
+            if mode is not None:
+                os.fchmod(fh.fileno(), mode)
+            if durable:
+                os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+
+
+@contextlib.contextmanager
+def tier_lock(local_dir: Path) -> Iterator[None]:
+    """Hold the local tier's exclusive lock: a thread lock in-process, `flock` across processes.
+
+    Re-entrant within a thread, so a write that also refreshes the manifest or appends to the
+    index takes it once.
+    """
+    key = os.path.realpath(local_dir)
+    with _thread_locks_guard:
+        rlock = _thread_locks.setdefault(key, threading.RLock())
+    with rlock:
+        state = _held.__dict__.setdefault("depth", {})
+        if state.get(key, 0) > 0:
+            state[key] += 1
+            try:
+                yield
+            finally:
+                state[key] -= 1
+            return
+        ensure_dir(local_dir)
+        fd = os.open(local_dir / LOCK_NAME, os.O_RDWR | os.O_CREAT, FILE_MODE)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            state[key] = 1
+            try:
+                yield
+            finally:
+                state[key] = 0
+                fcntl.flock(fd, fcntl.LOCK_UN)
+        finally:
+            os.close(fd)
+
+
+_held = threading.local()

@@ -1,0 +1,250 @@
+"""Version history of local docs, kept in `<local>/.history/` (seed 004's idea, issue 4 part 3).
+
+Every text a local doc (or the index) has had through write_doc is kept as a numbered version,
+the current one included, so "the last version the server saw" is simply the newest one. Before
+the next write, a file that differs from it was edited by hand and its on-disk text is kept as its
+own version first — a stale body write can then no longer clobber a hand edit for good. At most
+`keep` versions per id; numbers keep counting up after pruning. The folder starts with `.` and
+holds no `.md` at its top, so it is never an id, never listed, never searched. Restoring is an
+ordinary write of an old text, so history never needs a delete.
+
+Callers hold the tier lock around `before_write` / `record`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+import re
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from biopb_mcp.docs.atomic import FILE_MODE, ensure_dir, write_atomic
+from biopb_mcp.docs.frontmatter import decode, one_line
+from biopb_mcp.errors import DocNotFound, DocUnreadable
+
+logger = logging.getLogger(__name__)
+
+HISTORY_DIR = ".history"
+VERSIONS_FILE = "versions.jsonl"
+"""Append-only log, one JSON line per version: a write appends a line instead of renaming a
+file over the old log (a rename over an existing file is what costs a flush on ext4)."""
+_VERSION_FILE = re.compile(r"v([0-9]+)\.txt\Z")
+
+SOURCE_WRITE = "write_doc"
+SOURCE_HAND_EDIT = "hand edit"
+SOURCE_ON_DISK = "found on disk"
+SOURCE_SHIPPED = "shipped text"
+
+
+@dataclass(frozen=True)
+class Version:
+    """One kept version: number, when it was saved, its size, where it came from, what changed."""
+
+    n: int
+    time: str
+    size: int
+    source: str
+    sha: str
+    change: str
+
+
+def sha(text: str) -> str:
+    """Content hash used to tell whether the file still holds the newest version."""
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def _stamp(epoch: float | None = None) -> str:
+    return time.strftime("%Y-%m-%d %H:%M:%SZ", time.gmtime(time.time() if epoch is None else epoch))
+
+
+def first_change(before: str | None, after: str) -> str:
+    """One line saying where `after` first differs from `before` (the listing's summary)."""
+    if before is None:
+        first = next((line for line in after.split("\n") if line.strip()), "")
+        return one_line(f"first version: {first}" if first else "first version (empty)", 100)
+    a, b = before.split("\n"), after.split("\n")
+    for i in range(max(len(a), len(b))):
+        old = a[i] if i < len(a) else None
+        new = b[i] if i < len(b) else None
+        if old != new:
+            if new is None:
+                return one_line(f"line {i + 1} removed: {old}", 100)
+            return one_line(f"line {i + 1}: {new}" if new.strip() else f"line {i + 1}: (blank)", 100)
+    return "no textual change"
+
+
+class History:
+    """The history folder of one local tier."""
+
+    def __init__(self, local_dir: Path, keep: int) -> None:
+        self.root = local_dir / HISTORY_DIR
+        self.keep = keep
+
+    @property
+    def enabled(self) -> bool:
+        """False when `docs.history_keep` is 0: nothing is kept."""
+        return self.keep > 0
+
+    def dir_for(self, doc_id: str) -> Path:
+        """One flat folder per id; `/` (never in a segment) maps to `%` (never in an id)."""
+        return self.root / doc_id.replace("/", "%")
+
+    def _log(self, doc_id: str) -> list[Version]:
+        """Every version line of the log (a torn last line from a crash is skipped)."""
+        folder = self.dir_for(doc_id)
+        try:
+            raw = (folder / VERSIONS_FILE).read_text(encoding="utf-8")
+        except FileNotFoundError:
+            return self._rebuild(folder) if folder.is_dir() else []
+        except (OSError, ValueError) as exc:
+            logger.warning("Rebuilding unusable history log in %s: %s", folder, exc)
+            return self._rebuild(folder)
+        found: dict[int, Version] = {}
+        for line in raw.splitlines():
+            try:
+                version = Version(**json.loads(line))
+            except (ValueError, TypeError):
+                continue
+            found[version.n] = version
+        if raw.strip() and not found:
+            logger.warning("Rebuilding unusable history log in %s", folder)
+            return self._rebuild(folder)
+        return sorted(found.values(), key=lambda v: v.n)
+
+    def versions(self, doc_id: str) -> list[Version]:
+        """Kept versions of `doc_id`, oldest first (at most `keep`); a broken log is rebuilt."""
+        kept = self._log(doc_id)
+        return kept[-self.keep :] if self.keep > 0 else kept
+
+    def _rebuild(self, folder: Path) -> list[Version]:
+        found: list[Version] = []
+        try:
+            names = sorted(p.name for p in folder.iterdir())
+        except OSError:
+            return []
+        for name in names:
+            match = _VERSION_FILE.match(name)
+            if not match:
+                continue
+            path = folder / name
+            try:
+                raw = path.read_bytes()
+                st = path.stat()
+            except OSError:
+                continue
+            text = raw.decode("utf-8", errors="replace")
+            found.append(Version(int(match.group(1)), _stamp(st.st_mtime), len(raw), "unknown", sha(text), ""))
+        return sorted(found, key=lambda v: v.n)
+
+    def read(self, doc_id: str, n: int) -> tuple[Version, str]:
+        """Version `n` of `doc_id` and its text.
+
+        Raises:
+            DocNotFound: no such version kept (says which ones are).
+            DocUnreadable: the version file is damaged.
+        """
+        kept = self.versions(doc_id)
+        match = next((v for v in kept if v.n == n), None)
+        if match is None:
+            if not kept:
+                raise DocNotFound(
+                    f"No history for {doc_id!r}: versions are kept from its first write_doc on.",
+                    doc_id=f"{doc_id}@v{n}",
+                )
+            raise DocNotFound(
+                f"No version {n} of {doc_id!r}: the kept versions are v{kept[0].n}–v{kept[-1].n} "
+                f"(see read_doc(\"{doc_id}@history\")).",
+                doc_id=f"{doc_id}@v{n}",
+            )
+        path = self.dir_for(doc_id) / f"v{n}.txt"
+        try:
+            return match, decode(path.read_bytes(), path)
+        except OSError as exc:
+            raise DocUnreadable(f"Cannot read history file {path}: {exc}.") from exc
+
+    def latest(self, doc_id: str) -> Version | None:
+        """The newest kept version, or None."""
+        kept = self.versions(doc_id)
+        return kept[-1] if kept else None
+
+    def before_write(self, doc_id: str, current: str | None, mtime: float | None) -> None:
+        """Keep the on-disk text as its own version when the server has not seen it yet."""
+        if not self.enabled or current is None:
+            return
+        last = self.latest(doc_id)
+        if last is None:
+            self.record(doc_id, current, SOURCE_ON_DISK, when=mtime)
+        elif last.sha != sha(current):
+            self.record(doc_id, current, SOURCE_HAND_EDIT, when=mtime)
+
+    def record(self, doc_id: str, text: str, source: str, *, when: float | None = None) -> Version | None:
+        """Append `text` as the newest version (unless it already is), then prune to `keep`."""
+        if not self.enabled:
+            return None
+        kept = self.versions(doc_id)
+        digest = sha(text)
+        if kept and kept[-1].sha == digest:
+            return None
+        before: str | None = None
+        if kept:
+            try:
+                before = self.read(doc_id, kept[-1].n)[1]
+            except (DocNotFound, DocUnreadable):
+                before = None
+        logged = self._log(doc_id)
+        n = logged[-1].n + 1 if logged else 1
+        folder = self.dir_for(doc_id)
+        ensure_dir(folder)
+        data = text.encode("utf-8")
+        # A new file, committed by the log line written after it: no rename needed.
+        fd = os.open(folder / f"v{n}.txt", os.O_WRONLY | os.O_CREAT | os.O_TRUNC, FILE_MODE)
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+        version = Version(n, _stamp(when), len(data), source, digest, first_change(before, text))
+        logged.append(version)
+        for old in logged[: max(0, len(logged) - self.keep)]:
+            (folder / f"v{old.n}.txt").unlink(missing_ok=True)
+        log_path = folder / VERSIONS_FILE
+        if len(logged) > 2 * self.keep:
+            # Compact now and then rather than on every write.
+            lines = "".join(json.dumps(asdict(v)) + "\n" for v in logged[-self.keep :])
+            write_atomic(log_path, lines, durable=False)
+        else:
+            fd = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, FILE_MODE)
+            with os.fdopen(fd, "a", encoding="utf-8") as fh:
+                fh.write(json.dumps(asdict(version)) + "\n")
+        return version
+
+    def listing(self, doc_id: str, current: str | None) -> str:
+        """What read_doc("<id>@history") shows: number, time, size, source, first changed line."""
+        kept = self.versions(doc_id)
+        if not self.enabled and not kept:
+            return f"No history for {doc_id!r}: version history is off (docs.history_keep = 0)."
+        if not kept:
+            return (
+                f"No history for {doc_id!r} yet: versions are kept from its first write_doc on "
+                f"(at most {self.keep})."
+            )
+        current_sha = sha(current) if current is not None else None
+        lines = [
+            f"History of {doc_id}: {len(kept)} version{'s' if len(kept) != 1 else ''} kept "
+            f"(at most {self.keep}). Read one with read_doc(\"{doc_id}@v<N>\"); restore one with "
+            f"write_doc(\"{doc_id}\", body=<its text>).",
+            "",
+        ]
+        for v in kept:
+            mark = " (current)" if v is kept[-1] and v.sha == current_sha else ""
+            lines.append(f"- v{v.n}{mark} · {v.time} · {v.size:,} bytes · {v.source} · {v.change}")
+        if current is None:
+            lines += ["", "There is no local file now (it was removed by hand)."]
+        elif current_sha != kept[-1].sha:
+            lines += [
+                "",
+                f"The file on disk differs from v{kept[-1].n} (edited outside the server); it will "
+                "be kept as its own version before the next write.",
+            ]
+        return "\n".join(lines) + "\n"

@@ -1,0 +1,176 @@
+"""The index: parsing its two line shapes, rendering it with what the file cannot know, appending.
+
+The index is free markdown owned by the agent. The loader recognises only an entry line
+`- <id>: <hook>` (a `- <id>/: …` collection line is kept verbatim and counts as one entry) and the
+`ignored: a, b` line. Rendering adds `(missing)` / `(local copy)` suffixes and two tails, each
+opening with one sentence saying what to do (seed 001 §2).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from biopb_mcp.docs.ids import is_valid_id
+
+UNFILED_HEADING = "## Unfiled"
+
+NEW_TAIL_HEADING = "## New shipped docs"
+NEW_TAIL_SENTENCE = (
+    "This release ships these docs and your index neither lists nor ignores them: file each one "
+    "by moving its line under a heading of your index with write_doc(\"index\", old=…, new=…), "
+    "or add its id to the `ignored:` line."
+)
+STALE_TAIL_HEADING = "## Shipped docs your local copy may be behind on"
+STALE_TAIL_SENTENCE = (
+    "The shipped text of these docs changed in the last release, but your local copy still "
+    "shadows it: run the read_doc call on each line to see the differences, then merge what you "
+    "want into your copy with write_doc (or leave it as it is)."
+)
+
+MISSING = "(missing)"
+LOCAL_COPY = "(local copy)"
+
+_ENTRY = re.compile(r"^\s*[-*+]\s+(?P<id>[A-Za-z0-9._/-]+):(?:\s+(?P<hook>.*?))?\s*$")
+_IGNORED = re.compile(r"^\s*ignored:(?P<rest>.*)$")
+_FENCE = re.compile(r"^\s*(```|~~~)")
+_HEADING = re.compile(r"^(#{1,6})\s")
+
+
+@dataclass(frozen=True)
+class Entry:
+    """One entry line of the index."""
+
+    doc_id: str  # without the trailing '/' of a collection
+    hook: str
+    line: int  # 0-based line number in the file
+    collection: bool = False
+
+
+@dataclass(frozen=True)
+class IndexFile:
+    """A parsed index: its lines, its entries in file order, and the ignored ids."""
+
+    lines: list[str]
+    entries: list[Entry]
+    ignored: list[str]
+
+    @property
+    def entry_count(self) -> int:
+        """Entries counted against the cap (a collection line is one entry)."""
+        return len(self.entries)
+
+    @property
+    def entry_ids(self) -> set[str]:
+        """Ids that have an entry line (collections excluded)."""
+        return {e.doc_id for e in self.entries if not e.collection}
+
+
+def parse(text: str) -> IndexFile:
+    """Parse index text (already normalised to `\\n`). Lines inside code fences are prose."""
+    lines = text.split("\n")
+    entries: list[Entry] = []
+    ignored: list[str] = []
+    in_fence = False
+    for i, line in enumerate(lines):
+        if _FENCE.match(line):
+            in_fence = not in_fence
+            continue
+        if in_fence:
+            continue
+        match = _ENTRY.match(line)
+        if match:
+            token = match.group("id")
+            collection = token.endswith("/")
+            doc_id = token[:-1] if collection else token
+            if is_valid_id(doc_id):
+                entries.append(Entry(doc_id, match.group("hook") or "", i, collection))
+            continue
+        match = _IGNORED.match(line)
+        if match:
+            for item in match.group("rest").split(","):
+                item = item.strip().strip("`").strip()
+                if item and item not in ignored:
+                    ignored.append(item)
+    return IndexFile(lines=lines, entries=entries, ignored=ignored)
+
+
+def render(
+    index: IndexFile,
+    *,
+    exists: Callable[[str], bool],
+    shadows: Callable[[str], bool],
+    new_docs: Sequence[tuple[str, str]],
+    stale_docs: Sequence[tuple[str, str]],
+) -> str:
+    """The index as the agent reads it: the file with suffixes, then the non-empty tails.
+
+    `exists(id)` says whether a doc resolves in either tier, `shadows(id)` whether a local copy
+    hides a shipped doc; `new_docs` and `stale_docs` are `(id, shipped description)` pairs.
+    """
+    lines = list(index.lines)
+    for entry in index.entries:
+        if entry.collection:
+            continue  # kept verbatim: collections mean something later (seed 001 §7)
+        if not exists(entry.doc_id):
+            lines[entry.line] = lines[entry.line].rstrip() + " " + MISSING
+        elif shadows(entry.doc_id):
+            lines[entry.line] = lines[entry.line].rstrip() + " " + LOCAL_COPY
+    while lines and not lines[-1].strip():
+        lines.pop()
+    out = "\n".join(lines)
+    if new_docs:
+        tail = [NEW_TAIL_HEADING, NEW_TAIL_SENTENCE, ""]
+        tail += [f"- {doc_id}: {desc}".rstrip() for doc_id, desc in new_docs]
+        out += "\n\n" + "\n".join(tail)
+    if stale_docs:
+        tail = [STALE_TAIL_HEADING, STALE_TAIL_SENTENCE, ""]
+        tail += [
+            f"- {doc_id}: {desc} — read_doc(\"{doc_id}@diff\")" if desc else
+            f"- {doc_id}: read_doc(\"{doc_id}@diff\")"
+            for doc_id, desc in stale_docs
+        ]
+        out += "\n\n" + "\n".join(tail)
+    return out + "\n"
+
+
+def entry_line(doc_id: str, hook: str) -> str:
+    """An entry line in the shape the loader parses."""
+    return f"- {doc_id}: {hook}".rstrip()
+
+
+def append_unfiled(text: str, line: str) -> str:
+    """Add `line` under the `## Unfiled` heading, adding the heading at the end if absent.
+
+    Inside an existing Unfiled section the line goes after its last entry (so a trailing
+    `ignored:` line or prose stays where the agent put it).
+    """
+    lines = text.split("\n")
+    while lines and not lines[-1].strip():
+        lines.pop()
+    start = None
+    in_fence = False
+    for i, current in enumerate(lines):
+        if _FENCE.match(current):
+            in_fence = not in_fence
+            continue
+        if not in_fence and current.strip().lower() == UNFILED_HEADING.lower():
+            start = i
+    if start is None:
+        if lines:
+            lines.append("")
+        lines += [UNFILED_HEADING, line]
+        return "\n".join(lines) + "\n"
+    end = len(lines)
+    for j in range(start + 1, len(lines)):
+        heading = _HEADING.match(lines[j])
+        if heading and len(heading.group(1)) <= 2:
+            end = j
+            break
+    insert_at = start + 1
+    for j in range(start + 1, end):
+        if _ENTRY.match(lines[j]):
+            insert_at = j + 1
+    lines.insert(insert_at, line)
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,501 @@
+"""Full-text search over the docs store: `##` sections ranked by BM25 with an exact-phrase boost.
+
+Search is a view over `DocStore`: the doc list, origins and texts come from the store's API. To
+stay fast on a large local tier (10 MB / 5,000 docs) each process keeps, per store directory pair,
+an inverted index over parsed sections. A doc's entry is keyed by its file's (inode, mtime_ns,
+size), checked with one stat per query, so an edit (by write_doc, by hand, by another server) is
+seen on the very next search; nothing is invalidated by time.
+"""
+
+from __future__ import annotations
+
+import bisect
+import heapq
+import itertools
+import logging
+import math
+import os
+import re
+import sys
+import threading
+import time
+from array import array
+from collections import Counter, OrderedDict
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from biopb_mcp.docs.ids import is_valid_id
+from biopb_mcp.errors import DocError, DocNotFound, InvalidQuery
+
+if TYPE_CHECKING:
+    from biopb_mcp.docs.store import DocStore
+
+__all__ = ["Hit", "SectionIndex", "format_hits", "search_docs", "split_sections", "tokenize"]
+
+logger = logging.getLogger(__name__)
+
+MAX_RESULTS_LIMIT = 50
+"""Largest max_results a caller may ask for; more is noise for an agent's context."""
+
+SNIPPET_CHARS = 200
+"""Target length of a hit's snippet, in characters."""
+
+_K1 = 1.2
+"""BM25 term-frequency saturation."""
+
+_B = 0.5
+"""BM25 length normalization; light, since procedure sections differ a lot in length."""
+
+_CACHED_CORPORA = 4
+"""How many store directory pairs keep an index in this process (a server has one)."""
+
+_ATOM = re.compile(r"[^\W_]+")
+# Runs of word chars and dots: a run that is not plain alphanumeric is a literal an agent pastes
+# whole (threshold_otsu, kernel.promote_after, skimage.filters.threshold_otsu), so it is indexed
+# whole as well as by its parts.
+_RUN = re.compile(r"[\w.]+")
+_FENCE = re.compile(r"^\s{0,3}(```|~~~)")
+_H1 = re.compile(r"^#\s+(.+?)\s*#*\s*$")
+_H2 = re.compile(r"^##\s+(.+?)\s*#*\s*$")
+
+
+def tokenize(text: str) -> list[str]:
+    """Lower-cased search tokens of ``text``: alphanumeric runs, plus `_`/dotted compounds whole."""
+    tokens: list[str] = []
+    for run in _RUN.findall(text.lower()):
+        if run.isalnum():  # the common case: a plain word
+            tokens.append(run)
+            continue
+        run = run.strip("._")
+        tokens.extend(_ATOM.findall(run))
+        if run and not run.isalnum():
+            tokens.append(run)
+            if "." in run:
+                tokens.extend(p for p in run.split(".") if "_" in p.strip("_") and p.strip("_"))
+    return tokens
+
+
+def split_sections(doc_id: str, text: str) -> list[tuple[str, str]]:
+    """Split a doc into ``(heading, text)`` sections at `##` headings outside code fences.
+
+    Text before the first `##` is the lead section, headed by the doc's title (first H1, else the
+    id); an empty lead is dropped. Each later section's text starts with its heading line, so the
+    heading's words are searchable too.
+    """
+    title = ""
+    sections: list[tuple[str, list[str]]] = [("", [])]
+    fence = ""
+    for line in text.splitlines():
+        marker = _FENCE.match(line)
+        if marker:
+            if not fence:
+                fence = marker.group(1)
+            elif marker.group(1) == fence:
+                fence = ""
+        elif not fence:
+            h2 = _H2.match(line)
+            if h2:
+                sections.append((h2.group(1), [line]))
+                continue
+            if not title and len(sections) == 1:
+                h1 = _H1.match(line)
+                if h1:
+                    title = h1.group(1)
+        sections[-1][1].append(line)
+    out: list[tuple[str, str]] = []
+    for index, (heading, lines) in enumerate(sections):
+        body = "\n".join(lines)
+        if index == 0:
+            if not body.strip():
+                continue
+            heading = title or doc_id
+        out.append((heading, body))
+    return out
+
+
+@dataclass(frozen=True)
+class Hit:
+    """One matching section: where it is, a one-line snippet around the match, and its score."""
+
+    doc_id: str
+    heading: str
+    snippet: str
+    origin: str
+    score: float
+
+
+@dataclass
+class _Section:
+    doc_id: str
+    heading: str
+    text: str
+    folded: str  # lower-cased, whitespace runs collapsed: what the phrase test runs on
+    length: int  # token count, for length normalization
+
+
+class SectionIndex:
+    """An inverted index over doc sections that supports replacing one doc at a time.
+
+    Postings are compact arrays (slot, count) per term; a replaced doc's slots become tombstones
+    (length -1) that queries skip, and everything is rebuilt once tombstones outnumber live
+    sections. Term statistics count tombstones too, which shifts idf slightly but keeps a query
+    to one pass over each posting list.
+    """
+
+    def __init__(self) -> None:
+        self._slots: list[_Section | None] = []
+        self._lengths = array("i")  # token count per slot; -1 marks a tombstone
+        self._doc_slots: dict[str, list[int]] = {}
+        self._postings: dict[str, tuple[array[int], array[int]]] = {}
+        self._live = 0
+        self._total_length = 0
+        # Every slot's folded text joined by NULs, for one fast substring scan per query;
+        # rebuilt lazily after a change.
+        self._joined: str | None = None
+        self._starts: list[int] = []
+
+    def __contains__(self, doc_id: str) -> bool:
+        return doc_id in self._doc_slots
+
+    def doc_ids(self) -> list[str]:
+        """Ids currently indexed."""
+        return list(self._doc_slots)
+
+    def set_doc(self, doc_id: str, sections: Iterable[tuple[str, str]]) -> None:
+        """Index ``doc_id`` as ``sections`` (heading, text), replacing what it held before."""
+        self.remove_doc(doc_id)
+        slots: list[int] = []
+        for heading, text in sections:
+            slots.append(self._add_section(_Section(doc_id, heading, text, _fold(text), 0)))
+        self._doc_slots[doc_id] = slots
+
+    def remove_doc(self, doc_id: str) -> None:
+        """Drop ``doc_id`` from the index (no-op when absent)."""
+        for slot in self._doc_slots.pop(doc_id, []):
+            section = self._slots[slot]
+            if section is not None:
+                self._slots[slot] = None
+                self._lengths[slot] = -1
+                self._live -= 1
+                self._total_length -= section.length
+                self._joined = None
+        if len(self._slots) > 64 and len(self._slots) > 2 * self._live:
+            self._compact()
+
+    def _add_section(self, section: _Section) -> int:
+        slot = len(self._slots)
+        counts = Counter(tokenize(section.text))
+        section.length = sum(counts.values())
+        for token, count in counts.items():
+            posting = self._postings.get(token)
+            if posting is None:
+                posting = self._postings[sys.intern(token)] = (array("i"), array("i"))
+            posting[0].append(slot)
+            posting[1].append(count)
+        self._slots.append(section)
+        self._lengths.append(section.length)
+        self._live += 1
+        self._total_length += section.length
+        self._joined = None
+        return slot
+
+    def _compact(self) -> None:
+        """Rebuild slots and postings from live sections (amortized over many replacements)."""
+        old = [s for s in self._slots if s is not None]
+        self._slots, self._lengths, self._postings, self._doc_slots = [], array("i"), {}, {}
+        self._live = self._total_length = 0
+        for section in old:
+            self._doc_slots.setdefault(section.doc_id, []).append(self._add_section(section))
+
+    def _phrase_slots(self, folded_query: str) -> list[int]:
+        """Live slots whose folded text contains ``folded_query``."""
+        if not folded_query or "\0" in folded_query:
+            return []
+        if self._joined is None:
+            texts = [s.folded if s is not None else "" for s in self._slots]
+            self._starts = [0, *itertools.accumulate(len(t) + 1 for t in texts)]
+            self._joined = "\0".join(texts)
+        joined, starts, found = self._joined, self._starts, []
+        pos = joined.find(folded_query)
+        while pos >= 0:
+            slot = bisect.bisect_right(starts, pos) - 1
+            found.append(slot)  # a tombstone's text is empty, so never matches
+            pos = joined.find(folded_query, starts[slot + 1])
+        return found
+
+    def search(self, query: str, max_results: int) -> list[tuple[_Section, float]]:
+        """Best ``max_results`` sections for ``query``: phrase matches first, then BM25 order."""
+        terms = list(dict.fromkeys(tokenize(query)))
+        n = max(len(self._slots), 1)
+        avg_length = max(self._total_length / self._live, 1.0) if self._live else 1.0
+        lengths = self._lengths
+        scores: dict[int, float] = {}
+        get = scores.get
+        best_possible = 0.0
+        k1_plus = _K1 + 1.0
+        base, per_token = _K1 * (1.0 - _B), _K1 * _B / avg_length
+        for term in terms:
+            posting = self._postings.get(term)
+            if posting is None:
+                continue
+            df = len(posting[0])
+            idf = math.log(1.0 + (n - df + 0.5) / (df + 0.5))
+            best_possible += idf * k1_plus
+            weight = idf * k1_plus
+            for slot, count in zip(*posting):
+                length = lengths[slot]
+                if length >= 0:
+                    scores[slot] = get(slot, 0.0) + weight * count / (count + base + per_token * length)
+        # Any phrase match outranks every non-match: its bonus exceeds the best BM25 possible.
+        # Every section is tested, not only the scored ones: the literal may start or end
+        # mid-token ("Error: operands" inside "ValueError: operands").
+        bonus = best_possible + 1.0
+        for slot in self._phrase_slots(_fold(query)):
+            scores[slot] = get(slot, 0.0) + bonus
+        if not scores:
+            return []
+        # Cut by score at C speed, then order the few survivors (ties included) by a stable key.
+        floor = heapq.nlargest(max_results, scores.values())[-1]
+        top = [(self._slots[slot], score, slot) for slot, score in scores.items() if score >= floor]
+        top.sort(key=lambda t: (-t[1], t[0].doc_id if t[0] else "", t[2]))
+        return [(section, score) for section, score, _ in top[:max_results] if section is not None]
+
+
+def _fold(text: str) -> str:
+    return " ".join(text.lower().split())
+
+
+def snippet(text: str, query: str, width: int = SNIPPET_CHARS) -> str:
+    """One line of about ``width`` chars around the first exact match, else the densest term hits."""
+    words = query.split()
+    phrase = re.compile(r"\s+".join(re.escape(w) for w in words), re.IGNORECASE) if words else None
+    match = phrase.search(text) if phrase else None
+    if match:
+        center = (match.start() + match.end()) // 2
+    else:
+        center = _densest(text, set(tokenize(query)), width)
+    start = max(0, min(center - width // 2, len(text) - width))
+    end = min(len(text), start + width)
+    # Widen to whole words so the snippet neither starts nor ends mid-word.
+    while start > 0 and not text[start - 1].isspace() and start > center - width:
+        start -= 1
+    while end < len(text) and not text[end].isspace() and end < center + width:
+        end += 1
+    body = " ".join(text[start:end].split())
+    return ("…" if start > 0 else "") + body + ("…" if end < len(text) else "")
+
+
+def _densest(text: str, terms: set[str], width: int) -> int:
+    """Center of the ``width``-char window holding the most term occurrences (0 when none)."""
+    positions = [m.start() for m in _ATOM.finditer(text.lower()) if m.group() in terms]
+    if not positions:
+        low = text.lower()
+        positions = [p for t in terms if (p := low.find(t)) >= 0]
+    if not positions:
+        return 0
+    positions.sort()
+    best, best_count, left = positions[0], 0, 0
+    for right, pos in enumerate(positions):
+        while pos - positions[left] > width:
+            left += 1
+        if right - left + 1 > best_count:
+            best_count, best = right - left + 1, (positions[left] + pos) // 2
+    return best
+
+
+_RACY_NS = 1_000_000_000
+"""A file modified this close to when it was read may change again within its mtime tick.
+
+File timestamps are coarse (a few ms on Linux, up to seconds elsewhere), so an in-place edit of
+the same size right after a read can keep (mtime, size). Like git's "racily clean" entries, such a
+doc is re-read (and compared) on each query until its mtime is safely older than the read.
+"""
+
+
+@dataclass
+class _Entry:
+    """What an indexed doc was read at: file key, a digest of its text, and whether it is racy."""
+
+    key: tuple[str, int, int, int]  # (path, inode, mtime_ns, size)
+    digest: int | None  # hash of the text; None when the doc could not be read
+    racy: bool
+
+
+@dataclass
+class _Corpus:
+    """One store's search state: the index plus what each doc was read at."""
+
+    index: SectionIndex
+    entries: dict[str, _Entry]
+    lock: threading.Lock
+    id_cache: dict[str, str | None] = field(default_factory=dict)
+
+
+_corpora: OrderedDict[tuple[str, str], _Corpus] = OrderedDict()
+_corpora_lock = threading.Lock()
+
+
+def _corpus_for(store: DocStore) -> _Corpus:
+    key = (str(store.local_dir), str(store.shipped_dir))
+    with _corpora_lock:
+        corpus = _corpora.get(key)
+        if corpus is None:
+            corpus = _corpora[key] = _Corpus(SectionIndex(), {}, threading.Lock())
+            while len(_corpora) > _CACHED_CORPORA:
+                _corpora.popitem(last=False)
+        _corpora.move_to_end(key)
+        return corpus
+
+
+def doc_entries(store: DocStore, id_cache: dict[str, str | None] | None = None) -> list[tuple[str, str, str]]:
+    """(id, file path, origin) of every doc file, shadowing applied: what search reads.
+
+    Uses ``store.doc_entries()`` when the store offers it. Otherwise walks the store's two tier
+    directories itself, by the same rules as the store's listing (hidden names, the top-level
+    index and names outside the id grammar skipped; symlinked directories not followed); it only
+    proposes candidates, since every text is then read through ``store.doc_text``, which refuses
+    what the store would refuse. ``id_cache`` memoizes relative path -> id (or None) across calls.
+    """
+    native = getattr(store, "doc_entries", None)
+    if native is not None:
+        return [(doc_id, os.fspath(path), origin) for doc_id, path, origin in native()]
+    cache: dict[str, str | None] = {} if id_cache is None else id_cache
+    shipped = _walk_tier(os.fspath(store.shipped_dir), cache)
+    local = _walk_tier(os.fspath(store.local_dir), cache)
+    out = [(doc_id, path, "shipped") for doc_id, path in shipped.items() if doc_id not in local]
+    out += [
+        (doc_id, path, "local (shadows shipped)" if doc_id in shipped else "local")
+        for doc_id, path in local.items()
+    ]
+    return out
+
+
+def _walk_tier(root: str, id_cache: dict[str, str | None]) -> dict[str, str]:
+    """id -> path of the `.md` files under ``root`` (one scandir per directory, no stat)."""
+    found: dict[str, str] = {}
+    stack = [(root, "")]
+    while stack:
+        directory, prefix = stack.pop()
+        try:
+            entries = list(os.scandir(directory))
+        except OSError as exc:
+            if directory != root or os.path.exists(root):
+                logger.warning("Search cannot list docs directory %s: %s", directory, exc)
+            continue
+        for entry in entries:
+            name = entry.name
+            if name.startswith("."):
+                continue
+            rel = prefix + name
+            try:
+                if entry.is_dir(follow_symlinks=False):  # d_type: no extra syscall
+                    stack.append((entry.path, rel + "/"))
+                    continue
+            except OSError:
+                continue
+            if name.endswith(".md"):
+                doc_id = id_cache.get(rel, "")
+                if doc_id == "":
+                    doc_id = rel[:-3]
+                    if doc_id == "index" or not is_valid_id(doc_id):
+                        doc_id = None
+                    id_cache[rel] = doc_id
+                if doc_id is not None:
+                    found[doc_id] = entry.path
+    return found
+
+
+def _refresh(store: DocStore, corpus: _Corpus) -> dict[str, str]:
+    """Bring the corpus up to date with the store; returns id -> origin of the searchable docs."""
+    origins: dict[str, str] = {}
+    listed: set[str] = set()
+    entries = corpus.entries
+    # Taken before any stat or read, so a change landing after them shows on the next query.
+    racy_after = time.time_ns() - _RACY_NS
+    for doc_id, path, origin in doc_entries(store, corpus.id_cache):
+        listed.add(doc_id)
+        try:
+            st = os.stat(path)
+        except OSError:
+            continue  # vanished between listing and stat: dropped below like any gone doc
+        key = (path, st.st_ino, st.st_mtime_ns, st.st_size)
+        entry = entries.get(doc_id)
+        if entry is not None and entry.key == key and not entry.racy:  # the fast path
+            if entry.digest is not None:
+                origins[doc_id] = origin
+            continue
+        racy = st.st_mtime_ns >= racy_after
+        try:
+            text, _ = store.doc_text(doc_id)
+        except DocNotFound:
+            continue
+        except (DocError, OSError, UnicodeError) as exc:
+            if entry is None or entry.key != key or entry.digest is not None:
+                logger.warning("Search skips the unreadable doc %s: %s", doc_id, exc)
+            entries[doc_id] = _Entry(key, None, racy)
+            corpus.index.remove_doc(doc_id)
+            continue
+        digest = hash(text)
+        if entry is None or entry.digest != digest:
+            corpus.index.set_doc(doc_id, split_sections(doc_id, text))
+        entries[doc_id] = _Entry(key, digest, racy)
+        origins[doc_id] = origin
+    for gone in set(entries) - origins.keys():
+        if gone not in listed or entries[gone].digest is not None:
+            del entries[gone]
+            corpus.index.remove_doc(gone)
+    return origins
+
+
+def search_docs(store: DocStore, query: str, max_results: int = 5) -> list[Hit]:
+    """Search every readable doc's sections for ``query``; best first, at most ``max_results``.
+
+    Covers both tiers with shadowing applied (a shadowed shipped doc is searched in its local
+    text only), banked and unindexed local docs included. A section holding the whole query as
+    written (case-insensitive) ranks above any that does not.
+
+    Raises:
+        InvalidQuery: the query is empty or whitespace, or max_results is outside 1..50.
+    """
+    if not isinstance(query, str) or not query.strip():
+        raise InvalidQuery(
+            "search query is empty: give words or a literal to look for, e.g. an exception "
+            "message, a config key or a function name"
+        )
+    if isinstance(max_results, bool) or not isinstance(max_results, int) or not (
+        1 <= max_results <= MAX_RESULTS_LIMIT
+    ):
+        raise InvalidQuery(f"max_results must be a whole number from 1 to {MAX_RESULTS_LIMIT}, got {max_results!r}")
+    corpus = _corpus_for(store)
+    with corpus.lock:
+        origins = _refresh(store, corpus)
+        ranked = corpus.index.search(query, max_results)
+    return [
+        Hit(
+            doc_id=section.doc_id,
+            heading=section.heading,
+            snippet=snippet(section.text, query),
+            origin=origins.get(section.doc_id, ""),
+            score=round(score, 3),
+        )
+        for section, score in ranked
+        if section.doc_id in origins
+    ]
+
+
+def format_hits(hits: Sequence[Hit], query: str = "") -> str:
+    """Render hits as the search_docs tool and `biopb-mcp docs search` show them."""
+    about = f" for {query!r}" if query else ""
+    if not hits:
+        return (
+            f"No matches{about}. Try fewer or different words, or read_doc(\"index\") to browse "
+            "the docs."
+        )
+    noun = "match" if len(hits) == 1 else "matches"
+    blocks = [f"{len(hits)} {noun}{about}, best first (open one with read_doc(\"<id>\")):"]
+    for n, hit in enumerate(hits, 1):
+        blocks.append(
+            f"{n}. {hit.doc_id} — § {hit.heading}  [{hit.origin}, score {hit.score:g}]\n   {hit.snippet}"
+        )
+    return "\n\n".join(blocks)

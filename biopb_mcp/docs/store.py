@@ -1,0 +1,783 @@
+"""DocStore: the two tiers, read_doc / write_doc, the rendered index (seed 001 §1–§5).
+
+Everything is read fresh from disk on every call; the only caches are keyed by a file's own
+(mtime_ns, size), so they go stale with the file, never with time. Writes take the local tier's
+lock (threads and processes), are atomic, keep history, and append new docs to the index.
+"""
+
+from __future__ import annotations
+
+import difflib
+import logging
+import os
+import re
+import stat
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import biopb_mcp
+from biopb_mcp.docs import BODY_MAX_LINES, FILE_MAX_BYTES, INDEX_MAX_ENTRIES
+from biopb_mcp.docs import index as index_mod
+from biopb_mcp.docs import manifest as manifest_mod
+from biopb_mcp.docs.atomic import ensure_dir, tier_lock, write_atomic
+from biopb_mcp.docs.frontmatter import Parsed, normalize, parse, read_text
+from biopb_mcp.docs.history import SOURCE_SHIPPED, SOURCE_WRITE, History
+from biopb_mcp.docs.ids import (
+    INDEX_ID,
+    check_id,
+    check_write_id,
+    doc_path,
+    is_valid_id,
+    parse_ref,
+    scan_tier,
+    walk_tier,
+)
+from biopb_mcp.errors import DocNotFound, DocUnreadable, InvalidDocId, WriteRefused
+
+logger = logging.getLogger(__name__)
+
+SHIPPED_DIR: Path = Path(biopb_mcp.__file__).parent / "_docs_data"
+"""The shipped seed: read-only, part of the wheel."""
+
+INDEX_FILE = "index.md"
+DEFAULT_INDEX = "# biopb docs\n\n## References\n\n## Procedures\n"
+"""Seeded when even the shipped tier has no index (a broken install); the agent fills it."""
+
+ORIGIN_SHIPPED = "shipped"
+ORIGIN_LOCAL = "local"
+ORIGIN_SHADOW = "local (shadows shipped)"
+
+AUTHORING_GATE = """\
+Before writing, hold the doc to these rules:
+- Write only a procedure you have validated end to end with the user, with several steps; never a
+  dataset-specific one (no file names, sample ids or one-off numbers from this session).
+- Phrase the index hook as the user's request ("segment nuclei in a 3D stack"), not as a title.
+- Update an existing doc rather than write a near-duplicate: read the index first, and prefer an
+  old/new edit to a new file.
+- Verify that every name, flag or call the doc quotes still exists (inspect_object or a quick run)
+  before relying on it: a local doc has no contract test behind it.
+- Link with [[id]] what this doc depends on or hands off to, not everything it mentions.
+See the shipped doc "authoring" for checkpoint types and how to write parameter rules."""
+"""The write_doc authoring gate (seed 001 §5); the server puts it in the tool's docstring."""
+
+_LINK = re.compile(r"\[\[([^\]\s|#]+)\]\]")
+
+
+@dataclass(frozen=True)
+class WriteResult:
+    """What write_doc did; `text` is what the agent sees (the diff, plus the index append)."""
+
+    doc_id: str
+    created: bool
+    changed: bool
+    text: str
+
+
+@dataclass(frozen=True)
+class DocInfo:
+    """Metadata of one doc, derived from where its file sits and its frontmatter."""
+
+    doc_id: str
+    title: str
+    description: str
+    origin: str
+    updated: str
+    packages: list[str]
+    path: Path
+
+
+def _when(epoch: float) -> str:
+    return time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(epoch))
+
+
+def _line_count(text: str) -> int:
+    return len(text.splitlines())
+
+
+_CONTEXT = 3
+
+
+def _diff(before: str, after: str, before_name: str, after_name: str) -> str:
+    """difflib's unified diff, run only over the span that differs (plus context).
+
+    Trimming the common head and tail first gives the same hunks but keeps a one-line edit of a
+    long doc with repetitive lines from costing difflib's quadratic matching.
+    """
+    a, b = before.splitlines(), after.splitlines()
+    head = 0
+    while head < len(a) and head < len(b) and a[head] == b[head]:
+        head += 1
+    tail = 0
+    while tail < len(a) - head and tail < len(b) - head and a[-1 - tail] == b[-1 - tail]:
+        tail += 1
+    start = max(0, head - _CONTEXT)
+    keep_tail = max(0, tail - _CONTEXT)
+    a_part, b_part = a[start : len(a) - keep_tail], b[start : len(b) - keep_tail]
+    out = []
+    for line in difflib.unified_diff(a_part, b_part, before_name, after_name, lineterm="", n=_CONTEXT):
+        hunk = _HUNK.match(line)
+        if hunk and start:
+            line = _shift_hunk(hunk, start)
+        out.append(line)
+    return "\n".join(out)
+
+
+_HUNK = re.compile(r"@@ -(\d+)(,\d+)? \+(\d+)(,\d+)? @@")
+
+
+def _shift_hunk(hunk: re.Match[str], offset: int) -> str:
+    """Renumber a hunk header produced for a slice that starts `offset` lines into the file."""
+    a_start, a_len, b_start, b_len = hunk.group(1), hunk.group(2) or "", hunk.group(3), hunk.group(4) or ""
+    # difflib writes start 0 only for an empty range, whose number is the line before it.
+    a_new = int(a_start) + offset
+    b_new = int(b_start) + offset
+    return f"@@ -{a_new}{a_len} +{b_new}{b_len} @@"
+
+
+def _plural(n: int, singular: str, plural: str) -> str:
+    return f"{n} {singular if n == 1 else plural}"
+
+
+class DocStore:
+    """The docs store over a local (writable) and a shipped (read-only) tier. Thread-safe."""
+
+    def __init__(
+        self,
+        local_dir: Path,
+        *,
+        shipped_dir: Path = SHIPPED_DIR,
+        version: str = biopb_mcp.__version__,
+        history_keep: int = 50,
+    ) -> None:
+        self.local_dir = Path(local_dir)
+        self.shipped_dir = Path(shipped_dir)
+        self.version = version
+        self.history_keep = history_keep
+        self._history = History(self.local_dir, history_keep)
+        self._parsed_cache: dict[str, tuple[tuple[int, int], Parsed]] = {}
+        self._manifest_cache: tuple[tuple[int, int], manifest_mod.Manifest | None] | None = None
+        self._cache_lock = threading.Lock()
+        self._setup_warned = False
+
+    # ----------------------------------------------------------------- paths and setup
+
+    @property
+    def index_path(self) -> Path:
+        """The local index file."""
+        return self.local_dir / INDEX_FILE
+
+    @property
+    def manifest_path(self) -> Path:
+        """The change manifest beside the local docs."""
+        return self.local_dir / manifest_mod.MANIFEST_NAME
+
+    def _local_file(self, doc_id: str) -> str:
+        """Unchecked path string of a (valid) id in the local tier: a cheap stat target."""
+        return f"{self.local_dir}{os.sep}{doc_id}.md"
+
+    def _is_local_file(self, doc_id: str) -> bool:
+        try:
+            return stat.S_ISREG(os.stat(self._local_file(doc_id)).st_mode)
+        except OSError:
+            return False
+
+    def _shipped_index_text(self) -> str:
+        try:
+            return read_text(self.shipped_dir / INDEX_FILE)
+        except (FileNotFoundError, DocUnreadable) as exc:
+            logger.warning("No usable shipped index in %s (%s); seeding a blank one", self.shipped_dir, exc)
+            return DEFAULT_INDEX
+
+    def _ensure(self) -> None:
+        """Seed the local index on first access and refresh the manifest on a version bump."""
+        try:
+            if not os.path.lexists(self.index_path):
+                with tier_lock(self.local_dir):
+                    if not os.path.lexists(self.index_path):
+                        text = self._shipped_index_text()
+                        write_atomic(self.index_path, text)
+                        logger.info("Seeded the local docs index %s from the shipped one", self.index_path)
+        except OSError as exc:
+            if not self._setup_warned:
+                logger.warning("Cannot set up the local docs tier %s: %s", self.local_dir, exc)
+                self._setup_warned = True
+        self._changed_ids()
+
+    def _changed_ids(self) -> frozenset[str]:
+        """Shipped ids that changed at the last version bump (refreshing the manifest on a bump)."""
+        path = self.manifest_path
+        stamp = manifest_mod.stamp(path)
+        cached = self._manifest_cache
+        if stamp is not None and cached is not None and cached[0] == stamp:
+            current = cached[1]
+        else:
+            current = manifest_mod.load(path)
+            if stamp is not None:
+                self._manifest_cache = (stamp, current)
+        if current is not None and current.version == self.version:
+            return current.changed
+        try:
+            with tier_lock(self.local_dir):
+                current = manifest_mod.load(path)  # another process may have refreshed it
+                if current is not None and current.version == self.version:
+                    return current.changed
+                hashes = manifest_mod.hash_files(self._shipped_files())
+                fresh = manifest_mod.bump(current, self.version, hashes)
+                manifest_mod.save(path, fresh)
+                if fresh.changed:
+                    logger.info(
+                        "Docs: version %s -> %s changed shipped docs: %s",
+                        fresh.previous_version, self.version, ", ".join(sorted(fresh.changed)),
+                    )
+                return fresh.changed
+        except OSError as exc:
+            if not self._setup_warned:
+                logger.warning("Cannot refresh the docs manifest %s: %s", path, exc)
+                self._setup_warned = True
+            return frozenset()
+
+    # ----------------------------------------------------------------- tiers
+
+    def _shipped_files(self) -> dict[str, str]:
+        return {doc_id: e.path for doc_id, e in scan_tier(self.shipped_dir) if doc_id is not None}
+
+    def shipped_ids(self, files: dict[str, str] | None = None) -> list[str]:
+        """Shipped ids the release lists: banked ids (a segment starting `_`) left out.
+
+        The one place banking is enforced; only the New-shipped tail consumes it.
+        """
+        files = self._shipped_files() if files is None else files
+        return sorted(i for i in files if not any(seg.startswith("_") for seg in i.split("/")))
+
+    def _local_ids(self) -> list[str]:
+        return [doc_id for doc_id, _ in scan_tier(self.local_dir) if doc_id is not None]
+
+    def doc_ids(self) -> list[str]:
+        """Every id that names a doc file in either tier (banked and unindexed local included), sorted.
+
+        A file listed here may still be unreadable (not UTF-8, …): doc_text / read_doc say so.
+        """
+        return sorted(set(self._local_ids()) | set(self._shipped_files()))
+
+    def _not_found(self, doc_id: str, what: str = "") -> DocNotFound:
+        close = difflib.get_close_matches(doc_id, self.doc_ids(), n=3, cutoff=0.6)
+        hint = f" Closest: {', '.join(close)}." if close else ""
+        return DocNotFound(
+            f"No doc {doc_id!r}{what}.{hint} read_doc(\"index\") lists the docs; write_doc(id, "
+            "body=…) creates one.",
+            doc_id=doc_id,
+            suggestions=close,
+        )
+
+    def _read_local(self, doc_id: str) -> str | None:
+        """The local text, or None when there is no local file. Raises DocUnreadable."""
+        try:
+            return read_text(doc_path(self.local_dir, doc_id))
+        except FileNotFoundError:
+            return None
+
+    def _read_shipped(self, doc_id: str) -> str | None:
+        try:
+            return read_text(doc_path(self.shipped_dir, doc_id))
+        except FileNotFoundError:
+            return None
+
+    def _resolve(self, doc_id: str) -> tuple[str, str, Path]:
+        """(text, origin, path) of the doc that wins for `doc_id`: local over shipped."""
+        local = doc_path(self.local_dir, doc_id)
+        try:
+            text = read_text(local)
+        except FileNotFoundError:
+            pass
+        else:
+            shadow = os.path.isfile(doc_path(self.shipped_dir, doc_id))
+            return text, ORIGIN_SHADOW if shadow else ORIGIN_LOCAL, local
+        shipped = doc_path(self.shipped_dir, doc_id)
+        try:
+            return read_text(shipped), ORIGIN_SHIPPED, shipped
+        except FileNotFoundError:
+            raise self._not_found(doc_id) from None
+
+    def _parsed(self, path: str) -> Parsed:
+        """Parsed frontmatter of a file, cached on the file's own (mtime_ns, size)."""
+        st = os.stat(path)
+        key = (st.st_mtime_ns, st.st_size)
+        with self._cache_lock:
+            hit = self._parsed_cache.get(path)
+        if hit is not None and hit[0] == key:
+            return hit[1]
+        parsed = parse(read_text(Path(path)))
+        with self._cache_lock:
+            self._parsed_cache[path] = (key, parsed)
+        return parsed
+
+    def _description(self, doc_id: str, path: str) -> str:
+        try:
+            parsed = self._parsed(path)
+        except (OSError, DocUnreadable) as exc:
+            logger.warning("Docs: cannot describe %s: %s", doc_id, exc)
+            return "(unreadable)"
+        return parsed.description or parsed.title or ""
+
+    # ----------------------------------------------------------------- reading
+
+    def read_doc(self, ref: str) -> str:
+        """`index`, `<id>`, `<id>@diff`, `<id>@history` or `<id>@v<N>`, as the agent reads it.
+
+        Raises:
+            InvalidDocId: outside the grammar, an unknown view, or a path leaving its tier.
+            DocNotFound: no such doc or version (the message names the closest ids).
+            DocUnreadable: the file exists but is not readable UTF-8 text (names the file).
+        """
+        r = parse_ref(ref)
+        self._ensure()
+        if r.view == "history":
+            return self._history_view(r.doc_id)
+        if r.view == "version":
+            assert r.version is not None
+            return self._version_view(r.doc_id, r.version)
+        if r.doc_id == INDEX_ID:
+            return self.render_index() if r.view is None else self._index_diff()
+        if r.view == "diff":
+            return self._diff_view(r.doc_id)
+        text, origin, path = self._resolve(r.doc_id)
+        return self._header(r.doc_id, origin, path, text) + "\n\n" + text
+
+    def _header(self, doc_id: str, origin: str, path: Path, text: str) -> str:
+        updated = parse(text).updated
+        if updated is None:
+            try:
+                updated = _when(os.stat(path).st_mtime)
+            except OSError:
+                updated = "unknown"
+        header = f"{doc_id} — {origin}, updated {updated}"
+        if origin == ORIGIN_SHADOW:
+            header += f"; read_doc(\"{doc_id}@diff\") compares it with the shipped text"
+        return header
+
+    def _diff_view(self, doc_id: str) -> str:
+        local = self._read_local(doc_id)
+        shipped = self._read_shipped(doc_id)
+        if local is None and shipped is None:
+            raise self._not_found(doc_id)
+        if local is None:
+            return f"{doc_id} has no local copy: read_doc(\"{doc_id}\") returns the shipped text itself.\n"
+        if shipped is None:
+            return f"{doc_id} is a local doc with no shipped counterpart: there is nothing to diff against.\n"
+        header = (
+            f"{doc_id}@diff — your local copy against the shipped text of this release. The manifest "
+            "keeps hashes, not old texts, so this diff mixes your own edits with the release's "
+            "changes: '-' lines are only in the shipped text, '+' lines only in your copy."
+        )
+        body = _diff(shipped, local, f"{doc_id} (shipped)", f"{doc_id} (local copy)")
+        return header + "\n\n" + (body if body else "(no differences: the copy equals the shipped text)") + "\n"
+
+    def _index_diff(self) -> str:
+        local = self._index_text()[0]
+        shipped = self._shipped_index_text()
+        body = _diff(shipped, local, "index (shipped)", "index (local)")
+        return (
+            "index@diff — your local index against the index this release ships.\n\n"
+            + (body if body else "(no differences)")
+            + "\n"
+        )
+
+    def _history_view(self, doc_id: str) -> str:
+        current = self._index_text()[0] if doc_id == INDEX_ID else self._read_local(doc_id)
+        if doc_id != INDEX_ID and current is None and not self._history.versions(doc_id):
+            if not os.path.isfile(doc_path(self.shipped_dir, doc_id)):
+                raise self._not_found(doc_id)
+            return (
+                f"No history for {doc_id!r}: it has no local copy yet (it is the shipped text). "
+                "Versions are kept from its first write_doc on.\n"
+            )
+        return self._history.listing(doc_id, current)
+
+    def _version_view(self, doc_id: str, n: int) -> str:
+        version, text = self._history.read(doc_id, n)
+        header = (
+            f"{doc_id}@v{n} — version {n}, saved {version.time} ({version.source}, "
+            f"{version.size:,} bytes). To restore it, write_doc(\"{doc_id}\", body=<the text below>)."
+        )
+        return header + "\n\n" + text
+
+    def doc_text(self, doc_id: str) -> tuple[str, str]:
+        """(file text without read_doc's header, origin) of the doc that wins for `doc_id`.
+
+        The text is exactly what read_doc shows under its header, frontmatter included.
+
+        Raises:
+            InvalidDocId, DocNotFound, DocUnreadable.
+        """
+        check_id(doc_id)
+        if doc_id == INDEX_ID:
+            raise InvalidDocId("'index' is not a doc: read it with read_doc(\"index\") or render_index().")
+        text, origin, _ = self._resolve(doc_id)
+        return text, origin
+
+    def info(self, doc_id: str) -> DocInfo:
+        """Id, title, description, origin, updated, packages and path of one doc.
+
+        Raises:
+            InvalidDocId, DocNotFound, DocUnreadable.
+        """
+        text, origin, path = self._resolve(check_id(doc_id))
+        parsed = parse(text)
+        updated = parsed.updated
+        if updated is None:
+            updated = _when(os.stat(path).st_mtime)
+        return DocInfo(
+            doc_id=doc_id,
+            title=parsed.title or doc_id,
+            description=parsed.description,
+            origin=origin,
+            updated=updated,
+            packages=parsed.packages,
+            path=path,
+        )
+
+    # ----------------------------------------------------------------- the index
+
+    def _index_text(self) -> tuple[str, str | None]:
+        """(local index text, problem note or None). Never raises: render must not crash."""
+        try:
+            return read_text(self.index_path), None
+        except FileNotFoundError:
+            return self._shipped_index_text(), None
+        except DocUnreadable as exc:
+            logger.warning("Docs: local index unreadable, rendering the shipped one: %s", exc)
+            return self._shipped_index_text(), (
+                f"> The local index could not be read ({exc}) Showing the shipped index instead; "
+                "fix the file, or replace it with write_doc(\"index\", body=…)."
+            )
+
+    def _render_parts(self) -> tuple[str, list[str]]:
+        """The rendered index and the ids it lists (resolving entries, new tail, stale tail)."""
+        self._ensure()
+        text, note = self._index_text()
+        parsed = index_mod.parse(text)
+        shipped = self._shipped_files()
+        local_cache: dict[str, bool] = {}
+
+        def local_exists(doc_id: str) -> bool:
+            if doc_id not in local_cache:
+                local_cache[doc_id] = self._is_local_file(doc_id)
+            return local_cache[doc_id]
+
+        def exists(doc_id: str) -> bool:
+            return doc_id in shipped or local_exists(doc_id)
+
+        def shadows(doc_id: str) -> bool:
+            return doc_id in shipped and local_exists(doc_id)
+
+        listed_entries = parsed.entry_ids
+        ignored = set(parsed.ignored)
+        new_ids = [i for i in self.shipped_ids(shipped) if i not in listed_entries and i not in ignored]
+        stale_ids = sorted(i for i in self._changed_ids() if shadows(i))
+        rendered = index_mod.render(
+            parsed,
+            exists=exists,
+            shadows=shadows,
+            new_docs=[(i, self._description(i, shipped[i])) for i in new_ids],
+            stale_docs=[(i, self._description(i, shipped[i])) for i in stale_ids],
+        )
+        if note:
+            rendered = note + "\n\n" + rendered
+        ids: list[str] = []
+        seen: set[str] = set()
+        for doc_id in [e.doc_id for e in parsed.entries if not e.collection and exists(e.doc_id)] + new_ids + stale_ids:
+            if doc_id not in seen:
+                seen.add(doc_id)
+                ids.append(doc_id)
+        return rendered, ids
+
+    def render_index(self) -> str:
+        """The index as read_doc("index") and the handshake show it: suffixes and tails added."""
+        return self._render_parts()[0]
+
+    def listed_ids(self) -> list[str]:
+        """Ids the rendered index lists that resolve: entries in index order, then the tails."""
+        return self._render_parts()[1]
+
+    # ----------------------------------------------------------------- writing
+
+    def write_doc(
+        self,
+        doc_id: str,
+        body: str | None = None,
+        old: str | None = None,
+        new: str | None = None,
+    ) -> WriteResult:
+        """Create or change a local doc (or the index): `body` alone, or `old` + `new`.
+
+        Raises:
+            InvalidDocId: bad id, a view such as `x@diff`, a path leaving the tier.
+            WriteRefused: a wrong argument combination, old matching 0 or 2+ times, a cap.
+            DocNotFound: old/new on a doc that does not exist.
+            DocUnreadable: the local file is there but cannot be read (fix it by hand first).
+        """
+        check_write_id(doc_id)
+        self._check_args(body, old, new)
+        try:
+            with tier_lock(self.local_dir):
+                self._ensure()
+                if doc_id == INDEX_ID:
+                    return self._write_index(body, old, new)
+                return self._write_doc(doc_id, body, old, new)
+        except OSError as exc:
+            raise WriteRefused(f"Cannot write {doc_id!r} in {self.local_dir}: {exc}.") from exc
+
+    @staticmethod
+    def _check_args(body: str | None, old: str | None, new: str | None) -> None:
+        if body is not None and (old is not None or new is not None):
+            raise WriteRefused("Give either body (the whole new text) or old and new (one exact replace), not both.")
+        if body is None and old is None and new is None:
+            raise WriteRefused(
+                "write_doc needs body (the whole new text) or old and new (replace one exact "
+                "occurrence); got neither."
+            )
+        if body is None and (old is None or new is None):
+            raise WriteRefused(
+                f"old and new go together: got only {'old' if new is None else 'new'}. Pass both, "
+                "or body for the whole text."
+            )
+        for name, value in (("body", body), ("old", old), ("new", new)):
+            if value is not None and not isinstance(value, str):
+                raise WriteRefused(f"{name} must be text, got {type(value).__name__}.")
+        if body is not None and not body.strip():
+            raise WriteRefused(
+                "body is empty. There is no delete: retire a doc by removing its index entry "
+                "(write_doc(\"index\", old=…, new=…))."
+            )
+        if old is not None and old == "":
+            raise WriteRefused("old is empty: give the exact text to replace (copy it from read_doc).")
+        for name, value in (("body", body), ("new", new)):
+            if value is not None and "\x00" in value:
+                raise WriteRefused(f"{name} contains NUL characters; a doc is markdown text.")
+        if body is not None and len(body.encode("utf-8")) > FILE_MAX_BYTES:
+            raise WriteRefused(f"body is over the {FILE_MAX_BYTES:,} bytes a doc file may have.")
+
+    @staticmethod
+    def _apply(doc_id: str, base: str | None, body: str | None, old: str | None, new: str | None) -> str:
+        """The text after the write; refuses an old that matches 0 or 2+ times."""
+        if body is not None:
+            text = normalize(body)
+            return text if text.endswith("\n") else text + "\n"
+        assert old is not None and new is not None and base is not None
+        old_n, new_n = normalize(old), normalize(new)
+        count = base.count(old_n)
+        if count == 0:
+            raise WriteRefused(
+                f"old was not found in {doc_id!r} (0 matches); nothing was changed. Re-read it with "
+                f"read_doc(\"{doc_id}\") and copy the exact text (whitespace included)."
+            )
+        if count > 1:
+            raise WriteRefused(
+                f"old matches {count} times in {doc_id!r}; nothing was changed. Include more of the "
+                "surrounding text so it matches exactly once."
+            )
+        return base.replace(old_n, new_n, 1)
+
+    @staticmethod
+    def _check_body_cap(doc_id: str, text: str) -> None:
+        lines = _line_count(text)
+        if lines > BODY_MAX_LINES:
+            raise WriteRefused(
+                f"{doc_id!r} would be {lines} lines; a doc may have at most {BODY_MAX_LINES}. "
+                "Split it into docs that link each other with [[id]], or tighten it."
+            )
+
+    @staticmethod
+    def _check_index_cap(old_count: int, new_count: int) -> None:
+        # A write that shrinks an over-cap index (a hand edit) stays allowed, so it can be fixed.
+        if new_count > INDEX_MAX_ENTRIES and new_count > old_count:
+            raise WriteRefused(
+                f"The index would have {new_count} entries; the cap is {INDEX_MAX_ENTRIES}. Nothing "
+                "was changed. Retire entries first: remove lines of local docs you no longer need, "
+                "or move shipped ids to the `ignored:` line."
+            )
+
+    def _write_doc(self, doc_id: str, body: str | None, old: str | None, new: str | None) -> WriteResult:
+        local_path = doc_path(self.local_dir, doc_id)
+        shipped_path = doc_path(self.shipped_dir, doc_id)
+        current = self._read_local(doc_id)  # DocUnreadable: never overwrite what we cannot keep
+        shipped: str | None = None
+        if current is None and (body is None or os.path.isfile(shipped_path)):
+            try:
+                shipped = self._read_shipped(doc_id)
+            except DocUnreadable:
+                if body is None:
+                    raise
+        base = current if current is not None else shipped
+        if base is None and body is None:
+            raise self._not_found(doc_id, " to edit with old/new; create it with body=…")
+        after = self._apply(doc_id, base, body, old, new)
+        self._check_body_cap(doc_id, after)
+        if base is not None and after == base:
+            what = "its local copy" if current is not None else "the shipped text (no local copy was made)"
+            return WriteResult(doc_id, created=False, changed=False, text=f"No change: {doc_id!r} already equals this text in {what}; nothing was written.\n")
+        created = current is None
+        index_before = index_after = None
+        if created:
+            index_before = self._index_text_for_write()
+            parsed_index = index_mod.parse(index_before)
+            if doc_id not in parsed_index.entry_ids:
+                self._check_index_cap(parsed_index.entry_count, parsed_index.entry_count + 1)
+                info = parse(after)
+                hook = info.description or info.title or doc_id
+                index_after = index_mod.append_unfiled(index_before, index_mod.entry_line(doc_id, hook))
+        # Everything is checked: now write, history first so a hand edit is never lost.
+        notes: list[str] = []
+        if current is not None:
+            kept = self._keep_hand_edit(doc_id, current, local_path)
+            if kept:
+                notes.append(kept)
+        elif shipped is not None:
+            self._history.record(doc_id, shipped, SOURCE_SHIPPED)
+        ensure_dir(local_path.parent)
+        write_atomic(local_path, after)
+        self._history.record(doc_id, after, SOURCE_WRITE)
+        if created and shipped is not None:
+            head = (f"Created a local copy of shipped doc {doc_id!r}: it now shadows the shipped text, "
+                    "which stays untouched.")
+        elif created:
+            head = f"Created local doc {doc_id!r}."
+        else:
+            head = f"Updated {doc_id!r}."
+        before = base if base is not None else ""
+        before_name = f"{doc_id} (shipped)" if created and shipped is not None else f"{doc_id} (before)"
+        if created and shipped is None:
+            before_name = "/dev/null"
+        parts = [head, *notes, "", _diff(before, after, before_name, f"{doc_id} (after)")]
+        if index_after is not None and index_before is not None:
+            self._store_index(index_before, index_after)
+            parts += ["", f"Index: filed under {index_mod.UNFILED_HEADING} (move the line where it belongs):",
+                      _diff(index_before, index_after, "index (before)", "index (after)")]
+        elif created:
+            parts += ["", f"Index: {doc_id!r} already has an entry; left as it is."]
+        return WriteResult(doc_id, created=created, changed=True, text="\n".join(parts) + "\n")
+
+    def _keep_hand_edit(self, doc_id: str, current: str, path: Path) -> str | None:
+        """Save an on-disk text the server has not seen as its own version; say so if it was a hand edit."""
+        try:
+            mtime: float | None = os.stat(path).st_mtime
+        except OSError:
+            mtime = None
+        last = self._history.latest(doc_id)
+        self._history.before_write(doc_id, current, mtime)
+        now = self._history.latest(doc_id)
+        if last is not None and now is not None and now.n != last.n:
+            return (f"The file had been edited outside the server; that text is kept as v{now.n} "
+                    f"(read_doc(\"{doc_id}@v{now.n}\")).")
+        return None
+
+    def _index_text_for_write(self) -> str:
+        try:
+            return read_text(self.index_path)
+        except FileNotFoundError:
+            return self._shipped_index_text()
+
+    def _store_index(self, before: str | None, after: str) -> None:
+        if before is not None and os.path.exists(self.index_path):
+            self._keep_hand_edit(INDEX_ID, before, self.index_path)
+        write_atomic(self.index_path, after)
+        self._history.record(INDEX_ID, after, SOURCE_WRITE)
+
+    def _write_index(self, body: str | None, old: str | None, new: str | None) -> WriteResult:
+        try:
+            current: str | None = read_text(self.index_path)
+        except FileNotFoundError:
+            current = None
+        except DocUnreadable:
+            if body is None:
+                raise
+            current = None  # a whole-body write is how an unreadable index gets fixed
+        base = current if current is not None else self._shipped_index_text()
+        after = self._apply(INDEX_ID, base, body, old, new)
+        if after == base and current is not None:
+            return WriteResult(INDEX_ID, created=False, changed=False, text="No change: the index already equals this text; nothing was written.\n")
+        old_count = index_mod.parse(base).entry_count
+        new_count = index_mod.parse(after).entry_count
+        self._check_index_cap(old_count, new_count)
+        self._store_index(current, after)
+        text = (f"Updated the index ({_plural(new_count, 'entry', 'entries')} of at most {INDEX_MAX_ENTRIES}).\n\n"
+                + _diff(base, after, "index (before)", "index (after)") + "\n")
+        return WriteResult(INDEX_ID, created=False, changed=True, text=text)
+
+    # ----------------------------------------------------------------- watchers, lint, status
+
+    def local_state(self) -> dict[str, tuple[int, int]]:
+        """id (and "index") -> (mtime_ns, size) of every local doc file, for change watchers."""
+        state: dict[str, tuple[int, int]] = {}
+        try:
+            st = os.stat(self.index_path)
+            state[INDEX_ID] = (st.st_mtime_ns, st.st_size)
+        except OSError:
+            pass
+        for doc_id, entry in scan_tier(self.local_dir):
+            try:
+                st = entry.stat()
+            except OSError:
+                continue
+            state[doc_id] = (st.st_mtime_ns, st.st_size)  # type: ignore[index]
+        return state
+
+    def check(self) -> list[str]:
+        """Lint both tiers: ids, readability, caps, index entries that do not resolve, shipped links."""
+        self._ensure()
+        problems: list[str] = []
+        readable: dict[str, dict[str, str]] = {"shipped": {}, "local": {}}
+        for tier_name, tier in (("shipped", self.shipped_dir), ("local", self.local_dir)):
+            for doc_id, path in walk_tier(tier, include_invalid=True):
+                if doc_id is None:
+                    problems.append(f"{tier_name}: {path} has a name outside the id grammar, so no id reaches it; rename it.")
+                    continue
+                try:
+                    text = read_text(path)
+                except (OSError, DocUnreadable) as exc:
+                    problems.append(f"{tier_name}: {doc_id}: {exc}")
+                    continue
+                readable[tier_name][doc_id] = text
+                lines = _line_count(text)
+                if lines > BODY_MAX_LINES:
+                    problems.append(f"{tier_name}: {doc_id} has {lines} lines; the cap is {BODY_MAX_LINES}.")
+        for doc_id, text in sorted(readable["shipped"].items()):
+            for target in _LINK.findall(parse(text).body):
+                if target not in readable["shipped"]:
+                    problems.append(f"shipped: {doc_id} links [[{target}]], which is not a shipped doc.")
+        text, note = self._index_text()
+        if note:
+            problems.append(f"local: index: {note.lstrip('> ')}")
+        parsed = index_mod.parse(text)
+        if parsed.entry_count > INDEX_MAX_ENTRIES:
+            problems.append(f"index: {parsed.entry_count} entries; the cap is {INDEX_MAX_ENTRIES}.")
+        shipped_ids = set(self._shipped_files())
+        for entry in parsed.entries:
+            if entry.collection:
+                continue
+            if entry.doc_id not in shipped_ids and not self._is_local_file(entry.doc_id):
+                problems.append(f"index line {entry.line + 1}: {entry.doc_id!r} resolves to no doc (missing).")
+        for name in parsed.ignored:
+            if not is_valid_id(name):
+                problems.append(f"index: ignored: names {name!r}, which is not a valid id.")
+        return problems
+
+    def summary(self) -> dict[str, object]:
+        """Tiers' paths, doc counts, index entries against the cap: for server_status and the CLI."""
+        self._ensure()
+        text, note = self._index_text()
+        parsed = index_mod.parse(text)
+        return {
+            "local_dir": str(self.local_dir),
+            "shipped_dir": str(self.shipped_dir),
+            "local_docs": len(self._local_ids()),
+            "shipped_docs": len(self._shipped_files()),
+            "index_entries": parsed.entry_count,
+            "index_max_entries": INDEX_MAX_ENTRIES,
+            "body_max_lines": BODY_MAX_LINES,
+            "history_keep": self.history_keep,
+            "version": self.version,
+            "index_problem": note,
+        }

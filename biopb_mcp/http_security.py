@@ -1,0 +1,139 @@
+"""HTTP transport guards: Host/Origin allowlist and a per-server bearer token.
+
+A loopback port is reachable by every user of the machine and by any web page the user opens
+(DNS rebinding), and ``execute_code`` runs code as the user. So every HTTP request must name an
+allowed Host, carry an allowed Origin when it carries one, and present the bearer token written
+0600 in the runtime dir; anything else is refused before it reaches the MCP app.
+"""
+
+from __future__ import annotations
+
+import hmac
+import json
+import logging
+import os
+import secrets
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+
+from starlette.types import ASGIApp, Receive, Scope, Send
+
+logger = logging.getLogger(__name__)
+
+__all__ = [
+    "TOKEN_FILE_NAME",
+    "HttpGuard",
+    "GuardMiddleware",
+    "allowlists",
+    "client_config_lines",
+    "new_token",
+    "write_token_file",
+]
+
+TOKEN_FILE_NAME = "http-token"
+"""File name of the bearer token inside the runtime dir."""
+
+LOOPBACK_HOST = "127.0.0.1"
+"""The only address the HTTP transport binds."""
+
+
+def allowlists(
+    port: int, extra_hosts: Iterable[str] = (), extra_origins: Iterable[str] = ()
+) -> tuple[frozenset[str], frozenset[str]]:
+    """Allowed Host and Origin header values: loopback names on ``port`` plus the configured extras."""
+    names = ("127.0.0.1", "localhost", "[::1]")
+    hosts = {f"{name}:{port}" for name in names} | set(extra_hosts)
+    origins = {f"http://{name}:{port}" for name in names} | set(extra_origins)
+    return frozenset(hosts), frozenset(origins)
+
+
+def new_token() -> str:
+    """A fresh bearer token (256 bits, URL-safe)."""
+    return secrets.token_urlsafe(32)
+
+
+def write_token_file(runtime_dir: Path, token: str) -> Path:
+    """Write ``token`` to ``<runtime_dir>/http-token`` with mode 0600 (dir 0700); return the path."""
+    runtime_dir.mkdir(parents=True, exist_ok=True)
+    os.chmod(runtime_dir, 0o700)
+    path = runtime_dir / TOKEN_FILE_NAME
+    # Create the file 0600 from the start: a chmod after a default-mode create leaves a window.
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
+    try:
+        os.fchmod(fd, 0o600)
+        os.write(fd, (token + "\n").encode("ascii"))
+    finally:
+        os.close(fd)
+    return path
+
+
+def client_config_lines(url: str, token: str | None) -> list[str]:
+    """Lines for stderr that show how a client connects (with the token, when there is one)."""
+    if token is None:
+        entry = {"mcpServers": {"biopb": {"type": "http", "url": url}}}
+        return [f"MCP client config: {json.dumps(entry)}"]
+    entry = {
+        "mcpServers": {"biopb": {"type": "http", "url": url, "headers": {"Authorization": f"Bearer {token}"}}}
+    }
+    return [
+        f"MCP client config: {json.dumps(entry)}",
+        f'Claude Code: claude mcp add --transport http biopb {url} --header "Authorization: Bearer {token}"',
+    ]
+
+
+@dataclass(frozen=True)
+class HttpGuard:
+    """What a request must satisfy: an allowed Host, an allowed Origin if any, the token if set."""
+
+    allowed_hosts: frozenset[str]
+    allowed_origins: frozenset[str]
+    token: str | None
+
+    def check(self, headers: dict[str, str]) -> tuple[int, str] | None:
+        """``None`` when the request may pass, else ``(status, reason)``."""
+        host = headers.get("host")
+        if host is None or host.lower() not in self.allowed_hosts:
+            return 421, f"Host {host!r} is not allowed; connect to http://127.0.0.1:<port>/mcp."
+        origin = headers.get("origin")
+        if origin is not None and origin.lower() not in self.allowed_origins:
+            return 403, f"Origin {origin!r} is not allowed (add it to http.allowed_origins to allow it)."
+        if self.token is not None:
+            scheme, _, presented = headers.get("authorization", "").partition(" ")
+            if scheme.lower() != "bearer" or not hmac.compare_digest(presented.strip(), self.token):
+                return 401, "Missing or wrong bearer token; send 'Authorization: Bearer <token from the http-token file>'."
+        return None
+
+
+class GuardMiddleware:
+    """ASGI middleware that applies an :class:`HttpGuard` to every HTTP request."""
+
+    def __init__(self, app: ASGIApp, guard: HttpGuard) -> None:
+        self.app = app
+        self.guard = HttpGuard(
+            allowed_hosts=frozenset(h.lower() for h in guard.allowed_hosts),
+            allowed_origins=frozenset(o.lower() for o in guard.allowed_origins),
+            token=guard.token,
+        )
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "websocket":  # MCP has no websocket transport here; refuse outright
+            await send({"type": "websocket.close", "code": 1008})
+            return
+        if scope["type"] != "http":  # lifespan
+            await self.app(scope, receive, send)
+            return
+        headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope.get("headers", [])}
+        refused = self.guard.check(headers)
+        if refused is None:
+            await self.app(scope, receive, send)
+            return
+        status, reason = refused
+        logger.warning("HTTP request refused (%d): %s", status, reason)
+        response_headers = [(b"content-type", b"text/plain; charset=utf-8")]
+        if status == 401:
+            response_headers.append((b"www-authenticate", b'Bearer realm="biopb-mcp"'))
+        body = reason.encode("utf-8")
+        response_headers.append((b"content-length", str(len(body)).encode()))
+        await send({"type": "http.response.start", "status": status, "headers": response_headers})
+        await send({"type": "http.response.body", "body": body})

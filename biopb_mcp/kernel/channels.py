@@ -1,0 +1,236 @@
+"""The zmq side of the host: one IO thread owns every socket of one kernel.
+
+zmq sockets are not thread-safe, and the server calls the host from many worker threads. So a
+single IO thread polls shell, control and iopub, sends what callers queue (woken through an
+inproc socket, so a send costs no polling delay), dispatches messages to the host, and watches
+the kernel process. Callers either ``send`` (fire and forget; replies reach ``on_message``) or
+``call`` (wait for the reply with a timeout).
+"""
+
+from __future__ import annotations
+
+import logging
+import queue
+import threading
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import zmq
+from jupyter_client.session import Session
+
+logger = logging.getLogger(__name__)
+
+_POLL_MS = 200
+"""How often (ms) the IO thread checks the kernel process while no message arrives."""
+
+
+@dataclass
+class _Pending:
+    """A request whose reply (and, when wanted, its iopub ``idle``) a caller is waiting for."""
+
+    want_idle: bool
+    event: threading.Event = field(default_factory=threading.Event)
+    reply: dict[str, Any] | None = None
+    idle: bool = False
+
+
+class KernelChannels:
+    """Connection to one kernel: sockets, session and the IO thread.
+
+    Args:
+        info: the connection info (as written to the connection file).
+        on_message: called on the IO thread with ``(channel, msg)`` for every message not
+            claimed by a pending ``call``; must not block.
+        is_alive: called on the IO thread about every 200 ms; False ends the loop.
+        on_death: called once on the IO thread when ``is_alive`` turned False.
+    """
+
+    def __init__(
+        self,
+        info: dict[str, Any],
+        on_message: Callable[[str, dict[str, Any]], None],
+        is_alive: Callable[[], bool],
+        on_death: Callable[[], None],
+    ) -> None:
+        self._info = info
+        self._on_message = on_message
+        self._is_alive = is_alive
+        self._on_death = on_death
+        self.session = Session(
+            key=info["key"].encode(), signature_scheme=info["signature_scheme"], username="biopb-mcp"
+        )
+        self._ctx = zmq.Context()
+        self._wake_addr = f"inproc://biopb-wake-{uuid.uuid4().hex}"
+        self._wake_recv = self._ctx.socket(zmq.PULL)
+        self._wake_recv.bind(self._wake_addr)
+        self._wake_send = self._ctx.socket(zmq.PUSH)
+        self._wake_send.connect(self._wake_addr)
+        self._send_lock = threading.Lock()
+        self._outbox: queue.Queue[tuple[str, dict[str, Any]]] = queue.Queue()
+        self._pending: dict[str, _Pending] = {}
+        self._pending_lock = threading.Lock()
+        self._stop = threading.Event()
+        self.closed = threading.Event()
+        self._sockets: dict[str, zmq.Socket[bytes]] = {}
+        identity = uuid.uuid4().hex.encode()
+        for name, kind in (("shell", zmq.DEALER), ("control", zmq.DEALER), ("iopub", zmq.SUB)):
+            sock = self._ctx.socket(kind)
+            sock.linger = 0
+            if kind == zmq.DEALER:
+                sock.identity = identity
+            else:
+                sock.setsockopt(zmq.SUBSCRIBE, b"")
+            sock.connect(self._url(name))
+            self._sockets[name] = sock
+        self._thread = threading.Thread(target=self._run, name="biopb-kernel-io", daemon=True)
+        self._thread.start()
+
+    def _url(self, channel: str) -> str:
+        port = self._info[f"{channel}_port"]
+        if self._info["transport"] == "ipc":
+            return f"ipc://{self._info['ip']}-{port}"
+        return f"tcp://{self._info['ip']}:{port}"
+
+    # -- caller side (any thread) ------------------------------------------------------------------
+    def new_msg(self, msg_type: str, content: dict[str, Any]) -> dict[str, Any]:
+        """Build a request (so the caller can register its msg_id before it is sent)."""
+        with self._send_lock:
+            return dict(self.session.msg(msg_type, content))
+
+    def send(self, channel: str, msg: dict[str, Any]) -> None:
+        """Queue a request built by ``new_msg`` for the IO thread; returns at once."""
+        self._enqueue(channel, msg)
+
+    def call(
+        self,
+        channel: str,
+        msg_type: str,
+        content: dict[str, Any],
+        timeout: float,
+        *,
+        want_idle: bool = False,
+    ) -> dict[str, Any] | None:
+        """Send a request and wait for its reply message; None on timeout or kernel death.
+
+        With ``want_idle`` the call also waits for the kernel's iopub ``idle`` status for this
+        request, which proves the iopub subscription is live (zmq's slow-joiner problem).
+        """
+        msg = self.new_msg(msg_type, content)
+        msg_id = str(msg["header"]["msg_id"])
+        pending = _Pending(want_idle=want_idle)
+        with self._pending_lock:
+            self._pending[msg_id] = pending
+        try:
+            self._enqueue(channel, msg)
+            if self.closed.is_set():
+                return None
+            pending.event.wait(timeout)
+            return pending.reply if pending.event.is_set() else None
+        finally:
+            with self._pending_lock:
+                self._pending.pop(msg_id, None)
+
+    def _enqueue(self, channel: str, msg: dict[str, Any]) -> None:
+        if self.closed.is_set():
+            return
+        self._outbox.put((channel, msg))
+        with self._send_lock:
+            try:
+                self._wake_send.send(b"", zmq.NOBLOCK)
+            except zmq.ZMQError:  # closed meanwhile; the request is simply dropped
+                pass
+
+    def close(self, timeout: float = 2.0) -> None:
+        """Stop the IO thread and close the sockets (idempotent)."""
+        self._stop.set()
+        with self._send_lock:
+            try:
+                self._wake_send.send(b"", zmq.NOBLOCK)
+            except zmq.ZMQError:
+                pass
+        if threading.current_thread() is not self._thread:
+            self._thread.join(timeout)
+
+    # -- IO thread ---------------------------------------------------------------------------------
+    def _run(self) -> None:
+        poller = zmq.Poller()
+        poller.register(self._wake_recv, zmq.POLLIN)
+        by_socket = {sock: name for name, sock in self._sockets.items()}
+        for sock in self._sockets.values():
+            poller.register(sock, zmq.POLLIN)
+        died = False
+        try:
+            while not self._stop.is_set():
+                events = dict(poller.poll(_POLL_MS))
+                if self._wake_recv in events:
+                    self._drain_wake()
+                    self._flush_outbox()
+                for sock, name in by_socket.items():
+                    if sock in events:
+                        self._drain(name, sock)
+                if not events and not self._is_alive():
+                    died = True
+                    break
+        except Exception:  # a bug here must not leave callers hanging: treat as a lost kernel
+            logger.exception("kernel IO thread failed")
+            died = not self._stop.is_set()
+        finally:
+            self.closed.set()
+            with self._pending_lock:
+                for pending in self._pending.values():
+                    pending.event.set()
+            with self._send_lock:
+                for sock in (*self._sockets.values(), self._wake_recv, self._wake_send):
+                    sock.close(linger=0)
+                self._ctx.term()
+            if died:
+                self._on_death()
+
+    def _drain_wake(self) -> None:
+        while True:
+            try:
+                self._wake_recv.recv(zmq.NOBLOCK)
+            except zmq.Again:
+                return
+
+    def _flush_outbox(self) -> None:
+        while True:
+            try:
+                channel, msg = self._outbox.get_nowait()
+            except queue.Empty:
+                return
+            self.session.send(self._sockets[channel], msg)
+
+    def _drain(self, name: str, sock: zmq.Socket[bytes]) -> None:
+        while True:
+            try:
+                _idents, msg = self.session.recv(sock, mode=zmq.NOBLOCK)
+            except (ValueError, KeyError, TypeError) as exc:  # bad signature or framing
+                logger.warning("dropped a malformed %s message: %s", name, exc)
+                continue
+            if msg is None:
+                return
+            if not self._claim(name, msg):
+                try:
+                    self._on_message(name, msg)
+                except Exception:
+                    logger.exception("handling a %s message failed", name)
+
+    def _claim(self, channel: str, msg: dict[str, Any]) -> bool:
+        parent = msg.get("parent_header", {}).get("msg_id")
+        if not parent:
+            return False
+        with self._pending_lock:
+            pending = self._pending.get(parent)
+        if pending is None:
+            return False
+        if channel == "iopub":
+            if msg["msg_type"] == "status" and msg["content"].get("execution_state") == "idle":
+                pending.idle = True
+        else:
+            pending.reply = msg
+        if pending.reply is not None and (pending.idle or not pending.want_idle):
+            pending.event.set()
+        return True

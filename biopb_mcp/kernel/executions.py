@@ -1,0 +1,191 @@
+"""Execution records: one per submitted cell, holding its full output as an append-only transcript.
+
+Every execution gets an id (``job-N``) even when it is never promoted, so that any output cut by
+``max_output_chars`` can be paged with ``poll_job(job_id, offset=N)``. The transcript is
+append-only, so an offset stays valid while a background job keeps producing output.
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+MAX_TRANSCRIPT_CHARS = 64 * 1024 * 1024
+"""Characters of output kept per execution; beyond this the output is dropped with a note."""
+
+_ANSI_RE = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)")
+
+FINISHED_STATES = frozenset({"ok", "error", "interrupted", "dead", "aborted"})
+"""Terminal statuses; ``running`` is the only other one."""
+
+
+def strip_ansi(text: str) -> str:
+    """Remove ANSI colour/cursor escape sequences (IPython colours its tracebacks)."""
+    return _ANSI_RE.sub("", text)
+
+
+@dataclass
+class ImageRecord:
+    """One ``image/png`` display: kept inline when small enough, else saved to ``path``."""
+
+    index: int
+    nbytes: int
+    offset: int
+    """Position of this image's placeholder line in the transcript (for paging)."""
+    data: bytes | None = None
+    path: Path | None = None
+    size: tuple[int, int] | None = None
+
+
+@dataclass
+class Rendered:
+    """What one tool call shows the agent: bounded text plus the images referenced in it.
+
+    Attributes:
+        text: ready-to-show text, at most ``max_output_chars`` of output plus short notes
+            (status header, truncation note naming the next ``poll_job`` offset).
+        images: PNG bytes of the images whose placeholders fall inside this page, each at
+            most ``max_image_bytes``.
+        job_id: the execution's id (``job-N``).
+        status: ``running`` | ``ok`` | ``error`` | ``interrupted`` | ``dead`` | ``aborted``.
+        offset: where this page starts in the full transcript.
+        next_offset: where the next page starts, or None when this page reached the end.
+        total_chars: transcript length so far.
+    """
+
+    text: str
+    images: list[bytes] = field(default_factory=list)
+    job_id: str = ""
+    status: str = "ok"
+    offset: int = 0
+    next_offset: int | None = None
+    total_chars: int = 0
+
+    @property
+    def done(self) -> bool:
+        """True when the execution has finished (any terminal status)."""
+        return self.status in FINISHED_STATES
+
+
+class Execution:
+    """One submitted cell and everything it produced.
+
+    Thread-safe: the host's reader thread appends while tool threads render. Callers treat it
+    as opaque and pass it back to ``KernelHost.wait/promote/render``; the read-only attributes
+    ``job_id``, ``status``, ``promoted``, ``code`` and ``done`` (a ``threading.Event``) are
+    safe to read.
+    """
+
+    def __init__(self, job_id: str, code: str, msg_id: str) -> None:
+        self.job_id = job_id
+        self.code = code
+        self.msg_id = msg_id
+        self.status = "running"
+        self.promoted = False
+        self.started = time.monotonic()
+        self.finished: float | None = None
+        self.done = threading.Event()
+        self.error: tuple[str, str, list[str]] | None = None
+        self.note = ""
+        """Extra text shown after the output (e.g. why the kernel died, with its log tail)."""
+        self.images: list[ImageRecord] = []
+        self._lock = threading.Lock()
+        self._chunks: list[str] = []
+        self._size = 0
+        self._dropped = 0
+        self._last_stream: str | None = None
+        self._joined: str | None = None
+        self.reply_seen = False
+        self.idle_seen = False
+        self.reply_content: dict[str, Any] = {}
+
+    # -- appending (reader thread) -------------------------------------------------------------
+    def _append(self, text: str) -> None:
+        if not text:
+            return
+        room = MAX_TRANSCRIPT_CHARS - self._size
+        if room <= 0:
+            self._dropped += len(text)
+            return
+        if len(text) > room:
+            self._dropped += len(text) - room
+            text = text[:room]
+        self._chunks.append(text)
+        self._size += len(text)
+        self._joined = None
+
+    def _newline(self) -> None:
+        if self._chunks and not self._chunks[-1].endswith("\n"):
+            self._append("\n")
+
+    def add_stream(self, name: str, text: str) -> None:
+        """Append stdout/stderr text; a ``[stderr]``/``[stdout]`` marker line shows switches."""
+        with self._lock:
+            if name != self._last_stream and (self._last_stream is not None or name != "stdout"):
+                self._newline()
+                self._append(f"[{name}]\n")
+            self._last_stream = name
+            self._append(text)
+
+    def add_text(self, text: str) -> None:
+        """Append an execute_result or text-only display, on its own line."""
+        with self._lock:
+            self._newline()
+            self._append(text if text.endswith("\n") else text + "\n")
+            self._last_stream = None if self._last_stream is None else "result"
+
+    def add_error(self, ename: str, evalue: str, traceback: list[str]) -> None:
+        """Record the cell's exception; its ANSI-free traceback goes into the transcript."""
+        tb = [strip_ansi(line) for line in traceback]
+        with self._lock:
+            self.error = (ename, evalue, tb)
+            self._newline()
+            body = "\n".join(tb).strip("\n") if tb else ""
+            if f"{ename}" not in body:
+                body = (body + "\n" if body else "") + f"{ename}: {evalue}"
+            self._append(body + "\n")
+            self._last_stream = None if self._last_stream is None else "error"
+
+    def add_image(self, record_factory: Callable[[int, int], tuple[ImageRecord, str]]) -> None:
+        """Append an image placeholder line; ``record_factory(index, offset)`` builds the record
+        and its placeholder text (see ``rendering.image_factory``)."""
+        with self._lock:
+            self._newline()
+            record, line = record_factory(len(self.images) + 1, self._size)
+            self.images.append(record)
+            self._append(line + "\n")
+            self._last_stream = None if self._last_stream is None else "image"
+
+    def finish(self, status: str, note: str = "") -> None:
+        """Mark the execution finished (idempotent: the first terminal status wins)."""
+        with self._lock:
+            if self.done.is_set():
+                return
+            self.status = status
+            if note:
+                self.note = note
+            self.finished = time.monotonic()
+        self.done.set()
+
+    # -- reading (tool threads) -------------------------------------------------------------------
+    def snapshot(self) -> tuple[str, int, list[ImageRecord]]:
+        """The transcript so far, the number of chars dropped past the memory bound, the images."""
+        with self._lock:
+            if self._joined is None:
+                self._joined = "".join(self._chunks)
+                self._chunks = [self._joined] if self._joined else []
+            return self._joined, self._dropped, list(self.images)
+
+    def elapsed(self) -> float:
+        """Seconds since submission (until finish when finished)."""
+        end = self.finished if self.finished is not None else time.monotonic()
+        return end - self.started
+
+    def __repr__(self) -> str:
+        return f"<Execution {self.job_id} {self.status}>"
+

@@ -1,0 +1,153 @@
+"""Process hygiene: private runtime dirs, launching the kernel in its own session with a
+parent-death pipe, killing its process group, and reading the kernel log's tail.
+
+Lessons from upstream (DESIGN.md, Kernel): the kernel gets its own session so that its process
+group can be killed without touching the server's; a pipe whose write end only the server holds
+tells the kernel when the server is gone, even after SIGKILL (``PR_SET_PDEATHSIG`` is tied to the
+forking thread and ppid polling misses subreapers).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import signal
+import subprocess
+import tempfile
+import time
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+logger = logging.getLogger(__name__)
+
+MAX_SOCKET_PATH = 100
+"""Longest IPC socket path we use; AF_UNIX allows ~107 bytes and zmq needs a little slack."""
+
+TAIL_LINES = 20
+"""Kernel log lines quoted when the kernel dies."""
+
+
+def private_dir(path: Path) -> Path:
+    """Create ``path`` (and parents) and make it 0700; it holds secrets (connection info)."""
+    path.mkdir(parents=True, exist_ok=True, mode=0o700)
+    os.chmod(path, 0o700)
+    return path
+
+
+def socket_prefix(runtime_dir: Path, stem: str) -> tuple[Path, Path | None]:
+    """Choose the IPC socket path prefix for one kernel.
+
+    Returns ``(prefix, fallback_dir)``: sockets are ``<prefix>-<N>``. When the runtime dir's
+    path is too long for AF_UNIX, the sockets go into a fresh short private dir under the
+    system temp dir (returned as ``fallback_dir`` so the host can remove it later).
+    """
+    prefix = runtime_dir / stem
+    if len(str(prefix)) + 4 <= MAX_SOCKET_PATH:
+        return prefix, None
+    short = Path(tempfile.mkdtemp(prefix="biopb-"))
+    os.chmod(short, 0o700)
+    return short / "k", short
+
+
+def launch(
+    argv: Sequence[str], env: Mapping[str, str], log_path: Path, lifeline_fd: int
+) -> subprocess.Popen[bytes]:
+    """Start the kernel process: own session, stdin from /dev/null, output to the kernel log.
+
+    The child runs with umask 0o077 so the sockets it binds are 0600; the bootstrap restores
+    the server's umask afterwards (passed in ``BIOPB_MCP_UMASK``).
+    """
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    with open(log_path, "ab") as log:
+        log.write(f"\n=== kernel launch {time.strftime('%Y-%m-%d %H:%M:%S')}: {' '.join(argv)}\n".encode())
+        log.flush()
+        return subprocess.Popen(
+            list(argv),
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            env=dict(env),
+            start_new_session=True,
+            pass_fds=(lifeline_fd,),
+            close_fds=True,
+            umask=0o077,
+        )
+
+
+def current_umask() -> int:
+    """The process umask (reading it requires setting it; restored at once)."""
+    mask = os.umask(0o077)
+    os.umask(mask)
+    return mask
+
+
+def kill_group(proc: subprocess.Popen[bytes], pgid: int | None, grace: float = 1.0) -> None:
+    """End the kernel: SIGTERM its process group, then SIGKILL after ``grace`` seconds; reap it.
+
+    Never signals the server's own group (a kernel launched without its own session would
+    share it).
+    """
+    own = os.getpgrp()
+
+    def signal_group(sig: signal.Signals) -> None:
+        if pgid is not None and pgid != own:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(pgid, sig)
+        elif proc.poll() is None:
+            with contextlib.suppress(ProcessLookupError):
+                proc.send_signal(sig)
+
+    if proc.poll() is None:
+        signal_group(signal.SIGTERM)
+        try:
+            proc.wait(grace)
+        except subprocess.TimeoutExpired:
+            pass
+    # The leader may be gone while children of the group live on: always finish with SIGKILL.
+    signal_group(signal.SIGKILL)
+    try:
+        proc.wait(2.0)
+    except subprocess.TimeoutExpired:
+        logger.error("kernel pid %s did not exit after SIGKILL", proc.pid)
+
+
+MAX_LOG_BYTES = 10 * 1024 * 1024
+"""A kernel log bigger than this at launch is moved to ``kernel.log.1`` (one old copy kept)."""
+
+
+def rotate_log(log_path: Path) -> None:
+    """Keep the kernel log bounded across many kernel starts."""
+    with contextlib.suppress(OSError):
+        if log_path.stat().st_size > MAX_LOG_BYTES:
+            os.replace(log_path, log_path.with_name(log_path.name + ".1"))
+
+
+def log_tail(log_path: Path, start: int, lines: int = TAIL_LINES) -> str:
+    """The last ``lines`` lines the kernel wrote to its log since byte ``start`` (its launch)."""
+    try:
+        with open(log_path, "rb") as fh:
+            fh.seek(0, os.SEEK_END)
+            end = fh.tell()
+            begin = max(start, end - 64 * 1024)
+            fh.seek(begin)
+            data = fh.read(end - begin)
+    except OSError as exc:
+        return f"(kernel log unreadable: {exc})"
+    text = data.decode("utf-8", errors="replace").rstrip("\n")
+    return "\n".join(text.splitlines()[-lines:]) if text else "(the kernel wrote nothing to its log)"
+
+
+def remove_quietly(*paths: Path | None) -> None:
+    """Delete files (connection file, sockets) and empty dirs, ignoring what is already gone."""
+    for path in paths:
+        if path is None:
+            continue
+        with contextlib.suppress(OSError):
+            if path.is_dir():
+                for child in path.iterdir():
+                    with contextlib.suppress(OSError):
+                        child.unlink()
+                path.rmdir()
+            else:
+                path.unlink()

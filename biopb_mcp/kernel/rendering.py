@@ -1,0 +1,259 @@
+"""Turning executions into bounded text + images, and kernel-side object inspection.
+
+Bounds exist because MCP clients drop oversized tool results: text is cut at
+``max_output_chars`` with a note naming the ``poll_job`` offset of the rest, and an image over
+``max_image_bytes`` is downscaled (when Pillow happens to be importable) or saved to a file
+whose path is shown instead of the pixels.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import logging
+import struct
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from biopb_mcp.kernel.executions import Execution, ImageRecord, Rendered
+
+logger = logging.getLogger(__name__)
+
+_PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
+
+
+def png_size(data: bytes) -> tuple[int, int] | None:
+    """(width, height) from a PNG's IHDR chunk, or None when the bytes are not a PNG."""
+    if len(data) >= 24 and data.startswith(_PNG_SIGNATURE) and data[12:16] == b"IHDR":
+        width, height = struct.unpack(">II", data[16:24])
+        return int(width), int(height)
+    return None
+
+
+def _downscale(data: bytes, max_bytes: int) -> bytes | None:
+    """Shrink a PNG under ``max_bytes`` with Pillow when available; None otherwise."""
+    try:
+        from PIL import Image  # optional: not a dependency of biopb-mcp
+    except ImportError:
+        return None
+    try:
+        with Image.open(io.BytesIO(data)) as img:
+            img.load()
+            scale = 0.7
+            while scale > 0.02:
+                w, h = max(1, int(img.width * scale)), max(1, int(img.height * scale))
+                buf = io.BytesIO()
+                img.resize((w, h)).save(buf, format="PNG", optimize=True)
+                if buf.tell() <= max_bytes:
+                    return buf.getvalue()
+                scale *= 0.7
+    except Exception:  # a corrupt image is saved to a file instead
+        logger.warning("could not downscale an image", exc_info=True)
+    return None
+
+
+def image_factory(
+    data: bytes, job_id: str, max_bytes: int, image_dir: Path
+) -> Callable[[int, int], tuple[ImageRecord, str]]:
+    """Build the callback ``Execution.add_image`` uses to record one PNG and its placeholder."""
+
+    def make(index: int, offset: int) -> tuple[ImageRecord, str]:
+        size = png_size(data)
+        dims = f"{size[0]}x{size[1]} " if size else ""
+        record = ImageRecord(index=index, nbytes=len(data), offset=offset, size=size)
+        if len(data) <= max_bytes:
+            record.data = data
+            return record, f"[image {index}: {dims}PNG, {len(data)} bytes, attached]"
+        path = image_dir / f"{job_id}-image{index}.png"
+        try:
+            image_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
+            path.write_bytes(data)
+            record.path = path
+            saved = f"full size saved to {path}"
+        except OSError as exc:
+            saved = f"could not be saved ({exc})"
+        small = _downscale(data, max_bytes)
+        if small is not None:
+            record.data = small
+            small_size = png_size(small)
+            sdims = f"{small_size[0]}x{small_size[1]}" if small_size else "smaller"
+            return record, (
+                f"[image {index}: {dims}PNG, {len(data)} bytes > max_image_bytes={max_bytes}; "
+                f"attached downscaled to {sdims}; {saved}]"
+            )
+        return record, (
+            f"[image {index}: {dims}PNG, {len(data)} bytes > max_image_bytes={max_bytes}; "
+            f"not attached; {saved}]"
+        )
+
+    return make
+
+
+def _status_header(ex: Execution) -> str:
+    secs = f"{ex.elapsed():.1f} s"
+    if ex.status == "running":
+        return f"{ex.job_id}: running for {secs}; output so far:"
+    if ex.status == "ok":
+        return f"{ex.job_id}: finished in {secs}."
+    if ex.status == "error":
+        return f"{ex.job_id}: finished with an error after {secs}."
+    if ex.status == "interrupted":
+        return f"{ex.job_id}: interrupted after {secs}."
+    if ex.status == "dead":
+        return f"{ex.job_id}: the kernel died while this ran ({secs})."
+    return f"{ex.job_id}: {ex.status} after {secs}."
+
+
+def render(ex: Execution, offset: int, max_chars: int, *, header: bool) -> Rendered:
+    """One page of an execution's transcript, at most ``max_chars`` of output plus notes.
+
+    Args:
+        ex: the execution.
+        offset: first transcript character to show (0 = start).
+        max_chars: page size (``kernel.max_output_chars``).
+        header: prefix a status line (``job-N: running for …``); always on for unfinished,
+            promoted, dead or aborted executions, and for any page but the first.
+    """
+    text, dropped, images = ex.snapshot()
+    status = ex.status
+    total = len(text)
+    if offset < 0:
+        raise ValueError("offset must be >= 0")
+    start = min(offset, total)
+    end = min(total, start + max_chars)
+    page = text[start:end]
+    parts: list[str] = []
+    if header or status in ("running", "dead", "aborted") or offset > 0:
+        parts.append(_status_header(ex))
+    if offset > total:
+        parts.append(f"[offset {offset} is past the end: the output has {total} chars]")
+    if page:
+        # Pages are exact slices (only the very end loses its newline), so they concatenate.
+        parts.append(page.rstrip("\n") if end == total else page)
+    elif total == 0 and status != "running":
+        parts.append("(no output)")
+    next_offset: int | None = None
+    if end < total:
+        next_offset = end
+        parts.append(
+            f"[output truncated: showing chars {start}-{end} of {total}; {total - end} more chars. "
+            f'Read on with poll_job("{ex.job_id}", offset={end}).]'
+        )
+    elif status == "running":
+        next_offset = end
+        parts.append(f'[still running: poll_job("{ex.job_id}", offset={end}) shows what follows.]')
+    if start > 0 and page:
+        parts.insert(1, f"[showing chars {start}-{end} of {total}]")
+    if dropped:
+        parts.append(
+            f"[a further {dropped} chars of output were dropped: only the first "
+            f"{total} chars of an execution are kept]"
+        )
+    if ex.note and status != "running":
+        parts.append(ex.note)
+    shown = [img.data for img in images if img.data is not None and start <= img.offset < max(end, start + 1)]
+    return Rendered(
+        text="\n".join(p for p in parts if p),
+        images=shown,
+        job_id=ex.job_id,
+        status=status,
+        offset=start,
+        next_offset=next_offset,
+        total_chars=total,
+    )
+
+
+# -- inspect ---------------------------------------------------------------------------------------
+
+_INSPECT_SOURCE = r'''
+import builtins, inspect, json
+ns = get_ipython().user_ns
+parts = path.split(".")
+out = {"path": path}
+if parts[0] in ns:
+    obj = ns[parts[0]]
+elif hasattr(builtins, parts[0]):
+    obj = getattr(builtins, parts[0])
+else:
+    out["error"] = f"name {parts[0]!r} is not defined in the kernel namespace"
+    obj = None
+if "error" not in out:
+    for i, attr in enumerate(parts[1:], 1):
+        try:
+            obj = getattr(obj, attr)
+        except Exception as exc:
+            out["error"] = f"{'.'.join(parts[:i])} has no attribute {attr!r} ({type(exc).__name__}: {exc})"
+            break
+if "error" not in out:
+    t = type(obj)
+    out["type"] = t.__name__ if t.__module__ == "builtins" else f"{t.__module__}.{t.__qualname__}"
+    try:
+        r = repr(obj)
+    except Exception as exc:
+        r = f"<repr failed: {type(exc).__name__}: {exc}>"
+    out["repr"] = r[:LIMIT_REPR] + (f"... [{len(r) - LIMIT_REPR} more chars]" if len(r) > LIMIT_REPR else "")
+    if callable(obj):
+        try:
+            out["signature"] = f"{getattr(obj, '__name__', parts[-1])}{inspect.signature(obj)}"
+        except (TypeError, ValueError):
+            pass
+    doc = inspect.getdoc(obj) if not isinstance(obj, (str, bytes, int, float, list, dict, tuple, set)) else None
+    if doc:
+        out["doc"] = doc[:LIMIT_DOC] + (f"\n... [{len(doc) - LIMIT_DOC} more chars]" if len(doc) > LIMIT_DOC else "")
+    for key in ("shape", "dtype", "ndim", "size"):
+        try:
+            if hasattr(obj, "shape") and hasattr(obj, "dtype") and hasattr(obj, key):
+                out[key] = str(getattr(obj, key))
+        except Exception:
+            pass
+    try:
+        if not isinstance(obj, (str, bytes)) and hasattr(obj, "__len__"):
+            out["len"] = len(obj)
+    except Exception:
+        pass
+    f = getattr(obj, "__file__", None) if inspect.ismodule(obj) else None
+    if f:
+        out["file"] = str(f)
+    if inspect.ismodule(obj) or inspect.isclass(obj):
+        names = [n for n in dir(obj) if not n.startswith("_")]
+        out["attributes"] = ", ".join(names[:60]) + (f", ... ({len(names)} in all)" if len(names) > 60 else "")
+result = json.dumps(out)
+'''
+
+
+def inspect_expression(path: str, limit_repr: int = 2000, limit_doc: int = 3000) -> str:
+    """A ``user_expressions`` entry that inspects ``path`` in the kernel and yields JSON.
+
+    It runs in a throwaway dict, so it adds no name to the user's namespace.
+    """
+    globals_src = f"{{'path': {path!r}, 'LIMIT_REPR': {limit_repr}, 'LIMIT_DOC': {limit_doc}, 'get_ipython': get_ipython}}"
+    return f"(lambda g: (exec({_INSPECT_SOURCE!r}, g), g['result'])[1])({globals_src})"
+
+
+def format_inspection(info: dict[str, Any]) -> str:
+    """Text for inspect_object from the kernel's JSON answer."""
+    lines = [f"{info['path']}: {info.get('type', '?')}"]
+    for key, label in (
+        ("signature", "signature"),
+        ("shape", "shape"),
+        ("dtype", "dtype"),
+        ("len", "len"),
+        ("file", "file"),
+    ):
+        if key in info:
+            lines.append(f"{label}: {info[key]}")
+    if "repr" in info:
+        lines.append(f"repr: {info['repr']}")
+    if "attributes" in info:
+        lines.append(f"public attributes: {info['attributes']}")
+    if "doc" in info:
+        lines.append("doc:\n" + str(info["doc"]))
+    return "\n".join(lines)
+
+
+def parse_expression_json(text_plain: str) -> Any:
+    """Decode a user_expression whose value is a JSON string (text/plain holds its repr)."""
+    import ast
+
+    return json.loads(ast.literal_eval(text_plain))

@@ -1,0 +1,584 @@
+"""MCP wiring: tools, resources and instructions over the kernel host and the docs store.
+
+This module only adapts. Logic lives in ``biopb_mcp.kernel`` (the kernel), ``biopb_mcp.docs``
+(the store, search), ``biopb_mcp.handshake`` (instructions), ``biopb_mcp.subscriptions``
+(resources) and the transport helpers (``stdio_guard``, ``http_security``). Every anticipated
+failure (:class:`~biopb_mcp.errors.BiopbMcpError`) becomes a :class:`ToolError` whose text the
+agent reads; anything else is a crash the SDK reports without detail (and logs here).
+"""
+
+from __future__ import annotations
+
+import base64
+import inspect
+import json
+import logging
+import os
+import socket
+import sys
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from importlib.metadata import PackageNotFoundError, version
+from pathlib import Path
+from typing import Any, Literal, TypeVar
+
+import anyio
+from mcp.server import ServerRequestContext
+from mcp.server.mcpserver import Context, MCPServer
+from mcp.server.mcpserver.exceptions import ToolError
+from mcp.server.context import CallNext, HandlerResult
+from mcp.types import CallToolResult, ImageContent, TextContent, ToolAnnotations
+from pydantic import BaseModel
+
+import biopb_mcp
+from biopb_mcp.config import Settings
+from biopb_mcp.docs.store import DocStore
+from biopb_mcp.errors import BiopbMcpError, KernelBusy, KernelNotReady
+from biopb_mcp.handshake import compose_instructions
+from biopb_mcp.kernel import KernelHost
+from biopb_mcp.trace import Tracer
+
+logger = logging.getLogger(__name__)
+
+__all__ = ["AppState", "build_server", "serve"]
+
+SERVER_NAME = "biopb-mcp"
+
+WAIT_SLICE_SECONDS = 1.0
+"""execute_code waits in slices this long, off the event loop, sending a progress note after each."""
+
+SHUTDOWN_GRACE_SECONDS = 10.0
+"""How long the exit path waits for the kernel to shut down before leaving anyway."""
+
+READ_ONLY = ToolAnnotations(read_only_hint=True, destructive_hint=False, open_world_hint=False)
+"""Annotations of the tools that change nothing."""
+
+_T = TypeVar("_T")
+_F = TypeVar("_F", bound=Callable[..., Any])
+
+_ERROR_STATUSES = frozenset({"error", "dead"})
+"""Execution statuses shown with ``is_error``: the agent's code raised, or the kernel died under it."""
+
+_DEFAULT_AUTHORING_GATE = """\
+- Write only a validated, multi-step procedure you ran to a good end with the user, never one tied to
+  a single dataset (no file names, no one-off numbers without the rule that derives them).
+- Phrase the index hook as the user's request ("segment nuclei in a 2D stain"), so a later session
+  finds it from what the user says.
+- Update an existing doc rather than write a near-duplicate: read the index first, and prefer an
+  old/new edit to a whole-body rewrite.
+- Verify that every name, flag or call the doc quotes still exists in the installed version.
+- Link with [[id]] the docs this one depends on or hands off to."""
+
+
+@dataclass
+class AppState:
+    """What the tools share: settings, the docs store, the kernel host, the trace, the transport."""
+
+    settings: Settings
+    store: DocStore
+    kernel: KernelHost
+    tracer: Tracer | None = None
+    transport: str = "in-process"
+    notifier: Any = None
+    extra_status: dict[str, Any] = field(default_factory=dict)
+
+
+# --------------------------------------------------------------------------- error translation
+
+
+def _tool_error(exc: BiopbMcpError) -> ToolError:
+    """Translate an anticipated failure into the text the agent sees, with the next step in it."""
+    text = str(exc)
+    if isinstance(exc, KernelNotReady):
+        if exc.state not in text:
+            text = f"Kernel not ready (state: {exc.state}). {text}"
+        if "start_kernel" not in text:
+            text += " Call start_kernel to start it."
+    elif isinstance(exc, KernelBusy) and exc.job_id not in text:
+        text += f" ({exc.job_id} is running: poll_job('{exc.job_id}') to follow it, interrupt_kernel to stop it.)"
+    return ToolError(text)
+
+
+def _call(fn: Callable[..., _T], *args: Any) -> _T:
+    """Run a store/kernel call; an anticipated failure becomes a ToolError."""
+    try:
+        return fn(*args)
+    except BiopbMcpError as exc:
+        raise _tool_error(exc) from exc
+
+
+async def _call_off_loop(fn: Callable[..., _T], *args: Any) -> _T:
+    """Like :func:`_call`, on a worker thread, so a blocking call never freezes the event loop."""
+    try:
+        return await anyio.to_thread.run_sync(fn, *args)
+    except BiopbMcpError as exc:
+        raise _tool_error(exc) from exc
+
+
+def _rendered_result(rendered: Any, *, prefix: str = "") -> CallToolResult:
+    """Text plus PNG images as MCP content; an error in the agent's code marks the result as an error."""
+    text = f"{prefix}{rendered.text}" if prefix else rendered.text
+    content: list[TextContent | ImageContent] = [TextContent(type="text", text=text or "(no output)")]
+    for png in rendered.images:
+        content.append(ImageContent(type="image", data=base64.b64encode(png).decode("ascii"), mime_type="image/png"))
+    return CallToolResult(content=content, is_error=getattr(rendered, "status", "ok") in _ERROR_STATUSES)
+
+
+# --------------------------------------------------------------------------- middleware
+
+
+def _instructions_middleware(store: DocStore) -> Callable[..., Any]:
+    """Compose the instructions at each ``initialize`` / ``server/discover`` (MCP_SDK_2.md §2)."""
+
+    async def per_connection(ctx: ServerRequestContext[Any, Any], call_next: CallNext) -> HandlerResult:
+        result = await call_next(ctx)
+        if ctx.method in ("initialize", "server/discover"):
+            instructions = await anyio.to_thread.run_sync(compose_instructions, store)
+            if isinstance(result, dict):
+                result["instructions"] = instructions
+            elif isinstance(result, BaseModel) and hasattr(result, "instructions"):
+                result = result.model_copy(update={"instructions": instructions})
+        return result
+
+    return per_connection
+
+
+def _result_error(result: HandlerResult) -> str | None:
+    """The error text of a tools/call result, or None when it succeeded."""
+    if isinstance(result, BaseModel):
+        result = result.model_dump(by_alias=True)
+    if not isinstance(result, dict) or not (result.get("isError") or result.get("is_error")):
+        return None
+    for block in result.get("content") or []:
+        if isinstance(block, dict) and block.get("type") == "text":
+            return str(block.get("text", ""))
+    return "error"
+
+
+def _trace_middleware(tracer: Tracer) -> Callable[..., Any]:
+    """Record one trace line per ``tools/call``: tool, argument summary, duration, ok/error."""
+
+    async def trace_calls(ctx: ServerRequestContext[Any, Any], call_next: CallNext) -> HandlerResult:
+        if ctx.method != "tools/call":
+            return await call_next(ctx)
+        params = ctx.params or {}
+        tool = str(params.get("name", "?"))
+        arguments = params.get("arguments") if isinstance(params.get("arguments"), dict) else None
+        started = Tracer.clock()
+        try:
+            result = await call_next(ctx)
+        except BaseException as exc:
+            elapsed = (Tracer.clock() - started) * 1000
+            await anyio.to_thread.run_sync(
+                lambda: tracer.record(tool, arguments, duration_ms=elapsed, ok=False, error=type(exc).__name__)
+            )
+            raise
+        elapsed = (Tracer.clock() - started) * 1000
+        error = _result_error(result)
+        await anyio.to_thread.run_sync(
+            lambda: tracer.record(tool, arguments, duration_ms=elapsed, ok=error is None, error=error)
+        )
+        return result
+
+    return trace_calls
+
+
+# --------------------------------------------------------------------------- tools
+
+
+def _authoring_gate() -> str:
+    from biopb_mcp.docs import store as store_module
+
+    gate = getattr(store_module, "AUTHORING_GATE", None)
+    return gate.strip() if isinstance(gate, str) and gate.strip() else _DEFAULT_AUTHORING_GATE
+
+
+def _versions() -> dict[str, str]:
+    found = {"biopb_mcp": biopb_mcp.__version__, "python": sys.version.split()[0]}
+    for dist in ("mcp", "jupyter-client", "ipykernel"):
+        try:
+            found[dist] = version(dist)
+        except PackageNotFoundError:
+            found[dist] = "not installed"
+    return found
+
+
+def _tool(mcp: MCPServer, annotations: ToolAnnotations, description: str | None = None) -> Callable[[_F], _F]:
+    """``mcp.tool`` with the docstring dedented into the description the agent reads, text output only."""
+
+    def register(fn: _F) -> _F:
+        text = description if description is not None else inspect.cleandoc(fn.__doc__ or "")
+        return mcp.tool(description=text, structured_output=False, annotations=annotations)(fn)
+
+    return register
+
+
+def _register_kernel_tools(mcp: MCPServer, state: AppState) -> None:
+    host = state.kernel
+
+    @_tool(mcp, ToolAnnotations(read_only_hint=False, destructive_hint=False, idempotent_hint=True))
+    def start_kernel() -> str:
+        """Start the IPython kernel, or recover it after it died. Call this first in every session,
+        and again whenever a tool answers that the kernel is not started, dead or in error.
+        Idempotent: a running kernel is left alone. Returns the kernel's status in one or two lines."""
+        return _call(host.start)
+
+    @_tool(mcp, ToolAnnotations(read_only_hint=False, destructive_hint=True, open_world_hint=True))
+    async def execute_code(code: str, ctx: Context) -> CallToolResult:
+        """Run Python code in the kernel and return its stdout/stderr, the value of the last
+        expression, an error with its traceback, and any PNG figures it displays (as images).
+        Use it for all analysis: the namespace persists between calls, so load data once and reuse
+        it. This is real code execution as the user, with the user's files; it is not a sandbox.
+        A call still running after kernel.promote_after seconds (default 10) becomes a background
+        job: you get its id, follow it with poll_job, stop it with interrupt_kernel. Only one
+        execution runs at a time; a call while a job runs answers busy with the job id.
+        Long output is truncated with a note on how to page through the rest."""
+        execution = await _call_off_loop(host.submit, code)
+        promote_after = float(state.settings.kernel.promote_after)
+        waited = 0.0
+        try:
+            while True:
+                slice_seconds = min(WAIT_SLICE_SECONDS, max(promote_after - waited, 0.0))
+                if slice_seconds <= 0:
+                    break
+                if await anyio.to_thread.run_sync(host.wait, execution, slice_seconds):
+                    rendered = await _call_off_loop(host.render, execution)
+                    return _rendered_result(rendered)
+                waited += slice_seconds
+                await ctx.report_progress(waited, None, f"running for {waited:.0f} s")
+        except anyio.get_cancelled_exc_class():
+            # The client gave up on the call; keep the execution reachable as a job.
+            with anyio.CancelScope(shield=True):
+                await anyio.to_thread.run_sync(host.promote, execution)
+            raise
+        job_id = await _call_off_loop(host.promote, execution)
+        so_far = await _call_off_loop(host.poll, job_id)
+        note = (
+            f"Still running after {promote_after:g} s, so it continues in the background as {job_id}; "
+            "interrupt_kernel stops it.\n"
+        )
+        result = _rendered_result(so_far, prefix=note)
+        result.is_error = False
+        return result
+
+    @_tool(mcp, READ_ONLY)
+    def poll_job(job_id: str, offset: int = 0) -> CallToolResult:
+        """Check a background job that execute_code promoted (its id looks like job-1): returns its
+        status (running, done, error, interrupted) and its output so far. Use offset to page
+        through long output from that character onward, as a truncation note tells you."""
+        return _rendered_result(_call(host.poll, job_id, offset))
+
+    @_tool(mcp, ToolAnnotations(read_only_hint=False, destructive_hint=False))
+    def interrupt_kernel() -> str:
+        """Stop the code running in the kernel (like Ctrl-C; raises KeyboardInterrupt in it). Use
+        it when a job runs too long or was started by mistake. The namespace is kept."""
+        return _call(host.interrupt)
+
+    @_tool(mcp, ToolAnnotations(read_only_hint=False, destructive_hint=True))
+    def restart_kernel() -> str:
+        """Kill and restart the kernel: every variable, import and loaded dataset is lost. Use it only
+        when the kernel is wedged and interrupt_kernel did not help, or the user asks; ask the user
+        first if the namespace holds unsaved work."""
+        return _call(host.restart)
+
+    @_tool(mcp, READ_ONLY)
+    def inspect_object(path: str) -> str:
+        """Describe a name in the kernel namespace without running code: type, bounded repr,
+        signature, docstring, and shape/dtype for arrays. Use it to check what a variable holds
+        or how to call a function (e.g. "img", "skimage.filters.threshold_otsu")."""
+        return _call(host.inspect, path)
+
+    @_tool(mcp, READ_ONLY)
+    def server_status() -> str:
+        """Report the server's state: versions, transport, kernel state and pid, the running job,
+        the kernel connection file (the user can join with `jupyter console --existing FILE`),
+        loaded kernel plugins and failures, docs tiers and index size, config and log paths.
+        Use it when something behaves unexpectedly, or to tell the user where files are."""
+        settings = state.settings
+        status: dict[str, Any] = {
+            "server": {"name": SERVER_NAME, "transport": state.transport, "pid": os.getpid(), **_versions()},
+            "kernel": _call(host.status),
+        }
+        try:
+            status["docs"] = state.store.summary()
+        except BiopbMcpError as exc:
+            status["docs"] = {"error": str(exc)}
+        status["paths"] = {
+            "config_file": str(settings.config_file),
+            "docs_local_dir": str(settings.docs_local_dir),
+            "log_file": str(settings.log_file),
+            "kernel_log_file": str(settings.kernel_log_file),
+            "plugins_dir": str(settings.plugins_dir),
+            "runtime_dir": str(settings.runtime_dir),
+            "trace_file": str(state.tracer.path) if state.tracer else None,
+        }
+        status.update(state.extra_status)
+        if settings.warnings:
+            status["config_warnings"] = list(settings.warnings)
+        return json.dumps(status, indent=2, default=str)
+
+
+def _register_doc_tools(mcp: MCPServer, state: AppState) -> None:
+    store = state.store
+
+    @_tool(mcp, READ_ONLY)
+    def read_doc(id: str) -> str:  # noqa: A002 - the agent-facing parameter name
+        """Read a doc by id, as the index lists it (e.g. "authoring"). read_doc("index") re-reads the
+        doc index; "<id>@diff" shows how a local copy differs from the shipped one; "<id>@history"
+        lists its saved versions and "<id>@v<N>" reads one. Read the reference docs and the matching
+        procedure before non-trivial work. An unknown id answers with the closest ids."""
+        return _call(store.read_doc, id)
+
+    @_tool(mcp, READ_ONLY)
+    def search_docs(query: str, max_results: int = 5) -> str:
+        """Full-text search over every doc (both tiers, including ones the index does not list).
+        Use it for a literal you hit — an exception name, a config key, a log line, a function —
+        or when no index entry matches the request. Returns doc id, section and a snippet per hit;
+        read_doc the hit to see it whole."""
+        from biopb_mcp.docs.search import format_hits, search_docs as run_search
+
+        return _call(lambda: format_hits(run_search(store, query, max_results)))
+
+    write_description = (
+        "Create or edit a doc in the local docs tier (the index too: id \"index\"). body alone creates or "
+        "replaces the whole doc; old+new replaces exactly one occurrence of old (refused when it matches "
+        "zero or several times). Writing a shipped id makes a local copy. A new doc gets an index line "
+        "under '## Unfiled' automatically. Returns the diff. Nothing is ever deleted; earlier versions "
+        "stay readable with read_doc(\"<id>@history\").\n"
+        "Use it when the user confirms a procedure worked, or asks you to remember or correct "
+        "something. Before writing:\n" + _authoring_gate()
+    )
+
+    @_tool(mcp, ToolAnnotations(read_only_hint=False, destructive_hint=False, open_world_hint=False), write_description)
+    async def write_doc(
+        id: str,  # noqa: A002 - the agent-facing parameter name
+        body: str | None = None,
+        old: str | None = None,
+        new: str | None = None,
+    ) -> str:
+        result = await _call_off_loop(store.write_doc, id, body, old, new)
+        if state.notifier is not None:
+            await state.notifier.after_write(result)
+        return str(result.text)
+
+
+# --------------------------------------------------------------------------- build and serve
+
+
+def build_server(settings: Settings, *, trace: Path | None = None) -> tuple[MCPServer, AppState]:
+    """Wire an MCPServer over a fresh DocStore and KernelHost (no kernel started, no disk touched).
+
+    Args:
+        settings: the loaded settings.
+        trace: a trace file; overrides ``settings.trace_file``.
+    """
+    store = DocStore(settings.docs_local_dir, history_keep=settings.docs.history_keep)
+    trace_path = trace if trace is not None else settings.trace_file
+    state = AppState(
+        settings=settings,
+        store=store,
+        kernel=KernelHost(settings),
+        tracer=Tracer(trace_path) if trace_path is not None else None,
+    )
+    middleware = [_instructions_middleware(store)]
+    if state.tracer is not None:
+        middleware.insert(0, _trace_middleware(state.tracer))
+    mcp: MCPServer = MCPServer(
+        SERVER_NAME,
+        version=biopb_mcp.__version__,
+        instructions="",  # replaced per connection by the middleware
+        log_level=_log_level(settings),
+        middleware=middleware,
+    )
+    _register_kernel_tools(mcp, state)
+    _register_doc_tools(mcp, state)
+    from biopb_mcp.subscriptions import install_resources
+
+    state.notifier = install_resources(mcp, store)
+    return mcp, state
+
+
+def _log_level(settings: Settings) -> Literal["DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"]:
+    level = str(getattr(settings.server, "log_level", "INFO")).upper()
+    if level in ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"):
+        return level  # type: ignore[return-value]
+    return "INFO"
+
+
+def _stderr(line: str) -> None:
+    """One line for the human who started the server (stderr: never the JSON-RPC wire)."""
+    sys.stderr.write(line + "\n")
+    sys.stderr.flush()
+
+
+def _shutdown_and_exit(state: AppState, code: int, cleanup: Callable[[], None] | None = None) -> None:
+    """Shut the kernel down (bounded), flush logs, leave with ``os._exit``.
+
+    ``os._exit`` because interpreter teardown with live loops, reader threads and BLAS threads can
+    hang or crash (DESIGN.md "Kernel").
+    """
+    worker = threading.Thread(target=state.kernel.shutdown, name="kernel-shutdown", daemon=True)
+    worker.start()
+    worker.join(SHUTDOWN_GRACE_SECONDS)
+    if worker.is_alive():
+        logger.error("Kernel shutdown did not finish within %.0f s; leaving anyway", SHUTDOWN_GRACE_SECONDS)
+    if cleanup is not None:
+        try:
+            cleanup()
+        except OSError:
+            logger.exception("Cleanup at exit failed")
+    logger.info("biopb-mcp exiting (%d)", code)
+    logging.shutdown()
+    try:
+        sys.stdout.flush()
+        sys.stderr.flush()
+    except (OSError, ValueError):
+        pass
+    os._exit(code)
+
+
+async def _exit_on_signal(state: AppState, cleanup: Callable[[], None] | None = None) -> None:
+    import signal
+
+    with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGHUP, signal.SIGINT) as signals:
+        async for signum in signals:
+            logger.info("Received signal %d; shutting the kernel down", signum)
+            _shutdown_and_exit(state, 0, cleanup)
+
+
+async def _serve_stdio(mcp: MCPServer, state: AppState, wire: Any) -> None:
+    from biopb_mcp.stdio_guard import wire_streams
+
+    lowlevel = mcp._lowlevel_server  # no public accessor in 2.3 (MCP_SDK_2.md §3)
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(_exit_on_signal, state)
+        async with wire_streams(wire) as (read_stream, write_stream):
+            await lowlevel.run(read_stream, write_stream, lowlevel.create_initialization_options())
+            logger.info("stdin closed; shutting the kernel down")
+            _shutdown_and_exit(state, 0)
+
+
+def _bind_loopback(port: int) -> socket.socket:
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind(("127.0.0.1", port))
+    sock.listen(128)
+    sock.set_inheritable(False)
+    return sock
+
+
+async def _serve_http(mcp: MCPServer, state: AppState, sock: socket.socket, auth: bool) -> None:
+    import uvicorn
+    from mcp.server.transport_security import TransportSecuritySettings
+
+    from biopb_mcp.http_security import (
+        GuardMiddleware,
+        HttpGuard,
+        allowlists,
+        client_config_lines,
+        new_token,
+        write_token_file,
+    )
+
+    settings = state.settings
+    port = sock.getsockname()[1]
+    hosts, origins = allowlists(port, settings.http.allowed_hosts, settings.http.allowed_origins)
+    token: str | None = None
+    token_file: Path | None = None
+    if auth:
+        token = new_token()
+        token_file = write_token_file(settings.runtime_dir, token)
+    app = mcp.streamable_http_app(
+        host="127.0.0.1",
+        transport_security=TransportSecuritySettings(
+            enable_dns_rebinding_protection=True, allowed_hosts=sorted(hosts), allowed_origins=sorted(origins)
+        ),
+    )
+    guarded = GuardMiddleware(app, HttpGuard(allowed_hosts=hosts, allowed_origins=origins, token=token))
+    url = f"http://127.0.0.1:{port}/mcp"
+    state.extra_status["http"] = {"url": url, "auth": token is not None, "token_file": str(token_file) if token_file else None}
+    _stderr(f"biopb-mcp serving streamable HTTP at {url} (loopback only)")
+    if token_file is not None:
+        _stderr(f"Bearer token (also in {token_file}, mode 0600):")
+    else:
+        warning = (
+            "WARNING: --no-auth: any local user and any web page that reaches this port can run code as you "
+            "through execute_code. Use it only on a single-user machine."
+        )
+        logger.warning(warning)
+        _stderr(warning)
+    for line in client_config_lines(url, token):
+        _stderr(line)
+
+    def remove_token() -> None:
+        if token_file is not None:
+            token_file.unlink(missing_ok=True)
+
+    import signal
+
+    def on_signal(signum: int, _frame: object) -> None:
+        logger.info("Received signal %d; shutting the kernel down", signum)
+        _shutdown_and_exit(state, 0, remove_token)
+
+    # uvicorn captures SIGINT/SIGTERM while serving, then restores these handlers and re-raises
+    # the signal it caught: so a signal ends in on_signal (kernel down, token removed), never in
+    # the default action that would orphan the kernel.
+    for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+        signal.signal(signum, on_signal)
+    config = uvicorn.Config(
+        guarded, log_config=None, log_level=_log_level(settings).lower(), timeout_graceful_shutdown=2, lifespan="on"
+    )
+    server = uvicorn.Server(config)
+    await server.serve(sockets=[sock])
+    logger.info("HTTP server stopped; shutting the kernel down")
+    _shutdown_and_exit(state, 0, remove_token)
+
+
+def serve(
+    settings: Settings,
+    transport: str = "stdio",
+    port: int | None = None,
+    auth: bool = True,
+    trace: Path | None = None,
+) -> int:
+    """Run the server until stdin closes or a signal arrives; the kernel is shut down on the way out.
+
+    Args:
+        settings: the loaded settings.
+        transport: ``"stdio"`` (default) or ``"http"``.
+        port: HTTP port (``settings.http.port`` when None; 0 picks a free one).
+        auth: HTTP bearer token (default on); False is ``--no-auth``.
+        trace: trace file; overrides ``settings.trace_file``.
+
+    Returns:
+        An exit code (the stdio and HTTP paths normally leave through ``os._exit``).
+    """
+    from biopb_mcp.logs import setup_logging
+
+    if transport == "stdio":
+        from biopb_mcp.stdio_guard import claim_stdio
+
+        setup_logging(settings, stderr=True)  # creates the log file 0600; raises ConfigError if it cannot
+        # Before anything else can print: the wire moves to private fds, fd 1 goes to the log.
+        wire = claim_stdio(settings.log_file)
+        mcp, state = build_server(settings, trace=trace)
+        state.transport = "stdio"
+        logger.info("biopb-mcp %s serving stdio (pid %d)", biopb_mcp.__version__, os.getpid())
+        anyio.run(_serve_stdio, mcp, state, wire)
+        return 0
+    if transport == "http":
+        setup_logging(settings, stderr=True)
+        mcp, state = build_server(settings, trace=trace)
+        state.transport = "http"
+        chosen_port = settings.http.port if port is None else port
+        use_auth = auth and bool(getattr(settings.http, "auth", True))
+        try:
+            sock = _bind_loopback(chosen_port)
+        except OSError as exc:
+            _stderr(f"error: cannot serve HTTP on 127.0.0.1:{chosen_port}: {exc}; pick another with --port")
+            return 2
+        anyio.run(_serve_http, mcp, state, sock, use_auth)
+        return 0
+    _stderr(f"error: unknown transport {transport!r}; use stdio or http")
+    return 2

@@ -1,0 +1,329 @@
+"""The docs as MCP resources: registration, the paged listing, change notifications in both eras.
+
+``install_resources(mcp, store)`` is the whole interface for ``server.py``; call it once after
+building the ``MCPServer`` and keep the returned ``DocNotifier``. build_server passes nothing
+else: the modern-era events go through the server's own subscription bus (the default
+``InMemorySubscriptionBus`` ``MCPServer`` creates, or whatever was passed as
+``MCPServer(subscriptions=...)``); pass ``bus=`` only to override that. The write_doc tool calls
+``await notifier.after_write(result)`` after every successful write.
+
+What it installs (MCP_SDK_2.md §3–§4; the SDK hooks used here are private and pinned to 2.3):
+
+* ``biopb://docs/index`` and the one template ``biopb://docs/{+id}``; a read IS
+  ``store.read_doc`` (same header, same errors, ``@diff``/``@history``/``@v<N>`` work).
+* ``resources/list`` replaced by the paged walk of ``biopb_mcp.docs.resources``.
+* Legacy (handshake) era: ``resources/subscribe``/``unsubscribe`` with per-connection tracking
+  dropped on disconnect, and ``listChanged: true`` patched into the ``initialize`` result.
+* Modern (2026-07-28) era: events published on the bus reach ``subscriptions/listen`` streams.
+* A watcher that polls ``store.local_state()`` while anyone is subscribed, so edits by hand or by
+  another server process (one per agent host under stdio) are announced too.
+
+Notifications are cues to refetch, never payloads; a change may be announced twice (once by the
+write, once by the watcher), which costs a client one extra read.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import anyio
+import anyio.from_thread
+import anyio.lowlevel
+import anyio.to_thread
+from mcp import MCPError
+from mcp.server import ServerRequestContext
+from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver.exceptions import ResourceError, ResourceNotFoundError
+from mcp.server.mcpserver.resources import ResourceSecurity
+from mcp.server.session import ServerSession
+from mcp.server.subscriptions import ResourcesListChanged, ResourceUpdated, SubscriptionBus
+from mcp.types import (
+    INVALID_PARAMS,
+    EmptyResult,
+    ListResourcesResult,
+    PaginatedRequestParams,
+    Resource,
+    SubscribeRequestParams,
+    UnsubscribeRequestParams,
+)
+
+from biopb_mcp.docs.resources import (
+    DOC_URI_TEMPLATE,
+    INDEX_DESCRIPTION,
+    INDEX_NAME,
+    INDEX_URI,
+    MIME_TYPE,
+    URI_PREFIX,
+    InvalidCursor,
+    doc_uri,
+    list_page,
+)
+from biopb_mcp.docs.store import DocStore, WriteResult
+from biopb_mcp.errors import DocError, DocNotFound, DocUnreadable, InvalidDocId
+
+logger = logging.getLogger(__name__)
+
+POLL_INTERVAL = 1.0
+"""Seconds between two looks at the local tier while anyone is subscribed (the issue: 1–2 s)."""
+
+CallNext = Callable[[ServerRequestContext[Any, Any]], Awaitable[Any]]
+Snapshot = dict[str, tuple[int, int]]
+
+
+def install_resources(
+    mcp: MCPServer[Any],
+    store: DocStore,
+    *,
+    bus: SubscriptionBus | None = None,
+    poll_interval: float = POLL_INTERVAL,
+) -> DocNotifier:
+    """Serve the docs store as resources on ``mcp`` and return the notifier write_doc must call.
+
+    Args:
+        mcp: the server; resources, handlers and one middleware are added to it.
+        store: the docs store every read and listing goes through.
+        bus: the modern-era subscription bus; defaults to the server's own.
+        poll_interval: seconds between watcher polls of the local tier.
+    """
+    notifier = DocNotifier(store, bus if bus is not None else mcp._subscriptions, poll_interval=poll_interval)
+
+    def read_index() -> str:
+        return _read(store, "index")
+
+    def read_doc(id: str) -> str:  # noqa: A002 - the parameter name must equal the template variable
+        return _read(store, id)
+
+    mcp.resource(INDEX_URI, name=INDEX_NAME, description=INDEX_DESCRIPTION, mime_type=MIME_TYPE)(read_index)
+    # The store is the one gate on ids (grammar, traversal, symlink escape) and its refusals name
+    # the fix; the SDK's generic path checks would answer "Unknown resource" before it, so opt out.
+    mcp.resource(
+        DOC_URI_TEMPLATE,
+        name="doc",
+        description=(
+            "A doc by id, exactly as read_doc returns it (header, then body). "
+            "Views: <id>@diff, <id>@history, <id>@v<N>."
+        ),
+        mime_type=MIME_TYPE,
+        security=ResourceSecurity(exempt_params={"id"}),
+    )(read_doc)
+
+    async def list_resources(ctx: ServerRequestContext[Any, Any], params: PaginatedRequestParams) -> ListResourcesResult:
+        try:
+            page = await anyio.to_thread.run_sync(list_page, store, params.cursor)
+        except InvalidCursor as exc:
+            raise MCPError(code=INVALID_PARAMS, message=str(exc)) from None
+        resources = [
+            Resource(uri=e.uri, name=e.name, description=e.description, mime_type=e.mime_type) for e in page.entries
+        ]
+        return ListResourcesResult(resources=resources, next_cursor=page.next_cursor)
+
+    low = mcp._lowlevel_server
+    low.add_request_handler("resources/list", PaginatedRequestParams, list_resources)
+    low.add_request_handler("resources/subscribe", SubscribeRequestParams, notifier.subscribe)
+    low.add_request_handler("resources/unsubscribe", UnsubscribeRequestParams, notifier.unsubscribe)
+    mcp.middleware.append(notifier.middleware)
+    return notifier
+
+
+def _read(store: DocStore, ref: str) -> str:
+    """read_doc with the store's refusals mapped to resource errors (-32602 / -32603), text kept."""
+    try:
+        return store.read_doc(ref)
+    except (DocNotFound, InvalidDocId) as exc:
+        raise ResourceNotFoundError(str(exc)) from exc
+    except DocUnreadable as exc:
+        raise ResourceError(str(exc)) from exc
+    except DocError as exc:
+        raise ResourceError(str(exc)) from exc
+
+
+def _check_uri(uri: str) -> None:
+    """Refuse a subscription to something that is not a docs resource (it could never fire)."""
+    if not uri.startswith(URI_PREFIX) or uri == URI_PREFIX:
+        raise MCPError(
+            code=INVALID_PARAMS,
+            message=f"Cannot subscribe to {uri!r}: only {INDEX_URI} and biopb://docs/<id> resources change here.",
+        )
+
+
+class DocNotifier:
+    """Sends ``resources/updated`` and ``resources/list_changed`` to every subscriber, both eras.
+
+    Legacy state lives here per connection (``ServerSession._connection``, the SDK's only stable
+    per-connection handle) and is dropped by the connection's exit stack on disconnect. Modern
+    listeners are counted in the middleware for as long as their listen stream is open. All of
+    it is touched only on the event loop; the watcher thread hands its findings back to the loop.
+    """
+
+    def __init__(self, store: DocStore, bus: SubscriptionBus, *, poll_interval: float = POLL_INTERVAL) -> None:
+        self.store = store
+        self.bus = bus
+        self.poll_interval = poll_interval
+        self._sessions: dict[object, ServerSession] = {}  # legacy connection -> its session
+        self._subs: dict[object, set[str]] = {}  # legacy connection -> subscribed URIs
+        self._listens = 0  # open modern listen streams
+        self._stop: threading.Event | None = None  # set to stop the running watcher
+
+    # -- publishing ---------------------------------------------------------------------------
+
+    async def after_write(self, result: WriteResult) -> None:
+        """Announce a successful write_doc: the index and the doc changed; a create grows the list."""
+        if not result.changed and not result.created:
+            return
+        await self.notify_updated([INDEX_URI, doc_uri(result.doc_id)])
+        if result.created:
+            await self.notify_list_changed()
+
+    async def notify_updated(self, uris: list[str]) -> None:
+        """``resources/updated`` for each URI, to listen streams and subscribed legacy sessions."""
+        for uri in uris:
+            await self.bus.publish(ResourceUpdated(uri=uri))
+            for conn, subs in list(self._subs.items()):
+                if uri in subs and (session := self._sessions.get(conn)) is not None:
+                    await _send(session.send_resource_updated(uri))
+
+    async def notify_list_changed(self) -> None:
+        """``resources/list_changed`` to listen streams and every legacy session."""
+        await self.bus.publish(ResourcesListChanged())
+        for session in list(self._sessions.values()):
+            await _send(session.send_resource_list_changed())
+
+    # -- legacy subscriptions -----------------------------------------------------------------
+
+    def _track(self, session: ServerSession) -> object:
+        conn = session._connection
+        if conn not in self._sessions:
+            self._sessions[conn] = session
+            self._subs[conn] = set()
+            conn.exit_stack.callback(self._forget, conn)
+        return conn
+
+    def _forget(self, conn: object) -> None:
+        self._sessions.pop(conn, None)
+        self._subs.pop(conn, None)
+        self._update_watcher_demand()
+
+    async def subscribe(self, ctx: ServerRequestContext[Any, Any], params: SubscribeRequestParams) -> EmptyResult:
+        """``resources/subscribe`` (handshake era)."""
+        _check_uri(params.uri)
+        conn = self._track(ctx.session)
+        self._subs[conn].add(params.uri)
+        await self._start_watcher()
+        return EmptyResult()
+
+    async def unsubscribe(self, ctx: ServerRequestContext[Any, Any], params: UnsubscribeRequestParams) -> EmptyResult:
+        """``resources/unsubscribe`` (handshake era); unknown URIs are a no-op, as the spec allows."""
+        conn = self._track(ctx.session)
+        self._subs[conn].discard(params.uri)
+        self._update_watcher_demand()
+        return EmptyResult()
+
+    async def middleware(self, ctx: ServerRequestContext[Any, Any], call_next: CallNext) -> Any:
+        """Patch legacy ``listChanged``, track legacy sessions, count modern listen streams."""
+        if ctx.method == "subscriptions/listen":
+            # The call lasts as long as the stream: count it while open, watch the disk meanwhile.
+            self._listens += 1
+            try:
+                await self._start_watcher()
+                return await call_next(ctx)
+            finally:
+                self._listens -= 1
+                self._update_watcher_demand()
+        result = await call_next(ctx)
+        if ctx.method == "initialize" and isinstance(result, dict):
+            caps = result.setdefault("capabilities", {})
+            caps.setdefault("resources", {})["listChanged"] = True  # the SDK advertises False
+            self._track(ctx.session)  # so list_changed reaches every legacy client
+        return result
+
+    # -- the watcher --------------------------------------------------------------------------
+
+    def _demand(self) -> int:
+        return self._listens + sum(1 for subs in self._subs.values() if subs)
+
+    def _update_watcher_demand(self) -> None:
+        """Stop the watcher once nobody is subscribed (starting needs a baseline: ``_start_watcher``)."""
+        if self._demand() == 0 and self._stop is not None:
+            self._stop.set()
+            self._stop = None
+
+    @property
+    def watching(self) -> bool:
+        """True while the watcher runs (someone is subscribed)."""
+        return self._stop is not None
+
+    async def _start_watcher(self) -> None:
+        """Start polling the local tier, baseline taken before the subscriber hears back.
+
+        A thread, not a task: install_resources owns no task group that outlives a request, and
+        the thread needs none. It hands changes back to this event loop by token.
+        """
+        if self._stop is not None or self._demand() == 0:
+            return
+        stop = threading.Event()
+        self._stop = stop  # claimed before the await, so concurrent subscribers start one watcher
+        try:
+            baseline = await anyio.to_thread.run_sync(self.store.local_state)
+        except (OSError, DocError):
+            logger.warning("docs watcher: cannot read the local tier; watching from an empty baseline", exc_info=True)
+            baseline = {}
+        token = anyio.lowlevel.current_token()
+        thread = threading.Thread(
+            target=self._watch, args=(stop, baseline, token), name="biopb-docs-watcher", daemon=True
+        )
+        thread.start()
+
+    def _watch(self, stop: threading.Event, snapshot: Snapshot, token: Any) -> None:
+        """Thread body: poll ``local_state`` and hand each difference to the event loop."""
+        logger.debug("docs watcher started (every %.1fs)", self.poll_interval)
+        while not stop.wait(self.poll_interval):
+            try:
+                current = self.store.local_state()
+            except (OSError, DocError):
+                logger.warning("docs watcher: cannot read the local tier; trying again", exc_info=True)
+                continue
+            uris, list_changed = changes(snapshot, current)
+            snapshot = current
+            if not uris or stop.is_set():
+                continue
+            try:
+                anyio.from_thread.run(self._publish_changes, uris, list_changed, token=token)
+            except RuntimeError:  # the event loop is gone: the server stopped under us
+                logger.debug("docs watcher: event loop closed; stopping")
+                return
+            except Exception:  # thread boundary: a failed fan-out must not kill the watcher silently
+                logger.exception("docs watcher: announcing changes failed; watching on")
+        logger.debug("docs watcher stopped")
+
+    async def _publish_changes(self, uris: list[str], list_changed: bool) -> None:
+        logger.info("docs changed on disk: %s", ", ".join(uris))
+        await self.notify_updated(uris)
+        if list_changed:
+            await self.notify_list_changed()
+
+
+def changes(old: Snapshot, new: Snapshot) -> tuple[list[str], bool]:
+    """What two ``local_state`` snapshots differ by: URIs to announce, and whether the list changed.
+
+    A changed doc is announced by its URI. The index is announced when its file changed or a doc
+    appeared or vanished (entries flip to and from "(missing)"), and those also change the listing.
+    """
+    changed = {k for k in old.keys() | new.keys() if old.get(k) != new.get(k)}
+    if not changed:
+        return [], False
+    list_changed = "index" in changed or old.keys() != new.keys()
+    uris = [doc_uri(k) for k in sorted(changed) if k != "index"]
+    if list_changed:
+        uris.insert(0, INDEX_URI)
+    return uris, list_changed
+
+
+async def _send(notification: Awaitable[None]) -> None:
+    """Deliver one legacy notification; a connection closing under us is not an error."""
+    try:
+        await notification
+    except (anyio.ClosedResourceError, anyio.BrokenResourceError, anyio.EndOfStream):
+        logger.debug("legacy session closed before a docs notification reached it")
