@@ -5,6 +5,7 @@ from __future__ import annotations
 import shutil
 import subprocess
 import sys
+import sysconfig
 import zipfile
 from pathlib import Path
 
@@ -71,9 +72,12 @@ def test_wheel_holds_every_seed_file_including_banked_and_nested(wheel: Path) ->
 
 def test_wheel_installs_into_a_fresh_venv_and_its_script_runs(wheel: Path, tmp_path: Path) -> None:
     venv = tmp_path / "venv"
-    # system site-packages supplies the dependencies; --no-deps keeps the install offline
-    subprocess.run([sys.executable, "-m", "venv", "--system-site-packages", "--without-pip", str(venv)],
-                   check=True, timeout=120)
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True, timeout=120)
+    # The dependencies come from the running environment (venv or not) through a plain path
+    # entry: unlike --system-site-packages, its .pth files (our editable finder) are not run.
+    (site,) = venv.glob("lib/python3*/site-packages")
+    parent = {sysconfig.get_paths()["purelib"], sysconfig.get_paths()["platlib"]}
+    (site / "_parent_env.pth").write_text("\n".join(sorted(parent)) + "\n", encoding="utf-8")
     py = venv / "bin" / "python"
     done = subprocess.run(
         [str(py), "-m", "pip", "install", "--no-deps", "--no-index", "--ignore-installed",

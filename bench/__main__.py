@@ -73,7 +73,7 @@ def _run(args: argparse.Namespace) -> int:
         seed=args.seed,
     )
     started = time.monotonic()
-    rows = run_bench(spec)
+    rows = run_bench(spec, jobs=args.jobs)
     text = _write_summary(args.out, rows, agent=spec.agent.name, wall=time.monotonic() - started, cases=len(spec.cases), repeat=args.repeat)
     print(text)
     print(f"results: {args.out / 'results.jsonl'}")
@@ -87,8 +87,8 @@ def _selftest(args: argparse.Namespace) -> int:
     out = args.out or Path(tempfile.mkdtemp(prefix="bench-selftest-"))
     cases = _select_cases(args.cases)
     started = time.monotonic()
-    scripted = run_bench(RunSpec(make_agent("scripted"), ["docs", "nodocs"], cases, out / "scripted", timeout=args.timeout))
-    nothing = run_bench(RunSpec(make_agent("nothing"), ["docs"], cases, out / "nothing", timeout=args.timeout))
+    scripted = run_bench(RunSpec(make_agent("scripted"), ["docs", "nodocs"], cases, out / "scripted", timeout=args.timeout), jobs=args.jobs)
+    nothing = run_bench(RunSpec(make_agent("nothing"), ["docs", "nodocs"], cases, out / "nothing", timeout=args.timeout), jobs=args.jobs)
     wall = time.monotonic() - started
     _write_summary(out / "scripted", scripted, agent="scripted", wall=wall, cases=len(cases), repeat=1)
     _write_summary(out / "nothing", nothing, agent="nothing", wall=wall, cases=len(cases), repeat=1)
@@ -124,6 +124,7 @@ def build_parser() -> tuple[argparse.ArgumentParser, argparse._SubParsersAction]
     run.add_argument("--repeat", type=int, default=1, help="repeats per case and arm (default 1)")
     run.add_argument("--timeout", type=float, default=600.0, help="seconds per agent run before its tree is killed")
     run.add_argument("--seed", type=int, default=0, help="data seed (same data in both arms of a pair)")
+    run.add_argument("--jobs", type=int, default=1, help="runs at once (default 1; model runs may hit rate limits)")
     run.set_defaults(handler=_run)
 
     selftest = sub.add_parser("selftest", help="scripted passes every check, nothing fails every check",
@@ -131,6 +132,7 @@ def build_parser() -> tuple[argparse.ArgumentParser, argparse._SubParsersAction]
     selftest.add_argument("--cases", default="all", help="all, or comma-separated case names")
     selftest.add_argument("--out", type=Path, default=None, help="output directory (default: a new temp dir)")
     selftest.add_argument("--timeout", type=float, default=180.0, help="seconds per run")
+    selftest.add_argument("--jobs", type=int, default=1, help="runs at once (default 1)")
     selftest.set_defaults(handler=_selftest)
 
     # --- perf hook (issue 7) -------------------------------------------------------------------
@@ -147,8 +149,8 @@ def build_parser() -> tuple[argparse.ArgumentParser, argparse._SubParsersAction]
 def main(argv: list[str] | None = None) -> int:
     parser, _ = build_parser()
     args = parser.parse_args(argv)
-    if getattr(args, "repeat", 1) < 1:
-        parser.error("--repeat must be at least 1")
+    if getattr(args, "repeat", 1) < 1 or getattr(args, "jobs", 1) < 1:
+        parser.error("--repeat and --jobs must be at least 1")
     handler: Handler = args.handler
     try:
         return handler(args)

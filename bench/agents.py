@@ -75,7 +75,7 @@ def make_agent(spec: str) -> Agent:
         argv = (python, "-m", "bench.scripted", "--case", "{case}", "--workdir", "{workdir}", "--mcp-config", "{mcp_config}")
         return Agent("scripted", argv)
     if spec == "nothing":
-        return Agent("nothing", (python, "-c", "pass"))
+        return Agent("nothing", ("true",))
     if spec == "claude":
         return Agent("claude", tuple(shlex.split(CLAUDE_TEMPLATE)))
     argv = tuple(shlex.split(spec))

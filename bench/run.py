@@ -10,10 +10,12 @@ from __future__ import annotations
 
 import json
 import os
+import threading
 import time
 import traceback
 import zlib
 from collections import Counter
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -142,31 +144,42 @@ def run_one(spec: RunSpec, case: Case, arm: str, repeat: int) -> dict[str, Any]:
     return row
 
 
-def run_bench(spec: RunSpec, *, progress: bool = True) -> list[dict[str, Any]]:
+def run_bench(spec: RunSpec, *, progress: bool = True, jobs: int = 1) -> list[dict[str, Any]]:
     """Every case in every arm, ``repeat`` times; results.jsonl grows one line per finished run.
 
     Arms alternate within a case so that drift over a long run (a rate limit, a warm cache) hits
-    both arms alike.
+    both arms alike. ``jobs`` > 1 runs that many at once (each run is its own processes and
+    directories); rows come back in plan order whatever order they finish in.
     """
     spec.out.mkdir(parents=True, exist_ok=True)
     results_path = spec.out / "results.jsonl"
     results_path.write_text("", encoding="utf-8")
-    rows: list[dict[str, Any]] = []
-    total = len(spec.cases) * len(spec.arms) * spec.repeat
-    started = time.monotonic()
+    plan: list[tuple[Case, str, int]] = []
     for repeat in range(spec.repeat):
-        for case in spec.cases:
-            arms = spec.arms if (repeat + len(rows)) % 2 == 0 else list(reversed(spec.arms))
-            for arm in arms:
-                row = run_one(spec, case, arm, repeat)
-                rows.append(row)
-                with results_path.open("a", encoding="utf-8") as handle:
-                    handle.write(json.dumps(row) + "\n")
-                if progress:
-                    verdict = "ERROR" if row["harness_error"] else ("pass" if row["passed"] else "fail")
-                    print(
-                        f"[{len(rows)}/{total} {time.monotonic() - started:6.1f}s] {case.name} {arm} r{repeat}: "
-                        f"{verdict} ({row['duration_s']} s) {row['detail'][:100]}",
-                        flush=True,
-                    )
-    return rows
+        for index, case in enumerate(spec.cases):
+            arms = spec.arms if (repeat + index) % 2 == 0 else list(reversed(spec.arms))
+            plan += [(case, arm, repeat) for arm in arms]
+    started = time.monotonic()
+    lock = threading.Lock()
+    done: list[dict[str, Any]] = []
+
+    def one(item: tuple[Case, str, int]) -> dict[str, Any]:
+        case, arm, repeat = item
+        row = run_one(spec, case, arm, repeat)
+        with lock:
+            done.append(row)
+            with results_path.open("a", encoding="utf-8") as handle:
+                handle.write(json.dumps(row) + "\n")
+            if progress:
+                verdict = "ERROR" if row["harness_error"] else ("pass" if row["passed"] else "fail")
+                print(
+                    f"[{len(done)}/{len(plan)} {time.monotonic() - started:6.1f}s] {case.name} {arm} r{repeat}: "
+                    f"{verdict} ({row['duration_s']} s) {row['detail'][:100]}",
+                    flush=True,
+                )
+        return row
+
+    if jobs <= 1:
+        return [one(item) for item in plan]
+    with ThreadPoolExecutor(max_workers=jobs) as pool:
+        return list(pool.map(one, plan))

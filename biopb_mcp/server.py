@@ -21,7 +21,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
-from typing import Any, Literal, TypeVar
+from typing import Any, Literal, NoReturn, TypeVar
 
 import anyio
 from mcp.server import ServerRequestContext
@@ -82,6 +82,8 @@ class AppState:
     transport: str = "in-process"
     notifier: Any = None
     extra_status: dict[str, Any] = field(default_factory=dict)
+    at_exit: list[Callable[[], None]] = field(default_factory=list)
+    """Run after the kernel is down, before the process leaves (e.g. remove the HTTP token file)."""
 
 
 # --------------------------------------------------------------------------- error translation
@@ -412,8 +414,8 @@ def _stderr(line: str) -> None:
     sys.stderr.flush()
 
 
-def _shutdown_and_exit(state: AppState, code: int, cleanup: Callable[[], None] | None = None) -> None:
-    """Shut the kernel down (bounded), flush logs, leave with ``os._exit``.
+def _shutdown_and_exit(state: AppState, code: int) -> NoReturn:
+    """Shut the kernel down (bounded), run ``state.at_exit``, flush logs, leave with ``os._exit``.
 
     ``os._exit`` because interpreter teardown with live loops, reader threads and BLAS threads can
     hang or crash (DESIGN.md "Kernel").
@@ -423,7 +425,7 @@ def _shutdown_and_exit(state: AppState, code: int, cleanup: Callable[[], None] |
     worker.join(SHUTDOWN_GRACE_SECONDS)
     if worker.is_alive():
         logger.error("Kernel shutdown did not finish within %.0f s; leaving anyway", SHUTDOWN_GRACE_SECONDS)
-    if cleanup is not None:
+    for cleanup in state.at_exit:
         try:
             cleanup()
         except OSError:
@@ -438,13 +440,13 @@ def _shutdown_and_exit(state: AppState, code: int, cleanup: Callable[[], None] |
     os._exit(code)
 
 
-async def _exit_on_signal(state: AppState, cleanup: Callable[[], None] | None = None) -> None:
+async def _exit_on_signal(state: AppState) -> None:
     import signal
 
     with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGHUP, signal.SIGINT) as signals:
         async for signum in signals:
             logger.info("Received signal %d; shutting the kernel down", signum)
-            _shutdown_and_exit(state, 0, cleanup)
+            _shutdown_and_exit(state, 0)
 
 
 async def _serve_stdio(mcp: MCPServer, state: AppState, wire: Any) -> None:
@@ -454,7 +456,12 @@ async def _serve_stdio(mcp: MCPServer, state: AppState, wire: Any) -> None:
     async with anyio.create_task_group() as tg:
         tg.start_soon(_exit_on_signal, state)
         async with wire_streams(wire) as (read_stream, write_stream):
-            await lowlevel.run(read_stream, write_stream, lowlevel.create_initialization_options())
+            # Leave from inside the transport: its teardown may wait on a reader thread forever.
+            try:
+                await lowlevel.run(read_stream, write_stream, lowlevel.create_initialization_options())
+            except Exception:
+                logger.exception("The stdio transport failed; shutting the kernel down")
+                _shutdown_and_exit(state, 1)
             logger.info("stdin closed; shutting the kernel down")
             _shutdown_and_exit(state, 0)
 
@@ -511,15 +518,14 @@ async def _serve_http(mcp: MCPServer, state: AppState, sock: socket.socket, auth
     for line in client_config_lines(url, token):
         _stderr(line)
 
-    def remove_token() -> None:
-        if token_file is not None:
-            token_file.unlink(missing_ok=True)
+    if token_file is not None:
+        state.at_exit.append(lambda: token_file.unlink(missing_ok=True))
 
     import signal
 
     def on_signal(signum: int, _frame: object) -> None:
         logger.info("Received signal %d; shutting the kernel down", signum)
-        _shutdown_and_exit(state, 0, remove_token)
+        _shutdown_and_exit(state, 0)
 
     # uvicorn captures SIGINT/SIGTERM while serving, then restores these handlers and re-raises
     # the signal it caught: so a signal ends in on_signal (kernel down, token removed), never in
@@ -532,7 +538,17 @@ async def _serve_http(mcp: MCPServer, state: AppState, sock: socket.socket, auth
     server = uvicorn.Server(config)
     await server.serve(sockets=[sock])
     logger.info("HTTP server stopped; shutting the kernel down")
-    _shutdown_and_exit(state, 0, remove_token)
+    _shutdown_and_exit(state, 0)
+
+
+def _run_then_exit(state: AppState, main: Callable[..., Any], *args: Any) -> NoReturn:
+    """Run a transport; whatever way it ends, the kernel goes down with the server."""
+    try:
+        anyio.run(main, *args)
+    except BaseException:  # top-level: no exit path may leave an orphan kernel
+        logger.exception("The server stopped on an unexpected error")
+        _shutdown_and_exit(state, 1)
+    _shutdown_and_exit(state, 0)
 
 
 def serve(
@@ -565,8 +581,7 @@ def serve(
         mcp, state = build_server(settings, trace=trace)
         state.transport = "stdio"
         logger.info("biopb-mcp %s serving stdio (pid %d)", biopb_mcp.__version__, os.getpid())
-        anyio.run(_serve_stdio, mcp, state, wire)
-        return 0
+        _run_then_exit(state, _serve_stdio, mcp, state, wire)
     if transport == "http":
         setup_logging(settings, stderr=True)
         mcp, state = build_server(settings, trace=trace)
@@ -578,7 +593,6 @@ def serve(
         except OSError as exc:
             _stderr(f"error: cannot serve HTTP on 127.0.0.1:{chosen_port}: {exc}; pick another with --port")
             return 2
-        anyio.run(_serve_http, mcp, state, sock, use_auth)
-        return 0
+        _run_then_exit(state, _serve_http, mcp, state, sock, use_auth)
     _stderr(f"error: unknown transport {transport!r}; use stdio or http")
     return 2

@@ -47,7 +47,7 @@ async def test_overrunning_agent_is_killed_with_its_children(tmp_path: Path) -> 
     )
     env = {**os.environ, "BIOPB_CONFIG_DIR": str(tmp_path / "marker")}
     run = await anyio.to_thread.run_sync(
-        lambda: run_command(["sh", "-c", script], cwd=tmp_path, env=env, timeout=2, stdout=tmp_path / "o",
+        lambda: run_command(["sh", "-c", script], cwd=tmp_path, env=env, timeout=1.5, stdout=tmp_path / "o",
                             stderr=tmp_path / "e", marker=("BIOPB_CONFIG_DIR", env["BIOPB_CONFIG_DIR"]))
     )
     assert run.timed_out and run.exit_code is None

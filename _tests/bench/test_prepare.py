@@ -97,37 +97,46 @@ def test_prepare_command_writes_the_ablated_tree(tmp_path: Path, capsys: pytest.
     assert "not empty" in capsys.readouterr().err
 
 
-async def _handshake(tmp_path: Path, bench_docs: bool) -> str:
-    """The instructions a real stdio server started on a prepared tree sends its client."""
-    tree = prepare_tree(tmp_path / "tree", bench_docs=bench_docs)
-    spec = write_mcp_config(tmp_path / "mcp.json", tree, tmp_path / "trace.jsonl")
-    server = spec["mcpServers"]["biopb"]  # type: ignore[index]
-    params = StdioServerParameters(command=server["command"], args=server["args"], env=server["env"], cwd=str(tmp_path))
-    with anyio.fail_after(60):
+async def _handshakes(tmp_path: Path) -> dict[bool, str]:
+    """The instructions real stdio servers started on a docs tree and an ablated tree send."""
+    found: dict[bool, str] = {}
+
+    async def one(bench_docs: bool) -> None:
+        tree = prepare_tree(tmp_path / f"tree-{bench_docs}", bench_docs=bench_docs)
+        spec = write_mcp_config(tmp_path / f"{bench_docs}.json", tree, tmp_path / f"{bench_docs}.jsonl")
+        server = spec["mcpServers"]["biopb"]  # type: ignore[index]
+        params = StdioServerParameters(command=server["command"], args=server["args"], env=server["env"], cwd=str(tmp_path))
         async with Client(params, read_timeout_seconds=30) as client:
-            return client.instructions or ""
+            found[bench_docs] = client.instructions or ""
+
+    with anyio.fail_after(60):
+        async with anyio.create_task_group() as group:
+            group.start_soon(one, True)
+            group.start_soon(one, False)
+    return found
 
 
-@pytest.mark.anyio
-async def test_handshake_on_the_docs_tree_lists_every_procedure(tmp_path: Path) -> None:
-    instructions = await _handshake(tmp_path, True)
-    assert all(_mentions(instructions, doc_id) for doc_id in PROCEDURES + REFERENCES)
+@pytest.fixture(scope="module")
+def handshakes(tmp_path_factory: pytest.TempPathFactory) -> dict[bool, str]:
+    """Both arms' handshakes, fetched once for the tests below (two server starts, not six)."""
+    return anyio.run(_handshakes, tmp_path_factory.mktemp("handshakes"))
 
 
-@pytest.mark.anyio
-async def test_handshake_on_the_ablated_tree_keeps_the_references(tmp_path: Path) -> None:
-    instructions = await _handshake(tmp_path, False)
+def test_handshake_on_the_docs_tree_lists_every_procedure(handshakes: dict[bool, str]) -> None:
+    assert all(_mentions(handshakes[True], doc_id) for doc_id in PROCEDURES + REFERENCES)
+
+
+def test_handshake_on_the_ablated_tree_lists_no_procedure_and_keeps_the_references(handshakes: dict[bool, str]) -> None:
+    instructions = handshakes[False]
     assert all(_mentions(instructions, doc_id) for doc_id in REFERENCES)
     entries = [m.group(1) for m in re.finditer(r"^- ([A-Za-z0-9._/-]+):", instructions, re.MULTILINE)]
     assert not set(entries) & set(PROCEDURES)
 
 
-@pytest.mark.anyio
 @pytest.mark.xfail(
     strict=True,
     reason="handshake.py inlines the index's ignored: line verbatim, so the ablated ids show; "
     "seed 001 §6 says the handshake never shows them (fix requested in the bench report)",
 )
-async def test_handshake_on_the_ablated_tree_shows_no_procedure_id(tmp_path: Path) -> None:
-    instructions = await _handshake(tmp_path, False)
-    assert [doc_id for doc_id in PROCEDURES if _mentions(instructions, doc_id)] == []
+def test_handshake_on_the_ablated_tree_shows_no_procedure_id(handshakes: dict[bool, str]) -> None:
+    assert [doc_id for doc_id in PROCEDURES if _mentions(handshakes[False], doc_id)] == []

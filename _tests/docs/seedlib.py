@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import ast
 import base64
+import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -233,7 +234,10 @@ class KernelRunner:
         from jupyter_client.manager import KernelManager
 
         self.km = KernelManager(kernel_name="python3", connection_file=str(workdir / "kernel.json"))
-        self.km.start_kernel(cwd=str(workdir))
+        # keep IPython's profile, history and runtime files out of the user's home
+        env = dict(os.environ, IPYTHONDIR=str(workdir / "ipython"), JUPYTER_RUNTIME_DIR=str(workdir / "runtime"),
+                   JUPYTER_DATA_DIR=str(workdir / "data"), JUPYTER_CONFIG_DIR=str(workdir / "config"))
+        self.km.start_kernel(cwd=str(workdir), env=env, extra_arguments=["--HistoryManager.enabled=False"])
         self.kc = self.km.client()
         self.kc.start_channels()
         self.kc.wait_for_ready(timeout=60)

@@ -89,3 +89,10 @@ def test_append_goes_into_an_existing_unfiled_section_that_is_not_last() -> None
     out = append_unfiled(text, "- b: y")
     assert out == "# i\n\n## Unfiled\n- a: x\n- b: y\n\nA note.\n\n## Procedures\n- p: q\n"
     assert parse(out).entry_count == 3
+
+
+def test_hide_ignored_shows_a_count_instead_of_the_ids() -> None:
+    out = render(parse(SEED), exists=lambda i: True, shadows=lambda i: False, new_docs=[], stale_docs=[], hide_ignored=True)
+    assert "measure-smlm" not in out and "ratiometric-fret" not in out
+    assert "ignored: (2 shipped docs, ids not shown here)" in out
+    assert "ignored: (1 shipped doc, ids not shown here)" in out

@@ -435,3 +435,41 @@ def test_two_processes_creating_docs_concurrently_lose_no_index_entry(tmp_path: 
     expected = {f"{p}-{i}" for p in ("p", "q") for i in range(n)}
     assert expected <= entries
     assert store.read_doc("shared").endswith(f"p: {n}.\n\nq: {n}.\n")
+
+
+def test_threads_creating_docs_at_once_all_land_in_the_index(store: DocStore) -> None:
+    import threading
+
+    store.render_index()
+    errors: list[BaseException] = []
+
+    def create(k: int) -> None:
+        try:
+            for i in range(5):
+                store.write_doc(f"t{k}/d{i}", body=f"# T{k} {i}\n\nThread doc.\n")
+        except BaseException as exc:  # surfaced below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=create, args=(k,)) for k in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(30)
+    assert not errors
+    entries = parse((store.local_dir / "index.md").read_text()).entry_ids
+    assert {f"t{k}/d{i}" for k in range(4) for i in range(5)} <= entries
+    assert stat.S_IMODE((store.local_dir / "t0").stat().st_mode) & 0o077 == 0
+
+
+def test_index_diff_compares_the_local_index_with_the_shipped_one(store: DocStore) -> None:
+    store.write_doc("index", old="ignored: smlm", new="ignored: smlm, stitch-tiles")
+    out = store.read_doc("index@diff")
+    assert out.startswith("index@diff") and "-ignored: smlm\n+ignored: smlm, stitch-tiles" in out
+    assert "has no local copy" in store.read_doc("kernel@diff")
+    store.write_doc("solo", body="# Solo\n\nLocal only.\n")
+    assert "nothing to diff against" in store.read_doc("solo@diff")
+
+
+def test_render_with_hidden_ignored_ids(store: DocStore) -> None:
+    assert "smlm" not in store.render_index(hide_ignored=True)
+    assert "ignored: smlm" in store.render_index()

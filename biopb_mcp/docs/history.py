@@ -171,15 +171,19 @@ class History:
         kept = self.versions(doc_id)
         return kept[-1] if kept else None
 
-    def before_write(self, doc_id: str, current: str | None, mtime: float | None) -> None:
-        """Keep the on-disk text as its own version when the server has not seen it yet."""
+    def before_write(self, doc_id: str, current: str | None, mtime: float | None) -> Version | None:
+        """Keep the on-disk text as its own version when the server has not seen it yet.
+
+        Returns the version kept, if any (its source says hand edit or found on disk).
+        """
         if not self.enabled or current is None:
-            return
+            return None
         last = self.latest(doc_id)
         if last is None:
-            self.record(doc_id, current, SOURCE_ON_DISK, when=mtime)
-        elif last.sha != sha(current):
-            self.record(doc_id, current, SOURCE_HAND_EDIT, when=mtime)
+            return self.record(doc_id, current, SOURCE_ON_DISK, when=mtime)
+        if last.sha != sha(current):
+            return self.record(doc_id, current, SOURCE_HAND_EDIT, when=mtime)
+        return None
 
     def record(self, doc_id: str, text: str, source: str, *, when: float | None = None) -> Version | None:
         """Append `text` as the newest version (unless it already is), then prune to `keep`."""

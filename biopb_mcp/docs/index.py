@@ -55,6 +55,7 @@ class IndexFile:
     lines: list[str]
     entries: list[Entry]
     ignored: list[str]
+    ignored_lines: list[int]
 
     @property
     def entry_count(self) -> int:
@@ -72,6 +73,7 @@ def parse(text: str) -> IndexFile:
     lines = text.split("\n")
     entries: list[Entry] = []
     ignored: list[str] = []
+    ignored_lines: list[int] = []
     in_fence = False
     for i, line in enumerate(lines):
         if _FENCE.match(line):
@@ -89,11 +91,12 @@ def parse(text: str) -> IndexFile:
             continue
         match = _IGNORED.match(line)
         if match:
+            ignored_lines.append(i)
             for item in match.group("rest").split(","):
                 item = item.strip().strip("`").strip()
                 if item and item not in ignored:
                     ignored.append(item)
-    return IndexFile(lines=lines, entries=entries, ignored=ignored)
+    return IndexFile(lines=lines, entries=entries, ignored=ignored, ignored_lines=ignored_lines)
 
 
 def render(
@@ -103,13 +106,20 @@ def render(
     shadows: Callable[[str], bool],
     new_docs: Sequence[tuple[str, str]],
     stale_docs: Sequence[tuple[str, str]],
+    hide_ignored: bool = False,
 ) -> str:
     """The index as the agent reads it: the file with suffixes, then the non-empty tails.
 
     `exists(id)` says whether a doc resolves in either tier, `shadows(id)` whether a local copy
     hides a shipped doc; `new_docs` and `stale_docs` are `(id, shipped description)` pairs.
+    `hide_ignored` replaces each `ignored:` line by a count, for a caller (the handshake under
+    the docs-off bench arm) that must never show an ignored id (seed 001 §6).
     """
     lines = list(index.lines)
+    if hide_ignored:
+        for i in index.ignored_lines:
+            count = len([x for x in lines[i].split(":", 1)[1].split(",") if x.strip()])
+            lines[i] = f"ignored: ({count} shipped doc{'' if count == 1 else 's'}, ids not shown here)"
     for entry in index.entries:
         if entry.collection:
             continue  # kept verbatim: collections mean something later (seed 001 §7)

@@ -251,15 +251,21 @@ class SectionIndex:
         # Every section is tested, not only the scored ones: the literal may start or end
         # mid-token ("Error: operands" inside "ValueError: operands").
         bonus = best_possible + 1.0
-        for slot in self._phrase_slots(_fold(query)):
-            scores[slot] = get(slot, 0.0) + bonus
+        folded_query = _fold(query)
+        # One plain word: every section holding it as a token holds it as a substring too, so
+        # the bonus lifts all scored sections alike, and sections holding it only inside a longer
+        # word (bonus alone) cannot reach the top: skip the scan, add the bonus at the end.
+        uniform = bonus if terms == [folded_query] and len(scores) >= max_results else 0.0
+        if not uniform:
+            for slot in self._phrase_slots(folded_query):
+                scores[slot] = get(slot, 0.0) + bonus
         if not scores:
             return []
         # Cut by score at C speed, then order the few survivors (ties included) by a stable key.
         floor = heapq.nlargest(max_results, scores.values())[-1]
         top = [(self._slots[slot], score, slot) for slot, score in scores.items() if score >= floor]
         top.sort(key=lambda t: (-t[1], t[0].doc_id if t[0] else "", t[2]))
-        return [(section, score) for section, score, _ in top[:max_results] if section is not None]
+        return [(section, score + uniform) for section, score, _ in top[:max_results] if section is not None]
 
 
 def _fold(text: str) -> str:

@@ -23,7 +23,7 @@ from biopb_mcp.docs import index as index_mod
 from biopb_mcp.docs import manifest as manifest_mod
 from biopb_mcp.docs.atomic import ensure_dir, tier_lock, write_atomic
 from biopb_mcp.docs.frontmatter import Parsed, normalize, parse, read_text
-from biopb_mcp.docs.history import SOURCE_SHIPPED, SOURCE_WRITE, History
+from biopb_mcp.docs.history import SOURCE_HAND_EDIT, SOURCE_SHIPPED, SOURCE_WRITE, History
 from biopb_mcp.docs.ids import (
     INDEX_ID,
     check_id,
@@ -453,7 +453,7 @@ class DocStore:
                 "fix the file, or replace it with write_doc(\"index\", body=…)."
             )
 
-    def _render_parts(self) -> tuple[str, list[str]]:
+    def _render_parts(self, hide_ignored: bool = False) -> tuple[str, list[str]]:
         """The rendered index and the ids it lists (resolving entries, new tail, stale tail)."""
         self._ensure()
         text, note = self._index_text()
@@ -482,6 +482,7 @@ class DocStore:
             shadows=shadows,
             new_docs=[(i, self._description(i, shipped[i])) for i in new_ids],
             stale_docs=[(i, self._description(i, shipped[i])) for i in stale_ids],
+            hide_ignored=hide_ignored,
         )
         if note:
             rendered = note + "\n\n" + rendered
@@ -493,9 +494,12 @@ class DocStore:
                 ids.append(doc_id)
         return rendered, ids
 
-    def render_index(self) -> str:
-        """The index as read_doc("index") and the handshake show it: suffixes and tails added."""
-        return self._render_parts()[0]
+    def render_index(self, *, hide_ignored: bool = False) -> str:
+        """The index as read_doc("index") and the handshake show it: suffixes and tails added.
+
+        `hide_ignored=True` shows each `ignored:` line as a count instead of the ids.
+        """
+        return self._render_parts(hide_ignored)[0]
 
     def listed_ids(self) -> list[str]:
         """Ids the rendered index lists that resolve: entries in index order, then the tails."""
@@ -665,12 +669,10 @@ class DocStore:
             mtime: float | None = os.stat(path).st_mtime
         except OSError:
             mtime = None
-        last = self._history.latest(doc_id)
-        self._history.before_write(doc_id, current, mtime)
-        now = self._history.latest(doc_id)
-        if last is not None and now is not None and now.n != last.n:
-            return (f"The file had been edited outside the server; that text is kept as v{now.n} "
-                    f"(read_doc(\"{doc_id}@v{now.n}\")).")
+        kept = self._history.before_write(doc_id, current, mtime)
+        if kept is not None and kept.source == SOURCE_HAND_EDIT:
+            return (f"The file had been edited outside the server; that text is kept as v{kept.n} "
+                    f"(read_doc(\"{doc_id}@v{kept.n}\")).")
         return None
 
     def _index_text_for_write(self) -> str:

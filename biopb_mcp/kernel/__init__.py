@@ -29,6 +29,10 @@ Typical execute_code flow in the server::
         job_id = host.promote(ex)                # still running: answer with the job id
         r = host.poll(job_id)                    # "job-N: running ... output so far"
 
+Execution / Rendered status: ``running`` | ``ok`` | ``error`` | ``interrupted`` (KeyboardInterrupt) |
+``dead`` (the kernel died under it) | ``aborted`` (restart/shutdown while it ran).
+Every execution has an id (``job-N``), promoted or not, so ``poll(job_id, offset)`` pages any output.
+
 ``Rendered.text`` is always ready to show the agent (truncation and paging notes included);
 ``Rendered.images`` are PNG bytes, each at most ``kernel.max_image_bytes`` (bigger images are
 saved under ``<state_dir>/images/`` and named in the text instead).
