@@ -14,6 +14,10 @@ import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from bench.cases import Case
 
 __all__ = ["main"]
 
@@ -42,7 +46,7 @@ def _prepare(args: argparse.Namespace) -> int:
     return 0
 
 
-def _select_cases(spec: str) -> list:
+def _select_cases(spec: str) -> list[Case]:
     from bench.cases import all_cases, get_case
 
     if spec == "all":
@@ -50,7 +54,7 @@ def _select_cases(spec: str) -> list:
     return [get_case(name.strip()) for name in spec.split(",") if name.strip()]
 
 
-def _write_summary(out: Path, rows: list, *, agent: str, wall: float, cases: int, repeat: int) -> str:
+def _write_summary(out: Path, rows: list[dict[str, Any]], *, agent: str, wall: float, cases: int, repeat: int) -> str:
     from bench.report import summarize
 
     text = summarize(rows, agent=agent, wall_s=wall, cases=cases, repeat=repeat)

@@ -61,6 +61,7 @@ _ERROR_STATUSES = frozenset({"error", "dead"})
 """Execution statuses shown with ``is_error``: the agent's code raised, or the kernel died under it."""
 
 _DEFAULT_AUTHORING_GATE = """\
+Before writing, hold the doc to these rules:
 - Write only a validated, multi-step procedure you ran to a good end with the user, never one tied to
   a single dataset (no file names, no one-off numbers without the rule that derives them).
 - Phrase the index hook as the user's request ("segment nuclei in a 2D stain"), so a later session
@@ -168,19 +169,16 @@ def _trace_middleware(tracer: Tracer) -> Callable[..., Any]:
         tool = str(params.get("name", "?"))
         arguments = params.get("arguments") if isinstance(params.get("arguments"), dict) else None
         started = Tracer.clock()
+        # Records are written inline: one small O_APPEND write, cheaper than a thread hop, and it
+        # still lands when the call is being cancelled.
         try:
             result = await call_next(ctx)
         except BaseException as exc:
             elapsed = (Tracer.clock() - started) * 1000
-            await anyio.to_thread.run_sync(
-                lambda: tracer.record(tool, arguments, duration_ms=elapsed, ok=False, error=type(exc).__name__)
-            )
+            tracer.record(tool, arguments, duration_ms=elapsed, ok=False, error=type(exc).__name__)
             raise
-        elapsed = (Tracer.clock() - started) * 1000
         error = _result_error(result)
-        await anyio.to_thread.run_sync(
-            lambda: tracer.record(tool, arguments, duration_ms=elapsed, ok=error is None, error=error)
-        )
+        tracer.record(tool, arguments, duration_ms=(Tracer.clock() - started) * 1000, ok=error is None, error=error)
         return result
 
     return trace_calls
@@ -267,7 +265,7 @@ def _register_kernel_tools(mcp: MCPServer, state: AppState) -> None:
     @_tool(mcp, READ_ONLY)
     def poll_job(job_id: str, offset: int = 0) -> CallToolResult:
         """Check a background job that execute_code promoted (its id looks like job-1): returns its
-        status (running, done, error, interrupted) and its output so far. Use offset to page
+        status (running, ok, error, interrupted, dead) and its output so far. Use offset to page
         through long output from that character onward, as a truncation note tells you."""
         return _rendered_result(_call(host.poll, job_id, offset))
 
@@ -349,7 +347,7 @@ def _register_doc_tools(mcp: MCPServer, state: AppState) -> None:
         "under '## Unfiled' automatically. Returns the diff. Nothing is ever deleted; earlier versions "
         "stay readable with read_doc(\"<id>@history\").\n"
         "Use it when the user confirms a procedure worked, or asks you to remember or correct "
-        "something. Before writing:\n" + _authoring_gate()
+        "something.\n" + _authoring_gate()
     )
 
     @_tool(mcp, ToolAnnotations(read_only_hint=False, destructive_hint=False, open_world_hint=False), write_description)

@@ -58,8 +58,8 @@ from biopb_mcp.docs.resources import (
     MIME_TYPE,
     URI_PREFIX,
     InvalidCursor,
+    Listing,
     doc_uri,
-    list_page,
 )
 from biopb_mcp.docs.store import DocStore, WriteResult
 from biopb_mcp.errors import DocError, DocNotFound, DocUnreadable, InvalidDocId
@@ -110,9 +110,11 @@ def install_resources(
         security=ResourceSecurity(exempt_params={"id"}),
     )(read_doc)
 
+    listing = Listing(store)  # one per server: its caches are what keep a page cheap
+
     async def list_resources(ctx: ServerRequestContext[Any, Any], params: PaginatedRequestParams) -> ListResourcesResult:
         try:
-            page = await anyio.to_thread.run_sync(list_page, store, params.cursor)
+            page = await anyio.to_thread.run_sync(listing.page, params.cursor)
         except InvalidCursor as exc:
             raise MCPError(code=INVALID_PARAMS, message=str(exc)) from None
         resources = [

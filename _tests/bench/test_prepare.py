@@ -83,8 +83,10 @@ def test_docs_arm_tree_is_the_seed_unchanged_and_isolated(tmp_path: Path) -> Non
     config = (tree.root / "config.toml").read_text(encoding="utf-8")
     for key in ("state_dir", "runtime_dir", "log_file"):
         assert f'{key} = "{tree.root}' in config
-    mcp = json.loads(write_mcp_config(tmp_path / "mcp.json", tree, tmp_path / "t.jsonl").__repr__().replace("'", '"'))
-    env = mcp["mcpServers"]["biopb"]["env"]
+    write_mcp_config(tmp_path / "mcp.json", tree, tmp_path / "t.jsonl")
+    server = json.loads((tmp_path / "mcp.json").read_text(encoding="utf-8"))["mcpServers"]["biopb"]
+    assert server["args"][-2:] == ["--trace", str(tmp_path / "t.jsonl")]
+    env = server["env"]
     assert all(value.startswith(str(tree.root)) for key, value in env.items() if key.startswith(("XDG_", "BIOPB_", "JUPYTER_", "IPYTHON")))
     with pytest.raises(FileExistsError):
         prepare_tree(tmp_path / "docs", bench_docs=True)

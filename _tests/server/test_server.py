@@ -140,9 +140,10 @@ async def test_search_docs_finds_a_written_section_and_refuses_an_empty_query(bu
         assert len(text_of(empty)) > len("Error executing tool search_docs: ")
 
 
-async def test_trace_has_one_line_per_call_without_code_or_bodies(built: Any, tmp_path: Path) -> None:
+@pytest.mark.parametrize("mode", MODES)
+async def test_trace_has_one_line_per_call_without_code_or_bodies(built: Any, tmp_path: Path, mode: str) -> None:
     mcp, _ = built
-    async with Client(mcp, mode="legacy") as client:
+    async with Client(mcp, mode=mode) as client:
         await client.call_tool("write_doc", {"id": "traced", "body": "# T\n\nsecret-body-text\n"})
         await client.call_tool("read_doc", {"id": "traced"})
         await client.call_tool("read_doc", {"id": "missing-one"})

@@ -184,15 +184,14 @@ async def test_doc_round_trip_with_the_stores_errors(session: tuple[Client, Path
 
 
 async def test_a_hand_edit_of_the_index_shows_in_the_next_session(tmp_path: Path) -> None:
+    """Session one (handshake era), a hand edit, session two (2026 era): the edit is in its instructions."""
     env = make_env(tmp_path)
     index = tmp_path / "config" / "docs" / "index.md"
     seen: list[str] = []
-    for mode, marker in (("legacy", "first-hand-marker"), ("auto", "second-hand-marker"), ("legacy", None)):
+    for mode in ("legacy", "auto"):
         with anyio.fail_after(60):
             async with Client(stdio_params(env), mode=mode, read_timeout_seconds=60) as client:
                 seen.append(client.instructions or "")
-        if marker is not None:
-            index.write_text(index.read_text() + f"\n- {marker}: when the user asks for {marker}\n")
-    assert "first-hand-marker" not in seen[0]
-    assert "first-hand-marker" in seen[1] and "second-hand-marker" not in seen[1]
-    assert "second-hand-marker" in seen[2]
+        index.write_text(index.read_text() + "\n- hand-marker: when the user asks for the hand marker\n")
+    assert "hand-marker" not in seen[0]
+    assert "- hand-marker: when the user asks for the hand marker" in seen[1]

@@ -8,7 +8,7 @@ import numpy as np
 from scipy import ndimage as ndi
 
 from bench.cases import Case, Truth, register
-from bench.cases._kit import disks, load_tiff, match_points, read_csv, save_tiff, smooth_texture, to_uint16
+from bench.cases._kit import disks, match_points, read_csv, save_tiff, smooth_texture, to_uint16
 
 
 def spot_image(shape: tuple[int, int], points: np.ndarray, rng: np.random.Generator) -> np.ndarray:

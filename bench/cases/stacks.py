@@ -5,7 +5,6 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
-import tifffile
 from scipy import ndimage as ndi
 
 from bench.cases import Case, Truth, register
@@ -53,7 +52,6 @@ register(
         setup=_setup_mip,
         check=_check_mip,
         solution="""
-import tifffile
 stack = tifffile.imread("zstack.tif")
 tifffile.imwrite("mip.tif", stack.max(axis=0))
 """,
@@ -90,7 +88,6 @@ register(
         setup=_setup_mip_channels,
         check=_check_mip_channels,
         solution="""
-import tifffile
 with tifffile.TiffFile("stack.tif") as tif:
     axes = tif.series[0].axes
     data = tif.asarray()

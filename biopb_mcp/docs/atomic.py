@@ -62,7 +62,7 @@ def write_atomic(path: Path, data: str | bytes, *, durable: bool = True) -> None
             if mode is not None:
                 os.fchmod(fh.fileno(), mode)
             if durable:
-                os.fsync(fh.fileno())
+                os.fdatasync(fh.fileno())  # data + size: enough for rename-over safety
         os.replace(tmp, path)
     except BaseException:
         with contextlib.suppress(OSError):

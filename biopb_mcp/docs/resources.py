@@ -6,8 +6,10 @@ last resource on a page and a request resumes *after it by comparison*, never by
 holds no state on the server: it survives a restart, and a doc created behind it between two
 requests is left out of that walk instead of shifting every later page.
 
-Cost per page: one ``listed_ids()`` and a sort, a bisect to the cursor, then ``info()`` for only
-the (about) ``PAGE_SIZE`` docs on the page; no other doc body is read.
+Cost per page: the sorted listed ids, a bisect to the cursor, then the entries of only the
+(about) ``PAGE_SIZE`` docs on the page; no other doc is read. ``Listing`` caches both, validated
+by stats, so a page stays cheap with 10,000 listed docs; the caches never decide what a cursor
+means.
 
 This module imports nothing from mcp: ``biopb_mcp.subscriptions`` adapts it to the protocol.
 """
@@ -16,6 +18,10 @@ from __future__ import annotations
 
 import bisect
 import logging
+import os
+import threading
+import time
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 from biopb_mcp.docs.store import DocStore
@@ -116,36 +122,124 @@ def describe(store: DocStore, doc_id: str) -> ResourceEntry | None:
     return ResourceEntry(uri=doc_uri(doc_id), name=info.title or doc_id, description=info.description or "")
 
 
-def list_page(store: DocStore, cursor: str | None = None, page_size: int = PAGE_SIZE) -> Page:
-    """One page of the walk: the index, then the listed docs in id order, resuming after ``cursor``.
+RACY_NS = 2_000_000_000
+"""A stat taken within this many ns of a change may not show it (coarse mtime clocks, 1–2 s on
+some filesystems), so a signature that recent is never trusted: git's "racy clean" rule."""
 
-    Blocking (reads disk): call from a worker thread.
+_Stat = tuple[int, int, int] | None
+_Signature = dict[str, _Stat]
 
-    Raises:
-        InvalidCursor: ``cursor`` is malformed.
+
+class Listing:
+    """The walk over one store, with two caches that keep a page cheap at 10,000 listed docs.
+
+    Both caches only save work; every answer is what the disk says now. Thread-safe.
+
+    * The sorted listed ids. ``listed_ids()`` renders the index (a parse and a stat per entry,
+      hundreds of ms at 10,000 entries). The set depends on the index file, the manifest (the
+      stale tail) and which doc files exist, and a file appearing or vanishing changes the mtime
+      of its directory; so the ids are reused while the stat of the index, the manifest and every
+      non-hidden directory of both tiers is unchanged: one stat per directory.
+    * Each doc's entry (title, description), reused while the stat of its file in each tier is
+      unchanged: two stats instead of the store's resolve, read and parse.
+
+    A stat too recent to trust (``RACY_NS``) is never cached.
     """
-    after = parse_cursor(cursor) if cursor is not None else None  # malformed: refuse before any I/O
-    entries = [index_entry()] if cursor is None else []
-    ids = sorted(set(store.listed_ids()))
-    start = 0 if after is None else bisect.bisect_right(ids, after)
-    pos = start
-    while pos < len(ids) and len(entries) < page_size:
-        entry = describe(store, ids[pos])
-        pos += 1
-        if entry is not None:
-            entries.append(entry)
-    # Only promise a next page that has something on it: look ahead for one readable doc.
-    more = any(describe(store, ids[i]) is not None for i in range(pos, len(ids)))
-    next_cursor = entries[-1].uri if more and entries else None
-    return Page(entries=entries, next_cursor=next_cursor)
+
+    def __init__(self, store: DocStore) -> None:
+        self.store = store
+        self.rebuilds = 0
+        """How many times the listed ids were recomputed (tests and the bench read it)."""
+        self._lock = threading.Lock()
+        self._ids: tuple[_Signature, list[str]] | None = None
+        self._entries: dict[str, tuple[tuple[_Stat, _Stat], ResourceEntry]] = {}
+
+    def ids(self) -> list[str]:
+        """The listed ids, sorted."""
+        with self._lock:
+            cached = self._ids
+        if cached is not None and _restat(cached[0]) == cached[0]:
+            return cached[1]
+        now = time.time_ns()
+        signature = _restat(dict.fromkeys(self._watched()))  # before the read: a change during it shows
+        ids = sorted(set(self.store.listed_ids()))
+        with self._lock:
+            self.rebuilds += 1
+            self._ids = None if _racy(signature.values(), now) else (signature, ids)
+        return ids
+
+    def entry(self, doc_id: str) -> ResourceEntry | None:
+        """``describe(store, doc_id)``, from the cache while the doc's files are unchanged."""
+        key = (_stat(f"{self.store.local_dir}/{doc_id}.md"), _stat(f"{self.store.shipped_dir}/{doc_id}.md"))
+        with self._lock:
+            hit = self._entries.get(doc_id)
+        if hit is not None and hit[0] == key:
+            return hit[1]
+        now = time.time_ns()
+        entry = describe(self.store, doc_id)
+        if entry is not None and not _racy(key, now):
+            with self._lock:
+                self._entries[doc_id] = (key, entry)
+        return entry
+
+    def page(self, cursor: str | None = None, page_size: int = PAGE_SIZE) -> Page:
+        """One page of the walk: the index, then the listed docs in id order, resuming after ``cursor``.
+
+        Blocking (reads disk): call from a worker thread.
+
+        Raises:
+            InvalidCursor: ``cursor`` is malformed.
+        """
+        after = parse_cursor(cursor) if cursor is not None else None  # malformed: refuse before any I/O
+        entries = [index_entry()] if cursor is None else []
+        ids = self.ids()
+        pos = 0 if after is None else bisect.bisect_right(ids, after)
+        while pos < len(ids) and len(entries) < page_size:
+            entry = self.entry(ids[pos])
+            pos += 1
+            if entry is not None:
+                entries.append(entry)
+        # Only promise a next page that has something on it: look ahead for one readable doc.
+        more = any(self.entry(ids[i]) is not None for i in range(pos, len(ids)))
+        return Page(entries=entries, next_cursor=entries[-1].uri if more and entries else None)
+
+    def _watched(self) -> list[str]:
+        paths = [str(self.store.index_path), str(self.store.manifest_path)]
+        for tier in (self.store.local_dir, self.store.shipped_dir):
+            for top, dirs, _files in os.walk(tier):
+                dirs[:] = [d for d in dirs if not d.startswith(".")]  # history, locks: never docs
+                paths.append(top)
+        return paths
+
+
+def _stat(path: str) -> _Stat:
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return (st.st_mtime_ns, st.st_size, st.st_ino)
+
+
+def _restat(signature: _Signature) -> _Signature:
+    return {path: _stat(path) for path in signature}
+
+
+def _racy(stats: Iterable[_Stat], now: int) -> bool:
+    return any(st is not None and st[0] > now - RACY_NS for st in stats)
+
+
+def list_page(store: DocStore, cursor: str | None = None, page_size: int = PAGE_SIZE) -> Page:
+    """One page with no cache kept between calls (the server keeps a ``Listing``)."""
+    return Listing(store).page(cursor, page_size)
 
 
 def walk(store: DocStore, page_size: int = PAGE_SIZE) -> list[ResourceEntry]:
-    """Every listed resource, page by page (for tests, the bench and a pack-like dump)."""
+    """Every listed resource, page by page (tests, bench)."""
+    listing = Listing(store)
     out: list[ResourceEntry] = []
     cursor: str | None = None
     while True:
-        page = list_page(store, cursor, page_size)
+        page = listing.page(cursor, page_size)
         out.extend(page.entries)
         if page.next_cursor is None:
             return out

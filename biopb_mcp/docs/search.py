@@ -154,6 +154,7 @@ class SectionIndex:
         # rebuilt lazily after a change.
         self._joined: str | None = None
         self._starts: list[int] = []
+        self._norm_cache: list[float] | None = None  # see _norms; dropped on every change
 
     def __contains__(self, doc_id: str) -> bool:
         return doc_id in self._doc_slots
@@ -179,7 +180,7 @@ class SectionIndex:
                 self._lengths[slot] = -1
                 self._live -= 1
                 self._total_length -= section.length
-                self._joined = None
+                self._joined = self._norm_cache = None
         if len(self._slots) > 64 and len(self._slots) > 2 * self._live:
             self._compact()
 
@@ -197,7 +198,7 @@ class SectionIndex:
         self._lengths.append(section.length)
         self._live += 1
         self._total_length += section.length
-        self._joined = None
+        self._joined = self._norm_cache = None
         return slot
 
     def _compact(self) -> None:
@@ -224,29 +225,33 @@ class SectionIndex:
             pos = joined.find(folded_query, starts[slot + 1])
         return found
 
+    def _norms(self) -> list[float]:
+        """Per-slot BM25 length term (k1 * (1 - b + b * len / avg)); -1.0 marks a tombstone."""
+        if self._norm_cache is None:
+            avg = max(self._total_length / self._live, 1.0) if self._live else 1.0
+            base, per_token = _K1 * (1.0 - _B), _K1 * _B / avg
+            self._norm_cache = [base + per_token * n if n >= 0 else -1.0 for n in self._lengths]
+        return self._norm_cache
+
     def search(self, query: str, max_results: int) -> list[tuple[_Section, float]]:
         """Best ``max_results`` sections for ``query``: phrase matches first, then BM25 order."""
         terms = list(dict.fromkeys(tokenize(query)))
         n = max(len(self._slots), 1)
-        avg_length = max(self._total_length / self._live, 1.0) if self._live else 1.0
-        lengths = self._lengths
-        scores: dict[int, float] = {}
-        get = scores.get
+        norms = self._norms()
+        acc = [0.0] * len(norms)  # score per slot: a list beats a dict at this size
         best_possible = 0.0
         k1_plus = _K1 + 1.0
-        base, per_token = _K1 * (1.0 - _B), _K1 * _B / avg_length
         for term in terms:
             posting = self._postings.get(term)
             if posting is None:
                 continue
             df = len(posting[0])
-            idf = math.log(1.0 + (n - df + 0.5) / (df + 0.5))
-            best_possible += idf * k1_plus
-            weight = idf * k1_plus
+            weight = math.log(1.0 + (n - df + 0.5) / (df + 0.5)) * k1_plus
+            best_possible += weight
             for slot, count in zip(*posting):
-                length = lengths[slot]
-                if length >= 0:
-                    scores[slot] = get(slot, 0.0) + weight * count / (count + base + per_token * length)
+                norm = norms[slot]
+                if norm >= 0.0:
+                    acc[slot] += weight * count / (count + norm)
         # Any phrase match outranks every non-match: its bonus exceeds the best BM25 possible.
         # Every section is tested, not only the scored ones: the literal may start or end
         # mid-token ("Error: operands" inside "ValueError: operands").
@@ -255,15 +260,18 @@ class SectionIndex:
         # One plain word: every section holding it as a token holds it as a substring too, so
         # the bonus lifts all scored sections alike, and sections holding it only inside a longer
         # word (bonus alone) cannot reach the top: skip the scan, add the bonus at the end.
-        uniform = bonus if terms == [folded_query] and len(scores) >= max_results else 0.0
-        if not uniform:
+        uniform = 0.0
+        if terms == [folded_query] and len(acc) - acc.count(0.0) >= max_results:
+            uniform = bonus
+        else:
             for slot in self._phrase_slots(folded_query):
-                scores[slot] = get(slot, 0.0) + bonus
-        if not scores:
-            return []
+                acc[slot] += bonus
         # Cut by score at C speed, then order the few survivors (ties included) by a stable key.
-        floor = heapq.nlargest(max_results, scores.values())[-1]
-        top = [(self._slots[slot], score, slot) for slot, score in scores.items() if score >= floor]
+        floor = heapq.nlargest(max_results, acc)[-1] if acc else 0.0
+        if floor <= 0.0:
+            floor = min((v for v in acc if v > 0.0), default=1.0)
+        slots = self._slots
+        top = [(slots[i], v, i) for i, v in enumerate(acc) if v >= floor]
         top.sort(key=lambda t: (-t[1], t[0].doc_id if t[0] else "", t[2]))
         return [(section, score + uniform) for section, score, _ in top[:max_results] if section is not None]
 
