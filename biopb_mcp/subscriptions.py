@@ -62,7 +62,7 @@ from biopb_mcp.docs.resources import (
     doc_uri,
 )
 from biopb_mcp.docs.store import DocStore, WriteResult
-from biopb_mcp.errors import DocError, DocNotFound, DocUnreadable, InvalidDocId
+from biopb_mcp.errors import DocError, DocNotFound, InvalidDocId
 
 logger = logging.getLogger(__name__)
 
@@ -136,9 +136,7 @@ def _read(store: DocStore, ref: str) -> str:
         return store.read_doc(ref)
     except (DocNotFound, InvalidDocId) as exc:
         raise ResourceNotFoundError(str(exc)) from exc
-    except DocUnreadable as exc:
-        raise ResourceError(str(exc)) from exc
-    except DocError as exc:
+    except DocError as exc:  # DocUnreadable and the like: the file exists but cannot be served
         raise ResourceError(str(exc)) from exc
 
 

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import logging
+import os
+import time
 from pathlib import Path
 
 import pytest
@@ -11,6 +13,7 @@ from biopb_mcp.docs.resources import (
     INDEX_URI,
     PAGE_SIZE,
     InvalidCursor,
+    Listing,
     doc_uri,
     list_page,
     parse_cursor,
@@ -113,3 +116,49 @@ def test_unreadable_last_doc_gives_no_empty_next_page(tmp_path: Path) -> None:
     (store.local_dir / f"{ids[-1]}.md").write_bytes(b"\xff\xfe")
     page = list_page(store)
     assert len(page.entries) == PAGE_SIZE and page.next_cursor is None
+
+
+def backdate(root: Path) -> None:
+    """Age every file and directory by an hour, as a corpus that predates the server would be."""
+    old = time.time() - 3600
+    for top, _dirs, files in os.walk(root):
+        for name in files:
+            os.utime(os.path.join(top, name), (old, old))
+        os.utime(top, (old, old))
+
+
+def titles(listing: Listing) -> dict[str, str]:
+    out: dict[str, str] = {}
+    cursor = None
+    while True:
+        page = listing.page(cursor)
+        out.update((e.uri, e.name) for e in page.entries)
+        if page.next_cursor is None:
+            return out
+        cursor = page.next_cursor
+
+
+def test_listing_cache_is_reused_and_sees_every_kind_of_change(tmp_path: Path) -> None:
+    store, ids = make_corpus(tmp_path, 30)
+    index = store.local_dir / "index.md"
+    index.write_text(index.read_text(encoding="utf-8") + "- grp1/later: not written yet\n", encoding="utf-8")
+    store.listed_ids()  # first access writes the manifest
+    backdate(tmp_path)
+    listing = Listing(store)
+    first = titles(listing)
+    assert titles(listing) == first and listing.rebuilds == 1  # nothing changed: ids computed once
+
+    (store.local_dir / f"{ids[3]}.md").write_text("# Renamed by hand\n\nSame doc.\n", encoding="utf-8")
+    assert titles(listing)[doc_uri(ids[3])] == "Renamed by hand"  # a doc edit: its entry refreshed
+
+    (store.local_dir / "grp1" / "later.md").write_text("# Later\n", encoding="utf-8")  # index untouched
+    assert titles(listing).get(doc_uri("grp1/later")) == "Later"  # a file appearing in a known dir
+
+    (store.local_dir / f"{ids[5]}.md").unlink()
+    assert doc_uri(ids[5]) not in titles(listing)  # a file vanishing
+
+    (store.local_dir / "newgrp").mkdir()
+    (store.local_dir / "newgrp" / "x.md").write_text("# X\n", encoding="utf-8")
+    with index.open("a", encoding="utf-8") as f:
+        f.write("- newgrp/x: added by hand\n")
+    assert titles(listing).get(doc_uri("newgrp/x")) == "X"  # a new directory and index line

@@ -51,8 +51,9 @@ def bench_corpus(directory: Path, total_bytes: int, n_docs: int, *, seed: int = 
     """Write ``n_docs`` markdown docs totalling about ``total_bytes`` under ``directory``.
 
     Each doc has a title, a lead paragraph, `##` sections, a fenced code block and now and then a
-    literal (exception line, dotted key, function name); mtimes are set in the past. Returns queries fit for timing: plain
-    words, word pairs and literals, some of which match few sections. Deterministic per seed.
+    literal (exception line, dotted key, function name); mtimes are set in the past. Returns
+    queries fit for timing: plain words, word pairs and literals, some matching few sections.
+    Deterministic per seed; the total lands within a few percent of ``total_bytes``.
     """
     rng = random.Random(seed)
     directory.mkdir(parents=True, exist_ok=True)
@@ -69,7 +70,7 @@ def bench_corpus(directory: Path, total_bytes: int, n_docs: int, *, seed: int = 
         parts = [f"---\ndescription: {sentence()}\n---\n# Doc {n} {rng.choice(_WORDS)}\n", sentence()]
         size = sum(map(len, parts))
         section = 0
-        while size < per_doc:
+        while True:
             section += 1
             block = [f"\n## Step {section}: {rng.choice(_WORDS)} {rng.choice(_WORDS)}\n"]
             block += [sentence() for _ in range(rng.randint(2, 5))]
@@ -78,6 +79,8 @@ def bench_corpus(directory: Path, total_bytes: int, n_docs: int, *, seed: int = 
             if rng.random() < 0.05:
                 block.append(f"If you see `{rng.choice(_LITERALS)}`, check the input.")
             text = "\n".join(block)
+            if section > 1 and size + len(text) // 2 > per_doc:
+                break  # stop nearest the target rather than always past it
             parts.append(text)
             size += len(text)
         path = directory / group / f"doc{n:05d}.md"
@@ -240,7 +243,10 @@ def _write(path: Path, text: str) -> None:
 def tiers(tmp_path: Path) -> tuple[Path, Path]:
     """A small shipped tier (with an index, a banked doc and one doc the local tier shadows)."""
     shipped, local = tmp_path / "shipped", tmp_path / "local"
-    _write(shipped / "index.md", "# biopb docs\n\n## References\n- kernel: run code\n- numpy-errors: fix errors\n")
+    _write(
+        shipped / "index.md",
+        "# biopb docs\n\n## References\n- kernel: run code\n- numpy-errors: fix errors\n",
+    )
     _write(shipped / "kernel.md", LITERAL_CORPUS["kernel"] + "\n## Shipped only\nzebrafish shippedword\n")
     _write(shipped / "numpy-errors.md", LITERAL_CORPUS["numpy-errors"])
     _write(shipped / "_banked/thresholds.md", LITERAL_CORPUS["threshold"])
@@ -266,7 +272,9 @@ def _ids(hits: list[Hit]) -> list[tuple[str, str]]:
         ("skimage.filters.threshold_otsu", ("_banked/thresholds", "API")),
     ],
 )
-def test_store_search_puts_the_literal_section_first(store: DocStore, query: str, expected: tuple[str, str]) -> None:
+def test_store_search_puts_the_literal_section_first(
+    store: DocStore, query: str, expected: tuple[str, str]
+) -> None:
     hits = search_docs(store, query)
     assert _ids(hits)[0] == expected
     assert hits[0].origin == "shipped"
@@ -274,7 +282,9 @@ def test_store_search_puts_the_literal_section_first(store: DocStore, query: str
     assert hits == sorted(hits, key=lambda h: -h.score)
 
 
-def test_shadowed_shipped_doc_is_searched_in_its_local_text_only(store: DocStore, tiers: tuple[Path, Path]) -> None:
+def test_shadowed_shipped_doc_is_searched_in_its_local_text_only(
+    store: DocStore, tiers: tuple[Path, Path]
+) -> None:
     assert _ids(search_docs(store, "shippedword")) == [("kernel", "Shipped only")]
     _write(tiers[1] / "kernel.md", "# Kernel, my notes\n\n## Mine\nlocalword and kernel.promote_after = 30\n")
     assert search_docs(store, "shippedword") == []
@@ -284,11 +294,14 @@ def test_shadowed_shipped_doc_is_searched_in_its_local_text_only(store: DocStore
     assert search_docs(store, "localword")[0].origin == "local (shadows shipped)"
 
 
-def test_unindexed_and_nested_local_docs_are_searched_but_not_hidden_files(store: DocStore, tiers: tuple[Path, Path]) -> None:
+def test_unindexed_and_nested_local_docs_are_searched_but_not_hidden_files(
+    store: DocStore, tiers: tuple[Path, Path]
+) -> None:
     local = tiers[1]
     _write(local / "notes/scratch.md", "# Scratch\nunlistedword lives here\n")
     _write(local / ".history/notes/scratch/1.md", "hiddenword\n")
-    _write(local / "notes/tmp.md.tmp", "hiddenword\n")
+    _write(local / "notes/.scratch.md.1234.abcd.tmp", "hiddenword\n")  # write_atomic's temp name
+    _write(local / "notes/.hidden.md", "hiddenword\n")
     _write(local / ".shipped-manifest.json", '{"hiddenword": 1}')
     hits = search_docs(store, "unlistedword")
     assert [(h.doc_id, h.origin) for h in hits] == [("notes/scratch", "local")]
@@ -299,9 +312,13 @@ def test_search_sees_a_hand_edit_and_a_write_doc_at_once(store: DocStore, tiers:
     path = tiers[1] / "notes.md"
     _write(path, "# Notes\nalphaword\n")
     assert _ids(search_docs(store, "alphaword")) == [("notes", "Notes")]
-    # In place, same size, within one mtime tick: the (inode, mtime, size) key cannot tell.
+    # In place, same size, same mtime (as within one coarse timestamp tick): the (inode, mtime,
+    # size) key cannot tell, so a recently modified doc must be re-read and compared.
+    before = path.stat()
     with open(path, "r+", encoding="utf-8") as fh:
         fh.write("# Notes\nbetawords\n")
+    os.utime(path, ns=(before.st_atime_ns, before.st_mtime_ns))
+    assert path.stat().st_size == before.st_size
     assert search_docs(store, "alphaword") == []
     assert _ids(search_docs(store, "betawords")) == [("notes", "Notes")]
     store.write_doc("notes", body="# Notes\ngammaword\n")
@@ -362,3 +379,28 @@ def test_search_over_a_generated_corpus_finds_each_literal(tmp_path: Path) -> No
     assert found >= 4  # the generator really plants literals
     cold, warm = time_search(corpus_store, queries)
     assert cold > 0 and len(warm) == len(queries)
+
+
+def test_concurrent_searches_and_writes_stay_consistent(store: DocStore) -> None:
+    """The server runs tools in worker threads: searches racing writes never fail or mix docs."""
+    import threading
+
+    errors: list[BaseException] = []
+
+    def searcher() -> None:
+        try:
+            for _ in range(30):
+                for hit in search_docs(store, "racedoc"):
+                    assert hit.doc_id.startswith("race/")
+        except BaseException as exc:  # noqa: BLE001 - reported to the main thread
+            errors.append(exc)
+
+    threads = [threading.Thread(target=searcher) for _ in range(3)]
+    for thread in threads:
+        thread.start()
+    for n in range(20):
+        store.write_doc(f"race/d{n}", body=f"# Race {n}\nracedoc number {n}\n")
+    for thread in threads:
+        thread.join(timeout=60)
+    assert not errors
+    assert len(search_docs(store, "racedoc", 50)) == 20

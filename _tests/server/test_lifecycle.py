@@ -7,7 +7,6 @@ import signal
 from pathlib import Path
 
 import psutil
-import pytest
 
 from stdio_procs import RawServer, make_env, result_text
 

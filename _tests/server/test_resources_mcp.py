@@ -193,6 +193,9 @@ async def test_unreadable_file_is_skipped_with_a_log_warning(tmp_path: Path, cap
         with caplog.at_level(logging.WARNING):
             async with Client(mcp, mode="legacy", cache=None) as client:
                 pages, _ = await walk(client)
+                with pytest.raises(MCPError) as err:  # read directly: the store's refusal, as read_doc gives it
+                    await client.read_resource(doc_uri(ids[1]))
+                assert err.value.error.code == -32603 and ids[1] in err.value.error.message
     finally:
         os.chmod(local / f"{unreadable}.md", 0o644)
     uris = pages[0]

@@ -4,19 +4,18 @@ from __future__ import annotations
 
 import json
 from dataclasses import replace
-from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
 import anyio
 import pytest
 from mcp import Client
-from mcp.types import CallToolResult, ImageContent, TextContent
+from mcp.types import CallToolResult, TextContent
 
 from biopb_mcp.config import load_settings
 from biopb_mcp.docs.store import DocStore
 from biopb_mcp.handshake import ASK_FIRST_LINE, GUARDRAILS, INDEX_HEADER, READ_FIRST_LINE, START_LINE
-from biopb_mcp.server import AppState, build_server
+from biopb_mcp.server import build_server
 
 pytestmark = pytest.mark.anyio
 

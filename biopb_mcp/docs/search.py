@@ -2,9 +2,10 @@
 
 Search is a view over `DocStore`: the doc list, origins and texts come from the store's API. To
 stay fast on a large local tier (10 MB / 5,000 docs) each process keeps, per store directory pair,
-an inverted index over parsed sections. A doc's entry is keyed by its file's (inode, mtime_ns,
-size), checked with one stat per query, so an edit (by write_doc, by hand, by another server) is
-seen on the very next search; nothing is invalidated by time.
+an inverted index over parsed sections. A doc's entry is keyed by its file's (path, inode,
+mtime_ns, size), checked with one stat per query, so an edit (by write_doc, by hand, by another
+server) is seen on the very next search; a doc modified within a second of being read is re-read
+and compared until that is safe (see _RACY_NS). Nothing is invalidated by time.
 """
 
 from __future__ import annotations
@@ -31,7 +32,16 @@ from biopb_mcp.errors import DocError, DocNotFound, InvalidQuery
 if TYPE_CHECKING:
     from biopb_mcp.docs.store import DocStore
 
-__all__ = ["Hit", "SectionIndex", "format_hits", "search_docs", "split_sections", "tokenize"]
+__all__ = [
+    "Hit",
+    "SectionIndex",
+    "doc_entries",
+    "format_hits",
+    "search_docs",
+    "snippet",
+    "split_sections",
+    "tokenize",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -276,6 +286,14 @@ class SectionIndex:
         return [(section, score + uniform) for section, score, _ in top[:max_results] if section is not None]
 
 
+def _without_heading(text: str) -> str:
+    """A `##` section's text minus its heading line, which a hit already shows."""
+    if text.startswith("##"):
+        rest = text.partition("\n")[2]
+        return rest if rest.strip() else text
+    return text
+
+
 def _fold(text: str) -> str:
     return " ".join(text.lower().split())
 
@@ -297,7 +315,7 @@ def snippet(text: str, query: str, width: int = SNIPPET_CHARS) -> str:
     while end < len(text) and not text[end].isspace() and end < center + width:
         end += 1
     body = " ".join(text[start:end].split())
-    return ("…" if start > 0 else "") + body + ("…" if end < len(text) else "")
+    return ("…" if text[:start].strip() else "") + body + ("…" if text[end:].strip() else "")
 
 
 def _densest(text: str, terms: set[str], width: int) -> int:
@@ -474,13 +492,15 @@ def search_docs(store: DocStore, query: str, max_results: int = 5) -> list[Hit]:
     """
     if not isinstance(query, str) or not query.strip():
         raise InvalidQuery(
-            "search query is empty: give words or a literal to look for, e.g. an exception "
+            "Search query is empty: give words or a literal to look for, e.g. an exception "
             "message, a config key or a function name"
         )
     if isinstance(max_results, bool) or not isinstance(max_results, int) or not (
         1 <= max_results <= MAX_RESULTS_LIMIT
     ):
-        raise InvalidQuery(f"max_results must be a whole number from 1 to {MAX_RESULTS_LIMIT}, got {max_results!r}")
+        raise InvalidQuery(
+            f"max_results must be a whole number from 1 to {MAX_RESULTS_LIMIT}, got {max_results!r}"
+        )
     corpus = _corpus_for(store)
     with corpus.lock:
         origins = _refresh(store, corpus)
@@ -489,7 +509,7 @@ def search_docs(store: DocStore, query: str, max_results: int = 5) -> list[Hit]:
         Hit(
             doc_id=section.doc_id,
             heading=section.heading,
-            snippet=snippet(section.text, query),
+            snippet=snippet(_without_heading(section.text), query),
             origin=origins.get(section.doc_id, ""),
             score=round(score, 3),
         )

@@ -1,0 +1,178 @@
+"""Helpers for the reliability tests: isolated server trees, tree snapshots, raw-protocol servers.
+
+Everything here is real: real files under tmp dirs, real ``python -m biopb_mcp`` subprocesses.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import selectors
+import stat
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from mcp import StdioServerParameters
+
+SERVER_ARGS = ["-m", "biopb_mcp"]
+
+
+def write_config(root: Path, extra: str = "") -> dict[str, str]:
+    """A config tree under ``root`` (config, state, runtime dirs) and the env that points at it.
+
+    Every path the server uses is spelled out in config.toml, so the server touches nothing
+    outside ``root`` whatever the caller's environment says.
+    """
+    config = root / "config"
+    config.mkdir(parents=True, exist_ok=True)
+    text = (
+        "[server]\n"
+        f'state_dir = "{root / "state"}"\n'
+        f'runtime_dir = "{root / "runtime"}"\n'
+        'log_level = "DEBUG"\n'
+        + extra
+    )
+    (config / "config.toml").write_text(text)
+    return {
+        "BIOPB_CONFIG_DIR": str(config),
+        "XDG_STATE_HOME": str(root / "state"),
+        "XDG_RUNTIME_DIR": str(root / "runtime"),
+        "XDG_CACHE_HOME": str(root / "cache"),
+    }
+
+
+def stdio_params(env: dict[str, str]) -> StdioServerParameters:
+    """Parameters for the real server over stdio, in its own config tree."""
+    return StdioServerParameters(command=sys.executable, args=list(SERVER_ARGS), env={**os.environ, **env})
+
+
+def snapshot(root: Path, *, exclude: tuple[Path, ...] = ()) -> dict[str, str]:
+    """relpath -> sha256 of a file / "dir" / "link:<target>" / "other:<mode>", for a whole tree.
+
+    Symlinks are never followed, so the snapshot itself cannot escape the tree.
+    """
+    out: dict[str, str] = {}
+    skip = {os.path.abspath(p) for p in exclude}
+    for top, dirs, files in os.walk(root, followlinks=False):
+        if os.path.abspath(top) in skip:
+            dirs[:] = []
+            continue
+        keep = []
+        for d in dirs:
+            full = os.path.join(top, d)
+            if os.path.abspath(full) in skip:
+                continue
+            rel = os.path.relpath(full, root)
+            if os.path.islink(full):
+                out[rel] = "link:" + os.readlink(full)
+            else:
+                out[rel] = "dir"
+                keep.append(d)
+        dirs[:] = keep
+        for name in files:
+            full = os.path.join(top, name)
+            rel = os.path.relpath(full, root)
+            st = os.lstat(full)
+            if stat.S_ISLNK(st.st_mode):
+                out[rel] = "link:" + os.readlink(full)
+            elif stat.S_ISREG(st.st_mode):
+                with open(full, "rb") as fh:
+                    out[rel] = hashlib.sha256(fh.read()).hexdigest()
+            else:
+                out[rel] = f"other:{stat.S_IFMT(st.st_mode)}"
+    return out
+
+
+VERSION_LINE = re.compile(r"^- v(\d+)")
+
+
+def history_texts(store: Any, doc_id: str) -> list[str]:
+    """Every kept version's text of ``doc_id``, read through the store's public views."""
+    listing = store.read_doc(f"{doc_id}@history")
+    texts = []
+    for line in listing.splitlines():
+        match = VERSION_LINE.match(line)
+        if match:
+            view = store.read_doc(f"{doc_id}@v{match.group(1)}")
+            texts.append(view.split("\n\n", 1)[1])
+    return texts
+
+
+class RawServer:
+    """The real server as a subprocess spoken to in raw JSON-RPC lines (handshake era).
+
+    For the crash tests: an SDK session hides the moment a request leaves, and cannot be killed
+    under a call without tearing down its own task group.
+    """
+
+    def __init__(self, env: dict[str, str], stderr_path: Path) -> None:
+        self._stderr = stderr_path.open("wb")
+        self.proc = subprocess.Popen(
+            [sys.executable, *SERVER_ARGS],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=self._stderr,
+            env={**os.environ, **env},
+        )
+        self._next_id = 0
+        self._buffer = b""
+        self._selector = selectors.DefaultSelector()
+        assert self.proc.stdout is not None
+        os.set_blocking(self.proc.stdout.fileno(), False)
+        self._selector.register(self.proc.stdout, selectors.EVENT_READ)
+
+    def send(self, message: dict[str, Any]) -> None:
+        assert self.proc.stdin is not None
+        self.proc.stdin.write(json.dumps(message).encode() + b"\n")
+        self.proc.stdin.flush()
+
+    def request(self, method: str, params: dict[str, Any] | None = None) -> int:
+        self._next_id += 1
+        self.send({"jsonrpc": "2.0", "id": self._next_id, "method": method, "params": params or {}})
+        return self._next_id
+
+    def response(self, request_id: int, timeout: float = 60.0) -> dict[str, Any]:
+        deadline = time.monotonic() + timeout
+        assert self.proc.stdout is not None
+        while True:
+            while b"\n" not in self._buffer:
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    raise TimeoutError("no response from the server")
+                if self._selector.select(remaining):
+                    chunk = self.proc.stdout.read(1 << 16)
+                    if chunk == b"":
+                        raise EOFError("server closed stdout")
+                    if chunk:
+                        self._buffer += chunk
+            line, self._buffer = self._buffer.split(b"\n", 1)
+            message = json.loads(line)
+            if message.get("id") == request_id:
+                return message
+
+    def initialize(self) -> dict[str, Any]:
+        rid = self.request(
+            "initialize",
+            {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "raw", "version": "0"}},
+        )
+        result = self.response(rid)["result"]
+        self.send({"jsonrpc": "2.0", "method": "notifications/initialized"})
+        return result
+
+    def close(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.kill()
+        self.proc.wait(10)
+        self._selector.close()
+        self._stderr.close()
+        for stream in (self.proc.stdin, self.proc.stdout):
+            if stream is not None:
+                try:
+                    stream.close()
+                except OSError:
+                    pass

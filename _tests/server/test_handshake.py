@@ -1,0 +1,38 @@
+"""compose_instructions: the fixed order around the live index, and a clear line when it breaks."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from biopb_mcp.docs.store import DocStore
+from biopb_mcp.handshake import ASK_FIRST_LINE, GUARDRAILS, INDEX_HEADER, READ_FIRST_LINE, START_LINE, compose_instructions
+
+
+def test_order_is_start_header_index_read_guardrails_ask(tmp_path: Path) -> None:
+    store = DocStore(tmp_path / "docs")
+    text = compose_instructions(store)
+    parts = [START_LINE, INDEX_HEADER, store.render_index().strip(), READ_FIRST_LINE, GUARDRAILS, ASK_FIRST_LINE]
+    positions = [text.index(part) for part in parts]
+    assert positions == sorted(positions)
+    assert "not a sandbox" in text and "raw data" in text and "results folder" in text
+
+
+def test_each_call_reads_the_index_fresh(tmp_path: Path) -> None:
+    store = DocStore(tmp_path / "docs")
+    before = compose_instructions(store)
+    index = tmp_path / "docs" / "index.md"
+    index.write_text(index.read_text() + "\n- fresh-entry: when the user asks for fresh things\n")
+    after = compose_instructions(store)
+    assert "fresh-entry" not in before and "- fresh-entry: when the user asks for fresh things" in after
+
+
+class _BrokenStore:
+    def render_index(self) -> str:
+        raise OSError("disk on fire")
+
+
+def test_a_failing_render_still_gives_instructions_with_a_clear_line() -> None:
+    text = compose_instructions(_BrokenStore())
+    assert text.startswith(START_LINE)
+    assert "could not be rendered" in text and "disk on fire" in text and 'read_doc("index")' in text
+    assert text.index(INDEX_HEADER) < text.index("could not be rendered") < text.index(ASK_FIRST_LINE)
