@@ -52,11 +52,15 @@ hostile_ids = st.one_of(
     st.text(max_size=30),
     st.integers(150, 3000).map(lambda n: "a" * n),
     st.integers(1, 400).map(lambda n: "../" * n + "sentinel/secret"),
-    st.sampled_from(VALID_POOL),
-    st.from_regex(ID_REGEX, fullmatch=True),
     st.tuples(st.sampled_from(VALID_POOL), st.sampled_from([" ", ".", "..", "/", " .", ". ", "\\", "/.."])).map("".join),
     st.tuples(st.sampled_from(["/", "C:\\", "c:/", "\\\\server\\share\\", "file://"]), st.sampled_from(VALID_POOL)).map("".join),
 )
+"""Mostly outside the grammar: refusals are cheap, so thousands run."""
+
+valid_ids = st.one_of(st.sampled_from(VALID_POOL), st.from_regex(ID_REGEX, fullmatch=True))
+"""In the grammar (or naming a planted symlink): each success is a real, fsynced write."""
+
+mixed_ids = st.one_of(hostile_ids, valid_ids)
 
 
 def build_tier(root: Path, local: Path) -> Path:
@@ -125,8 +129,6 @@ def test_generated_ids_through_the_store(tmp_path: Path, counts: Counter[str]) -
     store = DocStore(local)
     tally: Counter[str] = Counter()
 
-    @settings(max_examples=1500, deadline=None, database=None, suppress_health_check=list(HealthCheck))
-    @given(doc_id=hostile_ids, body_marker=st.integers(0, 10**6))
     def one(doc_id: str, body_marker: int) -> None:
         tally["ids"] += 1
         try:
@@ -153,7 +155,9 @@ def test_generated_ids_through_the_store(tmp_path: Path, counts: Counter[str]) -
         else:
             assert is_valid_id(doc_id)
 
-    one()
+    quick = settings(deadline=None, database=None, suppress_health_check=list(HealthCheck))
+    given(doc_id=hostile_ids, body_marker=st.integers(0, 10**6))(settings(quick, max_examples=2000)(one))()
+    given(doc_id=valid_ids, body_marker=st.integers(0, 10**6))(settings(quick, max_examples=200)(one))()
     assert snapshot(sentinel) == sentinel_before, "the sentinel beside the tier changed"
     assert snapshot(root, exclude=(local,)) == outside_before, "something appeared outside the tier"
     for top, _dirs, files in os.walk(local):
@@ -185,8 +189,8 @@ def test_generated_ids_through_mcp_tools_and_uris(tmp_path: Path, counts: Counte
     with anyio.from_thread.start_blocking_portal() as portal:
         with portal.wrap_async_context_manager(Client(mcp, mode="legacy")) as client:
 
-            @settings(max_examples=250, deadline=None, database=None, suppress_health_check=list(HealthCheck))
-            @given(doc_id=hostile_ids)
+            @settings(max_examples=150, deadline=None, database=None, suppress_health_check=list(HealthCheck))
+            @given(doc_id=mixed_ids)
             def one(doc_id: str) -> None:
                 tally["ids"] += 1
                 read = portal.call(client.call_tool, "read_doc", {"id": doc_id})

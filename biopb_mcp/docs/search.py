@@ -65,6 +65,8 @@ _ATOM = re.compile(r"[^\W_]+")
 # whole (threshold_otsu, kernel.promote_after, skimage.filters.threshold_otsu), so it is indexed
 # whole as well as by its parts.
 _RUN = re.compile(r"[\w.]+")
+_MARKUP_STARTS = frozenset("#`~ ")
+"""First characters of the only lines split_sections must parse: headings and fences."""
 _FENCE = re.compile(r"^\s{0,3}(```|~~~)")
 _H1 = re.compile(r"^#\s+(.+?)\s*#*\s*$")
 _H2 = re.compile(r"^##\s+(.+?)\s*#*\s*$")
@@ -72,14 +74,12 @@ _H2 = re.compile(r"^##\s+(.+?)\s*#*\s*$")
 
 def tokenize(text: str) -> list[str]:
     """Lower-cased search tokens of ``text``: alphanumeric runs, plus `_`/dotted compounds whole."""
-    tokens: list[str] = []
-    for run in _RUN.findall(text.lower()):
-        if run.isalnum():  # the common case: a plain word
-            tokens.append(run)
-            continue
+    low = text.lower()
+    tokens: list[str] = _ATOM.findall(low)
+    # Only runs that are not plain words need a look: filterfalse keeps the loop in C.
+    for run in itertools.filterfalse(str.isalnum, _RUN.findall(low)):
         run = run.strip("._")
-        tokens.extend(_ATOM.findall(run))
-        if run and not run.isalnum():
+        if run and not run.isalnum():  # a compound, not a word at a sentence's end
             tokens.append(run)
             if "." in run:
                 tokens.extend(p for p in run.split(".") if "_" in p.strip("_") and p.strip("_"))
@@ -97,6 +97,10 @@ def split_sections(doc_id: str, text: str) -> list[tuple[str, str]]:
     sections: list[tuple[str, list[str]]] = [("", [])]
     fence = ""
     for line in text.splitlines():
+        first = line[:1]
+        if first not in _MARKUP_STARTS:  # most lines: prose or a list item, nothing to parse
+            sections[-1][1].append(line)
+            continue
         marker = _FENCE.match(line)
         if marker:
             if not fence:
@@ -147,7 +151,7 @@ class _Section:
 class SectionIndex:
     """An inverted index over doc sections that supports replacing one doc at a time.
 
-    Postings are compact arrays (slot, count) per term; a replaced doc's slots become tombstones
+    Postings are compact arrays of (slot, count) pairs per term; a replaced doc's slots become tombstones
     (length -1) that queries skip, and everything is rebuilt once tombstones outnumber live
     sections. Term statistics count tombstones too, which shifts idf slightly but keeps a query
     to one pass over each posting list.
@@ -157,7 +161,7 @@ class SectionIndex:
         self._slots: list[_Section | None] = []
         self._lengths = array("i")  # token count per slot; -1 marks a tombstone
         self._doc_slots: dict[str, list[int]] = {}
-        self._postings: dict[str, tuple[array[int], array[int]]] = {}
+        self._postings: dict[str, array[int]] = {}  # term -> slot, count, slot, count, ...
         self._live = 0
         self._total_length = 0
         # Every slot's folded text joined by NULs, for one fast substring scan per query;
@@ -196,14 +200,14 @@ class SectionIndex:
 
     def _add_section(self, section: _Section) -> int:
         slot = len(self._slots)
-        counts = Counter(tokenize(section.text))
-        section.length = sum(counts.values())
-        for token, count in counts.items():
-            posting = self._postings.get(token)
+        tokens = tokenize(section.text)
+        section.length = len(tokens)
+        postings = self._postings
+        for token, count in Counter(tokens).items():
+            posting = postings.get(token)
             if posting is None:
-                posting = self._postings[sys.intern(token)] = (array("i"), array("i"))
-            posting[0].append(slot)
-            posting[1].append(count)
+                posting = postings[sys.intern(token)] = array("i")
+            posting.extend((slot, count))
         self._slots.append(section)
         self._lengths.append(section.length)
         self._live += 1
@@ -255,10 +259,11 @@ class SectionIndex:
             posting = self._postings.get(term)
             if posting is None:
                 continue
-            df = len(posting[0])
+            df = len(posting) // 2
             weight = math.log(1.0 + (n - df + 0.5) / (df + 0.5)) * k1_plus
             best_possible += weight
-            for slot, count in zip(*posting):
+            pairs = iter(posting)
+            for slot, count in zip(pairs, pairs):
                 norm = norms[slot]
                 if norm >= 0.0:
                     acc[slot] += weight * count / (count + norm)
