@@ -17,7 +17,7 @@ __all__ = ["compose_instructions"]
 
 
 class _RendersIndex(Protocol):
-    def render_index(self) -> str: ...
+    def render_index(self, *, hide_ignored: bool = False) -> str: ...
 
 
 START_LINE = (
@@ -61,7 +61,10 @@ ASK_FIRST_LINE = (
 def _render_index_or_note(store: _RendersIndex) -> str:
     """The rendered index, or one clear line when it cannot be rendered (never fail the handshake)."""
     try:
-        return store.render_index().strip()
+        # The ignored: line names docs the agent decided not to list; spelling those ids out in
+        # every session's context would list them after all (seed 001 §6: the handshake never
+        # shows an id the agent could guess). read_doc("index") still shows the line to edit.
+        return store.render_index(hide_ignored=True).strip()
     except Exception as exc:  # top-level: a broken index must not break initialize
         logger.exception("Rendering the doc index for the handshake failed")
         return (

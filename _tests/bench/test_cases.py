@@ -65,7 +65,8 @@ def test_solution_run_in_a_kernel_passes_the_check(case, kernel: BlockingKernelC
         elif message["msg_type"] == "error":
             outputs.append("\n".join(content["traceback"]))
 
-    code = f"import os\nos.chdir({str(tmp_path)!r})\n" + case.solution
+    # a clean namespace per solution, so one case's imports cannot hide another's missing ones
+    code = f"%reset -f\nimport os\nos.chdir({str(tmp_path)!r})\n" + case.solution
     reply = kernel.execute_interactive(code, timeout=60, output_hook=keep)
     assert reply["content"]["status"] == "ok", "".join(outputs)
     passed, detail = run_check(case, tmp_path, truth)

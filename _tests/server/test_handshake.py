@@ -11,7 +11,7 @@ from biopb_mcp.handshake import ASK_FIRST_LINE, GUARDRAILS, INDEX_HEADER, READ_F
 def test_order_is_start_header_index_read_guardrails_ask(tmp_path: Path) -> None:
     store = DocStore(tmp_path / "docs")
     text = compose_instructions(store)
-    parts = [START_LINE, INDEX_HEADER, store.render_index().strip(), READ_FIRST_LINE, GUARDRAILS, ASK_FIRST_LINE]
+    parts = [START_LINE, INDEX_HEADER, store.render_index(hide_ignored=True).strip(), READ_FIRST_LINE, GUARDRAILS, ASK_FIRST_LINE]
     positions = [text.index(part) for part in parts]
     assert positions == sorted(positions)
     assert "not a sandbox" in text and "raw data" in text and "results folder" in text
@@ -27,7 +27,7 @@ def test_each_call_reads_the_index_fresh(tmp_path: Path) -> None:
 
 
 class _BrokenStore:
-    def render_index(self) -> str:
+    def render_index(self, *, hide_ignored: bool = False) -> str:
         raise OSError("disk on fire")
 
 
@@ -36,3 +36,14 @@ def test_a_failing_render_still_gives_instructions_with_a_clear_line() -> None:
     assert text.startswith(START_LINE)
     assert "could not be rendered" in text and "disk on fire" in text and 'read_doc("index")' in text
     assert text.index(INDEX_HEADER) < text.index("could not be rendered") < text.index(ASK_FIRST_LINE)
+
+
+def test_the_handshake_never_spells_out_ignored_ids(tmp_path: Path) -> None:
+    local = tmp_path / "docs"
+    local.mkdir()
+    store = DocStore(local)
+    store.write_doc("index", body="# idx\n\n## References\n- authoring: write a doc\n\nignored: flatfield, count-spots\n")
+    text = compose_instructions(store)
+    assert "flatfield" not in text and "count-spots" not in text
+    assert "ignored: (2 shipped docs" in text
+    assert "flatfield" in store.read_doc("index")  # still there to edit

@@ -52,6 +52,7 @@ register(
         setup=_setup_mip,
         check=_check_mip,
         solution="""
+import tifffile
 stack = tifffile.imread("zstack.tif")
 tifffile.imwrite("mip.tif", stack.max(axis=0))
 """,
@@ -88,6 +89,7 @@ register(
         setup=_setup_mip_channels,
         check=_check_mip_channels,
         solution="""
+import tifffile
 with tifffile.TiffFile("stack.tif") as tif:
     axes = tif.series[0].axes
     data = tif.asarray()

@@ -119,7 +119,8 @@ def render(
     if hide_ignored:
         for i in index.ignored_lines:
             count = len([x for x in lines[i].split(":", 1)[1].split(",") if x.strip()])
-            lines[i] = f"ignored: ({count} shipped doc{'' if count == 1 else 's'}, ids not shown here)"
+            if count:
+                lines[i] = f"ignored: ({count} shipped doc{'' if count == 1 else 's'}, ids not shown here)"
     for entry in index.entries:
         if entry.collection:
             continue  # kept verbatim: collections mean something later (seed 001 §7)

@@ -41,6 +41,7 @@ __all__ = [
     "snippet",
     "split_sections",
     "tokenize",
+    "warm_index",
 ]
 
 logger = logging.getLogger(__name__)
@@ -521,6 +522,17 @@ def search_docs(store: DocStore, query: str, max_results: int = 5) -> list[Hit]:
         for section, score in ranked
         if section.doc_id in origins
     ]
+
+
+def warm_index(store: DocStore) -> int:
+    """Read and index every doc now, so the first search does not pay for it; returns the count.
+
+    Optional: a server may run this in a worker thread at start-up. On a 10 MB local tier the
+    first search otherwise takes seconds; later ones re-read only what changed.
+    """
+    corpus = _corpus_for(store)
+    with corpus.lock:
+        return len(_refresh(store, corpus))
 
 
 def format_hits(hits: Sequence[Hit], query: str = "") -> str:
