@@ -116,6 +116,7 @@ def _isolated_env(root: Path) -> Iterator[None]:
     xdg = root / "xdg-harness"
     for sub in ("config", "state", "data", "cache", "run", "jupyter", "jupyter-data", "ipython", "mpl"):
         (xdg / sub).mkdir(parents=True, exist_ok=True)
+    (xdg / "run").chmod(0o700)
     os.environ.update({
         "BIOPB_CONFIG_DIR": str(root / "unused-config"),
         "XDG_CONFIG_HOME": str(xdg / "config"), "XDG_STATE_HOME": str(xdg / "state"),
@@ -270,6 +271,23 @@ async def _resource_figures(tree: Any) -> dict[str, Any]:
     return out
 
 
+def _fsync_floor(where: Path, reps: int) -> list[float]:
+    """One 1 KB write + fdatasync on the docs disk: the floor under every durable write_doc."""
+    path = where / ".fsync-probe"
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    samples = []
+    try:
+        for _ in range(reps):
+            os.write(fd, b"x" * 1000)
+            t0 = clock()
+            os.fdatasync(fd)
+            samples.append((clock() - t0) * 1000)
+    finally:
+        os.close(fd)
+        path.unlink()
+    return samples
+
+
 def _render_figures(tree: Any, reps: int) -> tuple[float, list[float]]:
     from biopb_mcp.docs.store import DocStore
     from biopb_mcp.handshake import compose_instructions
@@ -391,17 +409,22 @@ async def _kernel_on_session(c: Any, tree: Any, scale: Scale) -> dict[str, Any]:
         raw.execute("1+1")
         ours: list[float] = []
         theirs: list[float] = []
+        pings: list[float] = []
         for i in range(scale.execute_reps + 3):  # interleaved; the first 3 of each are warm-up
             t0 = clock()
             text = await _call(c, "execute_code", {"code": "1+1"})
             t_ours = (clock() - t0) * 1000
             t_raw = raw.execute("1+1")[0]
+            t0 = clock()
+            await c.session.send_ping()
+            t_ping = (clock() - t0) * 1000
             if "2" not in text:
                 raise RuntimeError(f"execute_code('1+1') returned {text!r}")
             if i >= 3:
                 ours.append(t_ours)
                 theirs.append(t_raw)
-        out["exec"], out["exec_raw"] = ours, theirs
+                pings.append(t_ping)
+        out["exec"], out["exec_raw"], out["ping"] = ours, theirs, pings
         lines = max(1, scale.print_bytes // 100)
         code = f"for _i in range({lines}):\n    print('x' * 99)\n"
         out["prints"], out["prints_raw"], out["prints_chars"], out["prints_raw_chars"] = [], [], 0, 0
@@ -501,7 +524,7 @@ async def _run(root: Path, scale: Scale) -> tuple[list[Figure], dict[str, Any]]:
     from bench.perf_fixtures import make_tree
 
     figs: list[Figure] = []
-    info: dict[str, Any] = {}
+    info: dict[str, Any] = {"loadavg_start": [round(x, 2) for x in os.getloadavg()]}
     t0 = clock()
     quiet = "[server]\nlog_level = \"WARNING\"\n"  # the spawned servers' stderr stays out of the table
     kernel_toml = quiet + "[kernel]\npromote_after = 300.0\n"  # measure the call itself, never a promotion
@@ -525,6 +548,8 @@ async def _run(root: Path, scale: Scale) -> tuple[list[Figure], dict[str, Any]]:
     _progress("handshake done")
 
     # 2. docs tools
+    figs.append(series("docs: fdatasync of 1 KB on the docs disk", _fsync_floor(large.docs, scale.reps),
+                       note="floor of every durable write (one per write_doc)"))
     at_large = await _docs_figures(large, scale, f"{n_l:,} files")
     at_small = await _docs_figures(small, scale, f"{n_s:,} files")
     figs.append(series("docs: MCP floor, a no-op sync tool (in-process session)", at_large["noop"], note="included in every docs figure"))
@@ -566,6 +591,7 @@ async def _run(root: Path, scale: Scale) -> tuple[list[Figure], dict[str, Any]]:
     figs.append(ratio("kernel: restart / raw", k["restart"], k["restart_raw"], 1.2))
     figs.append(series("kernel: execute_code 1+1 (stdio round trip)", k["exec"]))
     figs.append(series("kernel: raw execute_interactive 1+1", k["exec_raw"]))
+    figs.append(series("kernel: stdio ping round trip (JSON-RPC transport floor)", k["ping"]))
     overhead = [a - b for a, b in zip(k["exec"], k["exec_raw"])]
     med_over = statistics.median(k["exec"]) - statistics.median(k["exec_raw"])
     figs.append(Figure("kernel: execute 1+1 added overhead", "ms", med_over, _p95(overhead), "<= 3 ms", med_over <= 3.0, len(overhead), "median(ours) - median(raw)"))
@@ -578,6 +604,7 @@ async def _run(root: Path, scale: Scale) -> tuple[list[Figure], dict[str, Any]]:
     figs.append(Figure(f"kernel: {mb:g} MB prints tool result size", "chars", float(k["prints_chars"]), None,
                        f"<= {bound:,} chars", k["prints_chars"] <= bound, 1, f"raw output {k['prints_raw_chars']:,} chars"))
     _progress("kernel done")
+    info["loadavg_end"] = [round(x, 2) for x in os.getloadavg()]
     return figs, info
 
 
@@ -624,7 +651,8 @@ def _handler(args: argparse.Namespace) -> int:
     scale = QUICK if args.quick else FULL
     figs, info = run_perf(scale, args.workdir)
     m = machine()
-    print(f"biopb-mcp perf ({'quick' if args.quick else 'full'} scale) on {m['cpus']} cores, Python {m['python']}, {info['wall_s']} s")
+    print(f"biopb-mcp perf ({'quick' if args.quick else 'full'} scale) on {m['cpus']} cores, Python {m['python']}, "
+          f"{info['wall_s']} s; load average {info['loadavg_start'][0]:.1f} at start, {info['loadavg_end'][0]:.1f} at end")
     print(table(figs))
     missed = [f.name for f in figs if f.ok is False]
     print(f"\n{len(missed)} target(s) missed" + (": " + "; ".join(missed) if missed else ""))

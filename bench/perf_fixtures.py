@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from biopb_mcp.docs import index as index_mod
-from biopb_mcp.docs.store import SHIPPED_DIR
+from biopb_mcp.docs.store import SHIPPED_DIR, DocStore
 
 __all__ = ["Tree", "child_env", "make_tree", "vocabulary"]
 
@@ -104,7 +104,8 @@ def make_tree(
     docs = root / "docs"
     tree = Tree(root=root, docs=docs)
     docs.mkdir(parents=True, exist_ok=True)
-    (root / "xdg").mkdir(exist_ok=True)
+    (root / "xdg" / "run").mkdir(parents=True, exist_ok=True, mode=0o700)  # runtime dirs must be 0700
+    (root / "xdg" / "run").chmod(0o700)
     if config_toml:
         (root / "config.toml").write_text(config_toml, encoding="utf-8")
     hooks: dict[str, str] = {}
@@ -126,4 +127,6 @@ def make_tree(
         lines.append(f"- {doc_id}: {hooks[doc_id]}")
         tree.indexed.append(doc_id)
     (docs / "index.md").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    # An existing install: the store's first-run setup (manifest) is done here, not in a figure.
+    DocStore(docs).summary()
     return tree

@@ -31,6 +31,11 @@ def headline(rows: list[dict[str, Any]]) -> str:
     return " · ".join(parts)
 
 
+def _clip(detail: str, limit: int = 90) -> str:
+    detail = detail.replace("|", "/").replace("\n", " ")
+    return detail if len(detail) <= limit else detail[: limit - 1] + "…"
+
+
 def _cell(rows: list[dict[str, Any]]) -> str:
     if not rows:
         return "–"
@@ -68,10 +73,13 @@ def summarize(rows: list[dict[str, Any]], *, agent: str, wall_s: float, cases: i
     for case, per_arm in by_case.items():
         first = next(iter(per_arm.values()))[0]
         covered = ", ".join(first["covered_by"]) or "(none)"
-        details = "; ".join(f"{ARM_LABELS[arm]}: {per_arm[arm][-1]['detail']}" for arm in arms if per_arm[arm])
-        details = details.replace("|", "/")
+        seen = {per_arm[arm][-1]["detail"] for arm in arms if per_arm[arm]}
+        if len(seen) == 1:
+            details = _clip(seen.pop())
+        else:
+            details = "; ".join(f"{ARM_LABELS[arm]}: {_clip(per_arm[arm][-1]['detail'])}" for arm in arms if per_arm[arm])
         cells = " | ".join(_cell(per_arm[arm]) for arm in arms)
-        lines.append(f"| {case} | {covered} | {cells} | {details[:220]} |")
+        lines.append(f"| {case} | {covered} | {cells} | {details} |")
     if set(arms) == {"docs", "nodocs"}:
         outcome: Counter[str] = Counter()
         for case, per_arm in by_case.items():
@@ -92,7 +100,7 @@ def summarize(rows: list[dict[str, Any]], *, agent: str, wall_s: float, cases: i
             docs.update(set(row["docs_read"]))
         listed = ", ".join(f"{doc} ×{n}" for doc, n in sorted(docs.items(), key=lambda item: (-item[1], item[0]))) or "none"
         lines.append(f"| {ARM_LABELS[arm]} | {share} | {listed} |")
-    tools = sorted({tool for row in rows for tool in row["tool_calls"]})
+    tools = sorted({tool for row in rows for tool in row["tool_calls"]}) or ["(no tool calls)"]
     lines += ["", "## Tool calls (mean per run) and duration", ""]
     lines.append("| arm | " + " | ".join(tools) + " | median s | max s |")
     lines.append("|---|" + "---|" * (len(tools) + 2))

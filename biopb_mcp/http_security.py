@@ -23,8 +23,8 @@ logger = logging.getLogger(__name__)
 
 __all__ = [
     "TOKEN_FILE_NAME",
-    "HttpGuard",
     "GuardMiddleware",
+    "HttpGuard",
     "allowlists",
     "client_config_lines",
     "new_token",

@@ -338,7 +338,7 @@ def _register_doc_tools(mcp: MCPServer, state: AppState) -> None:
         read_doc the hit to see it whole."""
         from biopb_mcp.docs.search import format_hits, search_docs as run_search
 
-        return _call(lambda: format_hits(run_search(store, query, max_results)))
+        return _call(lambda: format_hits(run_search(store, query, max_results), query))
 
     write_description = (
         "Create or edit a doc in the local docs tier (the index too: id \"index\"). body alone creates or "

@@ -135,10 +135,5 @@ def test_handshake_on_the_ablated_tree_lists_no_procedure_and_keeps_the_referenc
     assert not set(entries) & set(PROCEDURES)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="handshake.py inlines the index's ignored: line verbatim, so the ablated ids show; "
-    "seed 001 §6 says the handshake never shows them (fix requested in the bench report)",
-)
 def test_handshake_on_the_ablated_tree_shows_no_procedure_id(handshakes: dict[bool, str]) -> None:
     assert [doc_id for doc_id in PROCEDURES if _mentions(handshakes[False], doc_id)] == []

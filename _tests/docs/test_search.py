@@ -19,6 +19,7 @@ from biopb_mcp.docs.search import (
     snippet,
     split_sections,
     tokenize,
+    warm_index,
 )
 from biopb_mcp.docs.store import DocStore
 from biopb_mcp.errors import InvalidQuery
@@ -322,6 +323,8 @@ def test_search_sees_a_hand_edit_and_a_write_doc_at_once(store: DocStore, tiers:
     assert search_docs(store, "alphaword") == []
     assert _ids(search_docs(store, "betawords")) == [("notes", "Notes")]
     store.write_doc("notes", body="# Notes\ngammaword\n")
+    kept = [f for f in (tiers[1] / ".history").rglob("*") if f.is_file() and "betawords" in f.read_text()]
+    assert kept, "history keeps the replaced text; search must not surface it"
     assert search_docs(store, "betawords") == []
     assert _ids(search_docs(store, "gammaword")) == [("notes", "Notes")]
     path.unlink()
@@ -341,6 +344,11 @@ def test_unreadable_doc_is_skipped_with_a_warning(
     assert any("binary" in r.getMessage() for r in caplog.records)
     (local / "binary.md").write_text("# Binary\nnow readable otsu otsu otsu\n", encoding="utf-8")
     assert "binary" in {h.doc_id for h in search_docs(store, "otsu")}
+
+
+def test_warm_index_reads_every_doc_ahead_of_the_first_search(store: DocStore) -> None:
+    assert warm_index(store) == len(store.doc_ids()) == 3
+    assert _ids(search_docs(store, "kernel.promote_after"))[0] == ("kernel", "Config")
 
 
 @pytest.mark.parametrize("query", ["", "   ", "\n\t"])

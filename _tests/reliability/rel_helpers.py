@@ -34,7 +34,7 @@ def write_config(root: Path, extra: str = "") -> dict[str, str]:
         "[server]\n"
         f'state_dir = "{root / "state"}"\n'
         f'runtime_dir = "{root / "runtime"}"\n'
-        'log_level = "DEBUG"\n'
+        'log_level = "INFO"\n'
         + extra
     )
     (config / "config.toml").write_text(text)
@@ -176,3 +176,63 @@ class RawServer:
                     stream.close()
                 except OSError:
                     pass
+
+
+# --------------------------------------------------------------------------- crash injection
+
+CRASH_LINES = 290
+"""Lines of the big body: under the 300-line cap, about 0.9 MB, so a write spans many blocks."""
+
+
+def big_body(tag: str) -> str:
+    """A large doc body whose every line carries ``tag``: a torn file cannot pass for a whole one."""
+    line = ("lorem ipsum " * 250) + f"{tag}\n"
+    return f"# big\n\nversion {tag}\n\n" + line * CRASH_LINES
+
+
+def created_body(doc_id: str) -> str:
+    return f"# Created {doc_id}\n\nA doc created by the crash test, {doc_id}.\n"
+
+
+def store_writer(local: str, seed: int, creates: int, ready_fd: int) -> None:
+    """Child-process body for crash injection: write the big doc and create docs until killed."""
+    from biopb_mcp.docs.store import DocStore
+
+    store = DocStore(Path(local))
+    store.read_doc("index")  # seed the index before the parent starts the clock
+    os.write(ready_fd, b"r")
+    k = 0
+    while True:
+        store.write_doc("big", body=big_body(f"{seed}-{k}"))
+        if k < creates:
+            doc_id = f"c-{seed}-{k}"
+            store.write_doc(doc_id, body=created_body(doc_id))
+        k += 1
+
+
+def fork_writer(local: str, seed: int, creates: int, timeout: float = 60.0) -> int:
+    """Fork a child running ``store_writer``; return its pid once it is about to write.
+
+    A plain fork: the modules are already imported, so a round costs milliseconds (spawn or
+    forkserver would re-import the test runner's main module in every child).
+    """
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # child: never returns into the test runner
+        try:
+            os.close(r)
+            store_writer(local, seed, creates, w)
+        finally:
+            os._exit(3)
+    os.close(w)
+    try:
+        sel = selectors.DefaultSelector()
+        sel.register(r, selectors.EVENT_READ)
+        if not sel.select(timeout) or os.read(r, 1) != b"r":
+            os.kill(pid, 9)
+            os.waitpid(pid, 0)
+            raise RuntimeError("the writer child never started")
+        sel.close()
+    finally:
+        os.close(r)
+    return pid

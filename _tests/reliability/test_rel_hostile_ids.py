@@ -156,7 +156,7 @@ def test_generated_ids_through_the_store(tmp_path: Path, counts: Counter[str]) -
             assert is_valid_id(doc_id)
 
     quick = settings(deadline=None, database=None, suppress_health_check=list(HealthCheck))
-    for strategy, n in ((hostile_ids, 1500), (valid_ids, 150)):
+    for strategy, n in ((hostile_ids, 1300), (valid_ids, 150)):
         run = settings(quick, max_examples=n)(lambda doc_id, body_marker: one(doc_id, body_marker))
         given(doc_id=strategy, body_marker=st.integers(0, 10**6))(run)()
     assert snapshot(sentinel) == sentinel_before, "the sentinel beside the tier changed"
@@ -190,7 +190,7 @@ def test_generated_ids_through_mcp_tools_and_uris(tmp_path: Path, counts: Counte
     with anyio.from_thread.start_blocking_portal() as portal:
         with portal.wrap_async_context_manager(Client(mcp, mode="legacy")) as client:
 
-            @settings(max_examples=150, deadline=None, database=None, suppress_health_check=list(HealthCheck))
+            @settings(max_examples=300, deadline=None, database=None, suppress_health_check=list(HealthCheck))
             @given(doc_id=mixed_ids)
             def one(doc_id: str) -> None:
                 tally["ids"] += 1

@@ -189,17 +189,18 @@ class History:
         """Append `text` as the newest version (unless it already is), then prune to `keep`."""
         if not self.enabled:
             return None
-        kept = self.versions(doc_id)
+        logged = self._log(doc_id)  # parsed once: this runs on every write (was three parses)
+        kept = logged[-self.keep :]
         digest = sha(text)
         if kept and kept[-1].sha == digest:
             return None
         before: str | None = None
         if kept:
+            last_path = self.dir_for(doc_id) / f"v{kept[-1].n}.txt"
             try:
-                before = self.read(doc_id, kept[-1].n)[1]
-            except (DocNotFound, DocUnreadable):
+                before = decode(last_path.read_bytes(), last_path)
+            except (OSError, DocUnreadable):
                 before = None
-        logged = self._log(doc_id)
         n = logged[-1].n + 1 if logged else 1
         folder = self.dir_for(doc_id)
         ensure_dir(folder)

@@ -23,10 +23,9 @@ import time
 from array import array
 from collections import Counter, OrderedDict
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from biopb_mcp.docs.ids import is_valid_id
 from biopb_mcp.errors import DocError, DocNotFound, InvalidQuery
 
 if TYPE_CHECKING:
@@ -35,7 +34,6 @@ if TYPE_CHECKING:
 __all__ = [
     "Hit",
     "SectionIndex",
-    "doc_entries",
     "format_hits",
     "search_docs",
     "snippet",
@@ -367,7 +365,6 @@ class _Corpus:
     index: SectionIndex
     entries: dict[str, _Entry]
     lock: threading.Lock
-    id_cache: dict[str, str | None] = field(default_factory=dict)
 
 
 _corpora: OrderedDict[tuple[str, str], _Corpus] = OrderedDict()
@@ -386,64 +383,6 @@ def _corpus_for(store: DocStore) -> _Corpus:
         return corpus
 
 
-def doc_entries(store: DocStore, id_cache: dict[str, str | None] | None = None) -> list[tuple[str, str, str]]:
-    """(id, file path, origin) of every doc file, shadowing applied: what search reads.
-
-    Uses ``store.doc_entries()`` when the store offers it. Otherwise walks the store's two tier
-    directories itself, by the same rules as the store's listing (hidden names, the top-level
-    index and names outside the id grammar skipped; symlinked directories not followed); it only
-    proposes candidates, since every text is then read through ``store.doc_text``, which refuses
-    what the store would refuse. ``id_cache`` memoizes relative path -> id (or None) across calls.
-    """
-    native = getattr(store, "doc_entries", None)
-    if native is not None:
-        return [(doc_id, os.fspath(path), origin) for doc_id, path, origin in native()]
-    cache: dict[str, str | None] = {} if id_cache is None else id_cache
-    shipped = _walk_tier(os.fspath(store.shipped_dir), cache)
-    local = _walk_tier(os.fspath(store.local_dir), cache)
-    out = [(doc_id, path, "shipped") for doc_id, path in shipped.items() if doc_id not in local]
-    out += [
-        (doc_id, path, "local (shadows shipped)" if doc_id in shipped else "local")
-        for doc_id, path in local.items()
-    ]
-    return out
-
-
-def _walk_tier(root: str, id_cache: dict[str, str | None]) -> dict[str, str]:
-    """id -> path of the `.md` files under ``root`` (one scandir per directory, no stat)."""
-    found: dict[str, str] = {}
-    stack = [(root, "")]
-    while stack:
-        directory, prefix = stack.pop()
-        try:
-            entries = list(os.scandir(directory))
-        except OSError as exc:
-            if directory != root or os.path.exists(root):
-                logger.warning("Search cannot list docs directory %s: %s", directory, exc)
-            continue
-        for entry in entries:
-            name = entry.name
-            if name.startswith("."):
-                continue
-            rel = prefix + name
-            try:
-                if entry.is_dir(follow_symlinks=False):  # d_type: no extra syscall
-                    stack.append((entry.path, rel + "/"))
-                    continue
-            except OSError:
-                continue
-            if name.endswith(".md"):
-                doc_id = id_cache.get(rel, "")
-                if doc_id == "":
-                    doc_id = rel[:-3]
-                    if doc_id == "index" or not is_valid_id(doc_id):
-                        doc_id = None
-                    id_cache[rel] = doc_id
-                if doc_id is not None:
-                    found[doc_id] = entry.path
-    return found
-
-
 def _refresh(store: DocStore, corpus: _Corpus) -> dict[str, str]:
     """Bring the corpus up to date with the store; returns id -> origin of the searchable docs."""
     origins: dict[str, str] = {}
@@ -451,7 +390,7 @@ def _refresh(store: DocStore, corpus: _Corpus) -> dict[str, str]:
     entries = corpus.entries
     # Taken before any stat or read, so a change landing after them shows on the next query.
     racy_after = time.time_ns() - _RACY_NS
-    for doc_id, path, origin in doc_entries(store, corpus.id_cache):
+    for doc_id, path, origin in store.doc_entries():
         listed.add(doc_id)
         try:
             st = os.stat(path)
@@ -499,7 +438,7 @@ def search_docs(store: DocStore, query: str, max_results: int = 5) -> list[Hit]:
     if not isinstance(query, str) or not query.strip():
         raise InvalidQuery(
             "Search query is empty: give words or a literal to look for, e.g. an exception "
-            "message, a config key or a function name"
+            "message, a config key or a function name."
         )
     if isinstance(max_results, bool) or not isinstance(max_results, int) or not (
         1 <= max_results <= MAX_RESULTS_LIMIT

@@ -261,6 +261,20 @@ class DocStore:
         """
         return sorted(set(self._local_ids()) | set(self._shipped_files()))
 
+    def doc_entries(self) -> list[tuple[str, str, str]]:
+        """`(id, file path, origin)` of every doc, shadowing applied, from one walk per tier.
+
+        What search and other whole-corpus views read: the same walk as `doc_ids`, so a view never
+        finds a file the store would not (hidden names, history, temp files, escaping symlinks).
+        """
+        local = {doc_id: e.path for doc_id, e in scan_tier(self.local_dir) if doc_id is not None}
+        shipped = self._shipped_files()
+        out = [(doc_id, path, ORIGIN_SHIPPED) for doc_id, path in shipped.items() if doc_id not in local]
+        out += [
+            (doc_id, path, ORIGIN_SHADOW if doc_id in shipped else ORIGIN_LOCAL) for doc_id, path in local.items()
+        ]
+        return out
+
     def _not_found(self, doc_id: str, what: str = "") -> DocNotFound:
         close = difflib.get_close_matches(doc_id, self.doc_ids(), n=3, cutoff=0.6)
         hint = f" Closest: {', '.join(close)}." if close else ""
