@@ -33,7 +33,7 @@ from pydantic import BaseModel
 
 import biopb_mcp
 from biopb_mcp.config import Settings
-from biopb_mcp.docs.store import DocStore
+from biopb_mcp.docs.store import AUTHORING_GATE, DocStore
 from biopb_mcp.errors import BiopbMcpError, KernelBusy, KernelNotReady
 from biopb_mcp.handshake import compose_instructions
 from biopb_mcp.kernel import KernelHost
@@ -59,18 +59,6 @@ _F = TypeVar("_F", bound=Callable[..., Any])
 
 _ERROR_STATUSES = frozenset({"error", "dead"})
 """Execution statuses shown with ``is_error``: the agent's code raised, or the kernel died under it."""
-
-_DEFAULT_AUTHORING_GATE = """\
-Before writing, hold the doc to these rules:
-- Write only a validated, multi-step procedure you ran to a good end with the user, never one tied to
-  a single dataset (no file names, no one-off numbers without the rule that derives them).
-- Phrase the index hook as the user's request ("segment nuclei in a 2D stain"), so a later session
-  finds it from what the user says.
-- Update an existing doc rather than write a near-duplicate: read the index first, and prefer an
-  old/new edit to a whole-body rewrite.
-- Verify that every name, flag or call the doc quotes still exists in the installed version.
-- Link with [[id]] the docs this one depends on or hands off to."""
-
 
 @dataclass
 class AppState:
@@ -185,13 +173,6 @@ def _trace_middleware(tracer: Tracer) -> Callable[..., Any]:
 
 
 # --------------------------------------------------------------------------- tools
-
-
-def _authoring_gate() -> str:
-    from biopb_mcp.docs import store as store_module
-
-    gate = getattr(store_module, "AUTHORING_GATE", None)
-    return gate.strip() if isinstance(gate, str) and gate.strip() else _DEFAULT_AUTHORING_GATE
 
 
 def _versions() -> dict[str, str]:
@@ -347,7 +328,7 @@ def _register_doc_tools(mcp: MCPServer, state: AppState) -> None:
         "under '## Unfiled' automatically. Returns the diff. Nothing is ever deleted; earlier versions "
         "stay readable with read_doc(\"<id>@history\").\n"
         "Use it when the user confirms a procedure worked, or asks you to remember or correct "
-        "something.\n" + _authoring_gate()
+        "something.\n" + AUTHORING_GATE.strip()
     )
 
     @_tool(mcp, ToolAnnotations(read_only_hint=False, destructive_hint=False, open_world_hint=False), write_description)
