@@ -107,6 +107,7 @@ async def test_allocating_until_it_fails_is_reported(client: Client, counts: Cou
     )
     result, text = await run_to_end(client, code)
     kernel = await status(client)
+    counts[f"memory fault outcome: kernel {kernel['state']}"] += 1
     if kernel["state"] == "ready":
         assert result.is_error and "MemoryError" in text, text[-800:]
     else:  # it died of it: the status says so, and the call said so too

@@ -15,7 +15,7 @@ import os
 import secrets
 import stat
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 DIR_MODE = 0o700
@@ -42,11 +42,19 @@ def ensure_dir(path: Path) -> None:
             directory.mkdir(mode=DIR_MODE)
 
 
-def write_atomic(path: Path, data: str | bytes, *, durable: bool = True) -> None:
+def write_atomic(
+    path: Path,
+    data: str | bytes,
+    *,
+    durable: bool = True,
+    before_replace: Callable[[], None] | None = None,
+) -> None:
     """Replace `path` with `data` atomically; a new file gets mode 0600, an existing one keeps its mode.
 
     `durable=False` skips the fsync, for the store's own bookkeeping (history) where losing the
-    last entry in a power cut is acceptable and the latency is not.
+    last entry in a power cut is acceptable and the latency is not. `before_replace` runs after
+    the data is on disk, right before the rename: the store uses it to keep a hand edit that
+    landed while the temp file was being written (the fsync is the widest window there is).
     """
     payload = data.encode("utf-8") if isinstance(data, str) else data
     try:
@@ -63,6 +71,8 @@ def write_atomic(path: Path, data: str | bytes, *, durable: bool = True) -> None
                 os.fchmod(fh.fileno(), mode)
             if durable:
                 os.fdatasync(fh.fileno())  # data + size: enough for rename-over safety
+        if before_replace is not None:
+            before_replace()
         os.replace(tmp, path)
     except BaseException:
         with contextlib.suppress(OSError):

@@ -14,6 +14,7 @@ import re
 import stat
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -306,7 +307,10 @@ class DocStore:
         except FileNotFoundError:
             pass
         else:
-            shadow = os.path.isfile(doc_path(self.shipped_dir, doc_id))
+            # Only the origin label: nothing is read from the shipped tier here, so the id checked
+            # above needs no second symlink-escape check (two realpaths of a deep site-packages
+            # path were half the cost of a resources/list page).
+            shadow = os.path.isfile(f"{self.shipped_dir}{os.sep}{doc_id}.md")
             return text, ORIGIN_SHADOW if shadow else ORIGIN_LOCAL, local
         shipped = doc_path(self.shipped_dir, doc_id)
         try:
@@ -655,7 +659,7 @@ class DocStore:
         elif shipped is not None:
             self._history.record(doc_id, shipped, SOURCE_SHIPPED)
         ensure_dir(local_path.parent)
-        write_atomic(local_path, after)
+        write_atomic(local_path, after, before_replace=self._late_edit_guard(doc_id, local_path, current))
         self._history.record(doc_id, after, SOURCE_WRITE)
         if created and shipped is not None:
             head = (f"Created a local copy of shipped doc {doc_id!r}: it now shadows the shipped text, "
@@ -689,6 +693,23 @@ class DocStore:
                     f"(read_doc(\"{doc_id}@v{kept.n}\")).")
         return None
 
+    def _late_edit_guard(self, doc_id: str, path: Path, seen: str | None) -> Callable[[], None]:
+        """A write_atomic hook: a hand edit that landed after `seen` was read is kept in history.
+
+        The lock keeps other servers out, but not an editor; without this, an edit saved while
+        the new text was being fsynced would be replaced without a trace.
+        """
+
+        def keep_late_edit() -> None:
+            try:
+                text = read_text(path)
+            except (FileNotFoundError, DocUnreadable):
+                return
+            if text != seen:
+                self._keep_hand_edit(doc_id, text, path)
+
+        return keep_late_edit
+
     def _index_text_for_write(self) -> str:
         try:
             return read_text(self.index_path)
@@ -698,7 +719,7 @@ class DocStore:
     def _store_index(self, before: str | None, after: str) -> None:
         if before is not None and os.path.exists(self.index_path):
             self._keep_hand_edit(INDEX_ID, before, self.index_path)
-        write_atomic(self.index_path, after)
+        write_atomic(self.index_path, after, before_replace=self._late_edit_guard(INDEX_ID, self.index_path, before))
         self._history.record(INDEX_ID, after, SOURCE_WRITE)
 
     def _write_index(self, body: str | None, old: str | None, new: str | None) -> WriteResult:
