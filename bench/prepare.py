@@ -23,6 +23,8 @@ from pathlib import Path
 
 import tomli_w
 
+from biopb_mcp.docs.index import parse as parse_index
+
 __all__ = [
     "PROCEDURES_HEADING",
     "Ablation",
@@ -38,10 +40,6 @@ __all__ = [
 PROCEDURES_HEADING = "## Procedures"
 """The one index heading the bench names; the seed gate test pins it."""
 
-_ENTRY = re.compile(r"^\s*[-*]\s+([A-Za-z0-9._/-]+)\s*:")
-"""An index entry line: ``- <id>: <hook>`` (the store recognises the same shape)."""
-
-_IGNORED = re.compile(r"^\s*ignored:\s*(.*)$")
 _HEADING = re.compile(r"^(#{1,6})\s")
 
 
@@ -71,46 +69,43 @@ def ablate_index(text: str) -> Ablation:
         ValueError: the index has no ``## Procedures`` heading, so there is nothing to ablate
             and the arm would silently equal the docs arm.
     """
-    lines = text.splitlines()
-    out: list[str] = []
-    moved: list[str] = []
-    kept: list[str] = []
-    ignored_at: int | None = None
-    ignored_ids: list[str] = []
-    in_procedures = False
-    found = False
-    for line in lines:
-        heading = _HEADING.match(line)
-        if heading:
-            level = len(heading.group(1))
-            if line.strip() == PROCEDURES_HEADING:
-                in_procedures, found = True, True
-            elif in_procedures and level <= 2:
-                in_procedures = False
-        ignored = _IGNORED.match(line)
-        if ignored:
-            ignored_at = len(out)
-            ignored_ids += [part.strip() for part in ignored.group(1).split(",") if part.strip()]
-            out.append(line)
-            continue
-        entry = _ENTRY.match(line)
-        if entry and in_procedures:
-            moved.append(entry.group(1))
-            continue
-        if entry:
-            kept.append(entry.group(1))
-        out.append(line)
-    if not found:
+    index = parse_index(text.replace("\r\n", "\n"))
+    section = _procedures_section(index.lines)
+    if section is None:
         raise ValueError(f"index has no {PROCEDURES_HEADING!r} heading; cannot build the no-docs arm")
-    merged = ignored_ids + [doc_id for doc_id in moved if doc_id not in ignored_ids]
-    ignored_line = "ignored: " + ", ".join(merged)
-    if ignored_at is None:
-        if out and out[-1].strip():
-            out.append("")
-        out.append(ignored_line)
-    else:
-        out[ignored_at] = ignored_line
+    # Collection lines (`- x/: …`) are not docs and cannot be ignored: they stay where they are.
+    moving = [e for e in index.entries if e.line in section and not e.collection]
+    moved = [e.doc_id for e in moving]
+    kept = [e.doc_id for e in index.entries if e not in moving]
+    dropped = {e.line for e in moving}
+    ignored_line = "ignored: " + ", ".join(index.ignored + [i for i in moved if i not in index.ignored])
+    out: list[str] = []
+    for i, line in enumerate(index.lines):
+        if i in dropped:
+            continue
+        if i in index.ignored_lines:
+            if ignored_line:  # the first ignored: line carries them all; later ones go
+                out.append(ignored_line)
+                ignored_line = ""
+            continue
+        out.append(line)
+    while out and not out[-1].strip():
+        out.pop()
+    if ignored_line:
+        out += ["", ignored_line]
     return Ablation(text="\n".join(out) + "\n", moved=moved, kept=kept)
+
+
+def _procedures_section(lines: list[str]) -> range | None:
+    """Line numbers under ``## Procedures``, up to the next heading of level 2 or higher."""
+    start = next((i for i, line in enumerate(lines) if line.strip() == PROCEDURES_HEADING), None)
+    if start is None:
+        return None
+    for end in range(start + 1, len(lines)):
+        heading = _HEADING.match(lines[end])
+        if heading and len(heading.group(1)) <= 2:
+            return range(start, end)
+    return range(start, len(lines))
 
 
 @dataclass(frozen=True)

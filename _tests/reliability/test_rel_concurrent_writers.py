@@ -67,7 +67,7 @@ async def test_two_servers_and_a_hand_editor(tmp_path: Path, counts: Counter[str
             text = f"# shared\n\nhand edit #{k}\n\n{PADDING}"
             hand_texts.append(text)
             path.write_text(text)  # in place, like an editor without atomic save
-            time.sleep(rng.uniform(0.01, 0.15))
+            time.sleep(rng.uniform(0.01, 0.1))
 
     async def one_server(who: str, ready: anyio.Event, go: anyio.Event) -> None:
         ops: list[tuple[str, dict[str, str]]] = []
@@ -102,6 +102,7 @@ async def test_two_servers_and_a_hand_editor(tmp_path: Path, counts: Counter[str
                 await ready_b.wait()
                 editor.start()
                 go.set()
+            await anyio.to_thread.run_sync(editor.join, 60)  # every hand edit gets made
         finally:
             stop.set()
             if editor.is_alive():
