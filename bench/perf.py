@@ -26,6 +26,7 @@ import logging
 import math
 import os
 import platform
+import shutil
 import statistics
 import sys
 import tempfile
@@ -469,8 +470,10 @@ class _RawKernel:
     """The baseline: jupyter-client's KernelManager + BlockingKernelClient, IPC like the host."""
 
     def __init__(self, where: Path) -> None:
-        where.mkdir(parents=True, exist_ok=True)
-        self.where = where
+        # IPC socket paths must fit in sun_path (~107 bytes): a deep fixture dir may not, so the
+        # sockets and connection file go to a short private dir that shutdown() removes.
+        del where
+        self.where = Path(tempfile.mkdtemp(prefix="bp-raw-", dir="/tmp" if os.path.isdir("/tmp") else None))
         self.km: Any = None
         self.kc: Any = None
 
@@ -515,6 +518,7 @@ class _RawKernel:
             self.kc.stop_channels()
         if self.km is not None and self.km.has_kernel:
             self.km.shutdown_kernel(now=True)
+        shutil.rmtree(self.where, ignore_errors=True)
 
 
 # --------------------------------------------------------------------------- the run

@@ -18,7 +18,6 @@ import anyio
 import pytest
 from mcp import Client
 from mcp.types import TextContent
-
 from rel_helpers import stdio_params, write_config
 
 pytestmark = pytest.mark.anyio

@@ -20,10 +20,9 @@ import anyio
 import pytest
 from mcp import Client
 from mcp.types import TextContent
+from rel_helpers import history_texts, stdio_params, write_config
 
 from biopb_mcp.docs.store import DocStore
-
-from rel_helpers import history_texts, stdio_params, write_config
 
 pytestmark = pytest.mark.anyio
 

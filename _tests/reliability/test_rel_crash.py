@@ -18,18 +18,18 @@ import time
 from collections import Counter
 from pathlib import Path
 
+from rel_helpers import RawServer, big_body, created_body, fork_writer, write_config
+
 from biopb_mcp.docs import index as index_mod
 from biopb_mcp.docs.frontmatter import parse
 from biopb_mcp.docs.resources import walk
 from biopb_mcp.docs.search import search_docs
 from biopb_mcp.docs.store import DocStore
 
-from rel_helpers import RawServer, big_body, created_body, fork_writer, write_config
-
 STORE_ROUNDS = 30
 SERVER_ROUNDS = 4
 CREATES_PER_ROUND = 3
-_VERSION = re.compile(r"^version (\S+)$", re.M)
+_VERSION = re.compile(r"^version (\S+)$", re.MULTILINE)
 
 
 def index_states(before: str, created: list[str]) -> list[str]:

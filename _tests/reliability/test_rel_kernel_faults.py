@@ -20,7 +20,6 @@ import anyio
 import pytest
 from mcp import Client
 from mcp.types import CallToolResult, TextContent
-
 from rel_helpers import stdio_params, write_config
 
 pytestmark = pytest.mark.anyio
@@ -72,7 +71,7 @@ async def client(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Clie
     root = tmp_path_factory.mktemp("kfaults")
     env = write_config(
         root,
-        "[kernel]\npromote_after = 2.0\nmax_output_chars = %d\nstartup_timeout = 30.0\nrequest_timeout = 20.0\n" % MAX_OUTPUT,
+        f"[kernel]\npromote_after = 2.0\nmax_output_chars = {MAX_OUTPUT}\nstartup_timeout = 30.0\nrequest_timeout = 20.0\n",
     )
     async with Client(stdio_params(env), mode="legacy", read_timeout_seconds=CALL_BOUND) as c:
         result = await call(c, "start_kernel")
@@ -81,16 +80,16 @@ async def client(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Clie
 
 
 async def test_flooding_stdout_is_bounded(client: Client, counts: Counter[str]) -> None:
-    result, text = await run_to_end(client, "import sys\nfor i in range(200000):\n    sys.stdout.write('spam line %d\\n' % i)\n")
+    _result, text = await run_to_end(client, "import sys\nfor i in range(200000):\n    sys.stdout.write('spam line %d\\n' % i)\n")
     assert len(text) < MAX_OUTPUT + 1000, len(text)
-    assert "spam line 0" in text and re.search(r"truncat|more|offset", text, re.I), text[-500:]
+    assert "spam line 0" in text and re.search(r"truncat|more|offset", text, re.IGNORECASE), text[-500:]
     counts["kernel faults injected"] += 1
 
 
 async def test_input_is_refused_without_hanging(client: Client, counts: Counter[str]) -> None:
     result, text = await run_to_end(client, "answer = input('name? ')")
     assert result.is_error and "input()" in text and "stdin" in text, text
-    ok, text = await run_to_end(client, "print(6 * 7)")
+    _ok, text = await run_to_end(client, "print(6 * 7)")
     assert "42" in text
     counts["kernel faults injected"] += 1
 
@@ -115,7 +114,7 @@ async def test_allocating_until_it_fails_is_reported(client: Client, counts: Cou
     # The limit lives in the kernel process: restart to drop it, and check it works again.
     restarted = await call(client, "restart_kernel")
     assert not restarted.is_error and "lost" in _text(restarted), _text(restarted)
-    ok, text = await run_to_end(client, "bytearray(256 << 20) and print('room again')")
+    _ok, text = await run_to_end(client, "bytearray(256 << 20) and print('room again')")
     assert "room again" in text, text
     counts["kernel faults injected"] += 1
 

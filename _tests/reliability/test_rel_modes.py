@@ -35,7 +35,7 @@ CHILD = textwrap.dedent(
 @pytest.mark.parametrize("umask", ["002", "022", "027", "077"])
 def test_tier_and_history_are_private(tmp_path: Path, umask: str) -> None:
     local = tmp_path / "cfg" / "docs"
-    done = subprocess.run([sys.executable, "-c", CHILD, str(local), umask], capture_output=True, text=True, timeout=60)
+    done = subprocess.run([sys.executable, "-c", CHILD, str(local), umask], capture_output=True, text=True, timeout=60, check=False)
     assert done.returncode == 0, done.stderr
     dirs, files = [], []
     for top, dnames, fnames in os.walk(tmp_path / "cfg"):
