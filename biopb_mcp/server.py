@@ -215,24 +215,33 @@ def _register_kernel_tools(mcp: MCPServer, state: AppState) -> None:
         job: you get its id, follow it with poll_job, stop it with interrupt_kernel. Only one
         execution runs at a time; a call while a job runs answers busy with the job id.
         Long output is truncated with a note on how to page through the rest."""
-        execution = await _call_off_loop(host.submit, code)
         promote_after = float(state.settings.kernel.promote_after)
+        submitted: list[Any] = []  # the execution, known even if the call is cancelled mid-hop
+
+        def wait_slice(seconds: float) -> Any:
+            """One worker-thread hop per slice (submit, wait, render): each hop costs ~1 ms."""
+            if not submitted:
+                submitted.append(host.submit(code))
+            return host.render(submitted[0]) if host.wait(submitted[0], seconds) else None
+
         waited = 0.0
         try:
             while True:
                 slice_seconds = min(WAIT_SLICE_SECONDS, max(promote_after - waited, 0.0))
-                if slice_seconds <= 0:
+                if slice_seconds <= 0 and submitted:
                     break
-                if await anyio.to_thread.run_sync(host.wait, execution, slice_seconds):
-                    rendered = await _call_off_loop(host.render, execution)
+                rendered = await _call_off_loop(wait_slice, slice_seconds)
+                if rendered is not None:
                     return _rendered_result(rendered)
                 waited += slice_seconds
                 await ctx.report_progress(waited, None, f"running for {waited:.0f} s")
         except anyio.get_cancelled_exc_class():
             # The client gave up on the call; keep the execution reachable as a job.
-            with anyio.CancelScope(shield=True):
-                await anyio.to_thread.run_sync(host.promote, execution)
+            if submitted:
+                with anyio.CancelScope(shield=True):
+                    await anyio.to_thread.run_sync(host.promote, submitted[0])
             raise
+        execution = submitted[0]
         job_id = await _call_off_loop(host.promote, execution)
         so_far = await _call_off_loop(host.poll, job_id)
         note = (

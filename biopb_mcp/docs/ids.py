@@ -14,6 +14,7 @@ import os
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass
+from functools import lru_cache
 from pathlib import Path
 
 from biopb_mcp.docs import ID_MAX_CHARS
@@ -160,13 +161,23 @@ def doc_path(tier: Path, doc_id: str) -> Path:
     """
     check_id(doc_id)
     path = tier.joinpath(*doc_id.split("/")[:-1], doc_id.rsplit("/", 1)[-1] + DOC_SUFFIX)
-    root_real = os.path.realpath(tier)
-    if not _inside(root_real, os.path.realpath(path)):
+    if not _inside(_tier_root(os.fspath(tier)), os.path.realpath(path)):
         raise InvalidDocId(
             f"Doc id {doc_id!r} resolves outside the docs tier {tier} (through a symlink); "
             "refusing to read or write it."
         )
     return path
+
+
+@lru_cache(maxsize=32)
+def _tier_root(tier: str) -> str:
+    """The real path of a tier's root, resolved once per process.
+
+    Half the cost of a lookup was re-resolving a deep site-packages path. Caching it fails safe:
+    if the root were re-pointed while the server runs, files under the new target would resolve
+    outside the cached root and be refused, never let through.
+    """
+    return os.path.realpath(tier)
 
 
 def escapes(tier: Path, path: Path) -> bool:

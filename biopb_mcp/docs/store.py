@@ -318,6 +318,17 @@ class DocStore:
         except FileNotFoundError:
             raise self._not_found(doc_id) from None
 
+    def _locate(self, doc_id: str) -> tuple[str, Path]:
+        """(origin, path) of the doc that wins for `doc_id`, without reading it (see `_resolve`)."""
+        local = doc_path(self.local_dir, doc_id)
+        if os.path.exists(local):
+            shadow = os.path.isfile(f"{self.shipped_dir}{os.sep}{doc_id}.md")
+            return (ORIGIN_SHADOW if shadow else ORIGIN_LOCAL), local
+        shipped = doc_path(self.shipped_dir, doc_id)
+        if os.path.exists(shipped):
+            return ORIGIN_SHIPPED, shipped
+        raise self._not_found(doc_id)
+
     def _parsed(self, path: str) -> Parsed:
         """Parsed frontmatter of a file, cached on the file's own (mtime_ns, size)."""
         st = os.stat(path)
@@ -441,11 +452,12 @@ class DocStore:
         Raises:
             InvalidDocId, DocNotFound, DocUnreadable.
         """
-        text, origin, path = self._resolve(check_id(doc_id))
-        parsed = parse(text)
-        updated = parsed.updated
-        if updated is None:
-            updated = _when(os.stat(path).st_mtime)
+        origin, path = self._locate(check_id(doc_id))
+        try:
+            parsed = self._parsed(os.fspath(path))
+            updated = parsed.updated or _when(os.stat(path).st_mtime)
+        except FileNotFoundError:  # removed since _locate looked
+            raise self._not_found(doc_id) from None
         return DocInfo(
             doc_id=doc_id,
             title=parsed.title or doc_id,
