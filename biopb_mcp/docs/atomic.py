@@ -12,9 +12,11 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import os
+import re
 import secrets
 import stat
 import threading
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -42,6 +44,35 @@ def ensure_dir(path: Path) -> None:
             directory.mkdir(mode=DIR_MODE)
 
 
+TEMP_SUFFIX = ".tmp"
+"""Temp files are `.<name>.<pid>.<hex>.tmp`: hidden, so never a doc id even when a crash leaves one."""
+
+STALE_TEMP_SECONDS = 600.0
+"""A temp file this old belongs to a writer that died (a write takes milliseconds)."""
+
+_TEMP_NAME = re.compile(r"\..+\.[0-9]+\.[0-9a-f]{8}" + re.escape(TEMP_SUFFIX) + r"\Z")
+
+
+def sweep_stale_temps(root: Path, *, older_than: float = STALE_TEMP_SECONDS) -> int:
+    """Remove temp files that crashed writers left under `root`; returns how many went.
+
+    They are never surfaced as docs (hidden names), but each can be megabytes, and repeated
+    crashes would otherwise fill the disk slowly.
+    """
+    removed = 0
+    cutoff = time.time() - older_than
+    for directory, _dirs, files in os.walk(root):
+        for name in files:
+            if not _TEMP_NAME.match(name):
+                continue
+            path = os.path.join(directory, name)
+            with contextlib.suppress(OSError):
+                if os.lstat(path).st_mtime < cutoff:
+                    os.unlink(path)
+                    removed += 1
+    return removed
+
+
 def write_atomic(
     path: Path,
     data: str | bytes,
@@ -61,7 +92,7 @@ def write_atomic(
         mode = stat.S_IMODE(os.stat(path).st_mode)
     except OSError:
         mode = None
-    tmp = path.parent / f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}.tmp"
+    tmp = path.parent / f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}{TEMP_SUFFIX}"
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, FILE_MODE)
     try:
         with os.fdopen(fd, "wb") as fh:

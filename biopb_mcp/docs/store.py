@@ -22,7 +22,7 @@ import biopb_mcp
 from biopb_mcp.docs import BODY_MAX_LINES, FILE_MAX_BYTES, INDEX_MAX_ENTRIES
 from biopb_mcp.docs import index as index_mod
 from biopb_mcp.docs import manifest as manifest_mod
-from biopb_mcp.docs.atomic import ensure_dir, tier_lock, write_atomic
+from biopb_mcp.docs.atomic import ensure_dir, sweep_stale_temps, tier_lock, write_atomic
 from biopb_mcp.docs.frontmatter import Parsed, normalize, parse, read_text
 from biopb_mcp.docs.history import SOURCE_HAND_EDIT, SOURCE_SHIPPED, SOURCE_WRITE, History
 from biopb_mcp.docs.ids import (
@@ -161,6 +161,7 @@ class DocStore:
         self._manifest_cache: tuple[tuple[int, int], manifest_mod.Manifest | None] | None = None
         self._cache_lock = threading.Lock()
         self._setup_warned = False
+        self._swept = False
 
     # ----------------------------------------------------------------- paths and setup
 
@@ -204,7 +205,16 @@ class DocStore:
             if not self._setup_warned:
                 logger.warning("Cannot set up the local docs tier %s: %s", self.local_dir, exc)
                 self._setup_warned = True
+        if not self._swept:
+            self._swept = True
+            # Off the caller's path: a walk of a large tier must not delay the first handshake.
+            threading.Thread(target=self._sweep, name="docs-temp-sweep", daemon=True).start()
         self._changed_ids()
+
+    def _sweep(self) -> None:
+        removed = sweep_stale_temps(self.local_dir)
+        if removed:
+            logger.info("Removed %d temp file(s) left by interrupted writes in %s", removed, self.local_dir)
 
     def _changed_ids(self) -> frozenset[str]:
         """Shipped ids that changed at the last version bump (refreshing the manifest on a bump)."""

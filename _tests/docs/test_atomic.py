@@ -1,0 +1,51 @@
+"""Atomic writes leave temp files only when a writer dies; those are swept once they are stale."""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from pathlib import Path
+
+from biopb_mcp.docs.atomic import STALE_TEMP_SECONDS, sweep_stale_temps, write_atomic
+from biopb_mcp.docs.store import DocStore
+
+
+def _temp(directory: Path, name: str, age: float) -> Path:
+    path = directory / f".{name}.4242.0123abcd.tmp"
+    path.write_text("half a doc")
+    then = time.time() - age
+    os.utime(path, (then, then))
+    return path
+
+
+def test_sweep_removes_only_stale_temp_files(tmp_path: Path) -> None:
+    (tmp_path / "lab").mkdir()
+    stale = _temp(tmp_path / "lab", "protocol.md", STALE_TEMP_SECONDS + 60)
+    fresh = _temp(tmp_path, "index.md", 5)
+    doc = tmp_path / "old-doc.md"
+    doc.write_text("# a doc\n")
+    os.utime(doc, (0, 0))
+    lookalike = tmp_path / ".notes.tmp"  # not our temp-name shape: left alone
+    lookalike.write_text("x")
+    os.utime(lookalike, (0, 0))
+
+    assert sweep_stale_temps(tmp_path) == 1
+    assert not stale.exists()
+    assert fresh.exists() and doc.exists() and lookalike.exists()
+
+
+def test_a_write_leaves_no_temp_file(tmp_path: Path) -> None:
+    write_atomic(tmp_path / "a.md", "text\n")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a.md"]
+
+
+def test_the_store_sweeps_its_local_tier_once_on_first_access(tmp_path: Path) -> None:
+    local = tmp_path / "docs"
+    local.mkdir()
+    stale = _temp(local, "x.md", STALE_TEMP_SECONDS + 60)
+    DocStore(local).render_index()
+    sweeper = next((t for t in threading.enumerate() if t.name == "docs-temp-sweep"), None)
+    if sweeper is not None:
+        sweeper.join(10)
+    assert not stale.exists()
