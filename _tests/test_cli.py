@@ -205,7 +205,7 @@ def test_console_script_help_and_config_show(isolated_dirs: Path) -> None:
     cfile = isolated_dirs / "config.toml"
     cfile.write_text("[kernel]\nname = 'lab'\n", encoding="utf-8")
     done = subprocess.run([script(), "config", "show"], capture_output=True, text=True, env=env, timeout=60)
-    assert done.returncode == 0 and f'name = "lab"' in done.stdout and f"# {cfile}:2" in done.stdout
+    assert done.returncode == 0 and 'name = "lab"' in done.stdout and f"# {cfile}:2" in done.stdout
     cfile.write_text("[kernel]\nname = \n", encoding="utf-8")
     done = subprocess.run([script()], capture_output=True, text=True, env=env, timeout=60,
                           stdin=subprocess.DEVNULL)

@@ -187,7 +187,7 @@ def test_without_the_env_var_the_platform_config_dir_is_used(
 def test_show_prints_every_key_with_its_source_and_is_valid_toml(tmp_path: Path) -> None:
     cfile = write_config(tmp_path, "[kernel]\nname = 'lab-env'\n")
     text = render_show(load_settings(tmp_path))
-    assert f"name = \"lab-env\"" in text and f"# {cfile}:2" in text
+    assert "name = \"lab-env\"" in text and f"# {cfile}:2" in text
     parsed = tomllib.loads(text)
     assert parsed["kernel"]["name"] == "lab-env"
     assert {f"{s}.{k}" for s, body in parsed.items() for k in body} == {k.dotted for k in SCHEMA}

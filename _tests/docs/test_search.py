@@ -5,7 +5,6 @@ from __future__ import annotations
 import logging
 import os
 import random
-import statistics
 import time
 from pathlib import Path
 

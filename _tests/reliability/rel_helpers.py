@@ -6,20 +6,15 @@ Everything here is real: real files under tmp dirs, real ``python -m biopb_mcp``
 from __future__ import annotations
 
 import hashlib
-import json
 import os
 import re
 import selectors
 import stat
-import subprocess
-import sys
-import time
 from pathlib import Path
 from typing import Any
 
 from mcp import StdioServerParameters
-
-SERVER_ARGS = ["-m", "biopb_mcp"]
+from stdio_procs import stdio_params as shared_stdio_params
 
 
 def write_config(root: Path, extra: str = "") -> dict[str, str]:
@@ -47,8 +42,8 @@ def write_config(root: Path, extra: str = "") -> dict[str, str]:
 
 
 def stdio_params(env: dict[str, str]) -> StdioServerParameters:
-    """Parameters for the real server over stdio, in its own config tree."""
-    return StdioServerParameters(command=sys.executable, args=list(SERVER_ARGS), env={**os.environ, **env})
+    """Parameters for the real server over stdio, in its own config tree (the whole environment kept)."""
+    return shared_stdio_params({**os.environ, **env})
 
 
 def snapshot(root: Path, *, exclude: tuple[Path, ...] = ()) -> dict[str, str]:
@@ -101,81 +96,6 @@ def history_texts(store: Any, doc_id: str) -> list[str]:
             view = store.read_doc(f"{doc_id}@v{match.group(1)}")
             texts.append(view.split("\n\n", 1)[1])
     return texts
-
-
-class RawServer:
-    """The real server as a subprocess spoken to in raw JSON-RPC lines (handshake era).
-
-    For the crash tests: an SDK session hides the moment a request leaves, and cannot be killed
-    under a call without tearing down its own task group.
-    """
-
-    def __init__(self, env: dict[str, str], stderr_path: Path) -> None:
-        self._stderr = stderr_path.open("wb")
-        self.proc = subprocess.Popen(
-            [sys.executable, *SERVER_ARGS],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=self._stderr,
-            env={**os.environ, **env},
-        )
-        self._next_id = 0
-        self._buffer = b""
-        self._selector = selectors.DefaultSelector()
-        assert self.proc.stdout is not None
-        os.set_blocking(self.proc.stdout.fileno(), False)
-        self._selector.register(self.proc.stdout, selectors.EVENT_READ)
-
-    def send(self, message: dict[str, Any]) -> None:
-        assert self.proc.stdin is not None
-        self.proc.stdin.write(json.dumps(message).encode() + b"\n")
-        self.proc.stdin.flush()
-
-    def request(self, method: str, params: dict[str, Any] | None = None) -> int:
-        self._next_id += 1
-        self.send({"jsonrpc": "2.0", "id": self._next_id, "method": method, "params": params or {}})
-        return self._next_id
-
-    def response(self, request_id: int, timeout: float = 60.0) -> dict[str, Any]:
-        deadline = time.monotonic() + timeout
-        assert self.proc.stdout is not None
-        while True:
-            while b"\n" not in self._buffer:
-                remaining = deadline - time.monotonic()
-                if remaining <= 0:
-                    raise TimeoutError("no response from the server")
-                if self._selector.select(remaining):
-                    chunk = self.proc.stdout.read(1 << 16)
-                    if chunk == b"":
-                        raise EOFError("server closed stdout")
-                    if chunk:
-                        self._buffer += chunk
-            line, self._buffer = self._buffer.split(b"\n", 1)
-            message = json.loads(line)
-            if message.get("id") == request_id:
-                return message
-
-    def initialize(self) -> dict[str, Any]:
-        rid = self.request(
-            "initialize",
-            {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "raw", "version": "0"}},
-        )
-        result = self.response(rid)["result"]
-        self.send({"jsonrpc": "2.0", "method": "notifications/initialized"})
-        return result
-
-    def close(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.kill()
-        self.proc.wait(10)
-        self._selector.close()
-        self._stderr.close()
-        for stream in (self.proc.stdin, self.proc.stdout):
-            if stream is not None:
-                try:
-                    stream.close()
-                except OSError:
-                    pass
 
 
 # --------------------------------------------------------------------------- crash injection
