@@ -58,13 +58,32 @@ ASK_FIRST_LINE = (
 """Step 6."""
 
 
+INDEX_MAX_CHARS = 60_000
+"""Largest index inlined whole. At the 200-entry cap an index is about 25 KB (seed 001 §2); only a
+hand-grown one gets past this, and a client may drop an initialize result that large."""
+
+
+def _bounded(index: str) -> str:
+    """The index, cut at a line boundary past INDEX_MAX_CHARS with a note saying how to see the rest."""
+    if len(index) <= INDEX_MAX_CHARS:
+        return index
+    head = index[: index.rfind("\n", 0, INDEX_MAX_CHARS) + 1 or INDEX_MAX_CHARS]
+    hidden = index.count("\n", len(head)) + 1
+    return (
+        head.rstrip()
+        + f"\n\n(The index is cut here: {hidden} more lines, {len(index) - len(head):,} characters. It is far "
+        'over the 200-entry cap; read_doc("index") shows it whole. Ask the user before trimming it '
+        "with write_doc.)"
+    )
+
+
 def _render_index_or_note(store: _RendersIndex) -> str:
     """The rendered index, or one clear line when it cannot be rendered (never fail the handshake)."""
     try:
         # The ignored: line names docs the agent decided not to list; spelling those ids out in
         # every session's context would list them after all (seed 001 §6: the handshake never
         # shows an id the agent could guess). read_doc("index") still shows the line to edit.
-        return store.render_index(hide_ignored=True).strip()
+        return _bounded(store.render_index(hide_ignored=True).strip())
     except Exception as exc:  # top-level: a broken index must not break initialize
         logger.exception("Rendering the doc index for the handshake failed")
         return (

@@ -10,6 +10,7 @@ agent reads; anything else is a crash the SDK reports without detail (and logs h
 from __future__ import annotations
 
 import base64
+import functools
 import inspect
 import json
 import logging
@@ -185,12 +186,56 @@ def _versions() -> dict[str, str]:
     return found
 
 
+def _not_ready_result(exc: ToolError) -> CallToolResult | None:
+    """The structured not-ready answer, when ``exc`` came from a kernel that is not ready."""
+    cause = exc.__cause__
+    if not isinstance(cause, KernelNotReady):
+        return None
+    return CallToolResult(
+        content=[TextContent(type="text", text=str(exc))],
+        structured_content={"kernel_state": cause.state, "next_step": "start_kernel"},
+        is_error=True,
+    )
+
+
+def _answer_not_ready(fn: _F) -> _F:
+    """Let a kernel tool answer a not-ready kernel with a structured status instead of plain text.
+
+    ``functools.wraps`` keeps the signature the SDK reads for the input schema and Context injection.
+    """
+    if inspect.iscoroutinefunction(fn):
+
+        @functools.wraps(fn)
+        async def wrapped_async(*args: Any, **kwargs: Any) -> Any:
+            try:
+                return await fn(*args, **kwargs)
+            except ToolError as exc:
+                result = _not_ready_result(exc)
+                if result is None:
+                    raise
+                return result
+
+        return wrapped_async  # type: ignore[return-value]
+
+    @functools.wraps(fn)
+    def wrapped(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return fn(*args, **kwargs)
+        except ToolError as exc:
+            result = _not_ready_result(exc)
+            if result is None:
+                raise
+            return result
+
+    return wrapped  # type: ignore[return-value]
+
+
 def _tool(mcp: MCPServer, annotations: ToolAnnotations, description: str | None = None) -> Callable[[_F], _F]:
     """``mcp.tool`` with the docstring dedented into the description the agent reads, text output only."""
 
     def register(fn: _F) -> _F:
         text = description if description is not None else inspect.cleandoc(fn.__doc__ or "")
-        return mcp.tool(description=text, structured_output=False, annotations=annotations)(fn)
+        return mcp.tool(description=text, structured_output=False, annotations=annotations)(_answer_not_ready(fn))
 
     return register
 

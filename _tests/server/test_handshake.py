@@ -5,7 +5,15 @@ from __future__ import annotations
 from pathlib import Path
 
 from biopb_mcp.docs.store import DocStore
-from biopb_mcp.handshake import ASK_FIRST_LINE, GUARDRAILS, INDEX_HEADER, READ_FIRST_LINE, START_LINE, compose_instructions
+from biopb_mcp.handshake import (
+    ASK_FIRST_LINE,
+    GUARDRAILS,
+    INDEX_HEADER,
+    INDEX_MAX_CHARS,
+    READ_FIRST_LINE,
+    START_LINE,
+    compose_instructions,
+)
 
 
 def test_order_is_start_header_index_read_guardrails_ask(tmp_path: Path) -> None:
@@ -47,3 +55,17 @@ def test_the_handshake_never_spells_out_ignored_ids(tmp_path: Path) -> None:
     assert "flatfield" not in text and "count-spots" not in text
     assert "ignored: (2 shipped docs" in text
     assert "flatfield" in store.read_doc("index")  # still there to edit
+
+
+def test_a_hand_grown_index_is_cut_with_a_note_not_inlined_whole(tmp_path: Path) -> None:
+    local = tmp_path / "docs"
+    local.mkdir()
+    lines = "".join(f"- lab/protocol-{i}: when the user asks about protocol number {i} of the lab\n" for i in range(10_000))
+    (local / "index.md").write_text("# idx\n\n## Lab\n" + lines)
+    store = DocStore(local)
+    text = compose_instructions(store)
+    assert len(text) < INDEX_MAX_CHARS + 5_000
+    assert "- lab/protocol-0:" in text and "- lab/protocol-9999:" not in text
+    assert 'read_doc("index") shows it whole' in text
+    assert text.endswith(ASK_FIRST_LINE)  # what follows the index still arrives
+    assert "- lab/protocol-9999:" in store.read_doc("index")

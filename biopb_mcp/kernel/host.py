@@ -517,7 +517,8 @@ class KernelHost:
         if ex is None:
             hint = f" Recent ids: {', '.join(known)}." if known else " No code has run yet."
             raise JobNotFound(
-                f"No job {job_id!r}: ids look like job-3; only the last {MAX_KEPT_EXECUTIONS} are kept.{hint}"
+                f"No job {job_id!r} (ids have the form job-<N>, as execute_code returns them; only the "
+                f"last {MAX_KEPT_EXECUTIONS} executions are kept).{hint}"
             )
         if offset < 0:
             raise KernelError(f"offset must be 0 or more, got {offset}.")
