@@ -16,6 +16,7 @@ import secrets
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from starlette.types import ASGIApp, Receive, Scope, Send
 
@@ -70,6 +71,7 @@ def write_token_file(runtime_dir: Path, token: str) -> Path:
 
 def client_config_lines(url: str, token: str | None) -> list[str]:
     """Lines for stderr that show how a client connects (with the token, when there is one)."""
+    entry: dict[str, Any]
     if token is None:
         entry = {"mcpServers": {"biopb": {"type": "http", "url": url}}}
         return [f"MCP client config: {json.dumps(entry)}"]

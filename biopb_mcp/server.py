@@ -29,7 +29,7 @@ from mcp.server import ServerRequestContext
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp.server.context import CallNext, HandlerResult
-from mcp.types import CallToolResult, ImageContent, TextContent, ToolAnnotations
+from mcp.types import CallToolResult, ContentBlock, ImageContent, TextContent, ToolAnnotations
 from pydantic import BaseModel
 
 import biopb_mcp
@@ -111,7 +111,7 @@ async def _call_off_loop(fn: Callable[..., _T], *args: Any) -> _T:
 def _rendered_result(rendered: Any, *, prefix: str = "") -> CallToolResult:
     """Text plus PNG images as MCP content; an error in the agent's code marks the result as an error."""
     text = f"{prefix}{rendered.text}" if prefix else rendered.text
-    content: list[TextContent | ImageContent] = [TextContent(type="text", text=text or "(no output)")]
+    content: list[ContentBlock] = [TextContent(type="text", text=text or "(no output)")]
     for png in rendered.images:
         content.append(ImageContent(type="image", data=base64.b64encode(png).decode("ascii"), mime_type="image/png"))
     return CallToolResult(content=content, is_error=getattr(rendered, "status", "ok") in _ERROR_STATUSES)
