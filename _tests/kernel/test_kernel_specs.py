@@ -1,0 +1,81 @@
+"""The kernel a scientist points at: a named kernel spec, and plugins shipped as entry points."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+from kernel_helpers import make_settings
+from biopb_mcp.kernel import KernelHost
+
+pytestmark = pytest.mark.slow
+
+
+def _run(host: KernelHost, code: str) -> str:
+    ex = host.submit(code)
+    assert host.wait(ex, 60)
+    return host.render(ex).text
+
+
+def test_a_named_python_kernel_spec_runs_with_its_env_bootstrap_and_plugins(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The environment a lab's analysis packages live in: here a spec of this Python with its own env var.
+    spec_dir = tmp_path / "jupyter" / "kernels" / "lab-env"
+    spec_dir.mkdir(parents=True)
+    spec = {
+        "argv": [sys.executable, "-m", "ipykernel_launcher", "-f", "{connection_file}"],
+        "display_name": "Lab env",
+        "language": "python",
+        "env": {"LAB_MARKER": "from-the-spec"},
+    }
+    (spec_dir / "kernel.json").write_text(json.dumps(spec))
+    monkeypatch.setenv("JUPYTER_PATH", str(tmp_path / "jupyter"))
+    settings = make_settings(tmp_path / "srv", kernel='name = "lab-env"\n')
+    Path(settings.plugins_dir).mkdir(parents=True)
+    (Path(settings.plugins_dir) / "lab.py").write_text("LAB_PIXEL_SIZE_UM = 0.325\n")
+    host = KernelHost(settings)
+    try:
+        host.start()
+        status = host.status()
+        assert "lab-env" in str(status["kernel_spec"])
+        assert status["parent_death_watch"] is True  # a Python spec gets the bootstrap too
+        assert _run(host, "import os; os.environ['LAB_MARKER']") == "'from-the-spec'"
+        assert _run(host, "LAB_PIXEL_SIZE_UM * 2") == "0.65"
+    finally:
+        host.shutdown()
+
+
+def test_entry_point_plugins_load_into_the_namespace_and_a_broken_one_is_skipped(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # An installed package that declares [project.entry-points."biopb_mcp.namespace"].
+    site = tmp_path / "site"
+    (site / "labtools").mkdir(parents=True)
+    (site / "labtools" / "__init__.py").write_text(
+        '"""The lab\'s helpers."""\n\ndef scale_bar_um(pixels, pixel_size_um=0.325):\n'
+        '    """Length of a scale bar in micrometres."""\n    return pixels * pixel_size_um\n'
+    )
+    (site / "labtools" / "broken.py").write_text("raise ImportError('labtools.broken needs a missing package')\n")
+    dist = site / "labtools-1.0.dist-info"
+    dist.mkdir()
+    (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: labtools\nVersion: 1.0\n")
+    (dist / "entry_points.txt").write_text(
+        "[biopb_mcp.namespace]\nlabtools = labtools\nbroken = labtools.broken\n"
+    )
+    monkeypatch.setenv("PYTHONPATH", str(site))
+    host = KernelHost(make_settings(tmp_path / "srv"))
+    try:
+        said = host.start()
+        plugins = host.status()["plugins"]
+        assert any("labtools" in json.dumps(p) for p in plugins["loaded"]), plugins
+        assert any("broken" in json.dumps(p) and "ImportError" in json.dumps(p) for p in plugins["failed"]), plugins
+        assert "broken" in said
+        assert _run(host, "labtools.scale_bar_um(100)") == "32.5"
+        described = host.inspect("labtools.scale_bar_um")
+        assert "Length of a scale bar" in described and "pixel_size_um" in described
+    finally:
+        host.shutdown()
