@@ -173,7 +173,8 @@ class DocNotifier:
         """Announce a successful write_doc: the index and the doc changed; a create grows the list."""
         if not result.changed and not result.created:
             return
-        await self.notify_updated([INDEX_URI, doc_uri(result.doc_id)])
+        # dict.fromkeys: write_doc("index") is the index's own URI, announced once.
+        await self.notify_updated(list(dict.fromkeys([INDEX_URI, doc_uri(result.doc_id)])))
         if result.created:
             await self.notify_list_changed()
 

@@ -79,3 +79,13 @@ def test_pack_keeps_an_unreadable_listed_doc_as_a_note(
     assert parts["segment/nuclei"].startswith("(this doc could not be read")
     assert "kernel" in parts and "new-tool" in parts
     assert any("segment/nuclei" in r.getMessage() for r in caplog.records)
+
+
+def test_pack_keeps_a_listed_symlink_leaving_the_tier_as_a_note(store: DocStore, tmp_path: Path) -> None:
+    outside = tmp_path / "secret.md"
+    outside.write_text("# Secret\nsecret text\n", encoding="utf-8")
+    (tmp_path / "local" / "segment").mkdir()
+    (tmp_path / "local" / "segment" / "nuclei.md").symlink_to(outside)
+    parts = _parts(build_pack(store))
+    assert parts["segment/nuclei"].startswith("(this doc could not be read")
+    assert "secret text" not in build_pack(store)

@@ -162,3 +162,43 @@ def test_listing_cache_is_reused_and_sees_every_kind_of_change(tmp_path: Path) -
     with index.open("a", encoding="utf-8") as f:
         f.write("- newgrp/x: added by hand\n")
     assert titles(listing).get(doc_uri("newgrp/x")) == "X"  # a new directory and index line
+
+
+def test_an_index_entry_naming_index_is_not_listed_twice_nor_loops_the_walk(tmp_path: Path) -> None:
+    """`index` is the index, not a doc: a `- index: …` line must not add a second index resource.
+
+    Its URI equals the index's, so a page ending on it handed back a cursor that restarts the walk.
+    """
+    store, ids = make_corpus(tmp_path, 3)
+    with (store.local_dir / "index.md").open("a", encoding="utf-8") as fh:
+        fh.write("- index: this very file\n")
+    listing = Listing(store)
+    uris: list[str] = []
+    cursor = None
+    for _ in range(10):  # bounded: the bug made this walk endless
+        page = listing.page(cursor, page_size=2)
+        uris += [e.uri for e in page.entries]
+        cursor = page.next_cursor
+        if cursor is None:
+            break
+    assert cursor is None
+    assert uris == [INDEX_URI] + [doc_uri(i) for i in ids]
+    assert "index" not in store.listed_ids()
+
+
+def test_indexed_symlink_leaving_the_tier_is_skipped_not_fatal(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """An index entry naming a local symlink to a file outside the tier: the store refuses to read
+    it, and the listing skips it with a warning like any unreadable file, never failing the page."""
+    store, ids = make_corpus(tmp_path, 3)
+    outside = tmp_path / "secret.md"
+    outside.write_text("# Secret\n\nnot a doc\n", encoding="utf-8")
+    os.symlink(outside, store.local_dir / "escape.md")
+    with (store.local_dir / "index.md").open("a", encoding="utf-8") as fh:
+        fh.write("- escape: points outside\n")
+    with caplog.at_level(logging.WARNING, logger="biopb_mcp.docs.resources"):
+        uris = [e.uri for e in walk(store)]
+    assert uris == [INDEX_URI] + [doc_uri(i) for i in ids]
+    assert any("escape" in r.getMessage() and r.levelno == logging.WARNING for r in caplog.records)
+    assert any("'escape'" in p and "outside" in p for p in store.check())

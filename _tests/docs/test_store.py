@@ -473,3 +473,61 @@ def test_index_diff_compares_the_local_index_with_the_shipped_one(store: DocStor
 def test_render_with_hidden_ignored_ids(store: DocStore) -> None:
     assert "smlm" not in store.render_index(hide_ignored=True)
     assert "ignored: smlm" in store.render_index()
+
+
+def test_an_index_entry_naming_index_is_not_a_doc(store: DocStore) -> None:
+    store.write_doc("index", old="- authoring: how to write a doc", new="- authoring: how to write a doc\n- index: this file")
+    assert "- index: this file (missing)" in store.render_index()
+    assert "index" not in store.listed_ids()
+    assert any("'index'" in p for p in store.check())
+    with pytest.raises(InvalidDocId):
+        store.info("index")
+
+
+def test_line_cap_counts_newlines_only(store: DocStore) -> None:
+    """A form feed or U+2028 inside a line is not a line break in a markdown file (str.splitlines says it is)."""
+    body = "".join(f"line {i}\n" for i in range(BODY_MAX_LINES - 2)) + "page\x0cbreak\nsep\u2028inside\n"
+    assert store.write_doc("odd-breaks", body=body).created
+    assert not any("odd-breaks" in p for p in store.check())
+
+
+def test_check_reports_entry_lines_whose_id_is_outside_the_grammar(store: DocStore) -> None:
+    """The loader reads such a line as prose (no `(missing)` flag), so only check can point at it."""
+    bad = ["a//b", ".hidden", "x" * 201]
+    store.write_doc("index", old="ignored: smlm", new="".join(f"- {b}: hook\n" for b in bad) + "ignored: smlm")
+    problems = store.check()
+    for b in bad:
+        assert any(f"{b!r}" in p and "not a valid id" in p for p in problems), (b, problems)
+    assert store.render_index().count("(missing)") == 0
+
+
+def test_an_old_that_overlaps_itself_counts_as_two_matches(store: DocStore) -> None:
+    store.write_doc("notes", body="# Notes\n\nbaaa\n")
+    before = store.read_doc("notes")
+    with pytest.raises(WriteRefused, match="matches 2 times"):
+        store.write_doc("notes", old="aa", new="b")
+    assert store.read_doc("notes") == before
+
+
+def test_writing_the_rendered_index_back_does_not_pile_up_its_marks(store: DocStore) -> None:
+    store.write_doc("kernel", old="One kernel per server.", new="One kernel per server, shared.")
+    store.write_doc("index", old="- stitch-tiles: assemble a grid of tiles", new="- gone-doc: was here")
+    rendered = store.render_index()
+    assert "- kernel: namespace, jobs, where computes run (local copy)" in rendered
+    assert "- gone-doc: was here (missing)" in rendered
+    head = rendered.split(NEW_TAIL_HEADING)[0]  # the agent's file as rendered, without the tail
+    store.write_doc("index", body=head)
+    stored = (store.local_dir / "index.md").read_text()
+    assert "(local copy)" not in stored and "(missing)" not in stored
+    assert store.render_index().count("(local copy)") == 1
+
+
+def test_check_ignores_links_quoted_as_code_in_shipped_docs(tmp_path: Path) -> None:
+    docs = dict(SHIPPED, authoring="# Authoring\n\nLink with `[[other-doc]]`; e.g.\n\n```\nsee [[nowhere]]\n```\n\nSee [[kernel]].\n")
+    store = DocStore(tmp_path / "local", shipped_dir=make_shipped(tmp_path / "shipped", docs))
+    assert not [p for p in store.check() if "links [[" in p]
+    docs["authoring"] += "\nAnd [[really-missing]].\n"
+    store = DocStore(tmp_path / "local2", shipped_dir=make_shipped(tmp_path / "shipped2", docs))
+    assert [p for p in store.check() if "links [[" in p] == [
+        "shipped: authoring links [[really-missing]], which is not a shipped doc."
+    ]

@@ -346,3 +346,22 @@ def test_changes_between_snapshots() -> None:
     assert changes(old, gone) == ([INDEX_URI, doc_uri("b")], True)
     assert changes(gone, old) == ([INDEX_URI, doc_uri("b")], True)
 
+
+
+@pytest.mark.anyio
+async def test_an_index_write_announces_the_index_once(tmp_path: Path) -> None:
+    """write_doc("index") is a write to the index URI only: one resources/updated, not two."""
+    local, shipped, ids = make_corpus(tmp_path, 2)
+    mcp, _, _ = make_server(local, shipped, poll=60)  # the write, not the watcher, must notify
+    inbox = Inbox()
+    async with (
+        Client(mcp, mode="legacy", cache=None, message_handler=inbox) as a,
+        Client(mcp, mode="legacy", cache=None) as b,
+    ):
+        await legacy_subscribe(a, INDEX_URI)
+        await legacy_subscribe(a, doc_uri(ids[0]))
+        await b.call_tool("write_doc", {"doc_id": "index", "body": f"# Docs\n\n- {ids[0]}: one\n"})
+        # One connection's notifications arrive in order: once the doc's arrives, the index write's have.
+        await b.call_tool("write_doc", {"doc_id": ids[0], "body": "# Changed\n\nBy B.\n"})
+        await inbox.wait_for({doc_uri(ids[0])})
+        assert inbox.updated.count(INDEX_URI) == 2  # one per write

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from biopb_mcp.docs.ids import is_valid_id
 
@@ -58,6 +58,8 @@ class IndexFile:
     entries: list[Entry]
     ignored: list[str]
     ignored_lines: list[int]
+    bad_entries: list[tuple[int, str]] = field(default_factory=list)
+    """(line, token) of entry-shaped lines whose id is outside the grammar: prose to the loader."""
 
     @property
     def entry_count(self) -> int:
@@ -76,6 +78,7 @@ def parse(text: str) -> IndexFile:
     entries: list[Entry] = []
     ignored: list[str] = []
     ignored_lines: list[int] = []
+    bad_entries: list[tuple[int, str]] = []
     in_fence = False
     for i, line in enumerate(lines):
         # Cheap substring tests first: each regex below needs its marker in the line, and the
@@ -92,6 +95,8 @@ def parse(text: str) -> IndexFile:
             doc_id = token[:-1] if collection else token
             if is_valid_id(doc_id):
                 entries.append(Entry(doc_id, (match.group("hook") or "").rstrip(), i, collection))
+            else:
+                bad_entries.append((i, token))
             continue
         match = _IGNORED.match(line)
         if match:
@@ -100,7 +105,8 @@ def parse(text: str) -> IndexFile:
                 item = item.strip().strip("`").strip()
                 if item and item not in ignored:
                     ignored.append(item)
-    return IndexFile(lines=lines, entries=entries, ignored=ignored, ignored_lines=ignored_lines)
+    return IndexFile(lines=lines, entries=entries, ignored=ignored, ignored_lines=ignored_lines,
+                     bad_entries=bad_entries)
 
 
 def render(

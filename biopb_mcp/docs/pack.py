@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING
 
-from biopb_mcp.errors import DocNotFound, DocUnreadable
+from biopb_mcp.errors import DocNotFound, DocUnreadable, InvalidDocId
 
 if TYPE_CHECKING:
     from biopb_mcp.docs.store import DocStore
@@ -46,7 +46,7 @@ def build_pack(store: DocStore) -> str:
     for doc_id in ids:
         try:
             text = store.read_doc(doc_id).rstrip()
-        except (DocNotFound, DocUnreadable) as exc:
+        except (DocNotFound, DocUnreadable, InvalidDocId) as exc:  # InvalidDocId: a symlink out of the tier
             logger.warning("pack leaves out doc %s: %s", doc_id, exc)
             text = f"(this doc could not be read when the pack was made: {exc})"
         parts.append(f"{pack_heading(doc_id)}\n\n{text}")

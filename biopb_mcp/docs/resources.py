@@ -108,15 +108,16 @@ def parse_cursor(cursor: str) -> str | None:
 def describe(store: DocStore, doc_id: str) -> ResourceEntry | None:
     """The listing entry for one doc, or None when the file cannot be read (logged, never raised).
 
-    A listing must never break on one bad file (DESIGN.md), so an unreadable doc is skipped with
-    a warning and a doc deleted since ``listed_ids()`` is skipped quietly.
+    A listing must never break on one bad file (DESIGN.md), so an unreadable doc (or a symlink the
+    store refuses to follow out of its tier) is skipped with a warning and a doc deleted since
+    ``listed_ids()`` is skipped quietly.
     """
     try:
         info = store.info(doc_id)
     except DocNotFound:
         logger.debug("doc %r vanished while listing; skipped", doc_id)
         return None
-    except (DocUnreadable, OSError, UnicodeDecodeError) as exc:
+    except (DocUnreadable, InvalidDocId, OSError, UnicodeDecodeError) as exc:  # InvalidDocId: a symlink out
         logger.warning("resources/list: skipping unreadable doc %r: %s", doc_id, exc)
         return None
     return ResourceEntry(uri=doc_uri(doc_id), name=info.title or doc_id, description=info.description or "")

@@ -64,6 +64,8 @@ See the shipped doc "authoring" for checkpoint types and how to write parameter 
 """The write_doc authoring gate (seed 001 §5); the server puts it in the tool's docstring."""
 
 _LINK = re.compile(r"\[\[([^\]\s|#]+)\]\]")
+_CODE = re.compile(r"^(```|~~~).*?^\1[^\n]*$|`[^`\n]*`", re.S | re.M)
+"""Fenced blocks and inline code spans: a `[[x]]` quoted there is an example, not a link."""
 
 
 @dataclass(frozen=True)
@@ -93,8 +95,36 @@ def _when(epoch: float) -> str:
     return time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(epoch))
 
 
+def _occurrences(text: str, sub: str) -> int:
+    """How many places `sub` starts at, overlaps included ("aa" is in "aaa" twice): an old/new
+    replace must be unambiguous, and str.count would call an overlapping match unique."""
+    count, start = 0, text.find(sub)
+    while start != -1:
+        count += 1
+        start = text.find(sub, start + 1)
+    return count
+
+
+def _strip_render_marks(index_text: str) -> str:
+    """Drop the `(missing)` / `(local copy)` marks the renderer appends to entry lines.
+
+    They are the loader's knowledge, not the agent's text: an index written back from a read of
+    the rendered index must not pile them up.
+    """
+    parsed = index_mod.parse(index_text)
+    lines = list(parsed.lines)
+    for entry in parsed.entries:
+        line = lines[entry.line].rstrip()
+        for mark in (index_mod.MISSING, index_mod.LOCAL_COPY):
+            while line.endswith(" " + mark):
+                line = line[: -len(mark) - 1].rstrip()
+        lines[entry.line] = line
+    return "\n".join(lines)
+
+
 def _line_count(text: str) -> int:
-    return len(text.splitlines())
+    """Lines as an editor counts them: newline-separated (str.splitlines also breaks at a form feed, U+2028, …)."""
+    return text.count("\n") + (0 if text.endswith("\n") or not text else 1)
 
 
 _CONTEXT = 3
@@ -180,6 +210,13 @@ class DocStore:
         return f"{self.local_dir}{os.sep}{doc_id}.md"
 
     def _is_local_file(self, doc_id: str) -> bool:
+        """True when a local doc file exists for `doc_id`; never for `index`, the index itself.
+
+        An index line `- index: …` names no doc: counting the index file as one would list it a
+        second time, under the index's own URI (a resources cursor there restarts the walk).
+        """
+        if doc_id == INDEX_ID:
+            return False
         try:
             return stat.S_ISREG(os.stat(self._local_file(doc_id)).st_mode)
         except OSError:
@@ -462,7 +499,9 @@ class DocStore:
         Raises:
             InvalidDocId, DocNotFound, DocUnreadable.
         """
-        origin, path = self._locate(check_id(doc_id))
+        if check_id(doc_id) == INDEX_ID:
+            raise InvalidDocId("'index' is not a doc: read it with read_doc(\"index\") or render_index().")
+        origin, path = self._locate(doc_id)
         try:
             parsed = self._parsed(os.fspath(path))
             updated = parsed.updated or _when(os.stat(path).st_mtime)
@@ -611,7 +650,7 @@ class DocStore:
             return text if text.endswith("\n") else text + "\n"
         assert old is not None and new is not None and base is not None
         old_n, new_n = normalize(old), normalize(new)
-        count = base.count(old_n)
+        count = _occurrences(base, old_n)
         if count == 0:
             raise WriteRefused(
                 f"old was not found in {doc_id!r} (0 matches); nothing was changed. Re-read it with "
@@ -754,7 +793,7 @@ class DocStore:
                 raise
             current = None  # a whole-body write is how an unreadable index gets fixed
         base = current if current is not None else self._shipped_index_text()
-        after = self._apply(INDEX_ID, base, body, old, new)
+        after = _strip_render_marks(self._apply(INDEX_ID, base, body, old, new))
         if after == base and current is not None:
             return WriteResult(INDEX_ID, created=False, changed=False, text="No change: the index already equals this text; nothing was written.\n")
         old_count = index_mod.parse(base).entry_count
@@ -803,7 +842,7 @@ class DocStore:
                 if lines > BODY_MAX_LINES:
                     problems.append(f"{tier_name}: {doc_id} has {lines} lines; the cap is {BODY_MAX_LINES}.")
         for doc_id, text in sorted(readable["shipped"].items()):
-            for target in _LINK.findall(parse(text).body):
+            for target in _LINK.findall(_CODE.sub("", parse(text).body)):
                 if target not in readable["shipped"]:
                     problems.append(f"shipped: {doc_id} links [[{target}]], which is not a shipped doc.")
         text, note = self._index_text()
@@ -816,8 +855,19 @@ class DocStore:
         for entry in parsed.entries:
             if entry.collection:
                 continue
-            if entry.doc_id not in shipped_ids and not self._is_local_file(entry.doc_id):
+            if entry.doc_id == INDEX_ID:
+                problems.append(f"index line {entry.line + 1}: 'index' is the index itself, not a doc; remove the line.")
+            elif entry.doc_id not in shipped_ids and not self._is_local_file(entry.doc_id):
                 problems.append(f"index line {entry.line + 1}: {entry.doc_id!r} resolves to no doc (missing).")
+            else:
+                try:
+                    doc_path(self.local_dir, entry.doc_id)
+                except InvalidDocId as exc:  # a symlink (file or folder) leading out of the tier
+                    problems.append(f"index line {entry.line + 1}: {exc}")
+        for line, token in parsed.bad_entries:
+            problems.append(
+                f"index line {line + 1}: {token!r} is not a valid id, so the line is not read as an entry."
+            )
         for name in parsed.ignored:
             if not is_valid_id(name):
                 problems.append(f"index: ignored: names {name!r}, which is not a valid id.")
