@@ -230,6 +230,20 @@ def test_section_that_is_not_a_table_is_refused(tmp_path: Path) -> None:
     assert err.line == 1 and err.key == "kernel" and "must be a table" in str(err)
 
 
+@pytest.mark.parametrize(
+    ("body", "key"),
+    [
+        ("# inline\nkernel = {name = 3}\n", "kernel.name"),
+        ("# array of tables\n[[kernel]]\nname = 'a'\n", "kernel"),
+    ],
+)
+def test_an_error_inside_an_inline_table_or_array_of_tables_still_names_a_line(
+    tmp_path: Path, body: str, key: str
+) -> None:
+    err, _ = load_error(tmp_path, body)
+    assert err.key == key and err.line == 2, str(err)
+
+
 _WRONG: dict[str, list[Any]] = {
     "str": [5, True, ["a"]],
     "int": ["5", 5.5, True],
@@ -261,6 +275,11 @@ def test_every_key_with_a_wrong_type_is_one_clear_error(tmp_path: Path, key: Key
         ("[http]\nport = 70000\n", "http.port must be at most 65535"),
         ("[kernel]\nstartup_timeout = 0\n", "kernel.startup_timeout must be at least 0.1"),
         ("[docs]\nhistory_keep = 0\n", "docs.history_keep must be at least 1"),
+        # nan never compares, so promote_after = nan would never promote; inf and huge timeouts
+        # overflow a lock's timeout, so start_kernel would crash instead of starting
+        ("[kernel]\npromote_after = nan\n", "kernel.promote_after must be a finite number"),
+        ("[kernel]\nstartup_timeout = inf\n", "kernel.startup_timeout must be a finite number"),
+        ("[kernel]\nrequest_timeout = 1e300\n", "kernel.request_timeout must be a finite number"),
     ],
 )
 def test_out_of_range_values_are_refused(tmp_path: Path, body: str, expected: str) -> None:

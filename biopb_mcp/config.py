@@ -9,8 +9,10 @@ and the platform dirs); the rest of the package takes a ``Settings``.
 from __future__ import annotations
 
 import difflib
+import math
 import os
 import re
+import threading
 import tomllib
 import warnings as _warnings
 from dataclasses import dataclass, field
@@ -130,6 +132,10 @@ ALIASES: dict[str, str] = {"services.skills_local_dir": "services.docs_local_dir
 """Old key -> new key, accepted for one release with a deprecation warning; the new key wins."""
 
 _MAX_PORT = 65535
+
+_MAX_SECONDS = int(threading.TIMEOUT_MAX)
+"""Largest float value (every float key is seconds): nan never compares and a bigger timeout
+overflows a lock wait, so either would break a tool call instead of bounding it."""
 
 
 @dataclass(frozen=True)
@@ -335,7 +341,7 @@ def _parse(text: str, cfile: Path) -> dict[str, Any]:
                           key=key) from None
 
 
-_HEADER = re.compile(r"^\s*\[\s*([^\[\]]+?)\s*\]\s*(#.*)?$")
+_HEADER = re.compile(r"^\s*\[\[?\s*([^\[\]]+?)\s*\]\]?\s*(#.*)?$")  # [table] or [[array]]
 _ASSIGN = re.compile(r"^\s*([A-Za-z0-9_\-\"'. ]+?)\s*=")
 
 
@@ -386,7 +392,7 @@ def _merge(
                 path=cfile, line=lines.get(section), key=section)
         for name, value in body.items():
             dotted = f"{section}.{name}"
-            line = lines.get(dotted)
+            line = lines.get(dotted, lines.get(section))  # inside `kernel = {...}`: the table's line
             if dotted in ALIASES:
                 alias_values[dotted] = (_where(cfile, line), value)
                 _check_type(_BY_DOTTED[ALIASES[dotted]], value, cfile, line, shown=dotted)
@@ -435,6 +441,10 @@ def _check_type(key: Key, value: Any, cfile: Path, line: int | None, *, shown: s
         example = tomli_w.dumps({key.name: key.default}).strip()
         raise ConfigError(
             f"{dotted} must be {_TYPE_NAMES[key.type]}, got {_describe(value)}; e.g. {example}",
+            path=cfile, line=line, key=dotted)
+    if key.type == "float" and not (math.isfinite(value) and value <= _MAX_SECONDS):
+        raise ConfigError(
+            f"{dotted} must be a finite number no larger than {_MAX_SECONDS}, got {value!r}",
             path=cfile, line=line, key=dotted)
     if key.choices and value not in key.choices:
         raise ConfigError(

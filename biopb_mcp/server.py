@@ -35,7 +35,7 @@ from pydantic import BaseModel
 import biopb_mcp
 from biopb_mcp.config import Settings
 from biopb_mcp.docs.store import AUTHORING_GATE, DocStore
-from biopb_mcp.errors import BiopbMcpError, KernelBusy, KernelNotReady
+from biopb_mcp.errors import BiopbMcpError, ConfigError, KernelBusy, KernelNotReady
 from biopb_mcp.handshake import compose_instructions
 from biopb_mcp.kernel import KernelHost
 from biopb_mcp.trace import Tracer
@@ -508,27 +508,35 @@ def _bind_loopback(port: int) -> socket.socket:
     return sock
 
 
-async def _serve_http(mcp: MCPServer, state: AppState, sock: socket.socket, auth: bool) -> None:
+def _http_token(settings: Settings) -> tuple[str, Path]:
+    """A fresh bearer token and the 0600 file holding it; an unwritable runtime dir is a ConfigError.
+
+    Done before the event loop starts, so the failure is one ``error:`` line and exit 2, not a traceback.
+    """
+    from biopb_mcp.http_security import new_token, write_token_file
+
+    token = new_token()
+    try:
+        return token, write_token_file(settings.runtime_dir, token)
+    except OSError as exc:
+        raise ConfigError(
+            f"cannot write the HTTP token file in {settings.runtime_dir}: {exc.strerror or exc}; set "
+            f"server.runtime_dir in {settings.config_file} to a writable directory (or use --no-auth)",
+            key="server.runtime_dir",
+        ) from None
+
+
+async def _serve_http(
+    mcp: MCPServer, state: AppState, sock: socket.socket, token: str | None, token_file: Path | None
+) -> None:
     import uvicorn
     from mcp.server.transport_security import TransportSecuritySettings
 
-    from biopb_mcp.http_security import (
-        GuardMiddleware,
-        HttpGuard,
-        allowlists,
-        client_config_lines,
-        new_token,
-        write_token_file,
-    )
+    from biopb_mcp.http_security import GuardMiddleware, HttpGuard, allowlists, client_config_lines
 
     settings = state.settings
     port = sock.getsockname()[1]
     hosts, origins = allowlists(port, settings.http.allowed_hosts, settings.http.allowed_origins)
-    token: str | None = None
-    token_file: Path | None = None
-    if auth:
-        token = new_token()
-        token_file = write_token_file(settings.runtime_dir, token)
     app = mcp.streamable_http_app(
         host="127.0.0.1",
         transport_security=TransportSecuritySettings(
@@ -621,11 +629,14 @@ def serve(
         state.transport = "http"
         chosen_port = settings.http.port if port is None else port
         use_auth = auth and bool(getattr(settings.http, "auth", True))
+        token, token_file = _http_token(settings) if use_auth else (None, None)
         try:
             sock = _bind_loopback(chosen_port)
         except OSError as exc:
+            if token_file is not None:
+                token_file.unlink(missing_ok=True)
             _stderr(f"error: cannot serve HTTP on 127.0.0.1:{chosen_port}: {exc}; pick another with --port")
             return 2
-        _run_then_exit(state, _serve_http, mcp, state, sock, use_auth)
+        _run_then_exit(state, _serve_http, mcp, state, sock, token, token_file)
     _stderr(f"error: unknown transport {transport!r}; use stdio or http")
     return 2

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from kernel_helpers import png_bytes
+from kernel_helpers import make_settings, png_bytes
 from biopb_mcp.errors import JobNotFound, KernelBusy, KernelError
 from biopb_mcp.kernel import Execution, KernelHost, Rendered
 
@@ -53,6 +53,27 @@ def test_png_display_comes_back_as_image_bytes(host: KernelHost) -> None:
     assert ex.status == "ok"
     assert r.images == [data]
     assert "[image 1: 5x4 PNG" in r.text and "'after'" in r.text
+
+
+def test_two_servers_sharing_a_state_dir_never_overwrite_each_others_saved_images(
+    host: KernelHost, module_root: Path
+) -> None:
+    """Both servers' first image-bearing call is job-N: the saved full-size files must not collide."""
+    other = KernelHost(make_settings(module_root, kernel="max_image_bytes = 10\n"))
+    mine = KernelHost(make_settings(module_root, kernel="max_image_bytes = 10\n"))
+    try:
+        saved = []
+        for h, (w, hgt) in ((other, (40, 30)), (mine, (30, 40))):
+            h.start()
+            data = png_bytes(w, hgt)
+            _, r = run(h, f"from IPython.display import Image, display\ndisplay(Image(data={data!r}))")
+            path = Path(r.text.split("full size saved to ")[1].split("]")[0])
+            saved.append((path, data))
+        assert saved[0][0] != saved[1][0]
+        assert all(path.read_bytes() == data for path, data in saved)
+    finally:
+        other.shutdown()
+        mine.shutdown()
 
 
 def test_input_fails_clearly_instead_of_hanging(host: KernelHost) -> None:
@@ -126,6 +147,17 @@ def test_inspect_reports_type_shape_dtype_signature(host: KernelHost) -> None:
     assert "signature: seg(im, sigma=2.0)" in fn and "Segment." in fn
     assert "np: module" in host.inspect("np") and "file: " in host.inspect("np")
     assert run(host, names)[1].text == before  # inspection adds nothing to the namespace
+
+
+def test_inspect_gives_shape_and_dtype_for_arrays_only_not_for_modules_or_classes(host: KernelHost) -> None:
+    """numpy (the module) and ndarray (the class) both have `shape`/`dtype` attributes: functions and
+    descriptors, not an array's shape. Reporting them as shape/dtype misleads the agent."""
+    run(host, "import numpy as np")
+    for path in ("np", "np.ndarray"):
+        text = host.inspect(path)
+        assert "shape:" not in text and "dtype:" not in text, text
+    run(host, "arr = np.ones(2)")
+    assert "shape: (2,)" in host.inspect("arr")
 
 
 def test_inspect_unknown_or_malformed_name_is_a_clear_error(host: KernelHost) -> None:

@@ -95,6 +95,33 @@ def test_unknown_kernel_name_is_an_error_state_with_a_clear_message(tmp_path: Pa
     h.shutdown()
 
 
+def test_a_kernel_dying_under_inspect_object_answers_dead_not_a_timeout(tmp_path: Path) -> None:
+    """The IO thread must record the death before it wakes the waiting call (three tries: it is a race)."""
+    h = KernelHost(make_settings(tmp_path))
+    try:
+        for _ in range(3):
+            h.start()
+            ex = h.submit("class K:\n    def __repr__(self):\n        import os; os._exit(1)\nk = K()")
+            assert h.wait(ex, 30)
+            with pytest.raises(KernelNotReady) as err:
+                h.inspect("k")
+            assert err.value.state == "dead" and "start_kernel" in str(err.value)
+    finally:
+        h.shutdown()
+
+
+def test_an_unusable_runtime_dir_names_the_key_that_moves_it(tmp_path: Path) -> None:
+    """Retrying start_kernel cannot help here: the message must say which setting to change."""
+    blocker = tmp_path / "a-file"
+    blocker.write_text("not a directory")
+    h = KernelHost(make_settings(tmp_path, runtime_dir=blocker / "rt"))
+    with pytest.raises(KernelNotReady) as err:
+        h.start()
+    assert err.value.state == "error"
+    assert "server.runtime_dir" in str(err.value) and str(blocker / "rt") in str(err.value)
+    h.shutdown()
+
+
 def _kernelspec(root: Path, name: str, argv: list[str]) -> None:
     spec_dir = root / "jupyter" / "kernels" / name
     spec_dir.mkdir(parents=True)

@@ -139,3 +139,19 @@ def test_no_auth_opts_out_with_a_warning(tmp_path: Path) -> None:
         assert not (tmp_path / "runtime" / "biopb" / "http-token").exists()
     finally:
         unguarded.stop()
+
+
+def test_an_unwritable_runtime_dir_is_one_error_line_and_exit_2(tmp_path: Path) -> None:
+    """The token file cannot be written: one line naming the key, exit 2, no traceback (issue 8 §7)."""
+    blocker = tmp_path / "not-a-dir"
+    blocker.write_text("a file where the runtime dir should go")
+    env = {**os.environ, **make_env(tmp_path, config=f'[server]\nruntime_dir = "{blocker}/biopb"\n')}
+    done = subprocess.run(
+        [sys.executable, "-m", "biopb_mcp", "--transport", "http", "--port", "0"],
+        stdin=subprocess.DEVNULL, capture_output=True, text=True, env=env, timeout=60,
+    )
+    assert done.returncode == 2, done.stderr
+    assert "Traceback" not in done.stderr
+    errors = [line for line in done.stderr.splitlines() if line.startswith("error:")]
+    assert len(errors) == 1 and "server.runtime_dir" in errors[0], done.stderr
+    assert done.stdout == ""

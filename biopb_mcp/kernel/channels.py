@@ -178,15 +178,17 @@ class KernelChannels:
             died = not self._stop.is_set()
         finally:
             self.closed.set()
-            with self._pending_lock:
-                for pending in self._pending.values():
-                    pending.event.set()
             with self._send_lock:
                 for sock in (*self._sockets.values(), self._wake_recv, self._wake_send):
                     sock.close(linger=0)
                 self._ctx.term()
-            if died:
-                self._on_death()
+            try:
+                if died:  # before waking callers, so a woken call sees "dead", not a silent timeout
+                    self._on_death()
+            finally:
+                with self._pending_lock:
+                    for pending in self._pending.values():
+                        pending.event.set()
 
     def _drain_wake(self) -> None:
         while True:

@@ -93,6 +93,8 @@ class KernelHost:
         self._by_msg: dict[str, Execution] = {}
         self._current: Execution | None = None
         self._counter = 0
+        self._image_stem = f"{os.getpid()}-{uuid.uuid4().hex[:6]}"
+        """Prefix of saved images: job ids restart at job-1 in every server sharing the state dir."""
         ref = weakref.ref(self)
         atexit.register(_shutdown_at_exit, ref)
 
@@ -222,7 +224,13 @@ class KernelHost:
         deadline = time.monotonic() + ks.startup_timeout
         try:
             argv, spec_env, desc, is_python = self._kernel_command()
-            runtime = lifeline.private_dir(Path(settings.runtime_dir))
+            try:
+                runtime = lifeline.private_dir(Path(settings.runtime_dir))
+            except OSError as exc:  # retrying cannot help: say which setting moves it
+                raise _StartFailed(
+                    f"cannot use the runtime dir {settings.runtime_dir} ({exc.strerror or exc}). Set "
+                    f"server.runtime_dir in {settings.config_file} to a writable directory."
+                ) from None
             stem = f"kernel-{os.getpid()}-{uuid.uuid4().hex[:8]}"
             conn = runtime / f"{stem}.json"
             prefix, sock_dir = lifeline.socket_prefix(runtime, stem)
@@ -417,7 +425,8 @@ class KernelHost:
                 return
             ks = self._settings.kernel
             image_dir = Path(self._settings.state_dir) / "images"
-            ex.add_image(rendering.image_factory(raw, ex.job_id, ks.max_image_bytes, image_dir))
+            stem = f"{self._image_stem}-{ex.job_id}"
+            ex.add_image(rendering.image_factory(raw, stem, ks.max_image_bytes, image_dir))
         elif "text/plain" in data:
             ex.add_text(str(data["text/plain"]))
 

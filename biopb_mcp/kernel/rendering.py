@@ -201,9 +201,11 @@ if "error" not in out:
     doc = inspect.getdoc(obj) if not isinstance(obj, (str, bytes, int, float, list, dict, tuple, set)) else None
     if doc:
         out["doc"] = doc[:LIMIT_DOC] + (f"\n... [{len(doc) - LIMIT_DOC} more chars]" if len(doc) > LIMIT_DOC else "")
+    # array-likes only: numpy the module and array classes also carry shape/dtype attributes
+    array_like = not (inspect.ismodule(obj) or inspect.isclass(obj) or callable(obj))
     for key in ("shape", "dtype", "ndim", "size"):
         try:
-            if hasattr(obj, "shape") and hasattr(obj, "dtype") and hasattr(obj, key):
+            if array_like and hasattr(obj, "shape") and hasattr(obj, "dtype") and hasattr(obj, key):
                 out[key] = str(getattr(obj, key))
         except Exception:
             pass
