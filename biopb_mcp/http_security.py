@@ -32,8 +32,9 @@ __all__ = [
     "write_token_file",
 ]
 
-TOKEN_FILE_NAME = "http-token"
-"""File name of the bearer token inside the runtime dir."""
+TOKEN_FILE_NAME = "http-token-{pid}"
+"""File name of the bearer token inside the runtime dir: one per server process, so two HTTP
+servers sharing a runtime dir never overwrite (or, on exit, delete) each other's token."""
 
 LOOPBACK_HOST = "127.0.0.1"
 """The only address the HTTP transport binds."""
@@ -55,10 +56,10 @@ def new_token() -> str:
 
 
 def write_token_file(runtime_dir: Path, token: str) -> Path:
-    """Write ``token`` to ``<runtime_dir>/http-token`` with mode 0600 (dir 0700); return the path."""
+    """Write ``token`` to ``<runtime_dir>/http-token-<pid>`` with mode 0600 (dir 0700); return the path."""
     runtime_dir.mkdir(parents=True, exist_ok=True)
     os.chmod(runtime_dir, 0o700)
-    path = runtime_dir / TOKEN_FILE_NAME
+    path = runtime_dir / TOKEN_FILE_NAME.format(pid=os.getpid())
     # Create the file 0600 from the start: a chmod after a default-mode create leaves a window.
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
     try:

@@ -66,7 +66,12 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[HttpServer]:
 
 @pytest.fixture(scope="module")
 def token(server: HttpServer) -> str:
-    return (server.root / "runtime" / "biopb" / "http-token").read_text().strip()
+    return token_file_of(server.root, server.proc.pid).read_text().strip()
+
+
+def token_file_of(root: Path, pid: int) -> Path:
+    """One token file per server process: two HTTP servers sharing a runtime dir keep their own."""
+    return root / "runtime" / "biopb" / f"http-token-{pid}"
 
 
 def post(server: HttpServer, headers: dict[str, str]) -> httpx2.Response:
@@ -80,7 +85,7 @@ def test_binds_loopback_only(server: HttpServer) -> None:
 
 
 def test_token_file_and_runtime_dir_modes_and_stderr_config_line(server: HttpServer, token: str) -> None:
-    token_file = server.root / "runtime" / "biopb" / "http-token"
+    token_file = token_file_of(server.root, server.proc.pid)
     assert stat.S_IMODE(token_file.stat().st_mode) == 0o600
     assert stat.S_IMODE(token_file.parent.stat().st_mode) == 0o700
     assert f"Bearer {token}" in server.stderr()
@@ -127,7 +132,7 @@ async def test_an_mcp_client_with_the_token_works_and_sigterm_cleans_up(server: 
     except psutil.NoSuchProcess:
         pass
     assert not psutil.pid_exists(kernel_pid)
-    assert not (server.root / "runtime" / "biopb" / "http-token").exists()
+    assert not token_file_of(server.root, server.proc.pid).exists()
 
 
 def test_no_auth_opts_out_with_a_warning(tmp_path: Path) -> None:
@@ -136,7 +141,7 @@ def test_no_auth_opts_out_with_a_warning(tmp_path: Path) -> None:
         assert "WARNING" in unguarded.stderr() and "--no-auth" in unguarded.stderr()
         assert post(unguarded, {}).status_code == 200
         assert post(unguarded, {"origin": "http://evil.example"}).status_code == 403
-        assert not (tmp_path / "runtime" / "biopb" / "http-token").exists()
+        assert not list((tmp_path / "runtime" / "biopb").glob("http-token*"))
     finally:
         unguarded.stop()
 
