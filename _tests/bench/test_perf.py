@@ -57,7 +57,10 @@ def test_quick_run_emits_every_figure(tmp_path: Path) -> None:
         assert any(prefix in n for n in names), f"no figure for {prefix!r} in {names}"
     for fig in data["figures"]:
         assert set(fig) >= {"name", "unit", "median", "p95", "target", "ok", "n"}
-        assert fig["median"] is not None and fig["median"] >= 0, fig
+        assert isinstance(fig["median"], (int, float)), fig
+        # A difference of two medians ("added overhead") may come out below zero on a noisy box.
+        if "added overhead" not in fig["name"]:
+            assert fig["median"] >= 0, fig
         assert fig["ok"] in (True, False, None)
         assert (fig["ok"] is None) == (fig["target"] == "(report)"), fig
     # Every targeted figure and its line in the printed table agree.
