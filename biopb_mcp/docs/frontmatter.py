@@ -26,15 +26,17 @@ _H1 = re.compile(r"^#\s+(.+?)\s*#*\s*$")
 _FRONTMATTER_MAX_LINES = 100
 
 
-def read_text(path: Path) -> str:
+def read_text(path: Path, st: os.stat_result | None = None) -> str:
     """The text of a doc file: UTF-8 (BOM dropped), line endings normalised to `\\n`.
+
+    `st` is the caller's fresh stat of `path`, when it has one, to save a second.
 
     Raises:
         FileNotFoundError: no file there (the caller decides what that means).
         DocUnreadable: a file that is there but is not a readable UTF-8 text file.
     """
     try:
-        st = os.stat(path)
+        st = os.stat(path) if st is None else st
     except FileNotFoundError:
         raise
     except OSError as exc:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import logging
 import os
 import re
+import stat
 from collections.abc import Iterator
 from dataclasses import dataclass
 from functools import lru_cache
@@ -161,12 +162,34 @@ def doc_path(tier: Path, doc_id: str) -> Path:
     """
     check_id(doc_id)
     path = tier.joinpath(*doc_id.split("/")[:-1], doc_id.rsplit("/", 1)[-1] + DOC_SUFFIX)
-    if not _inside(_tier_root(os.fspath(tier)), os.path.realpath(path)):
+    if _crosses_symlink(os.fspath(tier), os.fspath(path)) and not _inside(
+        _tier_root(os.fspath(tier)), os.path.realpath(path)
+    ):
         raise InvalidDocId(
             f"Doc id {doc_id!r} resolves outside the docs tier {tier} (through a symlink); "
             "refusing to read or write it."
         )
     return path
+
+
+def _crosses_symlink(tier: str, path: str) -> bool:
+    """Whether any existing component of `path` below `tier` is a symlink.
+
+    An id has no `..` and no empty segment, so a path with no symlink below the tier is inside
+    it by construction; only a symlink needs the full realpath check. One lstat per segment
+    instead of realpath's one per component of the whole absolute path (a deep site-packages
+    path made that most of a resources/list page).
+    """
+    current = tier
+    for segment in path[len(tier) + 1 :].split(os.sep):
+        current = f"{current}{os.sep}{segment}"
+        try:
+            mode = os.lstat(current).st_mode
+        except OSError:  # missing (or not a directory): nothing further down exists to escape
+            return False
+        if stat.S_ISLNK(mode):
+            return True
+    return False
 
 
 @lru_cache(maxsize=32)

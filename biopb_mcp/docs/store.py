@@ -378,16 +378,20 @@ class DocStore:
 
     def _parsed(self, path: str) -> Parsed:
         """Parsed frontmatter of a file, cached on the file's own (mtime_ns, size)."""
+        return self._parsed_and_mtime(path)[0]
+
+    def _parsed_and_mtime(self, path: str) -> tuple[Parsed, float]:
+        """`_parsed` plus the file's mtime, from one stat (a listing page does this 100 times)."""
         st = os.stat(path)
         key = (st.st_mtime_ns, st.st_size)
         with self._cache_lock:
             hit = self._parsed_cache.get(path)
         if hit is not None and hit[0] == key:
-            return hit[1]
-        parsed = parse(read_text(Path(path)))
+            return hit[1], st.st_mtime
+        parsed = parse(read_text(Path(path), st))
         with self._cache_lock:
             self._parsed_cache[path] = (key, parsed)
-        return parsed
+        return parsed, st.st_mtime
 
     def _description(self, doc_id: str, path: str) -> str:
         try:
@@ -503,8 +507,8 @@ class DocStore:
             raise InvalidDocId("'index' is not a doc: read it with read_doc(\"index\") or render_index().")
         origin, path = self._locate(doc_id)
         try:
-            parsed = self._parsed(os.fspath(path))
-            updated = parsed.updated or _when(os.stat(path).st_mtime)
+            parsed, mtime = self._parsed_and_mtime(os.fspath(path))
+            updated = parsed.updated or _when(mtime)
         except FileNotFoundError:  # removed since _locate looked
             raise self._not_found(doc_id) from None
         return DocInfo(
