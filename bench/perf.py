@@ -58,7 +58,7 @@ class Scale:
     reps: int = 30
     search_reps: int = 20
     handshake_reps: int = 7
-    kernel_starts: int = 3
+    kernel_starts: int = 5
     execute_reps: int = 40
     print_bytes: int = 10_000_000
     print_reps: int = 3
