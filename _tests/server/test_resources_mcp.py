@@ -19,13 +19,16 @@ from mcp import Client, MCPError
 from mcp.server.mcpserver import MCPServer
 from mcp.server.subscriptions import ResourcesListChanged, ResourceUpdated
 from mcp.shared.exceptions import MCPDeprecationWarning
-from mcp.types import ResourceListChangedNotification, ResourceUpdatedNotification, TextResourceContents
+from mcp.types import TextResourceContents
+
+from inbox import Inbox
 
 from biopb_mcp.docs.resources import INDEX_URI, doc_uri
 from biopb_mcp.docs.store import DocStore
 from biopb_mcp.subscriptions import DocNotifier, changes, install_resources
 
 MODES = ["legacy", "auto"]
+
 WAIT = 10.0  # upper bound on any awaited event; passing runs take milliseconds to ~1 s
 
 
@@ -216,30 +219,6 @@ async def test_legacy_capabilities_advertise_subscribe_and_list_changed(tmp_path
         assert caps is not None and caps.subscribe and caps.list_changed
 
 
-class Inbox:
-    """Collects one legacy client's resource notifications."""
-
-    def __init__(self) -> None:
-        self.updated: list[str] = []
-        self.list_changed = 0
-        self._arrived = anyio.Event()
-
-    async def __call__(self, message: Any) -> None:
-        if isinstance(message, ResourceUpdatedNotification):
-            self.updated.append(str(message.params.uri))
-        elif isinstance(message, ResourceListChangedNotification):
-            self.list_changed += 1
-        else:
-            return
-        self._arrived.set()
-
-    async def wait_for(self, uris: set[str], list_changed: bool = False) -> None:
-        with anyio.fail_after(WAIT):
-            while not (uris <= set(self.updated) and (self.list_changed or not list_changed)):
-                await self._arrived.wait()
-                self._arrived = anyio.Event()
-
-
 async def legacy_subscribe(client: Client, uri: str) -> None:
     with pytest.warns(MCPDeprecationWarning):
         await client.subscribe_resource(uri)
@@ -254,7 +233,7 @@ async def legacy_unsubscribe(client: Client, uri: str) -> None:
 async def test_legacy_subscriber_hears_another_clients_write(tmp_path: Path) -> None:
     local, shipped, ids = make_corpus(tmp_path, 3)
     mcp, _, notifier = make_server(local, shipped, poll=60)  # the write, not the watcher, must notify
-    inbox_a, inbox_c = Inbox(), Inbox()
+    inbox_a, inbox_c = Inbox(WAIT), Inbox(WAIT)
     async with (
         Client(mcp, mode="legacy", cache=None, message_handler=inbox_a) as a,
         Client(mcp, mode="legacy", cache=None, message_handler=inbox_c) as c,
@@ -297,7 +276,7 @@ async def test_modern_listener_hears_another_clients_write(tmp_path: Path) -> No
 async def test_legacy_subscriber_hears_a_hand_edit(tmp_path: Path) -> None:
     local, shipped, ids = make_corpus(tmp_path, 3)
     mcp, _, notifier = make_server(local, shipped)
-    inbox = Inbox()
+    inbox = Inbox(WAIT)
     async with Client(mcp, mode="legacy", cache=None, message_handler=inbox) as a:
         assert not notifier.watching
         await legacy_subscribe(a, doc_uri(ids[1]))
@@ -353,7 +332,7 @@ async def test_an_index_write_announces_the_index_once(tmp_path: Path) -> None:
     """write_doc("index") is a write to the index URI only: one resources/updated, not two."""
     local, shipped, ids = make_corpus(tmp_path, 2)
     mcp, _, _ = make_server(local, shipped, poll=60)  # the write, not the watcher, must notify
-    inbox = Inbox()
+    inbox = Inbox(WAIT)
     async with (
         Client(mcp, mode="legacy", cache=None, message_handler=inbox) as a,
         Client(mcp, mode="legacy", cache=None) as b,

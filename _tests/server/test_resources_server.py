@@ -9,50 +9,28 @@ from __future__ import annotations
 import os
 import sys
 from pathlib import Path
-from typing import Any
 
 import anyio
 import pytest
 from mcp import Client, StdioServerParameters
 from mcp.server.subscriptions import ResourcesListChanged, ResourceUpdated
 from mcp.shared.exceptions import MCPDeprecationWarning
-from mcp.types import ResourceListChangedNotification, ResourceUpdatedNotification, TextResourceContents
+from mcp.types import TextResourceContents
+
+from inbox import Inbox
 
 from biopb_mcp.config import load_settings
 from biopb_mcp.docs.resources import INDEX_URI, doc_uri
 from biopb_mcp.server import build_server
 
+
 WAIT = 20.0  # bound on any awaited event; the watcher polls every second
-
-
-class Inbox:
-    """One legacy client's resource notifications."""
-
-    def __init__(self) -> None:
-        self.updated: list[str] = []
-        self.list_changed = 0
-        self._arrived = anyio.Event()
-
-    async def __call__(self, message: Any) -> None:
-        if isinstance(message, ResourceUpdatedNotification):
-            self.updated.append(str(message.params.uri))
-        elif isinstance(message, ResourceListChangedNotification):
-            self.list_changed += 1
-        else:
-            return
-        self._arrived.set()
-
-    async def wait_for(self, uris: set[str], list_changed: bool = False) -> None:
-        with anyio.fail_after(WAIT):
-            while not (uris <= set(self.updated) and (self.list_changed or not list_changed)):
-                await self._arrived.wait()
-                self._arrived = anyio.Event()
 
 
 @pytest.mark.anyio
 async def test_build_server_subscribers_in_both_eras_hear_a_write(isolated_dirs: Path) -> None:
     mcp, state = build_server(load_settings())
-    inbox = Inbox()
+    inbox = Inbox(WAIT)
     body = "# Spot counting\n\nCount spots in a 2D stain.\n"
     async with (
         Client(mcp, mode="legacy", cache=None, message_handler=inbox) as legacy,
@@ -99,7 +77,7 @@ async def test_stdio_two_server_processes_hear_each_others_writes(tmp_path: Path
     from its own server's watcher noticing the other process's write on disk.
     """
     params = _stdio(tmp_path)
-    inbox = Inbox()
+    inbox = Inbox(WAIT)
     async with (
         Client(params, mode="legacy", cache=None, message_handler=inbox, read_timeout_seconds=WAIT) as a,
         Client(params, cache=None, read_timeout_seconds=WAIT) as b,
