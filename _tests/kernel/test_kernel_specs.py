@@ -3,9 +3,14 @@
 from __future__ import annotations
 
 import json
+import os
+import signal
+import subprocess
 import sys
+import time
 from pathlib import Path
 
+import psutil
 import pytest
 
 from kernel_helpers import make_settings
@@ -79,3 +84,57 @@ def test_entry_point_plugins_load_into_the_namespace_and_a_broken_one_is_skipped
         assert "Length of a scale bar" in described and "pixel_size_um" in described
     finally:
         host.shutdown()
+
+
+_TINY_SERVER = """
+import json, sys
+from biopb_mcp.config import load_settings
+from biopb_mcp.kernel import KernelHost
+host = KernelHost(load_settings(sys.argv[1]))
+host.start()
+status = host.status()
+print(json.dumps([status["pid"], status["parent_death_watch"], status["plugins"]]), flush=True)
+sys.stdin.read()
+"""
+
+
+def test_a_kernel_without_the_bootstrap_still_dies_with_its_sigkilled_server(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A spec we cannot bootstrap (not Python as far as the host knows: think R or Julia): no
+    # in-kernel watcher, so only the reaper beside it can end it when the server is SIGKILLed.
+    spec_dir = tmp_path / "jupyter" / "kernels" / "foreign"
+    spec_dir.mkdir(parents=True)
+    spec = {"argv": [sys.executable, "-m", "ipykernel_launcher", "-f", "{connection_file}"],
+            "display_name": "Foreign", "language": "other"}
+    (spec_dir / "kernel.json").write_text(json.dumps(spec))
+    monkeypatch.setenv("JUPYTER_PATH", str(tmp_path / "jupyter"))
+    settings = make_settings(tmp_path / "srv", kernel='name = "foreign"\n')
+    server = subprocess.Popen(
+        [sys.executable, "-c", _TINY_SERVER, str(settings.config_dir)],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+    )
+    kernel_pid = None
+    try:
+        assert server.stdout is not None
+        kernel_pid, watched, plugins = json.loads(server.stdout.readline())
+        assert plugins == {"loaded": [], "failed": []}  # proof the bootstrap did not run
+        assert watched is True
+        server.kill()
+        server.wait()
+        deadline = time.monotonic() + 5.0
+        while psutil.pid_exists(kernel_pid) and time.monotonic() < deadline:
+            if psutil.Process(kernel_pid).status() == psutil.STATUS_ZOMBIE:
+                break
+            time.sleep(0.05)
+        assert not psutil.pid_exists(kernel_pid) or psutil.Process(kernel_pid).status() == psutil.STATUS_ZOMBIE, (
+            "a kernel without the bootstrap outlived its SIGKILLed server"
+        )
+    finally:
+        server.kill()
+        server.wait()
+        for stream in (server.stdin, server.stdout):
+            if stream is not None:
+                stream.close()
+        if kernel_pid is not None and psutil.pid_exists(kernel_pid):
+            os.kill(kernel_pid, signal.SIGKILL)

@@ -81,6 +81,8 @@ class KernelHost:
         self._pgid: int | None = None
         self._channels: KernelChannels | None = None
         self._lifeline_w: int | None = None
+        self._reaper: subprocess.Popen[bytes] | None = None
+        """Watchdog that kills the kernel's group when the lifeline closes (server death)."""
         self._connection_file: Path | None = None
         self._socket_prefix: Path | None = None
         self._socket_dir: Path | None = None
@@ -260,11 +262,17 @@ class KernelHost:
                 proc = lifeline.launch(argv, env, log_path, read_fd)
             except OSError as exc:
                 os.close(write_fd)
+                os.close(read_fd)
                 raise _StartFailed(f"could not run {argv[0]!r}: {exc}.") from exc
+            try:
+                reaper: subprocess.Popen[bytes] | None = lifeline.launch_reaper(read_fd, proc.pid)
+            except OSError as exc:  # the in-kernel watcher still covers Python kernels
+                logger.warning("could not start the kernel reaper: %s", exc)
+                reaper = None
             finally:
                 os.close(read_fd)
             with self._lock:
-                self._proc, self._lifeline_w = proc, write_fd
+                self._proc, self._lifeline_w, self._reaper = proc, write_fd, reaper
                 self._pgid = os.getpgid(proc.pid)
                 self._connection_file, self._socket_prefix, self._socket_dir = conn, prefix, sock_dir
                 self._spec_desc = desc
@@ -353,6 +361,7 @@ class KernelHost:
             proc, pgid, channels = self._proc, self._pgid, self._channels
             write_fd, conn = self._lifeline_w, self._connection_file
             prefix, sock_dir = self._socket_prefix, self._socket_dir
+            reaper, self._reaper = self._reaper, None
             self._proc = self._pgid = self._channels = self._lifeline_w = None
             self._connection_file = self._socket_prefix = self._socket_dir = None
             self._bootstrap = {}
@@ -367,6 +376,12 @@ class KernelHost:
                 os.close(write_fd)  # the kernel sees EOF and exits by itself, children included
         if proc is not None:
             lifeline.kill_group(proc, pgid)
+        if reaper is not None:  # it saw the closed lifeline and finds the group gone: reap it
+            try:
+                reaper.wait(2.0)
+            except subprocess.TimeoutExpired:
+                reaper.kill()
+                reaper.wait()
         sockets = [Path(f"{prefix}-{n}") for n in range(1, 6)] if prefix is not None else []
         lifeline.remove_quietly(conn, *sockets, sock_dir)
 
@@ -611,7 +626,8 @@ class KernelHost:
         Keys: state, message (why dead/error, else ""), pid, connection_file, connect_command,
         transport, socket_dir (set when the runtime dir was too long for IPC paths), kernel_spec,
         current_job (job_id, status, seconds, promoted) or None, plugins {loaded, failed},
-        bootstrap_errors, parent_death_watch (the kernel watches the server's lifeline pipe),
+        bootstrap_errors, parent_death_watch (the kernel, or the reaper beside it, watches the
+        server's lifeline pipe),
         kernel_log, runtime_dir.
         """
         with self._lock:
@@ -639,7 +655,8 @@ class KernelHost:
                     ],
                 },
                 "bootstrap_errors": list(boot.get("errors", [])),
-                "parent_death_watch": bool(boot.get("lifeline", False)),
+                "parent_death_watch": bool(boot.get("lifeline", False))
+                or (self._reaper is not None and self._reaper.poll() is None),
                 "kernel_log": str(self._settings.kernel_log_file),
                 "runtime_dir": str(self._settings.runtime_dir),
             }

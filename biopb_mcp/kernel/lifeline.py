@@ -14,6 +14,7 @@ import logging
 import os
 import signal
 import subprocess
+import sys
 import tempfile
 import time
 from collections.abc import Mapping, Sequence
@@ -73,6 +74,49 @@ def launch(
             close_fds=True,
             umask=0o077,
         )
+
+
+_REAPER = """
+import os, signal, sys, time
+fd, pgid = int(sys.argv[1]), int(sys.argv[2])
+try:
+    while os.read(fd, 4096):
+        pass
+except OSError:
+    pass
+for sig, grace in ((signal.SIGTERM, 1.0), (signal.SIGKILL, 0.0)):
+    try:
+        os.killpg(pgid, sig)
+    except OSError:
+        break
+    end = time.monotonic() + grace
+    while time.monotonic() < end:
+        try:
+            os.killpg(pgid, 0)
+        except OSError:
+            break
+        time.sleep(0.05)
+"""
+
+
+def launch_reaper(lifeline_fd: int, pgid: int) -> subprocess.Popen[bytes]:
+    """Start a tiny watchdog that kills the kernel's process group once the lifeline pipe closes.
+
+    The in-kernel watcher (bootstrap) covers Python kernels; this covers every kernel spec, a
+    non-Python one or one started through a wrapper that drops the pipe, and it survives user
+    code in the kernel that disturbs the in-kernel watcher. Its own session, an empty
+    environment and ``-I -S``: it imports nothing and reacts to signals sent to neither group.
+    """
+    return subprocess.Popen(
+        [sys.executable, "-I", "-S", "-c", _REAPER, str(lifeline_fd), str(pgid)],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        env={},
+        start_new_session=True,
+        pass_fds=(lifeline_fd,),
+        close_fds=True,
+    )
 
 
 def current_umask() -> int:
