@@ -36,6 +36,9 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
+READY_POLL_SECONDS = 0.2
+"""One kernel_info attempt while waiting for a starting kernel (see ``_wait_ready``)."""
+
 BOOTSTRAP_FILE = Path(__file__).with_name("bootstrap.py")
 """Run inside the kernel at start (see bootstrap.py)."""
 
@@ -330,10 +333,15 @@ class KernelHost:
         return left
 
     def _wait_ready(self, channels: KernelChannels, proc: subprocess.Popen[bytes], deadline: float) -> None:
-        """Ask kernel_info until answered with iopub idle (proves every channel is connected)."""
+        """Ask kernel_info until answered with iopub idle (proves every channel is connected).
+
+        Short attempts: an idle published before our iopub subscription took effect is lost, and
+        the wait for it only ends at the attempt's timeout, so a 1 s attempt made starts land at
+        ~0.55 s or ~1.05 s by chance. Unanswered requests queue harmlessly in the kernel.
+        """
         while True:
             left = self._remaining(deadline, proc)
-            if channels.call("shell", "kernel_info_request", {}, min(left, 1.0), want_idle=True):
+            if channels.call("shell", "kernel_info_request", {}, min(left, READY_POLL_SECONDS), want_idle=True):
                 return
 
     def _fetch_bootstrap(self, channels: KernelChannels, deadline: float) -> dict[str, Any] | None:
