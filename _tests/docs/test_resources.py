@@ -9,6 +9,8 @@ from pathlib import Path
 
 import pytest
 
+from doc_corpus import make_corpus as make_local_corpus
+
 from biopb_mcp.docs.resources import (
     INDEX_URI,
     PAGE_SIZE,
@@ -23,19 +25,9 @@ from biopb_mcp.docs.store import DocStore
 
 
 def make_corpus(root: Path, n: int) -> tuple[DocStore, list[str]]:
-    """A local tier whose hand-written index lists ``n`` docs (nested ids), over an empty shipped tier."""
-    shipped, local = root / "shipped", root / "local"
-    shipped.mkdir()
-    (shipped / "index.md").write_text("# Docs index\n", encoding="utf-8")
-    ids = [f"grp{i % 7}/doc-{i:04d}" for i in range(n)]
-    lines = ["# Docs index", ""]
-    for i, doc_id in enumerate(ids):
-        path = local / f"{doc_id}.md"
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(f"# Title {i}\n\nWhat doc {i} is for.\n\n## Steps\n1. one\n", encoding="utf-8")
-        lines.append(f"- {doc_id}: when the user asks for thing {i}")
-    (local / "index.md").write_text("\n".join(lines) + "\n", encoding="utf-8")
-    return DocStore(local, shipped_dir=shipped), sorted(ids)
+    """A store over the shared corpus: ``n`` listed docs with nested ids."""
+    local, shipped, ids = make_local_corpus(root, n)
+    return DocStore(local, shipped_dir=shipped), ids
 
 
 def test_walk_is_index_then_listed_ids_in_id_order(tmp_path: Path) -> None:

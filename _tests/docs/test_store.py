@@ -531,3 +531,13 @@ def test_check_ignores_links_quoted_as_code_in_shipped_docs(tmp_path: Path) -> N
     assert [p for p in store.check() if "links [[" in p] == [
         "shipped: authoring links [[really-missing]], which is not a shipped doc."
     ]
+
+
+def test_a_same_size_edit_within_the_same_timestamp_is_still_seen(store: DocStore) -> None:
+    path = store.local_dir / "lab" / "note.md"
+    store.write_doc("lab/note", body="---\ndescription: first take\n---\n# Note\n")
+    assert store.info("lab/note").description == "first take"
+    stamp = path.stat().st_mtime_ns
+    path.write_text("---\ndescription: other take\n---\n# Note\n")  # same size
+    os.utime(path, ns=(stamp, stamp))  # and the same mtime, as a coarse clock would give
+    assert store.info("lab/note").description == "other take"

@@ -3,17 +3,13 @@
 from __future__ import annotations
 
 import json
-import os
-import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
-import psutil
 import pytest
 
-from kernel_helpers import make_settings
+from kernel_helpers import make_settings, stop_process, wait_gone
 from biopb_mcp.kernel import KernelHost
 
 pytestmark = pytest.mark.slow
@@ -122,19 +118,6 @@ def test_a_kernel_without_the_bootstrap_still_dies_with_its_sigkilled_server(
         assert watched is True
         server.kill()
         server.wait()
-        deadline = time.monotonic() + 5.0
-        while psutil.pid_exists(kernel_pid) and time.monotonic() < deadline:
-            if psutil.Process(kernel_pid).status() == psutil.STATUS_ZOMBIE:
-                break
-            time.sleep(0.05)
-        assert not psutil.pid_exists(kernel_pid) or psutil.Process(kernel_pid).status() == psutil.STATUS_ZOMBIE, (
-            "a kernel without the bootstrap outlived its SIGKILLed server"
-        )
+        assert wait_gone(kernel_pid, 5.0), "a kernel without the bootstrap outlived its SIGKILLed server"
     finally:
-        server.kill()
-        server.wait()
-        for stream in (server.stdin, server.stdout):
-            if stream is not None:
-                stream.close()
-        if kernel_pid is not None and psutil.pid_exists(kernel_pid):
-            os.kill(kernel_pid, signal.SIGKILL)
+        stop_process(server, kernel_pid)

@@ -7,33 +7,15 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
-import psutil
 import pytest
 
-from kernel_helpers import make_settings
+from kernel_helpers import gone, make_settings, stop_process, wait_gone
 from biopb_mcp.errors import KernelNotReady
 from biopb_mcp.kernel import KernelHost
 
 pytestmark = pytest.mark.slow
-
-
-def gone(pid: int) -> bool:
-    try:
-        return psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
-    except psutil.NoSuchProcess:
-        return True
-
-
-def wait_gone(pid: int, within: float) -> bool:
-    deadline = time.monotonic() + within
-    while time.monotonic() < deadline:
-        if gone(pid):
-            return True
-        time.sleep(0.05)
-    return gone(pid)
 
 
 def test_start_is_idempotent_and_restart_loses_the_namespace(host: KernelHost) -> None:
@@ -195,6 +177,7 @@ def test_kernel_and_its_children_exit_when_the_server_is_sigkilled(tmp_path: Pat
         [sys.executable, "-c", _TINY_SERVER, str(settings.config_dir)],
         stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
     )
+    kernel_pid = child_pid = None
     try:
         assert proc.stdout is not None
         kernel_pid, child_pid = (int(x) for x in proc.stdout.readline().split())
@@ -204,12 +187,4 @@ def test_kernel_and_its_children_exit_when_the_server_is_sigkilled(tmp_path: Pat
         assert wait_gone(kernel_pid, 5.0), "kernel outlived its SIGKILLed server"
         assert wait_gone(child_pid, 5.0), "kernel's child outlived the server"
     finally:
-        proc.kill()
-        proc.wait()
-        for stream in (proc.stdin, proc.stdout):
-            if stream is not None:
-                stream.close()
-        for pid in ("kernel_pid", "child_pid"):
-            value = locals().get(pid)
-            if isinstance(value, int) and not gone(value):
-                os.kill(value, signal.SIGKILL)
+        stop_process(proc, kernel_pid, child_pid)

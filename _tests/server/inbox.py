@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterable
 from typing import Any
 
 import anyio
@@ -32,3 +33,13 @@ class Inbox:
             while not (uris <= set(self.updated) and (self.list_changed or not list_changed)):
                 await self._arrived.wait()
                 self._arrived = anyio.Event()
+
+
+async def wait_listen(events: AsyncIterable[object], wanted: set[object], wait: float) -> None:
+    """Consume a 2026-era ``listen`` stream until every wanted event arrived, bounded by ``wait`` s."""
+    seen: set[object] = set()
+    with anyio.fail_after(wait):
+        async for event in events:
+            seen.add(event)
+            if wanted <= seen:
+                return

@@ -21,7 +21,8 @@ from mcp.server.subscriptions import ResourcesListChanged, ResourceUpdated
 from mcp.shared.exceptions import MCPDeprecationWarning
 from mcp.types import TextResourceContents
 
-from inbox import Inbox
+from doc_corpus import make_corpus
+from inbox import Inbox, wait_listen
 
 from biopb_mcp.docs.resources import INDEX_URI, doc_uri
 from biopb_mcp.docs.store import DocStore
@@ -30,22 +31,6 @@ from biopb_mcp.subscriptions import DocNotifier, changes, install_resources
 MODES = ["legacy", "auto"]
 
 WAIT = 10.0  # upper bound on any awaited event; passing runs take milliseconds to ~1 s
-
-
-def make_corpus(root: Path, n: int) -> tuple[Path, Path, list[str]]:
-    """Local and shipped tier dirs; the hand-written local index lists ``n`` docs with nested ids."""
-    shipped, local = root / "shipped", root / "local"
-    shipped.mkdir(parents=True)
-    (shipped / "index.md").write_text("# Docs index\n", encoding="utf-8")
-    ids = [f"grp{i % 7}/doc-{i:04d}" for i in range(n)]
-    lines = ["# Docs index", ""]
-    for i, doc_id in enumerate(ids):
-        path = local / f"{doc_id}.md"
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(f"# Title {i}\n\nWhat doc {i} is for.\n", encoding="utf-8")
-        lines.append(f"- {doc_id}: when the user asks for thing {i}")
-    (local / "index.md").write_text("\n".join(lines) + "\n", encoding="utf-8")
-    return local, shipped, sorted(ids)
 
 
 def make_server(local: Path, shipped: Path, poll: float = 0.05) -> tuple[MCPServer[Any], DocStore, DocNotifier]:
@@ -261,12 +246,7 @@ async def test_modern_listener_hears_another_clients_write(tmp_path: Path) -> No
         async with a.listen(resource_subscriptions=[INDEX_URI], resources_list_changed=True) as sub:
             assert notifier.watching
             await b.call_tool("write_doc", {"doc_id": "fresh/doc", "body": "# Fresh\n\nNew.\n"})
-            seen: set[object] = set()
-            with anyio.fail_after(WAIT):
-                async for event in sub:
-                    seen.add(event)
-                    if {ResourceUpdated(uri=INDEX_URI), ResourcesListChanged()} <= seen:
-                        break
+            await wait_listen(sub, {ResourceUpdated(uri=INDEX_URI), ResourcesListChanged()}, WAIT)
         with anyio.fail_after(WAIT):
             while notifier.watching:  # the listen stream's end reaches the server asynchronously
                 await anyio.sleep(0.01)
@@ -297,12 +277,7 @@ async def test_modern_listener_hears_a_hand_edit(tmp_path: Path) -> None:
             text = (local / "index.md").read_text(encoding="utf-8")
             (local / "index.md").write_text(text + "- grp9/missing: a hand-added entry\n", encoding="utf-8")
             (local / f"{ids[2]}.md").write_text("# Edited\n\nby hand, longer.\n", encoding="utf-8")
-            seen: set[object] = set()
-            with anyio.fail_after(WAIT):
-                async for event in sub:
-                    seen.add(event)
-                    if {ResourceUpdated(uri=INDEX_URI), ResourceUpdated(uri=doc_uri(ids[2]))} <= seen:
-                        break
+            await wait_listen(sub, {ResourceUpdated(uri=INDEX_URI), ResourceUpdated(uri=doc_uri(ids[2]))}, WAIT)
 
 
 @pytest.mark.anyio

@@ -10,14 +10,13 @@ import os
 import sys
 from pathlib import Path
 
-import anyio
 import pytest
 from mcp import Client, StdioServerParameters
 from mcp.server.subscriptions import ResourcesListChanged, ResourceUpdated
 from mcp.shared.exceptions import MCPDeprecationWarning
 from mcp.types import TextResourceContents
 
-from inbox import Inbox
+from inbox import Inbox, wait_listen
 
 from biopb_mcp.config import load_settings
 from biopb_mcp.docs.resources import INDEX_URI, doc_uri
@@ -43,12 +42,7 @@ async def test_build_server_subscribers_in_both_eras_hear_a_write(isolated_dirs:
             result = await writer.call_tool("write_doc", {"id": "lab/spots", "body": body})
             assert not result.is_error, result
             await inbox.wait_for({INDEX_URI}, list_changed=True)
-            seen: set[object] = set()
-            with anyio.fail_after(WAIT):
-                async for event in sub:
-                    seen.add(event)
-                    if {ResourceUpdated(uri=INDEX_URI), ResourcesListChanged()} <= seen:
-                        break
+            await wait_listen(sub, {ResourceUpdated(uri=INDEX_URI), ResourcesListChanged()}, WAIT)
         read = await writer.read_resource(doc_uri("lab/spots"))
         (content,) = read.contents
         assert isinstance(content, TextResourceContents)
@@ -89,12 +83,7 @@ async def test_stdio_two_server_processes_hear_each_others_writes(tmp_path: Path
         async with b.listen(resource_subscriptions=[doc_uri("lab/from-a")], resources_list_changed=True) as sub:
             result = await a.call_tool("write_doc", {"id": "lab/from-a", "body": "# From A\n\nWritten by A.\n"})
             assert not result.is_error, result
-            seen: set[object] = set()
-            with anyio.fail_after(WAIT):
-                async for event in sub:
-                    seen.add(event)
-                    if {ResourceUpdated(uri=doc_uri("lab/from-a")), ResourcesListChanged()} <= seen:
-                        break
+            await wait_listen(sub, {ResourceUpdated(uri=doc_uri("lab/from-a")), ResourcesListChanged()}, WAIT)
             result = await b.call_tool("write_doc", {"id": "lab/from-b", "body": "# From B\n\nWritten by B.\n"})
             assert not result.is_error, result
             await inbox.wait_for({doc_uri("lab/from-b")}, list_changed=True)

@@ -132,19 +132,17 @@ _Signature = dict[str, _Stat]
 
 
 class Listing:
-    """The walk over one store, with two caches that keep a page cheap at 10,000 listed docs.
+    """The walk over one store, with a cache that keeps a page cheap at 10,000 listed docs.
 
-    Both caches only save work; every answer is what the disk says now. Thread-safe.
+    The cache only saves work; every answer is what the disk says now. Thread-safe.
 
-    * The sorted listed ids. ``listed_ids()`` renders the index (a parse and a stat per entry,
-      hundreds of ms at 10,000 entries). The set depends on the index file, the manifest (the
-      stale tail) and which doc files exist, and a file appearing or vanishing changes the mtime
-      of its directory; so the ids are reused while the stat of the index, the manifest and every
-      non-hidden directory of both tiers is unchanged: one stat per directory.
-    * Each doc's entry (title, description), reused while the stat of its file in each tier is
-      unchanged: two stats instead of the store's resolve, read and parse.
-
-    A stat too recent to trust (``RACY_NS``) is never cached.
+    It holds the sorted listed ids. ``listed_ids()`` renders the index (a parse and a stat per
+    entry, hundreds of ms at 10,000 entries). The set depends on the index file, the manifest
+    (the stale tail) and which doc files exist, and a file appearing or vanishing changes the
+    mtime of its directory; so the ids are reused while the stat of the index, the manifest and
+    every non-hidden directory of both tiers is unchanged: one stat per directory. A stat too
+    recent to trust (``RACY_NS``) is never cached. Each entry's title and description come from
+    the store, which caches parsed frontmatter per file.
     """
 
     def __init__(self, store: DocStore) -> None:
@@ -153,7 +151,6 @@ class Listing:
         """How many times the listed ids were recomputed (tests and the bench read it)."""
         self._lock = threading.Lock()
         self._ids: tuple[_Signature, list[str]] | None = None
-        self._entries: dict[str, tuple[tuple[_Stat, _Stat], ResourceEntry]] = {}
 
     def ids(self) -> list[str]:
         """The listed ids, sorted."""
@@ -170,18 +167,8 @@ class Listing:
         return ids
 
     def entry(self, doc_id: str) -> ResourceEntry | None:
-        """``describe(store, doc_id)``, from the cache while the doc's files are unchanged."""
-        key = (_stat(f"{self.store.local_dir}/{doc_id}.md"), _stat(f"{self.store.shipped_dir}/{doc_id}.md"))
-        with self._lock:
-            hit = self._entries.get(doc_id)
-        if hit is not None and hit[0] == key:
-            return hit[1]
-        now = time.time_ns()
-        entry = describe(self.store, doc_id)
-        if entry is not None and not _racy(key, now):
-            with self._lock:
-                self._entries[doc_id] = (key, entry)
-        return entry
+        """``describe(store, doc_id)``: the store caches each doc's parsed frontmatter itself."""
+        return describe(self.store, doc_id)
 
     def page(self, cursor: str | None = None, page_size: int = PAGE_SIZE) -> Page:
         """One page of the walk: the index, then the listed docs in id order, resuming after ``cursor``.

@@ -63,6 +63,9 @@ Before writing, hold the doc to these rules:
 See the shipped doc "authoring" for checkpoint types and how to write parameter rules."""
 """The write_doc authoring gate (seed 001 §5); the server puts it in the tool's docstring."""
 
+_RACY_NS = 2_000_000_000
+"""A file modified this recently (ns) is not cached: a second edit may keep its mtime and size."""
+
 _LINK = re.compile(r"\[\[([^\]\s|#]+)\]\]")
 _CODE = re.compile(r"^(```|~~~).*?^\1[^\n]*$|`[^`\n]*`", re.S | re.M)
 """Fenced blocks and inline code spans: a `[[x]]` quoted there is an example, not a link."""
@@ -389,8 +392,11 @@ class DocStore:
         if hit is not None and hit[0] == key:
             return hit[1], st.st_mtime
         parsed = parse(read_text(Path(path), st))
-        with self._cache_lock:
-            self._parsed_cache[path] = (key, parsed)
+        # A file changed within the filesystem's timestamp granularity could change again with the
+        # same (mtime, size): never cache it until it is older (git's "racily clean" rule).
+        if st.st_mtime_ns < time.time_ns() - _RACY_NS:
+            with self._cache_lock:
+                self._parsed_cache[path] = (key, parsed)
         return parsed, st.st_mtime
 
     def _description(self, doc_id: str, path: str) -> str:
