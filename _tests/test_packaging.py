@@ -76,7 +76,9 @@ def test_wheel_installs_into_a_fresh_venv_and_its_script_runs(wheel: Path, tmp_p
     # The dependencies come from the running environment (venv or not) through a plain path
     # entry: unlike --system-site-packages, its .pth files (our editable finder) are not run.
     (site,) = venv.glob("lib/python3*/site-packages")
-    parent = {sysconfig.get_paths()["purelib"], sysconfig.get_paths()["platlib"]}
+    # every site dir of the running interpreter: a --system-site-packages venv has two
+    parent = {sysconfig.get_paths()["purelib"], sysconfig.get_paths()["platlib"],
+              *(p for p in sys.path if p.endswith("site-packages"))}
     (site / "_parent_env.pth").write_text("\n".join(sorted(parent)) + "\n", encoding="utf-8")
     py = venv / "bin" / "python"
     done = subprocess.run(
