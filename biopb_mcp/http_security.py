@@ -13,6 +13,8 @@ import json
 import logging
 import os
 import secrets
+import threading
+import time
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -26,6 +28,7 @@ __all__ = [
     "TOKEN_FILE_NAME",
     "GuardMiddleware",
     "HttpGuard",
+    "RefusalLog",
     "allowlists",
     "client_config_lines",
     "new_token",
@@ -38,6 +41,16 @@ servers sharing a runtime dir never overwrite (or, on exit, delete) each other's
 
 LOOPBACK_HOST = "127.0.0.1"
 """The only address the HTTP transport binds."""
+
+MAX_SHOWN_HEADER_CHARS = 120
+"""Longest Host/Origin value quoted back in a refusal or the log: an unauthenticated client
+chooses these values, and quoting 8 KB of them per request lets it fill the disk."""
+
+REFUSAL_LOG_BURST = 20
+"""Refusals logged per ``REFUSAL_LOG_WINDOW``; the rest are counted and reported once."""
+
+REFUSAL_LOG_WINDOW = 60.0
+"""Seconds of one refusal-logging window."""
 
 
 def allowlists(
@@ -97,15 +110,60 @@ class HttpGuard:
         """``None`` when the request may pass, else ``(status, reason)``."""
         host = headers.get("host")
         if host is None or host.lower() not in self.allowed_hosts:
-            return 421, f"Host {host!r} is not allowed; connect to http://127.0.0.1:<port>/mcp."
+            return 421, f"Host {_shown(host)} is not allowed; connect to http://127.0.0.1:<port>/mcp."
         origin = headers.get("origin")
         if origin is not None and origin.lower() not in self.allowed_origins:
-            return 403, f"Origin {origin!r} is not allowed (add it to http.allowed_origins to allow it)."
+            return 403, f"Origin {_shown(origin)} is not allowed (add it to http.allowed_origins to allow it)."
         if self.token is not None:
             scheme, _, presented = headers.get("authorization", "").partition(" ")
-            if scheme.lower() != "bearer" or not hmac.compare_digest(presented.strip(), self.token):
+            # Compared as bytes: compare_digest refuses a str with non-ASCII characters, and a
+            # client may send any byte in a header.
+            given = presented.strip().encode("utf-8", "surrogatepass")
+            if scheme.lower() != "bearer" or not hmac.compare_digest(given, self.token.encode("utf-8")):
                 return 401, "Missing or wrong bearer token; send 'Authorization: Bearer <token from the http-token file>'."
         return None
+
+
+def _shown(value: str | None) -> str:
+    """``repr`` of a client-chosen header value, cut to ``MAX_SHOWN_HEADER_CHARS``."""
+    if value is None or len(value) <= MAX_SHOWN_HEADER_CHARS:
+        return repr(value)
+    return f"{value[:MAX_SHOWN_HEADER_CHARS]!r}... ({len(value)} chars)"
+
+
+class RefusalLog:
+    """Logs refused requests, at most ``burst`` per ``window`` seconds; the rest are counted.
+
+    A client without the token can send refusals as fast as the loop answers them; each one
+    logged in full would grow the log without bound, so a flood becomes one summary line.
+    """
+
+    def __init__(self, burst: int = REFUSAL_LOG_BURST, window: float = REFUSAL_LOG_WINDOW) -> None:
+        self._burst, self._window = burst, window
+        self._lock = threading.Lock()
+        self._window_start = time.monotonic()
+        self._logged = 0
+        self._suppressed = 0
+
+    def refused(self, status: int, reason: str) -> None:
+        """Record one refusal: log it, or count it when this window's burst is spent."""
+        now = time.monotonic()
+        with self._lock:
+            if now - self._window_start >= self._window:
+                suppressed, self._suppressed = self._suppressed, 0
+                self._window_start, self._logged = now, 0
+            else:
+                suppressed = 0
+            log_this = self._logged < self._burst
+            if log_this:
+                self._logged += 1
+            else:
+                self._suppressed += 1
+        if suppressed:
+            logger.warning("%d more HTTP requests were refused in the last %.0f s (not logged one by one)",
+                           suppressed, self._window)
+        if log_this:
+            logger.warning("HTTP request refused (%d): %s", status, reason)
 
 
 class GuardMiddleware:
@@ -118,6 +176,7 @@ class GuardMiddleware:
             allowed_origins=frozenset(o.lower() for o in guard.allowed_origins),
             token=guard.token,
         )
+        self.refusals = RefusalLog()
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "websocket":  # MCP has no websocket transport here; refuse outright
@@ -132,7 +191,7 @@ class GuardMiddleware:
             await self.app(scope, receive, send)
             return
         status, reason = refused
-        logger.warning("HTTP request refused (%d): %s", status, reason)
+        self.refusals.refused(status, reason)
         response_headers = [(b"content-type", b"text/plain; charset=utf-8")]
         if status == 401:
             response_headers.append((b"www-authenticate", b'Bearer realm="biopb-mcp"'))

@@ -573,8 +573,11 @@ async def _serve_http(
     # the default action that would orphan the kernel.
     for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
         signal.signal(signum, on_signal)
+    # No access log: one line per request is a disk-filling channel for anyone who can reach the
+    # port; refusals are logged (rate-limited) by the guard.
     config = uvicorn.Config(
-        guarded, log_config=None, log_level=_log_level(settings).lower(), timeout_graceful_shutdown=2, lifespan="on"
+        guarded, log_config=None, log_level=_log_level(settings).lower(), timeout_graceful_shutdown=2, lifespan="on",
+        access_log=False,
     )
     server = uvicorn.Server(config)
     await server.serve(sockets=[sock])

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import socket
 import stat
 import subprocess
 import sys
@@ -112,6 +113,33 @@ def test_foreign_origin_is_refused(server: HttpServer, token: str) -> None:
 def test_foreign_host_is_refused(server: HttpServer, token: str) -> None:
     response = post(server, {"authorization": f"Bearer {token}", "host": f"evil.example:{server.port}"})
     assert response.status_code == 421
+
+
+def server_log(server: HttpServer) -> Path:
+    return server.root / "state" / "biopb" / "server.log"
+
+
+def test_a_non_ascii_bearer_token_is_401_without_a_traceback(server: HttpServer) -> None:
+    with socket.create_connection(("127.0.0.1", server.port), timeout=30) as sock:
+        sock.sendall(b"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1:%d\r\nAuthorization: Bearer \xff\xfe\r\n"
+                     b"Content-Length: 2\r\nConnection: close\r\n\r\n{}" % server.port)
+        reply = b""
+        while chunk := sock.recv(65536):
+            reply += chunk
+    assert reply.startswith(b"HTTP/1.1 401"), reply[:200]
+    assert "Traceback" not in server_log(server).read_text(errors="replace")
+
+
+def test_a_flood_of_refused_requests_with_8kb_origins_leaves_the_log_bounded(server: HttpServer) -> None:
+    before = server_log(server).stat().st_size
+    origin = "http://" + "o" * 8192
+    with httpx2.Client(timeout=30) as http:
+        for _ in range(300):
+            response = http.post(f"http://127.0.0.1:{server.port}/mcp", json=INIT, headers={**HEADERS, "origin": origin})
+            assert response.status_code == 403
+            assert len(response.content) < 1000
+    grown = server_log(server).stat().st_size - before
+    assert grown < 20 * 1024, grown  # unbounded, the 300 quoted Origins alone would be 2.4 MB
 
 
 @pytest.mark.anyio

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import logging
 import stat
 from pathlib import Path
 
 import pytest
 
-from biopb_mcp.http_security import HttpGuard, allowlists, client_config_lines, new_token, write_token_file
+from biopb_mcp.http_security import HttpGuard, RefusalLog, allowlists, client_config_lines, new_token, write_token_file
 
 
 @pytest.fixture
@@ -79,3 +80,28 @@ def test_client_config_line_carries_the_token() -> None:
     lines = client_config_lines("http://127.0.0.1:5/mcp", "tok")
     assert any('"Authorization": "Bearer tok"' in line for line in lines)
     assert all("tok" not in line for line in client_config_lines("http://127.0.0.1:5/mcp", None))
+
+
+@pytest.mark.parametrize("presented", ["\xff\xfe", "s3cr\u00e9t", "\u2603", "\ud800"])
+def test_a_non_ascii_bearer_token_is_401_not_a_crash(guard: HttpGuard, presented: str) -> None:
+    refused = guard.check({"host": "127.0.0.1:4321", "authorization": f"Bearer {presented}"})
+    assert refused is not None and refused[0] == 401
+
+
+def test_a_huge_origin_is_quoted_cut_short(guard: HttpGuard) -> None:
+    refused = guard.check(_headers(origin="http://" + "x" * 8000))
+    assert refused is not None and refused[0] == 403
+    assert len(refused[1]) < 400 and "8007 chars" in refused[1]
+
+
+def test_a_refusal_flood_is_logged_as_a_burst_then_one_summary(caplog: pytest.LogCaptureFixture) -> None:
+    log = RefusalLog(burst=5, window=3600)
+    with caplog.at_level(logging.WARNING, logger="biopb_mcp.http_security"):
+        for _ in range(1000):
+            log.refused(403, "Origin 'x' is not allowed")
+    assert len(caplog.records) == 5
+    log._window_start -= 3600  # the window has passed: the next refusal reports the count
+    with caplog.at_level(logging.WARNING, logger="biopb_mcp.http_security"):
+        log.refused(403, "again")
+    assert "995 more HTTP requests were refused" in caplog.records[-2].getMessage()
+    assert caplog.records[-1].getMessage().endswith("again")
