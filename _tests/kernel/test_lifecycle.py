@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import stat
 import subprocess
 import sys
 from pathlib import Path
@@ -31,6 +32,12 @@ def test_start_is_idempotent_and_restart_loses_the_namespace(host: KernelHost) -
     ex = host.submit("kept")
     assert host.wait(ex, 30)
     assert ex.status == "error" and ex.error is not None and ex.error[0] == "NameError"
+
+
+def test_the_kernel_log_is_private(host: KernelHost) -> None:
+    host.start()
+    log = Path(host.status()["kernel_log"])
+    assert stat.S_IMODE(log.stat().st_mode) == 0o600
 
 
 def test_os_exit_gives_dead_with_log_lines_and_start_recovers(host: KernelHost) -> None:

@@ -60,7 +60,12 @@ def launch(
     the server's umask afterwards (passed in ``BIOPB_MCP_UMASK``).
     """
     log_path.parent.mkdir(parents=True, exist_ok=True)
-    with open(log_path, "ab") as log:
+    # 0600 like the server log: code the agent runs prints here, secrets included. fchmod also
+    # tightens a log an older version created with the umask's mode.
+    fd = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+    with contextlib.suppress(OSError):
+        os.fchmod(fd, 0o600)
+    with open(fd, "ab") as log:
         log.write(f"\n=== kernel launch {time.strftime('%Y-%m-%d %H:%M:%S')}: {' '.join(argv)}\n".encode())
         log.flush()
         return subprocess.Popen(
