@@ -22,6 +22,8 @@ from typing import Any
 
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from biopb_mcp.runtime_files import private_runtime_dir
+
 logger = logging.getLogger(__name__)
 
 __all__ = [
@@ -69,10 +71,14 @@ def new_token() -> str:
 
 
 def write_token_file(runtime_dir: Path, token: str) -> Path:
-    """Write ``token`` to ``<runtime_dir>/http-token-<pid>`` with mode 0600 (dir 0700); return the path."""
-    runtime_dir.mkdir(parents=True, exist_ok=True)
-    os.chmod(runtime_dir, 0o700)
-    path = runtime_dir / TOKEN_FILE_NAME.format(pid=os.getpid())
+    """Write ``token`` to ``http-token-<pid>`` mode 0600 in the private dir for ``runtime_dir``.
+
+    That dir is ``runtime_dir`` itself when private, else a 0700 subdirectory of it (see
+    ``biopb_mcp.runtime_files``). Returns the file's path.
+    """
+    directory = private_runtime_dir(runtime_dir)
+    assert directory is not None  # create=True either returns a dir or raises
+    path = directory / TOKEN_FILE_NAME.format(pid=os.getpid())
     # Create the file 0600 from the start: a chmod after a default-mode create leaves a window.
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
     try:

@@ -615,6 +615,7 @@ def serve(
         An exit code (the stdio and HTTP paths normally leave through ``os._exit``).
     """
     from biopb_mcp.logs import setup_logging
+    from biopb_mcp.runtime_files import sweep_stale
 
     if transport == "stdio":
         from biopb_mcp.stdio_guard import claim_stdio
@@ -622,12 +623,14 @@ def serve(
         setup_logging(settings, stderr=True)  # creates the log file 0600; raises ConfigError if it cannot
         # Before anything else can print: the wire moves to private fds, fd 1 goes to the log.
         wire = claim_stdio(settings.log_file)
+        sweep_stale(settings.runtime_dir)  # files a SIGKILLed server could not remove
         mcp, state = build_server(settings, trace=trace)
         state.transport = "stdio"
         logger.info("biopb-mcp %s serving stdio (pid %d)", biopb_mcp.__version__, os.getpid())
         _run_then_exit(state, _serve_stdio, mcp, state, wire)
     if transport == "http":
         setup_logging(settings, stderr=True)
+        sweep_stale(settings.runtime_dir)
         mcp, state = build_server(settings, trace=trace)
         state.transport = "http"
         chosen_port = settings.http.port if port is None else port

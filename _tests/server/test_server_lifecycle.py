@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import json
+import shutil
 import signal
+import stat
+import tempfile
 from pathlib import Path
 
 import psutil
@@ -102,3 +105,44 @@ def test_a_thousand_rapid_calls_keep_the_wire_clean_then_stdin_eof_exits(tmp_pat
         assert not any(b"at load" in line for line in server.raw_lines)
     finally:
         server.close()
+
+
+def test_a_sigkilled_servers_runtime_files_are_swept_by_the_next_start_and_a_live_ones_kept(
+    tmp_path: Path,
+) -> None:
+    """In a shared 1777 runtime dir, which keeps its mode: the files go into a private subdir."""
+    shared = Path(tempfile.mkdtemp(prefix="rt-"))  # short: IPC socket paths must fit AF_UNIX
+    shared.chmod(0o1777)
+    config = f'[server]\nruntime_dir = "{shared}"\n'
+    servers: list[RawServer] = []
+
+    def started(name: str) -> tuple[RawServer, set[Path]]:
+        server = RawServer(make_env(tmp_path / name, config=config), tmp_path / f"{name}.log")
+        servers.append(server)
+        server.initialize()
+        assert not server.call("start_kernel", timeout=90).get("isError")
+        conn = Path(json.loads(result_text(server.call("server_status")))["kernel"]["connection_file"])
+        stem = conn.name.removesuffix(".json")
+        return server, {conn, *conn.parent.glob(f"{stem}-*")}
+
+    try:
+        live, live_files = started("live")
+        victim, victim_files = started("victim")
+        assert len(victim_files) > 1 and all(f.parent.parent == shared for f in victim_files)
+        kernel_pid = _kernel_pid(victim)
+        victim.proc.send_signal(signal.SIGKILL)
+        victim.proc.wait(10)
+        assert _gone_within(kernel_pid, 5.0)
+        assert all(f.exists() for f in victim_files)  # nobody was left to remove them
+
+        after = RawServer(make_env(tmp_path / "after", config=config), tmp_path / "after.log")
+        servers.append(after)
+        after.initialize()
+
+        assert not any(f.exists() for f in victim_files)
+        assert all(f.exists() for f in live_files)
+        assert stat.S_IMODE(shared.stat().st_mode) == 0o1777
+    finally:
+        for server in servers:
+            server.close()
+        shutil.rmtree(shared, ignore_errors=True)

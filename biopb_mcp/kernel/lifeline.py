@@ -20,6 +20,8 @@ import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
+from biopb_mcp.runtime_files import private_runtime_dir
+
 logger = logging.getLogger(__name__)
 
 MAX_SOCKET_PATH = 100
@@ -30,10 +32,14 @@ TAIL_LINES = 20
 
 
 def private_dir(path: Path) -> Path:
-    """Create ``path`` (and parents) and make it 0700; it holds secrets (connection info)."""
-    path.mkdir(parents=True, exist_ok=True, mode=0o700)
-    os.chmod(path, 0o700)
-    return path
+    """The private dir for connection files under the configured runtime dir ``path``.
+
+    See ``biopb_mcp.runtime_files``: ``path`` itself when private or new, else a 0700
+    subdirectory; a directory we did not create is never chmod-ed.
+    """
+    found = private_runtime_dir(path)
+    assert found is not None  # create=True either returns a dir or raises
+    return found
 
 
 def socket_prefix(runtime_dir: Path, stem: str) -> tuple[Path, Path | None]:
@@ -46,7 +52,8 @@ def socket_prefix(runtime_dir: Path, stem: str) -> tuple[Path, Path | None]:
     prefix = runtime_dir / stem
     if len(str(prefix)) + 4 <= MAX_SOCKET_PATH:
         return prefix, None
-    short = Path(tempfile.mkdtemp(prefix="biopb-"))
+    # Named by our pid so a sweep after a SIGKILL can tell whose it was (runtime_files).
+    short = Path(tempfile.mkdtemp(prefix=f"biopb-{os.getpid()}-"))
     os.chmod(short, 0o700)
     return short / "k", short
 
