@@ -126,7 +126,7 @@ def test_a_sigkilled_servers_runtime_files_are_swept_by_the_next_start_and_a_liv
         return server, {conn, *conn.parent.glob(f"{stem}-*")}
 
     try:
-        live, live_files = started("live")
+        _live, live_files = started("live")
         victim, victim_files = started("victim")
         assert len(victim_files) > 1 and all(f.parent.parent == shared for f in victim_files)
         kernel_pid = _kernel_pid(victim)
