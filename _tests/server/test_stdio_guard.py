@@ -7,6 +7,8 @@ import sys
 import textwrap
 from pathlib import Path
 
+from stdio_procs import RawServer, make_env
+
 SCRIPT = textwrap.dedent(
     """
     import os, subprocess, sys
@@ -37,3 +39,32 @@ def test_stray_output_goes_to_the_log_and_only_the_wire_reaches_stdout(tmp_path:
     logged = log.read_text()
     for stray in ("stray print", "stray fd write", "child print"):
         assert stray in logged
+
+
+UNREADABLE = [
+    # (raw line, expected error code, expected id)
+    (b'{"jsonrpc": "2.0", "id": 1, "method": ', -32700, None),
+    (b'[{"jsonrpc": "2.0", "id": 2, "method": "ping"}]', -32600, None),
+    (b'{"jsonrpc": "2.0", "id": 3, "method": "ping", "params": {"s": "\\ud800"}}', -32600, 3),
+    (b'{"jsonrpc": "2.0", "id": 4, "method": "ping", "params": {"n": ' + b"9" * 5000 + b"}}", -32600, 4),
+    (b'{"jsonrpc": "2.0", "id": ' + b"7" * 5000 + b', "method": "ping"}', -32600, None),
+    (b'{"jsonrpc": "2.0", "id": "six"}', -32600, "six"),
+    (b"42", -32600, None),
+]
+
+
+def test_every_unreadable_line_gets_a_json_rpc_error_and_the_server_still_answers(tmp_path: Path) -> None:
+    server = RawServer(make_env(tmp_path), tmp_path / "stderr.log")
+    try:
+        server.initialize()
+        assert server.proc.stdin is not None
+        for line, code, request_id in UNREADABLE:
+            server.proc.stdin.write(line + b"\n")
+            server.proc.stdin.flush()
+            reply = server.read_message(timeout=30)
+            assert reply.get("id") == request_id and reply["error"]["code"] == code, (line[:60], reply)
+            assert len(reply["error"]["message"]) < 400
+        ping = server.request("ping")
+        assert server.response(ping, timeout=30) == {"jsonrpc": "2.0", "id": ping, "result": {}}
+    finally:
+        server.close()
