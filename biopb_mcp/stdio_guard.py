@@ -19,7 +19,7 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Self
 
 import anyio
 from mcp.server.stdio import stdio_server
@@ -168,7 +168,7 @@ class AnsweringReadStream:
             if reply is not None:
                 await self._write.send(SessionMessage(reply))
 
-    def __aiter__(self) -> AnsweringReadStream:
+    def __aiter__(self) -> Self:
         return self
 
     async def __anext__(self) -> Any:
@@ -183,7 +183,7 @@ class AnsweringReadStream:
     async def aclose(self) -> None:
         await self._inner.aclose()
 
-    async def __aenter__(self) -> AnsweringReadStream:
+    async def __aenter__(self) -> Self:
         return self
 
     async def __aexit__(self, *exc_info: object) -> None:
