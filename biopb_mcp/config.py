@@ -109,6 +109,9 @@ SCHEMA: tuple[Key, ...] = (
     Key("kernel", "max_image_bytes", "int", 1_000_000,
         "Largest PNG returned inline; bigger ones are saved to a file named in the output.",
         minimum=1),
+    Key("kernel", "max_images", "int", 10,
+        "PNGs returned inline per execution; the rest are saved to files named in the output.",
+        minimum=0),
     Key("kernel", "startup_timeout", "float", 60.0,
         "Seconds start_kernel waits for the kernel to become ready.", minimum=0.1),
     Key("kernel", "request_timeout", "float", 30.0,
@@ -146,6 +149,7 @@ class KernelSettings:
     promote_after: float = 10.0
     max_output_chars: int = 20000
     max_image_bytes: int = 1_000_000
+    max_images: int = 10
     startup_timeout: float = 60.0
     request_timeout: float = 30.0
 
@@ -273,6 +277,7 @@ def load_settings(config_dir: Path | None = None) -> Settings:
             promote_after=k["promote_after"],
             max_output_chars=k["max_output_chars"],
             max_image_bytes=k["max_image_bytes"],
+            max_images=k["max_images"],
             startup_timeout=k["startup_timeout"],
             request_timeout=k["request_timeout"],
         ),

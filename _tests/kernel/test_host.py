@@ -55,6 +55,23 @@ def test_png_display_comes_back_as_image_bytes(host: KernelHost) -> None:
     assert "[image 1: 5x4 PNG" in r.text and "'after'" in r.text
 
 
+def test_kept_images_count_against_the_kept_output_bound(
+    host: KernelHost, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Finished executions keep their images for poll_job; past the bound the oldest go, as for text."""
+    from biopb_mcp.kernel import host as host_module
+
+    data = png_bytes(5, 4)
+    show = f"from IPython.display import Image, display\ndisplay(Image(data={data!r}))"
+    first, _ = run(host, show)
+    second, _ = run(host, show)
+    monkeypatch.setattr(host_module, "MAX_KEPT_IMAGE_BYTES", len(data))  # room for one
+    run(host, "'no image'")
+    with pytest.raises(JobNotFound):
+        host.poll(first.job_id)
+    assert host.poll(second.job_id).images == [data]
+
+
 def test_two_servers_sharing_a_state_dir_never_overwrite_each_others_saved_images(
     host: KernelHost, module_root: Path
 ) -> None:

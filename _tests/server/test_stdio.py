@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import base64
 import json
+import re
 import struct
 import zlib
 from collections.abc import AsyncIterator
@@ -127,6 +128,28 @@ async def test_png_display_comes_back_as_image_content(session: tuple[Client, Pa
     assert len(images) == 1 and images[0].mime_type == "image/png"
     assert base64.b64decode(images[0].data)[:8] == b"\x89PNG\r\n\x1a\n"
     assert "shown" in text_of(result)
+
+
+async def test_150_images_in_one_call_attach_at_most_max_images_and_name_the_rest_as_files(
+    session: tuple[Client, Path],
+) -> None:
+    client, _ = session
+    await started(client)
+    code = (f"from IPython.display import Image, display\nfor _ in range(150):\n"
+            f"    display(Image(data={tiny_png()!r}))")
+    result = await run_to_end(client, code)
+    assert not result.is_error, text_of(result)
+    images = [block for block in result.content if isinstance(block, ImageContent)]
+    assert len(images) == 10  # kernel.max_images, the default
+    text = text_of(result)
+    while paged := re.search(r'poll_job\("(job-\d+)", offset=(\d+)\)', text.rsplit("\n", 1)[-1]):
+        polled = await client.call_tool("poll_job", {"job_id": paged[1], "offset": int(paged[2])})
+        assert not [block for block in polled.content if isinstance(block, ImageContent)]
+        # pages are exact slices: drop the truncation note, then the next page's two header lines
+        text = text.rsplit("\n", 1)[0] + text_of(polled).split("\n", 2)[2]
+    saved = re.findall(r"not attached \(max_images=10 per execution reached\); full size saved to (\S+\.png)\]", text)
+    assert len(saved) == 140 and len(set(saved)) == 140
+    assert all(Path(path).read_bytes() == tiny_png() for path in saved)
 
 
 async def test_long_run_becomes_a_job_that_poll_and_interrupt_handle(session: tuple[Client, Path]) -> None:

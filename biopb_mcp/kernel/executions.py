@@ -94,6 +94,9 @@ class Execution:
         self.note = ""
         """Extra text shown after the output (e.g. why the kernel died, with its log tail)."""
         self.images: list[ImageRecord] = []
+        self.inline_images = 0
+        """How many of ``images`` hold their pixels in memory (the rest are files)."""
+        self.inline_bytes = 0
         self._lock = threading.Lock()
         self._chunks: list[str] = []
         self._size = 0
@@ -158,6 +161,9 @@ class Execution:
             self._newline()
             record, line = record_factory(len(self.images) + 1, self._size)
             self.images.append(record)
+            if record.data is not None:
+                self.inline_images += 1
+                self.inline_bytes += len(record.data)
             self._append(line + "\n")
             self._last_stream = None if self._last_stream is None else "image"
 

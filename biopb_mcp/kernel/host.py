@@ -48,6 +48,10 @@ MAX_KEPT_EXECUTIONS = 100
 MAX_KEPT_CHARS = 256 * 1024 * 1024
 """Total transcript characters kept across finished executions."""
 
+MAX_KEPT_IMAGE_BYTES = 64 * 1024 * 1024
+"""Total bytes of inline images kept across finished executions (they stay pageable by poll_job);
+past it the oldest executions are forgotten, as for text."""
+
 _PATH_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*")
 
 _BOOTSTRAP_EXPR = "__import__('json').dumps(__biopb_bootstrap__)"
@@ -64,7 +68,7 @@ class KernelHost:
 
     Args:
         settings: a ``biopb_mcp.config.Settings`` (any object with its attributes works):
-            ``kernel`` (name, promote_after, max_output_chars, max_image_bytes,
+            ``kernel`` (name, promote_after, max_output_chars, max_image_bytes, max_images,
             startup_timeout, request_timeout), ``runtime_dir``, ``state_dir``,
             ``kernel_log_file``, ``plugins_dir``, ``config_file``.
 
@@ -449,7 +453,9 @@ class KernelHost:
             ks = self._settings.kernel
             image_dir = Path(self._settings.state_dir) / "images"
             stem = f"{self._image_stem}-{ex.job_id}"
-            ex.add_image(rendering.image_factory(raw, stem, ks.max_image_bytes, image_dir))
+            full = ex.inline_images >= ks.max_images  # only this IO thread adds images
+            ex.add_image(rendering.image_factory(raw, stem, ks.max_image_bytes, image_dir,
+                                                 max_images=ks.max_images if full else None))
         elif "text/plain" in data:
             ex.add_text(str(data["text/plain"]))
 
@@ -514,9 +520,12 @@ class KernelHost:
     def _evict(self) -> None:
         finished = [k for k, e in self._executions.items() if e.done.is_set()]
         total = sum(len(self._executions[k].snapshot()[0]) for k in finished)
-        while finished and (len(self._executions) > MAX_KEPT_EXECUTIONS or total > MAX_KEPT_CHARS):
+        images = sum(self._executions[k].inline_bytes for k in finished)
+        while finished and (len(self._executions) > MAX_KEPT_EXECUTIONS or total > MAX_KEPT_CHARS
+                            or images > MAX_KEPT_IMAGE_BYTES):
             old = self._executions.pop(finished.pop(0))
             total -= len(old.snapshot()[0])
+            images -= old.inline_bytes
 
     def wait(self, ex: Execution, timeout: float) -> bool:
         """Block up to ``timeout`` seconds; True once ``ex`` finished with all its output."""

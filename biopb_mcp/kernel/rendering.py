@@ -54,15 +54,19 @@ def _downscale(data: bytes, max_bytes: int) -> bytes | None:
 
 
 def image_factory(
-    data: bytes, job_id: str, max_bytes: int, image_dir: Path
+    data: bytes, job_id: str, max_bytes: int, image_dir: Path, *, max_images: int | None = None
 ) -> Callable[[int, int], tuple[ImageRecord, str]]:
-    """Build the callback ``Execution.add_image`` uses to record one PNG and its placeholder."""
+    """Build the callback ``Execution.add_image`` uses to record one PNG and its placeholder.
+
+    ``max_images`` set means the execution already holds that many inline images: this one is
+    saved to a file only, so neither a result nor the server's memory grows with the count.
+    """
 
     def make(index: int, offset: int) -> tuple[ImageRecord, str]:
         size = png_size(data)
         dims = f"{size[0]}x{size[1]} " if size else ""
         record = ImageRecord(index=index, nbytes=len(data), offset=offset, size=size)
-        if len(data) <= max_bytes:
+        if max_images is None and len(data) <= max_bytes:
             record.data = data
             return record, f"[image {index}: {dims}PNG, {len(data)} bytes, attached]"
         path = image_dir / f"{job_id}-image{index}.png"
@@ -73,6 +77,11 @@ def image_factory(
             saved = f"full size saved to {path}"
         except OSError as exc:
             saved = f"could not be saved ({exc})"
+        if max_images is not None:
+            return record, (
+                f"[image {index}: {dims}PNG, {len(data)} bytes; not attached (max_images={max_images} "
+                f"per execution reached); {saved}]"
+            )
         small = _downscale(data, max_bytes)
         if small is not None:
             record.data = small
