@@ -211,3 +211,22 @@ def test_console_script_help_and_config_show(isolated_dirs: Path) -> None:
                           stdin=subprocess.DEVNULL)
     assert done.returncode == 2 and done.stdout == ""
     assert_one_error_line(done.stderr, f"{cfile}:2:", "invalid TOML")
+
+
+@pytest.mark.parametrize(
+    ("argv", "config", "fragment"),
+    [
+        (["--rotate-token"], "", "--rotate-token applies only to --transport http"),
+        (["--transport", "http", "--no-auth", "--rotate-token"], "", "--rotate-token applies only"),
+        (["--transport", "http", "--rotate-token"], '[http]\ntoken = "per-start"\n', 'http.token is "per-start"'),
+    ],
+)
+def test_rotate_token_outside_a_stable_http_token_is_bad_usage(
+    argv: list[str], config: str, fragment: str, isolated_dirs: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    if config:
+        isolated_dirs.mkdir(parents=True, exist_ok=True)
+        (isolated_dirs / "config.toml").write_text(config)
+    code, out, err = run(argv, capsys)
+    assert code == 2 and out == ""
+    assert_one_error_line(err, fragment)

@@ -81,6 +81,8 @@ def _build_parser() -> _Parser:
                        help="HTTP port on 127.0.0.1 (default: http.port in the config, 8765)")
     serve.add_argument("--no-auth", action="store_true",
                        help="HTTP without the bearer token (every local user can then run code as you)")
+    serve.add_argument("--rotate-token", action="store_true",
+                       help="HTTP: replace the stable bearer token with a new one (clients must update)")
     serve.add_argument("--trace", type=Path, default=None, metavar="FILE",
                        help="append one JSON line per tool call to FILE (default: server.trace)")
 
@@ -205,12 +207,17 @@ def _serve(args: argparse.Namespace) -> int:
             raise _UsageError("--port applies only to --transport http")
         if args.no_auth:
             raise _UsageError("--no-auth applies only to --transport http")
+    if args.rotate_token and (args.transport != "http" or args.no_auth):
+        raise _UsageError("--rotate-token applies only to --transport http with a token")
     settings = load_settings()
+    if args.rotate_token and settings.http.token != "stable":
+        raise _UsageError('--rotate-token renews the stable token; http.token is "per-start", '
+                          "which makes a new token at every start anyway")
     from biopb_mcp.server import serve  # sets up logging (file + stderr) itself
 
     trace = args.trace if args.trace is not None else settings.trace_file
     return serve(settings, transport=args.transport, port=args.port, auth=not args.no_auth,
-                 trace=trace)
+                 trace=trace, rotate_token=args.rotate_token)
 
 
 def _config(args: argparse.Namespace) -> int:

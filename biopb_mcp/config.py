@@ -126,6 +126,9 @@ SCHEMA: tuple[Key, ...] = (
         "Extra Origin header values accepted (browser clients).", ),
     Key("http", "auth", "bool", True,
         "Require the per-server bearer token (biopb-mcp --no-auth overrides).", ),
+    Key("http", "token", "str", "stable",
+        'Bearer token: "stable" (kept 0600 in the state dir, reused; --rotate-token renews it) '
+        'or "per-start" (new every start).', choices=("stable", "per-start")),
 )
 """Every config key, in file order. The only place a default is written down."""
 
@@ -169,6 +172,7 @@ class HttpSettings:
     allowed_hosts: list[str] = field(default_factory=list)
     allowed_origins: list[str] = field(default_factory=list)
     auth: bool = True
+    token: str = "stable"
 
 
 @dataclass(frozen=True)
@@ -287,6 +291,7 @@ def load_settings(config_dir: Path | None = None) -> Settings:
             allowed_hosts=list(h["allowed_hosts"]),
             allowed_origins=list(h["allowed_origins"]),
             auth=h["auth"],
+            token=h["token"],
         ),
         server=ServerSettings(log_level=merged["server"]["log_level"]),
         sources=sources,

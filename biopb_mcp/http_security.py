@@ -13,6 +13,7 @@ import json
 import logging
 import os
 import secrets
+import stat
 import threading
 import time
 from collections.abc import Iterable
@@ -27,6 +28,7 @@ from biopb_mcp.runtime_files import private_runtime_dir
 logger = logging.getLogger(__name__)
 
 __all__ = [
+    "STABLE_TOKEN_FILE_NAME",
     "TOKEN_FILE_NAME",
     "GuardMiddleware",
     "HttpGuard",
@@ -34,6 +36,7 @@ __all__ = [
     "allowlists",
     "client_config_lines",
     "new_token",
+    "stable_token",
     "write_token_file",
 ]
 
@@ -87,6 +90,55 @@ def write_token_file(runtime_dir: Path, token: str) -> Path:
     finally:
         os.close(fd)
     return path
+
+
+STABLE_TOKEN_FILE_NAME = "http-token"
+"""File name of the stable bearer token inside the state dir (``http.token = "stable"``)."""
+
+_TOKEN_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_")
+
+
+def stable_token(state_dir: Path, *, rotate: bool = False) -> tuple[str, Path, str]:
+    """The bearer token kept in ``<state_dir>/http-token`` (0600), made when missing or rotated.
+
+    A stored token is reused only when the file is a regular file of this user that nobody else
+    can read (opened without following links); otherwise, or with ``rotate``, a new one replaces
+    it atomically. Returns ``(token, path, how)`` with ``how`` one of ``reused``, ``new``,
+    ``rotated`` or ``replaced`` (an unsafe or unreadable file).
+
+    Raises:
+        OSError: the state dir or the file cannot be written.
+    """
+    path = state_dir / STABLE_TOKEN_FILE_NAME
+    how = "rotated" if rotate else "new"
+    if not rotate:
+        try:
+            fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
+        except FileNotFoundError:
+            fd = -1
+        except OSError:  # a link or unreadable: never trusted
+            fd, how = -1, "replaced"
+        if fd >= 0:
+            try:
+                st = os.fstat(fd)
+                text = os.read(fd, 4096).decode("ascii", "replace").strip()
+            finally:
+                os.close(fd)
+            private = stat.S_ISREG(st.st_mode) and st.st_uid == os.getuid() and not st.st_mode & 0o077
+            if private and len(text) >= 32 and set(text) <= _TOKEN_CHARS:
+                return text, path, "reused"
+            how = "replaced"
+    token = new_token()
+    state_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
+    tmp = state_dir / f".{STABLE_TOKEN_FILE_NAME}.{os.getpid()}.tmp"
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
+    try:
+        os.fchmod(fd, 0o600)
+        os.write(fd, (token + "\n").encode("ascii"))
+    finally:
+        os.close(fd)
+    os.replace(tmp, path)  # a reader never sees a half-written token; a planted link is replaced
+    return token, path, how
 
 
 def client_config_lines(url: str, token: str | None) -> list[str]:

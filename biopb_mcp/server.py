@@ -508,16 +508,31 @@ def _bind_loopback(port: int) -> socket.socket:
     return sock
 
 
-def _http_token(settings: Settings) -> tuple[str, Path]:
-    """A fresh bearer token and the 0600 file holding it; an unwritable runtime dir is a ConfigError.
+def _http_token(settings: Settings, rotate: bool = False) -> tuple[str, Path, tuple[Path, str] | None]:
+    """The bearer token, this server's 0600 file holding it, and (path, how) of the stable token.
 
+    With ``http.token = "stable"`` (the default) the token is the one kept in the state dir,
+    reused across restarts (``rotate`` renews it); with ``"per-start"`` it is new every start
+    and the third item is None. An unwritable dir is a ConfigError.
     Done before the event loop starts, so the failure is one ``error:`` line and exit 2, not a traceback.
     """
-    from biopb_mcp.http_security import new_token, write_token_file
+    from biopb_mcp.http_security import new_token, stable_token, write_token_file
 
-    token = new_token()
+    if settings.http.token == "stable":
+        try:
+            token, stable_path, how = stable_token(settings.state_dir, rotate=rotate)
+        except OSError as exc:
+            raise ConfigError(
+                f"cannot keep the HTTP token in {settings.state_dir}: {exc.strerror or exc}; set "
+                f"server.state_dir in {settings.config_file} to a writable directory, or "
+                f'http.token = "per-start"', key="server.state_dir") from None
+        if how == "replaced":
+            logger.warning("the stored HTTP token %s was not a private file of this user; made a new one", stable_path)
+        stable: tuple[Path, str] | None = (stable_path, how)
+    else:
+        token, stable = new_token(), None
     try:
-        return token, write_token_file(settings.runtime_dir, token)
+        return token, write_token_file(settings.runtime_dir, token), stable
     except OSError as exc:
         raise ConfigError(
             f"cannot write the HTTP token file in {settings.runtime_dir}: {exc.strerror or exc}; set "
@@ -526,8 +541,18 @@ def _http_token(settings: Settings) -> tuple[str, Path]:
         ) from None
 
 
+def _token_lines(token: str, token_file: Path, stable: tuple[Path, str] | None) -> list[str]:
+    """What the person who started the server reads about the token; the token on its own line."""
+    if stable is not None:
+        path, how = stable
+        kept = {"reused": "the stable token, reused", "rotated": "a new stable token (rotated)"}.get(how, "a new stable token")
+        return [f"Bearer token ({kept}; kept in {path}, mode 0600; renew it with --rotate-token):", token]
+    return [f"Bearer token (new at every start; also in {token_file}, mode 0600):", token]
+
+
 async def _serve_http(
-    mcp: MCPServer, state: AppState, sock: socket.socket, token: str | None, token_file: Path | None
+    mcp: MCPServer, state: AppState, sock: socket.socket, token: str | None, token_file: Path | None,
+    stable: tuple[Path, str] | None = None,
 ) -> None:
     import uvicorn
     from mcp.server.transport_security import TransportSecuritySettings
@@ -547,8 +572,11 @@ async def _serve_http(
     url = f"http://127.0.0.1:{port}/mcp"
     state.extra_status["http"] = {"url": url, "auth": token is not None, "token_file": str(token_file) if token_file else None}
     _stderr(f"biopb-mcp serving streamable HTTP at {url} (loopback only)")
-    if token_file is not None:
-        _stderr(f"Bearer token (also in {token_file}, mode 0600):")
+    if token_file is not None and token is not None:
+        for line in _token_lines(token, token_file, stable):
+            _stderr(line)
+        if stable is not None:
+            state.extra_status["http"]["stable_token_file"] = str(stable[0])
     else:
         warning = (
             "WARNING: --no-auth: any local user and any web page that reaches this port can run code as you "
@@ -601,6 +629,7 @@ def serve(
     port: int | None = None,
     auth: bool = True,
     trace: Path | None = None,
+    rotate_token: bool = False,
 ) -> int:
     """Run the server until stdin closes or a signal arrives; the kernel is shut down on the way out.
 
@@ -610,6 +639,7 @@ def serve(
         port: HTTP port (``settings.http.port`` when None; 0 picks a free one).
         auth: HTTP bearer token (default on); False is ``--no-auth``.
         trace: trace file; overrides ``settings.trace_file``.
+        rotate_token: HTTP: replace the stable bearer token with a new one before serving.
 
     Returns:
         An exit code (the stdio and HTTP paths normally leave through ``os._exit``).
@@ -635,7 +665,7 @@ def serve(
         state.transport = "http"
         chosen_port = settings.http.port if port is None else port
         use_auth = auth and bool(getattr(settings.http, "auth", True))
-        token, token_file = _http_token(settings) if use_auth else (None, None)
+        token, token_file, stable = _http_token(settings, rotate_token) if use_auth else (None, None, None)
         try:
             sock = _bind_loopback(chosen_port)
         except OSError as exc:
@@ -643,6 +673,6 @@ def serve(
                 token_file.unlink(missing_ok=True)
             _stderr(f"error: cannot serve HTTP on 127.0.0.1:{chosen_port}: {exc}; pick another with --port")
             return 2
-        _run_then_exit(state, _serve_http, mcp, state, sock, token, token_file)
+        _run_then_exit(state, _serve_http, mcp, state, sock, token, token_file, stable)
     _stderr(f"error: unknown transport {transport!r}; use stdio or http")
     return 2

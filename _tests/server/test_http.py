@@ -188,3 +188,47 @@ def test_an_unwritable_runtime_dir_is_one_error_line_and_exit_2(tmp_path: Path) 
     errors = [line for line in done.stderr.splitlines() if line.startswith("error:")]
     assert len(errors) == 1 and "server.runtime_dir" in errors[0], done.stderr
     assert done.stdout == ""
+
+
+def token_line(server: HttpServer) -> str:
+    """The token, printed on a line of its own right after the line that introduces it."""
+    lines = server.stderr().splitlines()
+    intro = next(i for i, line in enumerate(lines) if line.startswith("Bearer token ("))
+    return lines[intro + 1]
+
+
+def test_the_stable_token_survives_a_restart_and_rotate_token_renews_it(tmp_path: Path) -> None:
+    first = HttpServer(tmp_path)
+    try:
+        token = token_line(first)
+        assert "stable token" in first.stderr() and token == token_file_of(tmp_path, first.proc.pid).read_text().strip()
+    finally:
+        first.stop()
+    again = HttpServer(tmp_path)
+    try:
+        assert token_line(again) == token and "reused" in again.stderr()
+        assert post(again, {"authorization": f"Bearer {token}"}).status_code == 200
+    finally:
+        again.stop()
+    rotated = HttpServer(tmp_path, "--rotate-token")
+    try:
+        renewed = token_line(rotated)
+        assert renewed != token and "rotated" in rotated.stderr()
+        assert post(rotated, {"authorization": f"Bearer {token}"}).status_code == 401
+        assert post(rotated, {"authorization": f"Bearer {renewed}"}).status_code == 200
+        stable_file = tmp_path / "state" / "biopb" / "http-token"
+        assert stable_file.read_text().strip() == renewed and stat.S_IMODE(stable_file.stat().st_mode) == 0o600
+    finally:
+        rotated.stop()
+
+
+def test_a_per_start_token_is_not_kept(tmp_path: Path) -> None:
+    make_env(tmp_path, config='[http]\ntoken = "per-start"\n')
+    server = HttpServer(tmp_path)
+    try:
+        token = token_line(server)
+        assert "new at every start" in server.stderr()
+        assert post(server, {"authorization": f"Bearer {token}"}).status_code == 200
+    finally:
+        server.stop()
+    assert not (tmp_path / "state" / "biopb" / "http-token").exists()

@@ -8,7 +8,15 @@ from pathlib import Path
 
 import pytest
 
-from biopb_mcp.http_security import HttpGuard, RefusalLog, allowlists, client_config_lines, new_token, write_token_file
+from biopb_mcp.http_security import (
+    HttpGuard,
+    RefusalLog,
+    allowlists,
+    client_config_lines,
+    new_token,
+    stable_token,
+    write_token_file,
+)
 
 
 @pytest.fixture
@@ -105,3 +113,30 @@ def test_a_refusal_flood_is_logged_as_a_burst_then_one_summary(caplog: pytest.Lo
         log.refused(403, "again")
     assert "995 more HTTP requests were refused" in caplog.records[-2].getMessage()
     assert caplog.records[-1].getMessage().endswith("again")
+
+
+def test_the_stable_token_is_kept_0600_reused_and_rotated(tmp_path: Path) -> None:
+    state = tmp_path / "state"
+    token, path, how = stable_token(state)
+    assert how == "new" and path == state / "http-token" and path.read_text().strip() == token
+    assert stat.S_IMODE(path.stat().st_mode) == 0o600
+    assert stable_token(state) == (token, path, "reused")
+    rotated, _, how = stable_token(state, rotate=True)
+    assert how == "rotated" and rotated != token and path.read_text().strip() == rotated
+    assert stat.S_IMODE(path.stat().st_mode) == 0o600
+
+
+def test_a_stored_token_others_could_read_or_a_link_is_never_reused(tmp_path: Path) -> None:
+    state = tmp_path / "state"
+    token, path, _ = stable_token(state)
+    path.chmod(0o644)
+    replaced, _, how = stable_token(state)
+    assert how == "replaced" and replaced != token and stat.S_IMODE(path.stat().st_mode) == 0o600
+    planted = tmp_path / "attacker-chosen"
+    planted.write_text("A" * 43 + "\n")
+    planted.chmod(0o600)
+    path.unlink()
+    path.symlink_to(planted)
+    fresh, _, how = stable_token(state)
+    assert how == "replaced" and fresh != "A" * 43
+    assert not path.is_symlink() and planted.read_text() == "A" * 43 + "\n"
