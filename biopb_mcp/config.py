@@ -92,7 +92,8 @@ SCHEMA: tuple[Key, ...] = (
     Key("server", "state_dir", "str", "",
         'Logs live here; "" = the platform state dir (Linux: ~/.local/state/biopb).'),
     Key("server", "runtime_dir", "str", "",
-        'Kernel connection file and HTTP token (mode 0700); "" = the platform runtime dir.'),
+        'Kernel connection files and HTTP token files; one that others can enter gets a private '
+        'biopb-mcp-<uid> subdir (its own mode is never changed); "" = the platform runtime dir.'),
     Key("server", "log_file", "str", "",
         'Server log file; "" = <state_dir>/server.log.'),
     Key("server", "log_level", "str", "INFO",
