@@ -87,38 +87,6 @@ def test_flatfield_removes_known_vignetting(kernel: seedlib.KernelRunner, tmp_pa
     assert float(out["gradient_after"]) < float(out["gradient_before"])
 
 
-# ---------------------------------------------------------------- background-subtraction
-
-
-def make_background() -> tuple[Inputs, dict[str, Any]]:
-    rng = np.random.default_rng(2)
-    shape = (256, 256)
-    yy, xx = np.mgrid[: shape[0], : shape[1]]
-    bg = 300.0 + 0.8 * xx + 150.0 * np.exp(-((yy - 80) ** 2 + (xx - 180) ** 2) / (2 * 60.0**2))
-    centers = scatter(rng, 30, shape, sep=24, border=10)
-    objects = np.zeros(shape, bool)
-    for c in centers:
-        objects |= disc(shape, c, 6)
-    image = bg + 200.0 * objects + rng.normal(0, 5, shape)
-    inputs: Inputs = {"image": np.clip(image, 0, None).astype(np.uint16), "object_diameter_px": 12.0}
-    return inputs, {"background": ndi.distance_transform_edt(~objects) > 4, "centers": centers, "amplitude": 200.0}
-
-
-def check_background(out: Outputs, truth: dict[str, Any]) -> dict[str, float]:
-    sub = out["subtracted"]
-    residual = float(np.median(sub[truth["background"]]))
-    amp = float(np.mean([sub[disc(sub.shape, c, 3)].mean() for c in truth["centers"]]))
-    assert abs(residual) < 3.0, f"background residual {residual:.2f} (noise sd 5, objects 200)"
-    assert abs(amp - truth["amplitude"]) < 0.1 * truth["amplitude"], f"object amplitude {amp:.1f} vs 200"
-    return {"residual": residual, "amplitude": amp}
-
-
-def test_background_subtraction_recovers_known_amplitude(kernel: seedlib.KernelRunner, tmp_path: Path) -> None:
-    inputs, truth = make_background()
-    out = run_doc(kernel, "background-subtraction", inputs, ["background", "subtracted"], tmp_path)
-    check_background(out, truth)
-
-
 # ---------------------------------------------------------------- segment-nuclei
 
 
