@@ -301,53 +301,6 @@ def test_count_spots_finds_60_known_spots(kernel: seedlib.KernelRunner, tmp_path
     assert np.abs(out["spots_per_cell"] - truth["per_cell"]).max() <= 1
 
 
-# ---------------------------------------------------------------- colocalization
-
-
-def make_pearson() -> tuple[Inputs, dict[str, Any]]:
-    """Shared smooth signal S plus independent noise of equal variance in each channel: r = 0.5 by design."""
-    rng = np.random.default_rng(9)
-    shape = (200, 200)
-    mask = disc(shape, (100, 100), 75)
-    s = texture(rng, shape, 2.0)
-    n1, n2 = texture(rng, shape, 2.0), texture(rng, shape, 2.0)
-    ch1 = 500 + 100 * s + 100 * n1
-    ch2 = 300 + 80 * s + 80 * n2
-    ramp = np.add.outer(np.arange(200.0), np.arange(200.0)) * 20    # correlated junk outside the mask
-    ch1[~mask] += ramp[~mask]
-    ch2[~mask] += ramp[~mask]
-    return {"ch1": ch1, "ch2": ch2, "mask": mask}, {"pearson": 0.5}
-
-
-def make_manders() -> tuple[Inputs, dict[str, Any]]:
-    """40 ch1 spots, 30 ch2 spots, 20 shared: M1 = 20/40, M2 = 20/30."""
-    rng = np.random.default_rng(10)
-    shape = (200, 200)
-    centers = scatter(rng, 50, shape, sep=12, border=6)
-    a_spots, b_spots = centers[:40], centers[:20] + centers[40:]
-    ch1 = 100 + rng.normal(0, 5, shape)
-    ch2 = 50 + rng.normal(0, 5, shape)
-    for c in a_spots:
-        ch1 += 400 * disc(shape, c, 3)
-    for c in b_spots:
-        ch2 += 300 * disc(shape, c, 3)
-    return {"ch1": ch1, "ch2": ch2, "mask": np.ones(shape, bool)}, {"m1": 0.5, "m2": 2 / 3}
-
-
-def test_colocalization_pearson_matches_design(kernel: seedlib.KernelRunner, tmp_path: Path) -> None:
-    inputs, truth = make_pearson()
-    out = run_doc(kernel, "colocalization", inputs, ["pearson", "pearson_control"], tmp_path)
-    assert abs(float(out["pearson"]) - truth["pearson"]) < 0.05, float(out["pearson"])
-    assert abs(float(out["pearson_control"])) < 0.15, float(out["pearson_control"])
-
-
-def test_colocalization_manders_matches_design(kernel: seedlib.KernelRunner, tmp_path: Path) -> None:
-    inputs, truth = make_manders()
-    out = run_doc(kernel, "colocalization", inputs, ["m1", "m2"], tmp_path)
-    assert abs(float(out["m1"]) - truth["m1"]) < 0.05, float(out["m1"])
-    assert abs(float(out["m2"]) - truth["m2"]) < 0.05, float(out["m2"])
-
-
 # ---------------------------------------------------------------- timelapse-intensity
 
 
