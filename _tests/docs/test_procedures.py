@@ -161,44 +161,6 @@ def test_segment_nuclei_check_fails_without_watershed(kernel: seedlib.KernelRunn
         check_nuclei(out, truth)
 
 
-# ---------------------------------------------------------------- measure-labels
-
-
-def make_measure() -> tuple[Inputs, dict[str, Any]]:
-    shape = (200, 220)
-    labels = np.zeros(shape, np.uint16)
-    image = np.full(shape, 7, np.uint16)
-    truth = []
-    for k in range(12):
-        lab = 3 * (k + 1)                       # non-consecutive ids on purpose
-        h, w = 6 + k, 8 + (k % 4) * 3
-        y0, x0 = 10 + (k // 4) * 60, 10 + (k % 4) * 52
-        labels[y0 : y0 + h, x0 : x0 + w] = lab
-        image[y0 : y0 + h, x0 : x0 + w] = 100 + 10 * k
-        truth.append((lab, h * w, y0 + (h - 1) / 2, x0 + (w - 1) / 2, 100 + 10 * k))
-    return {"labels": labels, "image": image, "pixel_size_um": 0.325}, {"rows": truth}
-
-
-def test_measure_labels_writes_exact_table(kernel: seedlib.KernelRunner, tmp_path: Path) -> None:
-    inputs, truth = make_measure()
-    inputs["source_path"] = str(tmp_path / "plate1.tif")
-    out = run_doc(kernel, "measure-labels", inputs, ["n_objects", "csv_path"], tmp_path)
-    assert int(out["n_objects"]) == 12
-    csv_path = Path(str(out["csv_path"]))
-    assert csv_path == tmp_path / "results" / "plate1_measure.csv"
-    with open(csv_path, newline="") as f:
-        rows = list(csv.DictReader(f))
-    assert len(rows) == 12
-    px = inputs["pixel_size_um"]
-    for row, (lab, area, cy, cx, mean) in zip(rows, truth["rows"]):
-        assert int(float(row["label"])) == lab
-        assert float(row["area_um2"]) == pytest.approx(area * px**2, rel=1e-9)
-        assert float(row["centroid_y_um"]) == pytest.approx(cy * px, rel=1e-9)
-        assert float(row["centroid_x_um"]) == pytest.approx(cx * px, rel=1e-9)
-        assert float(row["intensity_mean"]) == pytest.approx(mean, rel=1e-9)
-        assert float(row["intensity_integrated"]) == pytest.approx(mean * area, rel=1e-9)
-
-
 # ---------------------------------------------------------------- max-projection
 
 
