@@ -263,37 +263,6 @@ def test_count_spots_finds_60_known_spots(kernel: seedlib.KernelRunner, tmp_path
     assert np.abs(out["spots_per_cell"] - truth["per_cell"]).max() <= 1
 
 
-# ---------------------------------------------------------------- timelapse-intensity
-
-
-def make_movie() -> tuple[Inputs, dict[str, Any]]:
-    rng = np.random.default_rng(11)
-    n_t, shape, dt, k, step_at = 40, (48, 64), 2.0, 0.015, 20
-    t = np.arange(n_t) * dt
-    roi = np.zeros(shape, bool); roi[5:15, 5:15] = True
-    ref = np.zeros(shape, bool); ref[5:15, 30:40] = True
-    bg = np.zeros(shape, bool); bg[30:45, 45:60] = True
-    response = 1 + 0.3 * (np.arange(n_t) >= step_at)
-    movie = np.full((n_t, *shape), 100.0)
-    movie[:, roi] += (500 * np.exp(-k * t) * response)[:, None]
-    movie[:, ref] += (400 * np.exp(-k * t))[:, None]
-    movie += rng.normal(0, 5, movie.shape)
-    inputs = {"movie": movie.astype(np.uint16), "roi": roi, "background_roi": bg, "reference_roi": ref,
-              "frame_interval_s": dt, "baseline_frames": step_at}
-    return inputs, {"k": k, "step_at": step_at, "response": 1.3}
-
-
-def test_timelapse_intensity_recovers_bleach_rate_and_response(kernel: seedlib.KernelRunner, tmp_path: Path) -> None:
-    inputs, truth = make_movie()
-    out = run_doc(kernel, "timelapse-intensity", inputs, ["bleach_rate_per_s", "f_over_f0", "times_s"], tmp_path)
-    assert float(out["bleach_rate_per_s"]) == pytest.approx(truth["k"], rel=0.03)
-    f = out["f_over_f0"]
-    s = truth["step_at"]
-    assert f[:s].mean() == pytest.approx(1.0, abs=0.02)
-    assert f[s:].mean() == pytest.approx(truth["response"], abs=0.03)
-    assert f[s:].std() < 0.02, "bleaching left a trend after correction"
-
-
 # ---------------------------------------------------------------- reference snippets (data, outputs)
 
 
