@@ -228,8 +228,8 @@ def test_docs_name_no_deprecated_api(doc_id: str) -> None:
 
 
 @pytest.mark.parametrize(("doc", "expected"), [
-    ("```python\nfrom skimage import measure\n"
-     "t = measure.regionprops_table(labels, image, properties=('label', 'mean_intensity'))\n```\n",
+    (("```python\nfrom skimage import measure\n"
+      "t = measure.regionprops_table(labels, image, properties=('label', 'mean_intensity'))\n```\n"),
      "regionprops property 'mean_intensity' is deprecated: use 'intensity_mean'"),
     ("```python\nfrom skimage import measure\nm = [p.mean_intensity for p in measure.regionprops(labels, image)]\n```\n",
      "regionprops property 'mean_intensity' is deprecated"),

@@ -9,7 +9,6 @@ assert that the check then fails, so the checks are known to bite.
 
 from __future__ import annotations
 
-import csv
 import math
 from pathlib import Path
 from typing import Any

@@ -7,6 +7,7 @@ mean = the value painted into it. The CSV written next to the data is read back 
 from __future__ import annotations
 
 import csv
+import itertools
 from pathlib import Path
 from typing import Any
 
@@ -31,7 +32,8 @@ def make(seed: int, shape: tuple[int, int] = (200, 220), n: int = 12, size: tupl
     if tile:
         ys = np.linspace(0, shape[0], 5).astype(int)
         xs = np.linspace(0, shape[1], 4).astype(int)
-        rects = [(y0, x0, y1 - y0, x1 - x0) for y0, y1 in zip(ys[:-1], ys[1:]) for x0, x1 in zip(xs[:-1], xs[1:])]
+        rects = [(y0, x0, y1 - y0, x1 - x0) for y0, y1 in itertools.pairwise(ys)
+                 for x0, x1 in itertools.pairwise(xs)]
     else:
         taken = np.zeros(shape, bool)
         while len(rects) < n:
