@@ -88,3 +88,4 @@ def test_sweep_fails_with_the_opening_as_background(kernel: seedlib.KernelRunner
     out = run_doc(kernel, "background-subtraction", inputs, PRODUCES, tmp_path, edit=edit)
     with pytest.raises(AssertionError, match="background"):
         check(out, truth)
+
