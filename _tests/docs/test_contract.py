@@ -154,3 +154,95 @@ def test_extraction_sees_aliases_keywords_and_deprecations() -> None:
     ]
     with pytest.raises(AttributeError):
         resolve(refs["numpy.nosuchthing"].dotted)
+
+
+# ---------------------------------------------------------------- current names only
+
+# roots a doc's prose may name without importing them in its code
+_PROSE_ROOTS = {"numpy": "numpy", "np": "numpy", "scipy": "scipy", "ndi": "scipy.ndimage", "skimage": "skimage",
+                "tifffile": "tifffile"}
+
+
+def deprecation_marker(obj: Any) -> str | None:
+    """The library's own deprecation note on a callable: skimage's `deprecate_func` opens the
+    docstring with '**Deprecated:**'; numpy and scipy put '.. deprecated::' before the parameters."""
+    doc = inspect.getdoc(obj) or ""
+    head = doc.split("Parameters\n")[0]
+    for marker in ("**Deprecated:**", ".. deprecated::"):
+        if marker in head:
+            return " ".join(head[head.index(marker):].split())[:160]
+    return None
+
+
+def deprecated_regionprops_names() -> dict[str, str]:
+    """Old regionprops property names -> current ones, from scikit-image's own alias table.
+
+    Only the snake_case aliases: the CamelCase ones ('Image', 'Label') are also ordinary names
+    (`IPython.display.Image`) and no current code spells a property that way."""
+    from skimage.measure._regionprops import PROPS
+
+    return {old: new for old, new in PROPS.items() if old != new and old.islower()}
+
+
+def quoted_names(text: str, code: str) -> set[str]:
+    """Strings and attribute names in the code, and bare names or strings quoted inline in the prose."""
+    import ast
+
+    names: set[str] = set()
+    for node in ast.walk(ast.parse(code)):
+        if isinstance(node, ast.Constant) and isinstance(node.value, str):
+            names.add(node.value)
+        elif isinstance(node, ast.Attribute):
+            names.add(node.attr)
+    for span in seedlib._INLINE_CODE.findall(seedlib.prose(text)):
+        names.add(span.strip().strip("'\""))
+        names.update(part for part in span.replace("(", ".").split(".") if part.isidentifier())
+    return names
+
+
+def deprecated_uses(text: str) -> list[str]:
+    """Every deprecated callable, keyword or regionprops property a doc's code or prose names."""
+    code = "\n".join(seedlib.code_blocks(text))
+    aliases = seedlib.import_aliases(code)
+    refs = seedlib.api_refs(code, aliases) + seedlib.inline_api_refs(text, {**_PROSE_ROOTS, **aliases})
+    problems: list[str] = []
+    for ref in refs:
+        try:
+            obj = resolve(ref.dotted)
+        except (ImportError, AttributeError):
+            continue  # test_every_quoted_api_resolves reports it
+        marker = deprecation_marker(obj)
+        if marker:
+            problems.append(f"{ref.as_written} -> {ref.dotted}: {marker}")
+        problems += [p for p in check_keywords(ref.dotted, obj, ref.keywords) if p.endswith("deprecated")]
+    old = deprecated_regionprops_names()
+    problems += [f"regionprops property {n!r} is deprecated: use {old[n]!r}"
+                 for n in sorted(quoted_names(text, code)) if n in old]
+    return sorted(set(problems))
+
+
+@pytest.mark.parametrize("doc_id", seedlib.shipped_ids())
+def test_docs_name_no_deprecated_api(doc_id: str) -> None:
+    problems = deprecated_uses(seedlib.read(doc_id))
+    assert not problems, f"{doc_id} names deprecated APIs: " + "; ".join(problems)
+
+
+@pytest.mark.parametrize(("doc", "expected"), [
+    (("```python\nfrom skimage import measure\n"
+      "t = measure.regionprops_table(labels, image, properties=('label', 'mean_intensity'))\n```\n"),
+     "regionprops property 'mean_intensity' is deprecated: use 'intensity_mean'"),
+    ("```python\nfrom skimage import measure\nm = [p.mean_intensity for p in measure.regionprops(labels, image)]\n```\n",
+     "regionprops property 'mean_intensity' is deprecated"),
+    ("Each region's `mean_intensity` is its average.\n", "regionprops property 'mean_intensity' is deprecated"),
+    ("```python\nfrom skimage import morphology\nm = morphology.remove_small_objects(mask, min_size=5)\n```\n",
+     "skimage.morphology.remove_small_objects(min_size=...): keyword is deprecated"),
+    ("Clean with `skimage.morphology.remove_small_objects(mask, min_size=5)`.\n",
+     "skimage.morphology.remove_small_objects(min_size=...): keyword is deprecated"),
+    ("Then `skimage.morphology.binary_opening(mask, skimage.morphology.square(3))`.\n",
+     "skimage.morphology.binary_opening: **Deprecated:**"),
+], ids=["props-string", "props-attribute", "props-in-prose", "keyword-in-code", "keyword-in-prose",
+        "function-in-prose"])
+def test_a_doc_naming_a_deprecated_api_fails(doc: str, expected: str) -> None:
+    """The check reads the libraries' own deprecation markers and alias tables, in code and in prose."""
+    problems = deprecated_uses(doc)
+    assert any(expected in p for p in problems), problems

@@ -39,6 +39,7 @@ logger = logging.getLogger(__name__)
 READY_POLL_SECONDS = 0.2
 """One kernel_info attempt while waiting for a starting kernel (see ``_wait_ready``)."""
 
+INLINE_MPL_BACKEND = "module://matplotlib_inline.backend_inline"
 BOOTSTRAP_FILE = Path(__file__).with_name("bootstrap.py")
 """Run inside the kernel at start (see bootstrap.py)."""
 
@@ -263,6 +264,11 @@ class KernelHost:
                 BIOPB_MCP_KERNEL_LOG=str(log_path),
             )
             env.pop("JPY_PARENT_PID", None)
+            if is_python and "MPLBACKEND" not in spec_env:
+                # figures must come back to the agent as PNGs, whatever backend the user's shell
+                # names (Agg shows nothing, a GUI backend opens windows on the user's screen);
+                # the variable alone imports nothing, so kernel start does not pay for matplotlib
+                env["MPLBACKEND"] = INLINE_MPL_BACKEND
             try:
                 lifeline.rotate_log(log_path)
                 self._log_start = log_path.stat().st_size if log_path.exists() else 0
