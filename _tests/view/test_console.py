@@ -58,8 +58,12 @@ async def test_console_shows_the_agents_work_shares_the_namespace_and_quit_keeps
 
                 # The scientist types into the same namespace; the agent sees it.
                 console.type("z = y * 2\r")
-                seen = await anyio.to_thread.run_sync(lambda: console.wait_for(PROMPT, after=seen))
-                assert "84" in await run(client, "z")
+                for _ in range(100):  # until the console's cell ran
+                    if "84" in await run(client, "globals().get('z')"):
+                        break
+                    await anyio.sleep(0.2)
+                else:
+                    raise AssertionError(f"the console's z never reached the namespace:\n{console.screen}")
 
                 # quit leaves the console, not the kernel.
                 console.type("quit\r")
