@@ -39,6 +39,9 @@ NBFORMAT_MINOR = 5
 MAX_IMAGE_CHARS_PER_CELL = 40 * 1024 * 1024
 """Base64 characters of images kept per cell (about 30 MB of PNG); later images become a note."""
 
+CELL_BUDGET_OUTPUTS = 10
+"""Text kept per cell, in units of ``max_output_chars`` (each stream or display gets one unit)."""
+
 _OUTPUT_KINDS = frozenset({"stream", "execute_result", "display_data", "error", "clear_output"})
 
 
@@ -63,14 +66,17 @@ class OutputCollector:
     """The outputs of one execution in nbformat shape, built as the kernel's messages arrive.
 
     Consecutive stream messages of one name merge into one output, ``clear_output`` clears, and
-    text beyond ``max_chars`` per cell (images beyond ``MAX_IMAGE_CHARS_PER_CELL``) is replaced by
-    a note, so memory stays bounded however much a job prints. Called from one thread (the one
+    text beyond ``max_chars`` per stream or display (``CELL_BUDGET_OUTPUTS`` times that per cell;
+    images beyond ``MAX_IMAGE_CHARS_PER_CELL``) is replaced by a note, so memory stays bounded
+    however much a job prints, and a warning on stderr survives a flood on stdout. Called from one thread (the one
     that receives kernel messages); ``outputs()`` is read after the execution finished.
     """
 
     def __init__(self, max_chars: int) -> None:
         self._outputs: list[dict[str, Any]] = []
-        self._room = max_chars
+        self._max = max_chars
+        self._room = CELL_BUDGET_OUTPUTS * max_chars
+        self._stream_room: dict[str, int] = {}
         self._image_room = MAX_IMAGE_CHARS_PER_CELL
         self._clear_on_next = False
         self._stream_full: set[str] = set()
@@ -112,8 +118,11 @@ class OutputCollector:
         if name in self._stream_full:
             return
         last = self._outputs[-1] if self._outputs else None
-        text, cut = _truncated(text, self._room)
-        self._room -= len(text) if not cut else self._room
+        room = min(self._stream_room.get(name, self._max), self._room)
+        text, cut = _truncated(text, room)
+        used = room if cut else len(text)
+        self._stream_room[name] = self._stream_room.get(name, self._max) - used
+        self._room -= used
         if cut:
             self._stream_full.add(name)
         if last is not None and last["output_type"] == "stream" and last["name"] == name:
@@ -134,12 +143,13 @@ class OutputCollector:
                 self._image_room -= len(value)
                 kept[mime] = value
             elif isinstance(value, str):
-                text, cut = _truncated(value, self._room)
-                self._room -= len(text) if not cut else self._room
+                room = min(self._max, self._room)
+                text, cut = _truncated(value, room)
+                self._room -= room if cut else len(text)
                 kept[mime] = text
             else:  # JSON mime types: kept as sent, counted by their size
                 size = len(json.dumps(value, default=str))
-                if size > self._room:
+                if size > min(self._max, self._room):
                     notes.append(f"[biopb-mcp: {mime} output of {size} characters not recorded]")
                     continue
                 self._room -= size
