@@ -128,8 +128,8 @@ def _launch_jupyter_console(argv: list[str]) -> None:
     ``sys.stdout``, which prompt_toolkit flushes later: the marker would land after the code it
     marks. Writing it through ``sys.stdout`` too keeps the three in order.
     """
-    from jupyter_console.app import ZMQTerminalIPythonApp
-    from jupyter_console.ptshell import ZMQTerminalInteractiveShell
+    from jupyter_console.app import ZMQTerminalIPythonApp  # type: ignore[import-untyped]
+    from jupyter_console.ptshell import ZMQTerminalInteractiveShell  # type: ignore[import-untyped]
 
     def print_remote_prompt(self: ZMQTerminalInteractiveShell, ec: int | None = None) -> None:
         count = self.execution_count if ec is None else ec

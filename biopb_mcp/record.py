@@ -11,6 +11,9 @@ the whole file atomically (temp file + rename), so a crash at any moment leaves 
 complete notebook: valid, holding every cell written so far. Cells are serialised once and kept
 as JSON text, so a rewrite is one join and one write.
 
+The writer emits nbformat 4.5 JSON itself: nbformat's validating builders cost milliseconds a
+cell. Reading back goes through nbformat (``read_session``), which validates what was written.
+
 This module knows nothing of MCP or of how the kernel is driven: it takes plain strings and
 Jupyter message contents.
 """
@@ -31,7 +34,7 @@ from typing import Any
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["OutputCollector", "SessionRecorder"]
+__all__ = ["OutputCollector", "SessionRecorder", "agent_cells", "read_session"]
 
 NBFORMAT_MINOR = 5
 """nbformat 4.5: cells carry an ``id``."""
@@ -46,7 +49,7 @@ _OUTPUT_KINDS = frozenset({"stream", "execute_result", "display_data", "error", 
 
 
 def _now() -> str:
-    return _dt.datetime.now(_dt.timezone.utc).astimezone().isoformat(timespec="seconds")
+    return _dt.datetime.now(_dt.UTC).astimezone().isoformat(timespec="seconds")
 
 
 def _cell_id() -> str:
@@ -295,8 +298,8 @@ class SessionRecorder:
             })
             lines = [f"# Agent session, kernel started {when}", "", about]
             if previous is not None:
-                lines += ["", f"Continues the session recorded in `{previous}` (the kernel was restarted "
-                          "there: the namespace starts empty here)."]
+                lines += ["", (f"Continues the session recorded in `{previous}` (the kernel was "
+                               "restarted there: the namespace starts empty here).")]
                 if current is not None and current.path == previous:
                     current.cells.append(_dump(_markdown_cell(
                         f"*Kernel restarted {when}; the session continues in `{path}`.*")))
@@ -355,3 +358,17 @@ def _markdown_cell(text: str) -> dict[str, Any]:
 
 def _dump(cell: dict[str, Any]) -> str:
     return json.dumps(cell, ensure_ascii=False, default=str)
+
+
+def read_session(path: Path) -> Any:
+    """A recorded session notebook, read and validated by nbformat (raises its errors)."""
+    import nbformat
+
+    nb = nbformat.read(str(path), as_version=4)
+    nbformat.validate(nb)
+    return nb
+
+
+def agent_cells(nb: Any) -> list[Any]:
+    """The code cells of the agent's executions, in order (each with ``metadata.biopb``)."""
+    return [c for c in nb.cells if c.cell_type == "code" and "biopb" in c.get("metadata", {})]

@@ -327,7 +327,8 @@ def _register_kernel_tools(mcp: MCPServer, state: AppState) -> None:
     @_tool(mcp, READ_ONLY)
     def server_status() -> str:
         """Report the server's state: versions, transport, kernel state and pid, the running job,
-        the kernel connection file (the user can join with `jupyter console --existing FILE`),
+        the kernel connection file (the user can watch and join with `biopb-mcp console`), the
+        session notebook recording your execute_code calls,
         loaded kernel plugins and failures, docs tiers and index size, config and log paths.
         Use it when something behaves unexpectedly, or to tell the user where files are."""
         settings = state.settings

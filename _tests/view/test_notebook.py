@@ -21,6 +21,7 @@ from mcp.types import CallToolResult, TextContent
 from stdio_procs import RawServer, make_env, result_text
 from view_helpers import make_settings, wait_gone
 
+from biopb_mcp.record import agent_cells, read_session
 from biopb_mcp.server import build_server
 
 LOAD = (
@@ -37,17 +38,10 @@ SEGMENT = (
     "print('areas:', areas)"
 )
 FIGURE = (
-    "import io\n"
-    "import matplotlib\n"
-    "matplotlib.use('agg')\n"
-    "import matplotlib.pyplot as plt\n"
+    "import imageio.v3 as iio\n"
     "from IPython.display import Image, display\n"
-    "fig, ax = plt.subplots(figsize=(6, 4), dpi=100)\n"
-    "ax.imshow(labels)\n"
-    "buf = io.BytesIO()\n"
-    "fig.savefig(buf, format='png')\n"
-    "plt.close(fig)\n"
-    "display(Image(buf.getvalue()))"
+    "overlay = np.kron((labels * 60).astype(np.uint8), np.ones((4, 5), np.uint8))\n"
+    "display(Image(iio.imwrite('<bytes>', overlay, extension='.png')))"
 )
 NOISY = "import sys\nprint('check the threshold', file=sys.stderr)\nprint('x' * 50000)"
 FAILING = "areas[100]"
@@ -71,7 +65,7 @@ def nuclei_image(path: Path) -> None:
 async def record_session(root: Path) -> dict[str, Any]:
     settings = make_settings(
         root,
-        "[kernel]\npromote_after = 300.0\nmax_image_bytes = 2000\n[record]\nmax_output_chars = 5000\n",
+        "[kernel]\npromote_after = 300.0\nmax_image_bytes = 100\n[record]\nmax_output_chars = 5000\n",
     )
     mcp, state = build_server(settings)
     out: dict[str, Any] = {"settings": settings, "texts": []}
@@ -108,8 +102,12 @@ def session(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     out["root"] = root
     books = sorted((root / "state" / "notebooks").glob("*.ipynb"))
     out["books"] = books
-    out["nbs"] = [nbformat.read(p, as_version=4) for p in books]
+    out["nbs"] = [read_session(p) for p in books]
     return out
+
+
+def png_of(outputs: list[Any]) -> bytes:
+    return base64.b64decode(outputs[0].data["image/png"])
 
 
 def png_size(png: bytes) -> tuple[int, int]:
@@ -135,7 +133,7 @@ def test_cells_in_order_with_their_outputs_full_size_images_and_doc_notes(sessio
     nb = session["nbs"][0]
     kinds = [(c.cell_type, c.source) for c in nb.cells]
     code = [src for kind, src in kinds if kind == "code"]
-    assert code == CODE
+    assert code == CODE == [c.source for c in agent_cells(nb)]
     read_at = next(i for i, (k, s) in enumerate(kinds) if k == "markdown" and "read_doc" in s)
     write_at = next(i for i, (k, s) in enumerate(kinds) if k == "markdown" and "write_doc" in s)
     assert kinds.index(("code", SEGMENT)) < read_at < kinds.index(("code", FIGURE))
@@ -152,11 +150,11 @@ def test_cells_in_order_with_their_outputs_full_size_images_and_doc_notes(sessio
     meta = cells[SEGMENT].metadata["biopb"]
     assert re.fullmatch(r"job-\d+", meta["job_id"]) and meta["status"] == "ok"
 
-    # the figure: full size in the notebook, though the agent got it downscaled (max_image_bytes 2000)
+    # the figure: full size in the notebook, though too big for the agent (max_image_bytes 100)
     (image,) = cells[FIGURE].outputs
     assert image.output_type == "display_data"
     png = base64.b64decode(image.data["image/png"])
-    assert png_size(png) == (600, 400)
+    assert png_size(png) == (640, 512)
     saved = re.search(r"full size saved to (\S+\.png)", session["texts"][2])
     assert saved, session["texts"][2]
     assert Path(saved.group(1)).read_bytes() == png
@@ -189,7 +187,7 @@ def test_nbclient_re_runs_the_notebook_on_the_same_data_and_gets_the_recorded_re
     rerun = {c.source: c.outputs for c in fresh.cells if c.cell_type == "code"}
     assert rerun[LOAD][0].data["text/plain"] == recorded[LOAD][0].data["text/plain"]
     assert rerun[SEGMENT][0].text == recorded[SEGMENT][0].text
-    assert png_size(base64.b64decode(rerun[FIGURE][0].data["image/png"])) == (600, 400)
+    assert base64.b64decode(rerun[FIGURE][0].data["image/png"]) == png_of(recorded[FIGURE])
     assert rerun[FAILING][0].ename == recorded[FAILING][0].ename == "IndexError"
 
 
@@ -210,9 +208,7 @@ def test_a_sigkilled_server_leaves_a_valid_notebook_with_every_completed_cell(tm
         path = Path(status["kernel"]["session_notebook"])
         os.kill(server.proc.pid, signal.SIGKILL)  # mid-session: a job is running
         server.proc.wait(30)
-        nb = nbformat.read(path, as_version=4)
-        nbformat.validate(nb)
-        code = [c for c in nb.cells if c.cell_type == "code"]
+        code = agent_cells(read_session(path))
         assert [c.source for c in code] == done
         assert [c.outputs[0].text for c in code] == [f"step {n * 10}\n" for n in range(3)]
         assert not list(path.parent.glob(".*.tmp"))

@@ -679,7 +679,7 @@ class KernelHost:
                 "message": self._message,
                 "pid": proc.pid if proc is not None else None,
                 "connection_file": conn,
-                "connect_command": f"jupyter console --existing {conn}" if conn else None,
+                "connect_command": f"biopb-mcp console --pid {os.getpid()}" if conn else None,
                 "transport": "ipc",
                 "socket_dir": str(self._socket_dir) if self._socket_dir else None,
                 "kernel_spec": self._spec_desc or (self._settings.kernel.name or "this server's Python"),
