@@ -197,6 +197,8 @@ class SessionRecorder:
         self._written = threading.Condition()
         self._done_seq = 0
         self._seq = 0
+        self._early: list[str] = []
+        """Doc notes made before the first kernel start (writer thread only): they open its notebook."""
 
     @property
     def path(self) -> Path | None:
@@ -305,12 +307,14 @@ class SessionRecorder:
                         f"*Kernel restarted {when}; the session continues in `{path}`.*")))
                     dirty[current.path] = current
             nb.cells.append(_dump(_markdown_cell("\n".join(lines))))
+            nb.cells.extend(self._early)
+            self._early = []
             dirty[path] = nb
             return nb
-        if current is None:  # nothing started yet: nowhere to record
-            return current
         if kind == "code":
             code, collector, meta, when = payload
+            if current is None:  # code runs only in a started kernel; nothing to attach it to
+                return current
             outputs = collector.outputs() if collector is not None else []
             count = collector.execution_count if collector is not None else None
             for out in outputs:
@@ -326,6 +330,9 @@ class SessionRecorder:
             text, when = payload
             cell = _markdown_cell(text)
             cell["metadata"] = {"biopb": {"time": when}}
+            if current is None:  # the agent read docs before starting the kernel: keep for the first
+                self._early.append(_dump(cell))
+                return current
             current.cells.append(_dump(cell))
         dirty[current.path] = current
         return current

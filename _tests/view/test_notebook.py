@@ -74,6 +74,7 @@ async def record_session(root: Path) -> dict[str, Any]:
     try:
         with anyio.fail_after(180):
             async with Client(mcp, mode="legacy") as client:
+                await client.call_tool("read_doc", {"id": "kernel"})  # before any kernel: opens the notebook
                 out["start"] = text_of(await client.call_tool("start_kernel", {}))
                 for code in CODE[:2]:
                     out["texts"].append(text_of(await client.call_tool("execute_code", {"code": code})))
@@ -124,6 +125,7 @@ def test_one_valid_notebook_per_kernel_start_linked_and_named_in_the_tool_result
     assert f"Session notebook: {second}" in session["restart"]
     assert session["status"]["kernel"]["session_notebook"] == str(second)
     nb1, nb2 = session["nbs"]
+    assert nb1.cells[1].cell_type == "markdown" and "**read_doc** `kernel`" in nb1.cells[1].source
     assert str(second) in nb1.cells[-1].source and nb1.cells[-1].cell_type == "markdown"
     assert str(first) in nb2.cells[0].source and nb2.cells[0].cell_type == "markdown"
     assert [c.source for c in nb2.cells if c.cell_type == "code"] == ["'after restart'"]
@@ -134,7 +136,7 @@ def test_cells_in_order_with_their_outputs_full_size_images_and_doc_notes(sessio
     kinds = [(c.cell_type, c.source) for c in nb.cells]
     code = [src for kind, src in kinds if kind == "code"]
     assert code == CODE == [c.source for c in agent_cells(nb)]
-    read_at = next(i for i, (k, s) in enumerate(kinds) if k == "markdown" and "read_doc" in s)
+    read_at = next(i for i, (k, s) in enumerate(kinds) if k == "markdown" and "`measure-labels`" in s)
     write_at = next(i for i, (k, s) in enumerate(kinds) if k == "markdown" and "write_doc" in s)
     assert kinds.index(("code", SEGMENT)) < read_at < kinds.index(("code", FIGURE))
     assert kinds.index(("code", FAILING)) < write_at
