@@ -346,8 +346,10 @@ class SessionRecorder:
         text = head[:-1] + ',\n "cells": [\n' + ",\n".join(nb.cells) + "\n ]\n}\n"
         tmp = nb.path.with_name(f".{nb.path.name}.{os.getpid()}.tmp")
         try:
-            nb.path.parent.mkdir(parents=True, exist_ok=True)
-            with open(tmp, "w", encoding="utf-8") as fh:
+            # 0700/0600 like the logs: the notebook holds the session's code and outputs
+            nb.path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+            with open(fd, "w", encoding="utf-8") as fh:
                 fh.write(text)
             os.replace(tmp, nb.path)
             self.error = None

@@ -68,6 +68,7 @@ def test_a_promoted_job_is_recorded_when_it_ends_and_a_restart_records_the_abort
         assert cells[0].metadata["biopb"]["promoted"] is True
         assert cells[0].outputs[0]["text"] == "job done\n"
         assert rec.path != first and read_session(rec.path).cells[0].cell_type == "markdown"
+        assert first.stat().st_mode & 0o777 == 0o600  # code and outputs: private like the logs
     finally:
         host.shutdown()
         rec.close()
