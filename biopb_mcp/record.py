@@ -27,6 +27,7 @@ import logging
 import os
 import queue
 import threading
+import time
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -48,8 +49,9 @@ CELL_BUDGET_OUTPUTS = 10
 _OUTPUT_KINDS = frozenset({"stream", "execute_result", "display_data", "error", "clear_output"})
 
 
-def _now() -> str:
-    return _dt.datetime.now(_dt.UTC).astimezone().isoformat(timespec="seconds")
+def _iso(stamp: float) -> str:
+    """Local time with offset; formatted on the writer thread (callers only take ``time.time()``)."""
+    return _dt.datetime.fromtimestamp(stamp, _dt.UTC).astimezone().isoformat(timespec="seconds")
 
 
 def _cell_id() -> str:
@@ -221,16 +223,16 @@ class SessionRecorder:
             stamp = _dt.datetime.now().strftime("%Y%m%d-%H%M%S")
             path = self.directory / f"session-{stamp}-{os.getpid()}-{self._count}.ipynb"
             previous, self._path = self._path, path
-        self._put("new", (path, previous, kernel_name, display_name, about, _now()))
+        self._put("new", (path, previous, kernel_name, display_name, about, time.time()))
         return path
 
     def code_cell(self, code: str, collector: OutputCollector | None, meta: dict[str, Any]) -> None:
         """Record one finished execution (``meta`` goes to ``metadata.biopb``)."""
-        self._put("code", (code, collector, dict(meta), _now()))
+        self._put("code", (code, collector, dict(meta), time.time()))
 
     def markdown(self, text: str) -> None:
         """Record a short note (a doc read or write) as a markdown cell."""
-        self._put("markdown", (text, _now()))
+        self._put("markdown", (text, time.time()))
 
     def flush(self, timeout: float = 5.0) -> bool:
         """Wait until everything queued so far is on disk; False on timeout."""
@@ -292,7 +294,8 @@ class SessionRecorder:
                dirty: dict[Path, _Notebook]) -> _Notebook | None:
         kind, payload = event
         if kind == "new":
-            path, previous, kernel_name, display_name, about, when = payload
+            path, previous, kernel_name, display_name, about, stamp = payload
+            when = _iso(stamp)
             nb = _Notebook(path, {
                 "kernelspec": {"name": kernel_name, "display_name": display_name, "language": "python"},
                 "language_info": {"name": "python"},
@@ -312,7 +315,7 @@ class SessionRecorder:
             dirty[path] = nb
             return nb
         if kind == "code":
-            code, collector, meta, when = payload
+            code, collector, meta, stamp = payload
             if current is None:  # code runs only in a started kernel; nothing to attach it to
                 return current
             outputs = collector.outputs() if collector is not None else []
@@ -320,16 +323,16 @@ class SessionRecorder:
             for out in outputs:
                 if out["output_type"] == "execute_result" and out.get("execution_count") is None:
                     out["execution_count"] = count
-            meta.setdefault("finished", when)
+            meta.setdefault("finished", _iso(stamp))
             cell = {
                 "cell_type": "code", "id": _cell_id(), "execution_count": count,
                 "metadata": {"biopb": meta}, "source": code, "outputs": outputs,
             }
             current.cells.append(_dump(cell))
         else:
-            text, when = payload
+            text, stamp = payload
             cell = _markdown_cell(text)
-            cell["metadata"] = {"biopb": {"time": when}}
+            cell["metadata"] = {"biopb": {"time": _iso(stamp)}}
             if current is None:  # the agent read docs before starting the kernel: keep for the first
                 self._early.append(_dump(cell))
                 return current
