@@ -26,7 +26,7 @@ __all__ = ["main"]
 
 logger = logging.getLogger(__name__)
 
-COMMANDS = ("serve", "docs", "config")
+COMMANDS = ("serve", "docs", "config", "console")
 DEBUG_ENV = "BIOPB_DEBUG"
 """Set to 1 to get the traceback of an unexpected error instead of the one-line message."""
 
@@ -38,6 +38,7 @@ examples:
   biopb-mcp docs check                    lint the docs after editing them by hand
   biopb-mcp config init                   write a commented config.toml with every default
   biopb-mcp config show                   the merged config and where each value came from
+  biopb-mcp console                       watch the agent's kernel live and type into it
 
 Without a command, biopb-mcp serves: `biopb-mcp --transport http` = `biopb-mcp serve --transport http`.
 The config dir is $BIOPB_CONFIG_DIR, else the platform one (Linux: ~/.config/biopb).
@@ -65,7 +66,7 @@ def _build_parser() -> _Parser:
         formatter_class=fmt,
     )
     parser.add_argument("--version", action="version", version=f"biopb-mcp {biopb_mcp.__version__}")
-    sub = parser.add_subparsers(dest="command", metavar="{serve,docs,config}")
+    sub = parser.add_subparsers(dest="command", metavar="{serve,docs,config,console}")
 
     serve = sub.add_parser(
         "serve", help="serve MCP (the default command)", formatter_class=fmt,
@@ -129,7 +130,23 @@ def _build_parser() -> _Parser:
     init.add_argument("--force", action="store_true", help="overwrite an existing config.toml")
     csub.add_parser("show", help="print the merged config and where each value came from",
                     description="Example: biopb-mcp config show")
+    _add_console_parser(sub, fmt)
     return parser
+
+
+def _add_console_parser(sub: argparse._SubParsersAction[_Parser], fmt: type[argparse.HelpFormatter]) -> None:
+    console = sub.add_parser(
+        "console", help="a terminal console on the running server's kernel (shared with the agent)",
+        formatter_class=fmt,
+        description="Attach a terminal console to the kernel of the running biopb-mcp server: the "
+        "agent's code and outputs show up live, marked [agent], and what you type runs in the same "
+        "namespace. Leaving the console (exit, quit, Ctrl-D) leaves the kernel running. Needs the "
+        "console extra: pip install 'biopb-mcp[console]'.",
+        epilog="examples:\n"
+        "  biopb-mcp console            # the newest running server's kernel\n"
+        "  biopb-mcp console --pid 4242 # the kernel of server pid 4242 (server_status shows it)\n")
+    console.add_argument("--pid", type=_positive_int, default=None, metavar="N",
+                         help="attach to the kernel of the server with this pid (default: the newest)")
 
 
 def _port(text: str) -> int:
@@ -198,7 +215,16 @@ def _dispatch(args: argparse.Namespace) -> int:
         return _serve(args)
     if args.command == "config":
         return _config(args)
+    if args.command == "console":
+        return _console(args)
     return _docs(args)
+
+
+def _console(args: argparse.Namespace) -> int:
+    settings = load_settings()
+    from biopb_mcp.console import run
+
+    return run(Path(settings.runtime_dir), args.pid)
 
 
 def _serve(args: argparse.Namespace) -> int:

@@ -34,6 +34,7 @@ __all__ = [
     "HttpSettings",
     "KernelSettings",
     "Key",
+    "RecordSettings",
     "ServerSettings",
     "Settings",
     "config_dir",
@@ -83,6 +84,7 @@ SECTIONS: dict[str, str] = {
     "kernel": "The IPython kernel the server manages.",
     "docs": "The docs store.",
     "http": "Streamable HTTP transport (biopb-mcp --transport http); always bound to 127.0.0.1.",
+    "record": "The session notebook: every execute_code and doc read/write, one notebook per kernel start.",
 }
 """Section name -> the comment line above it in the example file."""
 
@@ -130,6 +132,12 @@ SCHEMA: tuple[Key, ...] = (
     Key("http", "token", "str", "stable",
         'Bearer token: "stable" (kept 0600 in the state dir, reused; --rotate-token renews it) '
         'or "per-start" (new every start).', choices=("stable", "per-start")),
+    Key("record", "enabled", "bool", True,
+        "Record the session as a notebook (false = off).", ),
+    Key("record", "dir", "str", "",
+        'Where the session notebooks go; "" = <state_dir>/notebooks.'),
+    Key("record", "max_output_chars", "int", 100_000,
+        "Text output kept per notebook cell; the rest is replaced by a note.", minimum=1),
 )
 """Every config key, in file order. The only place a default is written down."""
 
@@ -177,6 +185,15 @@ class HttpSettings:
 
 
 @dataclass(frozen=True)
+class RecordSettings:
+    """[record]: the session notebook (``dir`` resolved: never None once loaded)."""
+
+    enabled: bool = True
+    dir: Path | None = None
+    max_output_chars: int = 100_000
+
+
+@dataclass(frozen=True)
 class ServerSettings:
     """[server]: values that stay as given (the paths are resolved onto Settings)."""
 
@@ -205,6 +222,7 @@ class Settings:
     docs: DocsSettings = field(default_factory=DocsSettings)
     http: HttpSettings = field(default_factory=HttpSettings)
     server: ServerSettings = field(default_factory=ServerSettings)
+    record: RecordSettings = field(default_factory=RecordSettings)
     sources: dict[str, str] = field(default_factory=dict)
     warnings: list[str] = field(default_factory=list)
 
@@ -295,6 +313,11 @@ def load_settings(config_dir: Path | None = None) -> Settings:
             token=h["token"],
         ),
         server=ServerSettings(log_level=merged["server"]["log_level"]),
+        record=RecordSettings(
+            enabled=merged["record"]["enabled"],
+            dir=path_value("record.dir") or state_dir / "notebooks",
+            max_output_chars=merged["record"]["max_output_chars"],
+        ),
         sources=sources,
         warnings=warnings,
     )
@@ -572,6 +595,7 @@ def render_show(settings: Settings) -> str:
         ("log_file", settings.log_file),
         ("kernel_log_file", settings.kernel_log_file),
         ("trace_file", settings.trace_file or "(off)"),
+        ("record_dir", settings.record.dir if settings.record.enabled else "(off)"),
     ):
         out.append(f"#   {label:<16} {path}")
     return "\n".join(out) + "\n"
@@ -581,13 +605,14 @@ def _current_values(settings: Settings) -> dict[str, Any]:
     """Dotted key -> the value in effect, as written in TOML (paths as given, not resolved)."""
     values: dict[str, Any] = {}
     sub = {"kernel": settings.kernel, "docs": settings.docs, "http": settings.http,
-           "server": settings.server}
+           "server": settings.server, "record": settings.record}
     path_fields: dict[str, Path | None] = {
         "services.docs_local_dir": settings.docs_local_dir,
         "server.state_dir": settings.state_dir,
         "server.runtime_dir": settings.runtime_dir,
         "server.log_file": settings.log_file,
         "server.trace": settings.trace_file,
+        "record.dir": settings.record.dir,
     }
     for key in SCHEMA:
         if key.dotted in path_fields:

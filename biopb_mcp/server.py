@@ -327,7 +327,8 @@ def _register_kernel_tools(mcp: MCPServer, state: AppState) -> None:
     @_tool(mcp, READ_ONLY)
     def server_status() -> str:
         """Report the server's state: versions, transport, kernel state and pid, the running job,
-        the kernel connection file (the user can join with `jupyter console --existing FILE`),
+        the kernel connection file (the user can watch and join with `biopb-mcp console`), the
+        session notebook recording your execute_code calls,
         loaded kernel plugins and failures, docs tiers and index size, config and log paths.
         Use it when something behaves unexpectedly, or to tell the user where files are."""
         settings = state.settings
@@ -363,7 +364,9 @@ def _register_doc_tools(mcp: MCPServer, state: AppState) -> None:
         doc index; "<id>@diff" shows how a local copy differs from the shipped one; "<id>@history"
         lists its saved versions and "<id>@v<N>" reads one. Read the reference docs and the matching
         procedure before non-trivial work. An unknown id answers with the closest ids."""
-        return _call(store.read_doc, id)
+        text = _call(store.read_doc, id)
+        _note_in_notebook(state, f"**read_doc** `{id}`")
+        return text
 
     @_tool(mcp, READ_ONLY)
     def search_docs(query: str, max_results: int = 5) -> str:
@@ -393,9 +396,17 @@ def _register_doc_tools(mcp: MCPServer, state: AppState) -> None:
         new: str | None = None,
     ) -> str:
         result = await _call_off_loop(store.write_doc, id, body, old, new)
+        _note_in_notebook(state, f"**write_doc** `{id}`\n\n```diff\n{str(result.text).strip()}\n```")
         if state.notifier is not None:
             await state.notifier.after_write(result)
         return str(result.text)
+
+
+def _note_in_notebook(state: AppState, text: str) -> None:
+    """A markdown cell in the session notebook, when one is being recorded."""
+    recorder = state.kernel.recorder
+    if recorder is not None:
+        recorder.markdown(text)
 
 
 # --------------------------------------------------------------------------- build and serve
@@ -410,12 +421,15 @@ def build_server(settings: Settings, *, trace: Path | None = None) -> tuple[MCPS
     """
     store = DocStore(settings.docs_local_dir, history_keep=settings.docs.history_keep)
     trace_path = trace if trace is not None else settings.trace_file
+    recorder = _recorder(settings)
     state = AppState(
         settings=settings,
         store=store,
-        kernel=KernelHost(settings),
+        kernel=KernelHost(settings, recorder=recorder),
         tracer=Tracer(trace_path) if trace_path is not None else None,
     )
+    if recorder is not None:
+        state.at_exit.append(recorder.close)
     middleware = [_instructions_middleware(store)]
     if state.tracer is not None:
         middleware.insert(0, _trace_middleware(state.tracer))
@@ -432,6 +446,16 @@ def build_server(settings: Settings, *, trace: Path | None = None) -> tuple[MCPS
 
     state.notifier = install_resources(mcp, store)
     return mcp, state
+
+
+def _recorder(settings: Settings) -> Any:
+    """The session notebook writer, unless ``[record] enabled = false``."""
+    record = settings.record
+    if not record.enabled or record.dir is None:
+        return None
+    from biopb_mcp.record import SessionRecorder
+
+    return SessionRecorder(record.dir, max_output_chars=record.max_output_chars)
 
 
 def _log_level(settings: Settings) -> Literal["DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"]:

@@ -10,6 +10,10 @@ Inputs come from environment variables set by the host:
 to restore after the kernel bound its sockets under 0o077), ``BIOPB_MCP_PLUGINS_DIR`` and
 ``BIOPB_MCP_KERNEL_LOG``. The outcome is stored as a JSON-able dict in the namespace under
 ``__biopb_bootstrap__``, which the host fetches during its readiness check.
+
+The kernel is shared: a scientist may attach a console to it. Only the server ends it (by killing
+its process group), so the bootstrap refuses every ``shutdown_request`` and makes ``exit``/``quit``
+typed in a console keep the kernel: leaving a console never costs the agent its namespace.
 """
 
 
@@ -79,6 +83,43 @@ def _biopb_bootstrap(ns):  # type: ignore[no-untyped-def]  # runs in the kernel'
             os.umask(int(umask_text, 8))
     except Exception:
         record["errors"].append("umask: " + traceback.format_exc())
+
+    # 2b. A console's quit must not end the agent's kernel. The server never asks the kernel to
+    #     shut down (it kills the process group, which no message can prevent), so every
+    #     shutdown_request comes from another client: refuse it, on both channels. A session
+    #     id would not do as a credential: every client sees the server's on iopub.
+    try:
+        shell = get_ipython()  # type: ignore[name-defined]  # noqa: F821
+        kernel = shell.kernel
+
+        async def refuse_shutdown(stream, ident, parent):
+            restart = bool((parent.get("content") or {}).get("restart", False))
+            content = {
+                "status": "error", "restart": restart, "ename": "ShutdownRefused",
+                "evalue": "this kernel belongs to a biopb-mcp server and only the server shuts it "
+                          "down (restart_kernel, or stopping the server); just disconnect, the "
+                          "kernel keeps running.",
+                "traceback": [],
+            }
+            kernel.session.send(stream, "shutdown_reply", content, parent, ident=ident)
+            log(f"refused a shutdown_request (restart={restart}) from session "
+                f"{parent.get('header', {}).get('session', '?')}")
+
+        for handlers in (kernel.shell_handlers, kernel.control_handlers):
+            if "shutdown_request" in handlers:
+                handlers["shutdown_request"] = refuse_shutdown
+
+        # `exit`/`quit` in a console: ask the console to keep the kernel instead of shutting it down.
+        ask_exit = shell.ask_exit
+
+        def keep_kernel_on_exit():
+            shell.keepkernel_on_exit = True
+            ask_exit()
+
+        shell.ask_exit = keep_kernel_on_exit
+        record["shutdown_guard"] = True
+    except Exception:
+        record["errors"].append("shutdown guard: " + traceback.format_exc())
 
     # 3. Plugins. Their prints go to the kernel log, not to the agent nor the server's stdout.
     def load_all(out):

@@ -7,6 +7,7 @@ append-only, so an offset stays valid while a background job keeps producing out
 
 from __future__ import annotations
 
+import logging
 import re
 import threading
 import time
@@ -106,6 +107,10 @@ class Execution:
         self.reply_seen = False
         self.idle_seen = False
         self.reply_content: dict[str, Any] = {}
+        self.record: Any = None
+        """The session notebook's output collector for this execution, when recording."""
+        self.on_finish: Callable[[Execution], None] | None = None
+        """Called once after the execution finished (e.g. to record it); must not block."""
 
     # -- appending (reader thread) -------------------------------------------------------------
     def _append(self, text: str) -> None:
@@ -177,6 +182,11 @@ class Execution:
                 self.note = note
             self.finished = time.monotonic()
         self.done.set()
+        if self.on_finish is not None:
+            try:
+                self.on_finish(self)
+            except Exception:  # recording is best effort; the execution's result stands
+                logging.getLogger(__name__).exception("on_finish hook of %s failed", self.job_id)
 
     # -- reading (tool threads) -------------------------------------------------------------------
     def snapshot(self) -> tuple[str, int, list[ImageRecord]]:

@@ -33,6 +33,7 @@ from biopb_mcp.kernel.executions import Execution, Rendered
 
 if TYPE_CHECKING:
     from biopb_mcp.config import Settings
+    from biopb_mcp.record import SessionRecorder
 
 logger = logging.getLogger(__name__)
 
@@ -73,11 +74,15 @@ class KernelHost:
             startup_timeout, request_timeout), ``runtime_dir``, ``state_dir``,
             ``kernel_log_file``, ``plugins_dir``, ``config_file``.
 
+        recorder: writes the session notebook (every execution, one notebook per kernel
+            start); None records nothing.
+
     Nothing starts until ``start()``. All methods are thread-safe.
     """
 
-    def __init__(self, settings: Settings) -> None:
+    def __init__(self, settings: Settings, recorder: SessionRecorder | None = None) -> None:
         self._settings = settings
+        self.recorder = recorder
         self._lock = threading.RLock()  # guards the fields below; never held while waiting
         self._life = threading.Lock()  # serialises start / restart / shutdown
         self._inspect_lock = threading.Lock()
@@ -317,6 +322,7 @@ class KernelHost:
             for err in self._bootstrap.get("errors", []):
                 logger.warning("kernel bootstrap problem: %s", err)
             logger.info("kernel ready: pid %s, %s", proc.pid, conn)
+            self._start_notebook(proc.pid, desc)
             return self._summary()
         except (_StartFailed, OSError, KernelError) as exc:
             tail = ""
@@ -434,6 +440,8 @@ class KernelHost:
             return
         kind, content = msg["msg_type"], msg["content"]
         if channel == "iopub":
+            if ex.record is not None:
+                ex.record.add(kind, content)
             if kind == "stream":
                 ex.add_stream(content.get("name", "stdout"), content.get("text", ""))
             elif kind in ("execute_result", "display_data", "update_display_data"):
@@ -488,6 +496,27 @@ class KernelHost:
                 self._current = None
         ex.finish(final)
 
+    # -- session notebook --------------------------------------------------------------------------
+    def _start_notebook(self, pid: int, desc: str) -> None:
+        if self.recorder is None:
+            return
+        name = self._settings.kernel.name or "python3"
+        about = (f"Recorded by biopb-mcp: each code cell is one execute_code call of the agent, in order, "
+                 f"with its outputs; markdown cells note doc reads and writes. Kernel pid {pid}, {desc}.")
+        self.recorder.start_notebook(kernel_name=name, display_name=f"Python ({name})", about=about)
+
+    def _record_finished(self, ex: Execution) -> None:
+        """Execution hook: queue the finished cell for the notebook writer (jobs too, when they end)."""
+        if self.recorder is None or ex.record is None:
+            return
+        count = ex.reply_content.get("execution_count")
+        ex.record.execution_count = count if isinstance(count, int) else None
+        meta = {"job_id": ex.job_id, "status": ex.status, "seconds": round(ex.elapsed(), 3),
+                "promoted": ex.promoted}
+        if ex.note:
+            meta["note"] = ex.note
+        self.recorder.code_cell(ex.code, ex.record, meta)
+
     # -- executions --------------------------------------------------------------------------------
     def submit(self, code: str) -> Execution:
         """Send ``code`` to the kernel and return its Execution at once.
@@ -514,6 +543,9 @@ class KernelHost:
                      "allow_stdin": False, "stop_on_error": True},
                 )
                 ex = Execution(f"job-{self._counter}", code, str(msg["header"]["msg_id"]))
+                if self.recorder is not None:
+                    ex.record = self.recorder.collector()
+                    ex.on_finish = self._record_finished
                 self._by_msg[ex.msg_id] = ex
                 self._executions[ex.job_id] = ex
                 self._current = ex
@@ -662,7 +694,7 @@ class KernelHost:
                 "message": self._message,
                 "pid": proc.pid if proc is not None else None,
                 "connection_file": conn,
-                "connect_command": f"jupyter console --existing {conn}" if conn else None,
+                "connect_command": f"biopb-mcp console --pid {os.getpid()}" if conn else None,
                 "transport": "ipc",
                 "socket_dir": str(self._socket_dir) if self._socket_dir else None,
                 "kernel_spec": self._spec_desc or (self._settings.kernel.name or "this server's Python"),
@@ -682,7 +714,15 @@ class KernelHost:
                 or (self._reaper is not None and self._reaper.poll() is None),
                 "kernel_log": str(self._settings.kernel_log_file),
                 "runtime_dir": str(self._settings.runtime_dir),
+                "session_notebook": self._notebook_status(),
             }
+
+    def _notebook_status(self) -> str | None:
+        """The session notebook's path (with why it is not being written, if so); None when off."""
+        rec = self.recorder
+        if rec is None or rec.path is None:
+            return None
+        return f"{rec.path} (not written: {rec.error})" if rec.error else str(rec.path)
 
     def _summary(self) -> str:
         st = self.status()
@@ -696,6 +736,8 @@ class KernelHost:
             parts.append(f"Plugins that failed and were skipped: {names}; see {st['kernel_log']}.")
         if st["bootstrap_errors"]:
             parts.append(f"Bootstrap problems logged in {st['kernel_log']}.")
+        if st["session_notebook"]:
+            parts.append(f"Session notebook: {st['session_notebook']}.")
         return " ".join(parts)
 
 

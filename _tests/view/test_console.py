@@ -1,0 +1,87 @@
+"""The scientist's console: `biopb-mcp console` in a real pseudo-terminal beside a real server."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+
+import anyio
+import pytest
+from mcp import Client
+from mcp.types import CallToolResult, TextContent
+from pty_console import PtyProgram
+from stdio_procs import make_env, stdio_params
+
+from biopb_mcp.cli import main
+
+pytestmark = pytest.mark.anyio
+
+PROMPT = r"In \[\d+\]: "
+
+
+def text_of(result: CallToolResult) -> str:
+    return "\n".join(block.text for block in result.content if isinstance(block, TextContent))
+
+
+async def run(client: Client, code: str) -> str:
+    result = await client.call_tool("execute_code", {"code": code})
+    assert not result.is_error, text_of(result)
+    return text_of(result)
+
+
+async def test_console_shows_the_agents_work_shares_the_namespace_and_quit_keeps_the_kernel(
+    tmp_path: Path,
+) -> None:
+    # Both processes read the runtime dir from the same config file.
+    env = make_env(tmp_path, config=f'[server]\nruntime_dir = "{tmp_path / "rt"}"\n')
+    console_env = {**os.environ, **env, "TERM": "xterm", "COLUMNS": "200", "LINES": "50"}
+    with anyio.fail_after(240):
+        async with Client(stdio_params(env), mode="legacy", read_timeout_seconds=90) as client:
+            await client.call_tool("start_kernel", {})
+            status = json.loads(text_of(await client.call_tool("server_status", {})))
+            kernel_pid = status["kernel"]["pid"]
+            await run(client, "x = 41")
+
+            console = PtyProgram([sys.executable, "-m", "biopb_mcp", "console"], console_env)
+            try:
+                seen = await anyio.to_thread.run_sync(console.wait_for, "Attached to the kernel")
+                seen = await anyio.to_thread.run_sync(lambda: console.wait_for(PROMPT, after=seen))
+
+                # The agent runs code after the console attached: the console shows it, marked.
+                assert "agent printed 42" in await run(client, "y = x + 1\nprint('agent printed', y)")
+                seen = await anyio.to_thread.run_sync(
+                    lambda: console.wait_for(r"\[agent\] In \[\d+\]: y = x \+ 1", after=seen)
+                )
+                seen = await anyio.to_thread.run_sync(lambda: console.wait_for("agent printed 42", after=seen))
+
+                # The scientist types into the same namespace; the agent sees it.
+                console.type("z = y * 2\r")
+                for _ in range(100):  # until the console's cell ran
+                    if "84" in await run(client, "globals().get('z')"):
+                        break
+                    await anyio.sleep(0.2)
+                else:
+                    raise AssertionError(f"the console's z never reached the namespace:\n{console.screen}")
+
+                # quit leaves the console, not the kernel.
+                console.type("quit\r")
+                await anyio.to_thread.run_sync(lambda: console.proc.wait(60))
+                assert console.proc.returncode == 0, console.screen
+                assert "keeping kernel alive" in console.screen
+            finally:
+                console.close()
+
+            assert "(41, 42, 84)" in await run(client, "x, y, z")
+            status = json.loads(text_of(await client.call_tool("server_status", {})))
+            assert status["kernel"]["state"] == "ready"
+            assert status["kernel"]["pid"] == kernel_pid
+
+
+def test_console_without_a_running_server_is_one_line_and_exit_2(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["console"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: no running biopb-mcp server") and err.count("\n") == 1
+    assert main(["console", "--pid", "1"]) == 2
+    assert "no biopb-mcp server with pid 1" in capsys.readouterr().err

@@ -1,0 +1,143 @@
+"""``biopb-mcp console``: a terminal console on the running server's kernel, shared with the agent.
+
+The scientist sees the agent's code and outputs as they happen (marked ``[agent]``) and can type
+into the same namespace. This is jupyter-console (the ``console`` extra) attached to the kernel's
+connection file, with the options that make other clients' work visible. Leaving it (``exit``,
+``quit``, Ctrl-D) never ends the kernel: the kernel's bootstrap refuses shutdown requests.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import re
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+from biopb_mcp.errors import KernelError
+
+__all__ = ["AGENT_PREFIX", "ServerKernel", "console_argv", "find_kernel", "running_kernels"]
+
+AGENT_PREFIX = "[agent] "
+"""Printed before every input and output that came from another client: in practice, the agent."""
+
+_CONN_RE = re.compile(r"^kernel-(\d+)-[0-9a-f]+\.json$")
+"""Connection files the server writes: ``kernel-<server pid>-<random>.json``."""
+
+
+@dataclass(frozen=True)
+class ServerKernel:
+    """One running server's kernel, as found in the runtime dir."""
+
+    server_pid: int
+    connection_file: Path
+    mtime: float
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # someone else's process: not a server we may attach to
+        return False
+    return True
+
+
+def running_kernels(runtime_dir: Path) -> list[ServerKernel]:
+    """Kernels of live servers in ``runtime_dir``, newest first (files of dead servers skipped)."""
+    found: list[ServerKernel] = []
+    try:
+        entries = list(os.scandir(runtime_dir))
+    except OSError:
+        return []
+    for entry in entries:
+        m = _CONN_RE.match(entry.name)
+        if not m or not entry.is_file():
+            continue
+        pid = int(m.group(1))
+        if not _alive(pid):
+            continue
+        try:
+            mtime = entry.stat().st_mtime
+        except OSError:
+            continue
+        found.append(ServerKernel(pid, Path(entry.path), mtime))
+    return sorted(found, key=lambda k: k.mtime, reverse=True)
+
+
+def find_kernel(runtime_dir: Path, pid: int | None = None) -> ServerKernel:
+    """The kernel to attach to: the newest server's, or server ``pid``'s.
+
+    Raises:
+        KernelError: no running server has a kernel there (or not the one asked for).
+    """
+    kernels = running_kernels(runtime_dir)
+    if pid is not None:
+        for kernel in kernels:
+            if kernel.server_pid == pid:
+                return kernel
+        others = ", ".join(str(k.server_pid) for k in kernels)
+        hint = f"; servers with a kernel: {others}" if others else ""
+        raise KernelError(
+            f"no biopb-mcp server with pid {pid} has a running kernel in {runtime_dir}{hint}"
+        )
+    if not kernels:
+        raise KernelError(
+            f"no running biopb-mcp server with a kernel found in {runtime_dir}: start your MCP "
+            "client (the agent calls start_kernel first), then run biopb-mcp console again"
+        )
+    return kernels[0]
+
+
+def console_argv(connection_file: Path) -> list[str]:
+    """The jupyter-console command that attaches to ``connection_file`` showing others' work."""
+    shell = "--ZMQTerminalInteractiveShell"
+    return [
+        sys.executable, "-m", "biopb_mcp.console", "--existing", str(connection_file),
+        f"{shell}.include_other_output=True",
+        f"{shell}.other_output_prefix={AGENT_PREFIX}",
+        f"{shell}.banner=",  # run() prints what this console is instead of the kernel's banner
+    ]
+
+
+def run(runtime_dir: Path, pid: int | None = None) -> int:
+    """Replace this process with the console; returns only on error (exit code 2 via KernelError)."""
+    kernel = find_kernel(runtime_dir, pid)
+    if importlib.util.find_spec("jupyter_console") is None:
+        raise KernelError(
+            "biopb-mcp console needs jupyter-console: pip install 'biopb-mcp[console]'"
+        )
+    print(
+        f"Attached to the kernel of biopb-mcp server pid {kernel.server_pid} "
+        f"({kernel.connection_file}).\nThe agent's code and outputs appear marked "
+        f"{AGENT_PREFIX.strip()}; what you type runs in the same namespace. exit, quit or Ctrl-D "
+        "leaves this console; the kernel keeps running.",
+        flush=True,
+    )
+    argv = console_argv(kernel.connection_file)
+    os.execv(argv[0], argv)
+    return 0  # not reached
+
+
+def _launch_jupyter_console(argv: list[str]) -> None:
+    """jupyter-console, with the agent's marker printed in order with the agent's code.
+
+    jupyter-console prints the marker through prompt_toolkit but the code and outputs through
+    ``sys.stdout``, which prompt_toolkit flushes later: the marker would land after the code it
+    marks. Writing it through ``sys.stdout`` too keeps the three in order.
+    """
+    from jupyter_console.app import ZMQTerminalIPythonApp  # type: ignore[import-untyped]
+    from jupyter_console.ptshell import ZMQTerminalInteractiveShell  # type: ignore[import-untyped]
+
+    def print_remote_prompt(self: ZMQTerminalInteractiveShell, ec: int | None = None) -> None:
+        count = self.execution_count if ec is None else ec
+        sys.stdout.write(f"{self.other_output_prefix}In [{count}]: ")
+
+    ZMQTerminalInteractiveShell.print_remote_prompt = print_remote_prompt  # type: ignore[method-assign]
+    ZMQTerminalIPythonApp.launch_instance(argv=argv)
+
+
+if __name__ == "__main__":  # the process run() replaces itself with
+    _launch_jupyter_console(sys.argv[1:])
