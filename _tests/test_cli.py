@@ -13,6 +13,7 @@ import pytest
 import biopb_mcp
 from biopb_mcp import cli
 from biopb_mcp.config import render_example
+from biopb_mcp.docs.store import SHIPPED_DIR
 
 
 def run(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
@@ -137,7 +138,7 @@ def test_unexpected_error_is_one_line_without_traceback(
 def test_docs_index_read_and_missing_doc(isolated_dirs: Path, capsys: pytest.CaptureFixture[str]) -> None:
     code, out, _ = run(["docs", "index"], capsys)
     assert code == 0 and "## References" in out and "authoring" in out
-    assert (isolated_dirs / "docs" / "index.md").is_file(), "first access seeds the local index"
+    assert not isolated_dirs.exists(), "reading docs must not create the config dir"
     code, out, _ = run(["docs", "read", "authoring"], capsys)
     assert code == 0 and "shipped" in out.splitlines()[0]
     code, out, err = run(["docs", "read", "authorin"], capsys)
@@ -155,8 +156,7 @@ def test_docs_commands_follow_the_old_key_and_warn_about_it(
     (isolated_dirs / "config.toml").write_text("[services]\nskills_local_dir = 'lab-docs'\n", encoding="utf-8")
     code, out, err = run(["docs", "index"], capsys)
     assert code == 0 and "## References" in out
-    assert (isolated_dirs / "lab-docs" / "index.md").is_file()
-    assert not (isolated_dirs / "docs").exists()
+    assert sorted(p.name for p in isolated_dirs.iterdir()) == ["config.toml"]
     assert [line for line in err.splitlines() if "deprecated" in line][0].startswith("warning: ")
 
 
@@ -166,11 +166,76 @@ def test_docs_check_is_clean_then_reports_a_dangling_entry(
     code, out, err = run(["docs", "check"], capsys)
     assert code == 0, out + err
     index = isolated_dirs / "docs" / "index.md"
-    index.write_text(index.read_text(encoding="utf-8") + "\n- no-such-doc: when nothing exists\n",
+    index.parent.mkdir(parents=True)
+    index.write_text((SHIPPED_DIR / "index.md").read_text(encoding="utf-8") + "\n- no-such-doc: when nothing exists\n",
                      encoding="utf-8")
     code, out, err = run(["docs", "check"], capsys)
     assert code == 1
     assert "no-such-doc" in out and "problem" in err
+
+
+def test_docs_check_names_the_line_a_hand_made_doc_needs_in_the_index(
+    isolated_dirs: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A local doc with no index entry is legal but never shown to the agent: a visible warning."""
+    docs = isolated_dirs / "docs"
+    docs.mkdir(parents=True)
+    (docs / "deconvolve.md").write_text("# Deconvolve\n\nRichardson-Lucy on a widefield stack.\n",
+                                        encoding="utf-8")
+    code, out, err = run(["docs", "check"], capsys)
+    assert code == 0, out + err
+    warning = [line for line in out.splitlines() if line.startswith("warning: ")]
+    assert len(warning) == 1 and "deconvolve" in warning[0]
+    assert "'- deconvolve: Richardson-Lucy on a widefield stack.'" in warning[0]
+    assert "1 warning(s)" in out.splitlines()[-1]
+    index = docs / "index.md"
+    index.write_text((SHIPPED_DIR / "index.md").read_text(encoding="utf-8")
+                     + "\n- deconvolve: deconvolve a widefield stack\n", encoding="utf-8")
+    code, out, _ = run(["docs", "check"], capsys)
+    assert code == 0 and "warning" not in out
+
+
+@pytest.mark.parametrize(
+    ("frontmatter", "fragment"),
+    [
+        ("description: [unclosed", "line 2: description: opens a '[' list"),
+        ("title: 'half quoted", "line 2: title: opens a ' quote"),
+        ("this is not a key", "line 2: 'this is not a key' is not 'key: value'"),
+    ],
+)
+def test_docs_check_reports_a_broken_frontmatter_line_with_file_and_line(
+    isolated_dirs: Path, capsys: pytest.CaptureFixture[str], frontmatter: str, fragment: str
+) -> None:
+    docs = isolated_dirs / "docs"
+    docs.mkdir(parents=True)
+    doc = docs / "deconvolve.md"
+    doc.write_text(f"---\n{frontmatter}\n---\n# Deconvolve\n\nbody\n", encoding="utf-8")
+    code, out, _ = run(["docs", "check"], capsys)
+    assert code == 1
+    problem = [line for line in out.splitlines() if fragment in line]
+    assert len(problem) == 1 and str(doc) in problem[0], out
+
+
+def test_docs_check_reports_a_frontmatter_block_that_never_closes(
+    isolated_dirs: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    docs = isolated_dirs / "docs"
+    docs.mkdir(parents=True)
+    (docs / "deconvolve.md").write_text("---\ndescription: x\n# Deconvolve\n", encoding="utf-8")
+    code, out, _ = run(["docs", "check"], capsys)
+    assert code == 1 and "never closed" in out
+
+
+def test_read_only_docs_commands_leave_the_disk_as_it_was(
+    isolated_dirs: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Reading docs from a terminal creates no config dir, no docs/ and no manifest."""
+    before = sorted(tmp_path.rglob("*"))
+    for argv in (["docs", "index"], ["docs", "read", "authoring"], ["docs", "read", "index@diff"],
+                 ["docs", "check"], ["docs", "search", "otsu"], ["docs", "pack"], ["config", "show"]):
+        code, out, err = run(argv, capsys)
+        assert code == 0, (argv, err)
+        assert sorted(tmp_path.rglob("*")) == before, argv
 
 
 def test_docs_search_and_pack(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -238,7 +238,7 @@ def _docs(args: argparse.Namespace) -> int:
     _print_warnings(settings, config_file_only=True)  # the runtime-dir fallback is serve's business
     from biopb_mcp.docs.store import DocStore
 
-    store = DocStore(settings.docs_local_dir, history_keep=settings.docs.history_keep)
+    store = DocStore(settings.docs_local_dir, history_keep=settings.docs.history_keep, read_only=True)
     # the store logs skipped files (unreadable, bad frontmatter): show them as warning lines
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(logging.Formatter("warning: %(message)s"))
@@ -259,13 +259,17 @@ def _docs_command(args: argparse.Namespace, store: DocStore) -> int:
         _print_text(store.read_doc(args.id))
     elif cmd == "check":
         problems = store.check()
+        warnings = store.check_warnings()
         for problem in problems:
             print(problem)
+        for warning in warnings:
+            print(f"warning: {warning}")
         if problems:
             print(f"{len(problems)} problem(s) found in {store.shipped_dir} and {store.local_dir}",
                   file=sys.stderr)
             return 1
-        print(f"ok: {len(store.doc_ids())} docs, no problems")
+        also = f"; {len(warnings)} warning(s) above" if warnings else ""
+        print(f"ok: {len(store.doc_ids())} docs, no problems{also}")
     elif cmd == "search":
         from biopb_mcp.docs.search import format_hits, search_docs
 
