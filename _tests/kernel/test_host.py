@@ -130,7 +130,8 @@ def test_interrupt_sent_before_the_kernel_picks_up_the_code_still_stops_it(host:
     assert said and f"Interrupted {ex.job_id}" in said[0], said
     assert ex.status == "interrupted"
     _, after = run(host, "'still alive'")
-    assert after.text == "'still alive'"
+    # IPython may add a history-database notice when the interrupt hit its own bookkeeping
+    assert after.text.splitlines()[0] == "'still alive'"
 
 
 def test_interrupt_with_nothing_running_says_so(host: KernelHost) -> None:
