@@ -276,3 +276,14 @@ def test_console_script_help_and_config_show(isolated_dirs: Path) -> None:
                           stdin=subprocess.DEVNULL)
     assert done.returncode == 2 and done.stdout == ""
     assert_one_error_line(done.stderr, f"{cfile}:2:", "invalid TOML")
+
+
+def test_config_show_flags_a_kernel_name_with_no_installed_spec(
+    isolated_dirs: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    isolated_dirs.mkdir()
+    (isolated_dirs / "config.toml").write_text('[kernel]\nname = "nosuchkernel"\n', encoding="utf-8")
+    code, out, err = run(["config", "show"], capsys)
+    assert code == 0 and 'name = "nosuchkernel"' in out
+    flagged = [line for line in err.splitlines() if "nosuchkernel" in line]
+    assert len(flagged) == 1 and flagged[0].startswith("warning: ") and "kernelspec list" in flagged[0]

@@ -82,7 +82,8 @@ def _build_parser() -> _Parser:
     serve.add_argument("--no-auth", action="store_true",
                        help="HTTP without the bearer token (every local user can then run code as you)")
     serve.add_argument("--trace", type=Path, default=None, metavar="FILE",
-                       help="append one JSON line per tool call to FILE (default: server.trace)")
+                       help="append one JSON line per tool call to FILE; a relative FILE is under "
+                       "the config dir, as in the config file (default: server.trace)")
 
     docs = sub.add_parser(
         "docs", help="read and check the docs store", formatter_class=fmt,
@@ -223,7 +224,24 @@ def _config(args: argparse.Namespace) -> int:
     settings = load_settings()
     _print_warnings(settings)
     sys.stdout.write(render_show(settings))
+    problem = _kernel_spec_problem(settings.kernel.name)
+    if problem:
+        print(f"warning: {problem}", file=sys.stderr)
     return 0
+
+
+def _kernel_spec_problem(name: str) -> str | None:
+    """Why ``kernel.name`` cannot start, or None: caught here, not at the agent's first start_kernel."""
+    if not name:
+        return None
+    from jupyter_client.kernelspec import KernelSpecManager
+
+    specs = KernelSpecManager().find_kernel_specs()
+    if name in specs:
+        return None
+    known = ", ".join(sorted(specs)) or "none installed"
+    return (f"kernel.name = {name!r} names no installed Jupyter kernel spec (available: {known}); "
+            "start_kernel will fail until it does (see `jupyter kernelspec list`)")
 
 
 def _print_warnings(settings: Settings, *, config_file_only: bool = False) -> None:

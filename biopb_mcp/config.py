@@ -42,6 +42,7 @@ __all__ = [
     "load_settings",
     "render_example",
     "render_show",
+    "resolve_user_path",
 ]
 
 CONFIG_DIR_ENV = "BIOPB_CONFIG_DIR"
@@ -489,6 +490,14 @@ def _resolve_path(raw: str, cdir: Path, cfile: Path, dotted: str, line: int | No
         raise ConfigError(f"{dotted}: cannot expand {raw!r}: {exc}", path=cfile, line=line,
                           key=dotted) from None
     return p if p.is_absolute() else cdir / p
+
+
+def resolve_user_path(settings: Settings, path: Path | str) -> Path:
+    """A path given on the command line, by the rule the config file's paths follow: ``~``
+    expanded, a relative path under the config dir (a client launches the server from a working
+    dir nobody chose, so the working dir cannot be the anchor)."""
+    p = Path(path).expanduser()
+    return p if p.is_absolute() else settings.config_dir / p
 
 
 # --- rendering -------------------------------------------------------------------------------

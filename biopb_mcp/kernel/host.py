@@ -182,6 +182,11 @@ class KernelHost:
         )
         return lost + text
 
+    def reconfigure(self, settings: Settings) -> None:
+        """Use ``settings`` from the next start on (a running kernel keeps running as it is)."""
+        with self._lock:
+            self._settings = settings
+
     def shutdown(self) -> None:
         """Stop the kernel and kill its process group; idempotent. State becomes ``not_started``."""
         self._closing.set()
