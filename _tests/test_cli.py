@@ -287,3 +287,12 @@ def test_config_show_flags_a_kernel_name_with_no_installed_spec(
     assert code == 0 and 'name = "nosuchkernel"' in out
     flagged = [line for line in err.splitlines() if "nosuchkernel" in line]
     assert len(flagged) == 1 and flagged[0].startswith("warning: ") and "kernelspec list" in flagged[0]
+
+
+def test_config_show_after_config_init_still_attributes_every_value_to_its_default(
+    isolated_dirs: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert run(["config", "init"], capsys)[0] == 0
+    code, out, _ = run(["config", "show"], capsys)
+    values = [line for line in out.splitlines() if " = " in line and not line.startswith("#")]
+    assert values and all(line.endswith("# default") for line in values), out

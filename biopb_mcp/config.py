@@ -504,7 +504,8 @@ def resolve_user_path(settings: Settings, path: Path | str) -> Path:
 
 
 _EXAMPLE_HEAD = """\
-# biopb-mcp configuration: every key with its default. Delete what you do not change.
+# biopb-mcp configuration: every key with its default, commented out, so this file changes
+# nothing as it stands; uncomment a line (drop the leading "# ") and edit it to change that key.
 # Read from $BIOPB_CONFIG_DIR/config.toml, else the platform config dir
 # (Linux: ~/.config/biopb/config.toml). A missing key keeps its default.
 # `biopb-mcp config show` prints the merged config and where each value came from.
@@ -517,7 +518,9 @@ def render_example() -> str:
     for section, about in SECTIONS.items():
         parts.append(f"\n# {about}\n[{section}]\n")
         for key in (k for k in SCHEMA if k.section == section):
-            parts.append(f"# {key.doc}\n{tomli_w.dumps({key.name: key.default})}")
+            # The value line is a comment too: `config show` then attributes every key the user
+            # has not uncommented to its default, not to this file.
+            parts.append(f"# {key.doc}\n# {tomli_w.dumps({key.name: key.default})}")
     return "".join(parts)
 
 
