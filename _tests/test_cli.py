@@ -296,3 +296,16 @@ def test_config_show_after_config_init_still_attributes_every_value_to_its_defau
     code, out, _ = run(["config", "show"], capsys)
     values = [line for line in out.splitlines() if " = " in line and not line.startswith("#")]
     assert values and all(line.endswith("# default") for line in values), out
+
+
+def test_terminal_messages_name_the_command_not_the_agents_tool_call(
+    isolated_dirs: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, _, err = run(["docs", "read", "authorin"], capsys)
+    assert code == 2
+    assert_one_error_line(err, "biopb-mcp docs index lists the docs")
+    assert "read_doc(" not in err and "write_doc(" not in err
+    code, out, _ = run(["docs", "search", "zzqqxxnothing"], capsys)
+    assert code == 0 and "biopb-mcp docs index" in out and "read_doc(" not in out
+    code, out, _ = run(["docs", "search", "otsu", "--max", "1"], capsys)
+    assert code == 0 and "biopb-mcp docs read <id>" in out.splitlines()[0]

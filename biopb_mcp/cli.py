@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import logging
 import os
+import re
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -186,7 +187,22 @@ def main(argv: Sequence[str] | None = None) -> int:
                      "the traceback)")
 
 
+_AGENT_CALLS = (
+    (re.compile(r'read_doc\("index"\)'), "biopb-mcp docs index"),
+    (re.compile(r'read_doc\("([^"]+)"\)'), r"biopb-mcp docs read \1"),
+    (re.compile(r"write_doc\([^)]*\)"), "the agent's write_doc"),
+)
+"""The store's messages name the agent's tool calls; a person at a terminal gets the command."""
+
+
+def _for_terminal(text: str) -> str:
+    for pattern, replacement in _AGENT_CALLS:
+        text = pattern.sub(replacement, text)
+    return text
+
+
 def _fail(message: str) -> int:
+    message = _for_terminal(message)
     one_line = " ".join(part.strip() for part in message.splitlines() if part.strip())
     print(f"error: {one_line}", file=sys.stderr)
     return 2
@@ -291,7 +307,8 @@ def _docs_command(args: argparse.Namespace, store: DocStore) -> int:
     elif cmd == "search":
         from biopb_mcp.docs.search import format_hits, search_docs
 
-        _print_text(format_hits(search_docs(store, args.query, max_results=args.max), args.query))
+        hits = search_docs(store, args.query, max_results=args.max)
+        _print_text(_for_terminal(format_hits(hits, args.query)))
     else:  # pack
         from biopb_mcp.docs.pack import build_pack
 
