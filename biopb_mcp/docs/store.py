@@ -442,6 +442,9 @@ class DocStore:
 
     def _header(self, doc_id: str, origin: str, path: Path, text: str) -> str:
         updated = parse(text).updated
+        if updated is None and origin == ORIGIN_SHIPPED:
+            # a shipped file's mtime is when this copy was installed or cloned, not when it was written
+            return f"{doc_id} — {origin} with biopb-mcp {self.version}"
         if updated is None:
             try:
                 updated = _when(os.stat(path).st_mtime)
