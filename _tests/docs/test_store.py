@@ -123,7 +123,7 @@ def test_body_write_creates_a_local_doc_and_files_it_under_unfiled(store: DocSto
     assert "+# Nuclei" in result.text
     assert "+## Unfiled" in result.text and "+- my-lab/nuclei: Segment nuclei in a 3D stack." in result.text
     index_text = (store.local_dir / "index.md").read_text()
-    assert index_text.endswith("## Unfiled\n- my-lab/nuclei: Segment nuclei in a 3D stack.\n")
+    assert index_text.endswith("## Unfiled\n- my-lab/nuclei: Segment nuclei in a 3D stack.\n\nignored: smlm\n")
     assert store.doc_text("my-lab/nuclei")[1] == ORIGIN_LOCAL
     second = store.write_doc("other", body="---\ndescription: merge two channels\n---\n# Other\n")
     assert "+- other: merge two channels" in second.text
