@@ -309,3 +309,32 @@ def test_terminal_messages_name_the_command_not_the_agents_tool_call(
     assert code == 0 and "biopb-mcp docs index" in out and "read_doc(" not in out
     code, out, _ = run(["docs", "search", "otsu", "--max", "1"], capsys)
     assert code == 0 and "biopb-mcp docs read <id>" in out.splitlines()[0]
+
+
+def test_serving_stdio_on_a_terminal_says_what_it_is_on_stderr(tmp_path: Path) -> None:
+    """Run by hand, the server would otherwise sit silent on a terminal that looks hung."""
+    import pty
+    import selectors
+
+    env = {**os.environ, "BIOPB_CONFIG_DIR": str(tmp_path / "config"), "XDG_STATE_HOME": str(tmp_path / "state"),
+           "XDG_RUNTIME_DIR": str(tmp_path / "runtime")}
+    master, slave = pty.openpty()
+    proc = subprocess.Popen([sys.executable, "-m", "biopb_mcp"], stdin=slave, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, env=env)
+    os.close(slave)
+    try:
+        assert proc.stderr is not None
+        sel = selectors.DefaultSelector()
+        sel.register(proc.stderr, selectors.EVENT_READ)
+        first = b""
+        while b"\n" not in first and sel.select(timeout=30):
+            chunk = os.read(proc.stderr.fileno(), 4096)
+            if not chunk:
+                break
+            first += chunk
+        line = first.decode().splitlines()[0] if first else ""
+        assert line == cli.TTY_HINT
+    finally:
+        proc.terminate()
+        proc.communicate(timeout=30)
+        os.close(master)

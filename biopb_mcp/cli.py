@@ -45,6 +45,13 @@ The config dir is $BIOPB_CONFIG_DIR, else the platform one (Linux: ~/.config/bio
 """
 
 
+TTY_HINT = (
+    "biopb-mcp speaks MCP (JSON-RPC) on stdin/stdout for an MCP client to launch, e.g. "
+    "`claude mcp add biopb -- biopb-mcp`; `biopb-mcp demo` shows it working. Ctrl-C quits."
+)
+"""Printed to stderr when stdin is a terminal."""
+
+
 class _UsageError(Exception):
     """argparse found bad usage; the message is already formatted."""
 
@@ -223,6 +230,8 @@ def _serve(args: argparse.Namespace) -> int:
         if args.no_auth:
             raise _UsageError("--no-auth applies only to --transport http")
     settings = load_settings()
+    if args.transport == "stdio" and sys.stdin.isatty():
+        print(TTY_HINT, file=sys.stderr)  # a person ran it by hand: silence would look like a hang
     from biopb_mcp.server import serve  # sets up logging (file + stderr) itself
 
     trace = args.trace if args.trace is not None else settings.trace_file
