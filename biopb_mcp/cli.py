@@ -27,12 +27,13 @@ __all__ = ["main"]
 
 logger = logging.getLogger(__name__)
 
-COMMANDS = ("serve", "docs", "config")
+COMMANDS = ("serve", "docs", "config", "demo")
 DEBUG_ENV = "BIOPB_DEBUG"
 """Set to 1 to get the traceback of an unexpected error instead of the one-line message."""
 
 _MAIN_EPILOG = """\
 examples:
+  biopb-mcp demo                          see it work end to end (temporary config, a few seconds)
   biopb-mcp                               serve over stdio (what an MCP client launches)
   biopb-mcp --transport http --port 8765  serve streamable HTTP on 127.0.0.1 with a bearer token
   biopb-mcp docs index                    the doc index the agent sees
@@ -73,7 +74,7 @@ def _build_parser() -> _Parser:
         formatter_class=fmt,
     )
     parser.add_argument("--version", action="version", version=f"biopb-mcp {biopb_mcp.__version__}")
-    sub = parser.add_subparsers(dest="command", metavar="{serve,docs,config}")
+    sub = parser.add_subparsers(dest="command", metavar="{serve,docs,config,demo}")
 
     serve = sub.add_parser(
         "serve", help="serve MCP (the default command)", formatter_class=fmt,
@@ -136,6 +137,19 @@ def _build_parser() -> _Parser:
     init.add_argument("--force", action="store_true", help="overwrite an existing config.toml")
     csub.add_parser("show", help="print the merged config and where each value came from",
                     description="Example: biopb-mcp config show")
+    demo = sub.add_parser(
+        "demo", help="run the real server end to end in a temporary config tree",
+        formatter_class=fmt,
+        description="Start the server over stdio with the MCP SDK's client, in a temporary config "
+        "tree (your own config and docs are not used), and walk through what an agent does: the "
+        "doc index in the handshake, start_kernel, an analysis with an image back, read_doc, "
+        "write_doc, search_docs, server_status. Exit 0 when every step passed, 1 naming the "
+        "step that failed.",
+        epilog="examples:\n  biopb-mcp demo\n  biopb-mcp demo --image ./nuclei.png\n")
+    from biopb_mcp.demo import DEFAULT_IMAGE
+
+    demo.add_argument("--image", type=Path, default=DEFAULT_IMAGE, metavar="FILE",
+                      help=f"where to save the image the kernel returns (default: {DEFAULT_IMAGE})")
     return parser
 
 
@@ -220,6 +234,10 @@ def _dispatch(args: argparse.Namespace) -> int:
         return _serve(args)
     if args.command == "config":
         return _config(args)
+    if args.command == "demo":
+        from biopb_mcp.demo import run_demo
+
+        return run_demo(sys.stdout, args.image)
     return _docs(args)
 
 
