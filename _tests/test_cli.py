@@ -233,7 +233,7 @@ def test_read_only_docs_commands_leave_the_disk_as_it_was(
     before = sorted(tmp_path.rglob("*"))
     for argv in (["docs", "index"], ["docs", "read", "authoring"], ["docs", "read", "index@diff"],
                  ["docs", "check"], ["docs", "search", "otsu"], ["docs", "pack"], ["config", "show"]):
-        code, out, err = run(argv, capsys)
+        code, _, err = run(argv, capsys)
         assert code == 0, (argv, err)
         assert sorted(tmp_path.rglob("*")) == before, argv
 
@@ -294,6 +294,7 @@ def test_config_show_after_config_init_still_attributes_every_value_to_its_defau
 ) -> None:
     assert run(["config", "init"], capsys)[0] == 0
     code, out, _ = run(["config", "show"], capsys)
+    assert code == 0
     values = [line for line in out.splitlines() if " = " in line and not line.startswith("#")]
     assert values and all(line.endswith("# default") for line in values), out
 

@@ -254,7 +254,7 @@ STEPS = 9
 """The eight steps of ``_walk`` plus clean-up."""
 
 
-async def _run(out: TextIO, root: Path, image_path: Path, state: dict[str, Any]) -> None:
+async def _run(out: TextIO, root: Path, image_path: Path, state: dict[str, Any], errlog: TextIO) -> None:
     from mcp import Client, StdioServerParameters
     from mcp.client.stdio import stdio_client
 
@@ -262,12 +262,11 @@ async def _run(out: TextIO, root: Path, image_path: Path, state: dict[str, Any])
     t = _Transcript(out, STEPS)
     state["step"] = "connect: start the server and open an MCP session"
     try:
-        with open(root / "server.stderr", "w", encoding="utf-8") as errlog:
-            with anyio.fail_after(180):
-                async with Client(stdio_client(params, errlog=errlog), read_timeout_seconds=90) as client:
-                    await _walk(client, t, image_path, state)
-                    state["step"] = "clean up: stop the server and its kernel"
-                    t.step(state["step"])
+        with anyio.fail_after(180):
+            async with Client(stdio_client(params, errlog=errlog), read_timeout_seconds=90) as client:
+                await _walk(client, t, image_path, state)
+                state["step"] = "clean up: stop the server and its kernel"
+                t.step(state["step"])
     finally:  # closing the session stopped the server; its kernel goes with it
         pid = state.get("kernel_pid")
         deadline = time.monotonic() + 20
@@ -288,7 +287,8 @@ def run_demo(out: TextIO = sys.stdout, image_path: Path = DEFAULT_IMAGE) -> int:
     failure = ""
     try:
         _write_config(root)
-        anyio.run(_run, out, root, image_path, state)
+        with open(root / "server.stderr", "w", encoding="utf-8") as errlog:  # the server's log lines
+            anyio.run(_run, out, root, image_path, state, errlog)
     except StepFailed as exc:
         failure = str(exc)
     except BaseExceptionGroup as group:  # a step failed inside the client's task group
@@ -296,7 +296,7 @@ def run_demo(out: TextIO = sys.stdout, image_path: Path = DEFAULT_IMAGE) -> int:
         while isinstance(inner, BaseExceptionGroup):
             inner = inner.exceptions[0]
         failure = str(inner) if isinstance(inner, StepFailed) else f"{type(inner).__name__}: {inner}"
-    except Exception as exc:  # the demo's top level: any failure is reported as the step's
+    except Exception as exc:  # noqa: BLE001 - the demo's top level: any failure is reported as the step's
         failure = f"{type(exc).__name__}: {exc}"
     finally:
         log = _server_log(root) if failure else ""

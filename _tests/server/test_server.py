@@ -240,7 +240,7 @@ async def test_a_relative_trace_path_lands_under_the_config_dir_and_status_shows
     isolated_dirs: Path,
 ) -> None:
     """Clients launch the server from a working dir nobody chose: the config dir anchors it."""
-    mcp, state = build_server(load_settings(), trace=Path("calls.jsonl"))
+    mcp, _ = build_server(load_settings(), trace=Path("calls.jsonl"))
     async with Client(mcp, mode="legacy") as client:
         status = json.loads(text_of(await client.call_tool("server_status", {})))
     assert status["paths"]["trace_file"] == str(isolated_dirs / "calls.jsonl")

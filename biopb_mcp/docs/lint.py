@@ -31,8 +31,8 @@ def frontmatter_problems(text: str) -> list[str]:
     end = next((i for i in range(1, min(len(lines), _FRONTMATTER_MAX_LINES + 1))
                 if lines[i].rstrip() in ("---", "...")), None)
     if end is None:
-        return [f"line 1: the frontmatter block opened by '---' is never closed (no '---' line within "
-                f"{_FRONTMATTER_MAX_LINES} lines), so it is read as body text; add the closing '---'."]
+        return [(f"line 1: the frontmatter block opened by '---' is never closed (no '---' line within "
+                 f"{_FRONTMATTER_MAX_LINES} lines), so it is read as body text; add the closing '---'.")]
     problems: list[str] = []
     for no in range(1, end):
         line = lines[no]

@@ -173,7 +173,7 @@ _LAUNCH_BANNERS = re.compile(
     r"|^NOTE: When using the `ipython kernel` entry point, Ctrl-C will not work\."
     r"(?:[^\n]*\n){0,8}?[^\n]*/issues/2049[^\n]*$"
     r"|^To connect another client to this kernel, use:\n[ \t]*--existing [^\n]*$",
-    re.M,
+    re.MULTILINE,
 )
 """What every kernel prints at launch. Not why it died, and IPython's note that Ctrl-C will not
 work contradicts the interrupt_kernel the agent is offered next to it."""
