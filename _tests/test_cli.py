@@ -13,6 +13,7 @@ import pytest
 import biopb_mcp
 from biopb_mcp import cli
 from biopb_mcp.config import render_example
+from biopb_mcp.docs.store import SHIPPED_DIR
 
 
 def run(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
@@ -137,7 +138,7 @@ def test_unexpected_error_is_one_line_without_traceback(
 def test_docs_index_read_and_missing_doc(isolated_dirs: Path, capsys: pytest.CaptureFixture[str]) -> None:
     code, out, _ = run(["docs", "index"], capsys)
     assert code == 0 and "## References" in out and "authoring" in out
-    assert (isolated_dirs / "docs" / "index.md").is_file(), "first access seeds the local index"
+    assert not isolated_dirs.exists(), "reading docs must not create the config dir"
     code, out, _ = run(["docs", "read", "authoring"], capsys)
     assert code == 0 and "shipped" in out.splitlines()[0]
     code, out, err = run(["docs", "read", "authorin"], capsys)
@@ -155,8 +156,7 @@ def test_docs_commands_follow_the_old_key_and_warn_about_it(
     (isolated_dirs / "config.toml").write_text("[services]\nskills_local_dir = 'lab-docs'\n", encoding="utf-8")
     code, out, err = run(["docs", "index"], capsys)
     assert code == 0 and "## References" in out
-    assert (isolated_dirs / "lab-docs" / "index.md").is_file()
-    assert not (isolated_dirs / "docs").exists()
+    assert sorted(p.name for p in isolated_dirs.iterdir()) == ["config.toml"]
     assert [line for line in err.splitlines() if "deprecated" in line][0].startswith("warning: ")
 
 
@@ -166,11 +166,76 @@ def test_docs_check_is_clean_then_reports_a_dangling_entry(
     code, out, err = run(["docs", "check"], capsys)
     assert code == 0, out + err
     index = isolated_dirs / "docs" / "index.md"
-    index.write_text(index.read_text(encoding="utf-8") + "\n- no-such-doc: when nothing exists\n",
+    index.parent.mkdir(parents=True)
+    index.write_text((SHIPPED_DIR / "index.md").read_text(encoding="utf-8") + "\n- no-such-doc: when nothing exists\n",
                      encoding="utf-8")
     code, out, err = run(["docs", "check"], capsys)
     assert code == 1
     assert "no-such-doc" in out and "problem" in err
+
+
+def test_docs_check_names_the_line_a_hand_made_doc_needs_in_the_index(
+    isolated_dirs: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A local doc with no index entry is legal but never shown to the agent: a visible warning."""
+    docs = isolated_dirs / "docs"
+    docs.mkdir(parents=True)
+    (docs / "deconvolve.md").write_text("# Deconvolve\n\nRichardson-Lucy on a widefield stack.\n",
+                                        encoding="utf-8")
+    code, out, err = run(["docs", "check"], capsys)
+    assert code == 0, out + err
+    warning = [line for line in out.splitlines() if line.startswith("warning: ")]
+    assert len(warning) == 1 and "deconvolve" in warning[0]
+    assert "'- deconvolve: Richardson-Lucy on a widefield stack.'" in warning[0]
+    assert "1 warning(s)" in out.splitlines()[-1]
+    index = docs / "index.md"
+    index.write_text((SHIPPED_DIR / "index.md").read_text(encoding="utf-8")
+                     + "\n- deconvolve: deconvolve a widefield stack\n", encoding="utf-8")
+    code, out, _ = run(["docs", "check"], capsys)
+    assert code == 0 and "warning" not in out
+
+
+@pytest.mark.parametrize(
+    ("frontmatter", "fragment"),
+    [
+        ("description: [unclosed", "line 2: description: opens a '[' list"),
+        ("title: 'half quoted", "line 2: title: opens a ' quote"),
+        ("this is not a key", "line 2: 'this is not a key' is not 'key: value'"),
+    ],
+)
+def test_docs_check_reports_a_broken_frontmatter_line_with_file_and_line(
+    isolated_dirs: Path, capsys: pytest.CaptureFixture[str], frontmatter: str, fragment: str
+) -> None:
+    docs = isolated_dirs / "docs"
+    docs.mkdir(parents=True)
+    doc = docs / "deconvolve.md"
+    doc.write_text(f"---\n{frontmatter}\n---\n# Deconvolve\n\nbody\n", encoding="utf-8")
+    code, out, _ = run(["docs", "check"], capsys)
+    assert code == 1
+    problem = [line for line in out.splitlines() if fragment in line]
+    assert len(problem) == 1 and str(doc) in problem[0], out
+
+
+def test_docs_check_reports_a_frontmatter_block_that_never_closes(
+    isolated_dirs: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    docs = isolated_dirs / "docs"
+    docs.mkdir(parents=True)
+    (docs / "deconvolve.md").write_text("---\ndescription: x\n# Deconvolve\n", encoding="utf-8")
+    code, out, _ = run(["docs", "check"], capsys)
+    assert code == 1 and "never closed" in out
+
+
+def test_read_only_docs_commands_leave_the_disk_as_it_was(
+    isolated_dirs: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Reading docs from a terminal creates no config dir, no docs/ and no manifest."""
+    before = sorted(tmp_path.rglob("*"))
+    for argv in (["docs", "index"], ["docs", "read", "authoring"], ["docs", "read", "index@diff"],
+                 ["docs", "check"], ["docs", "search", "otsu"], ["docs", "pack"], ["config", "show"]):
+        code, _, err = run(argv, capsys)
+        assert code == 0, (argv, err)
+        assert sorted(tmp_path.rglob("*")) == before, argv
 
 
 def test_docs_search_and_pack(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -230,3 +295,66 @@ def test_rotate_token_outside_a_stable_http_token_is_bad_usage(
     code, out, err = run(argv, capsys)
     assert code == 2 and out == ""
     assert_one_error_line(err, fragment)
+
+
+def test_config_show_flags_a_kernel_name_with_no_installed_spec(
+    isolated_dirs: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    isolated_dirs.mkdir()
+    (isolated_dirs / "config.toml").write_text('[kernel]\nname = "nosuchkernel"\n', encoding="utf-8")
+    code, out, err = run(["config", "show"], capsys)
+    assert code == 0 and 'name = "nosuchkernel"' in out
+    flagged = [line for line in err.splitlines() if "nosuchkernel" in line]
+    assert len(flagged) == 1 and flagged[0].startswith("warning: ") and "kernelspec list" in flagged[0]
+
+
+def test_config_show_after_config_init_still_attributes_every_value_to_its_default(
+    isolated_dirs: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert run(["config", "init"], capsys)[0] == 0
+    code, out, _ = run(["config", "show"], capsys)
+    assert code == 0
+    values = [line for line in out.splitlines() if " = " in line and not line.startswith("#")]
+    assert values and all(line.endswith("# default") for line in values), out
+
+
+def test_terminal_messages_name_the_command_not_the_agents_tool_call(
+    isolated_dirs: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, _, err = run(["docs", "read", "authorin"], capsys)
+    assert code == 2
+    assert_one_error_line(err, "biopb-mcp docs index lists the docs")
+    assert "read_doc(" not in err and "write_doc(" not in err
+    code, out, _ = run(["docs", "search", "zzqqxxnothing"], capsys)
+    assert code == 0 and "biopb-mcp docs index" in out and "read_doc(" not in out
+    code, out, _ = run(["docs", "search", "otsu", "--max", "1"], capsys)
+    assert code == 0 and "biopb-mcp docs read <id>" in out.splitlines()[0]
+
+
+def test_serving_stdio_on_a_terminal_says_what_it_is_on_stderr(tmp_path: Path) -> None:
+    """Run by hand, the server would otherwise sit silent on a terminal that looks hung."""
+    import pty
+    import selectors
+
+    env = {**os.environ, "BIOPB_CONFIG_DIR": str(tmp_path / "config"), "XDG_STATE_HOME": str(tmp_path / "state"),
+           "XDG_RUNTIME_DIR": str(tmp_path / "runtime")}
+    master, slave = pty.openpty()
+    proc = subprocess.Popen([sys.executable, "-m", "biopb_mcp"], stdin=slave, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, env=env)
+    os.close(slave)
+    try:
+        assert proc.stderr is not None
+        sel = selectors.DefaultSelector()
+        sel.register(proc.stderr, selectors.EVENT_READ)
+        first = b""
+        while b"\n" not in first and sel.select(timeout=30):
+            chunk = os.read(proc.stderr.fileno(), 4096)
+            if not chunk:
+                break
+            first += chunk
+        line = first.decode().splitlines()[0] if first else ""
+        assert line == cli.TTY_HINT
+    finally:
+        proc.terminate()
+        proc.communicate(timeout=30)
+        os.close(master)

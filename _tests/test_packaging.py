@@ -106,7 +106,7 @@ def test_ci_runs_exactly_the_readme_test_command() -> None:
     readme = (REPO / "README.md").read_text(encoding="utf-8")
     blocks = readme.split("```sh\n")
     install_run, test = blocks[1].split("\n```")[0].strip(), blocks[2].split("\n```")[0].strip()
-    assert install_run == "pip install -e '.[imaging]' && biopb-mcp --help"
+    assert install_run == "pip install -e '.[imaging]' && biopb-mcp demo"
     pip_part, pytest_part = test.split(" && ")
     assert pip_part == "pip install -e '.[imaging,console,dev]'"
     ci = (REPO / ".ci" / "run").read_text(encoding="utf-8")

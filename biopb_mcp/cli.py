@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import logging
 import os
+import re
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -26,12 +27,13 @@ __all__ = ["main"]
 
 logger = logging.getLogger(__name__)
 
-COMMANDS = ("serve", "docs", "config", "console")
+COMMANDS = ("serve", "docs", "config", "console", "demo")
 DEBUG_ENV = "BIOPB_DEBUG"
 """Set to 1 to get the traceback of an unexpected error instead of the one-line message."""
 
 _MAIN_EPILOG = """\
 examples:
+  biopb-mcp demo                          see it work end to end (temporary config, a few seconds)
   biopb-mcp                               serve over stdio (what an MCP client launches)
   biopb-mcp --transport http --port 8765  serve streamable HTTP on 127.0.0.1 with a bearer token
   biopb-mcp docs index                    the doc index the agent sees
@@ -43,6 +45,13 @@ examples:
 Without a command, biopb-mcp serves: `biopb-mcp --transport http` = `biopb-mcp serve --transport http`.
 The config dir is $BIOPB_CONFIG_DIR, else the platform one (Linux: ~/.config/biopb).
 """
+
+
+TTY_HINT = (
+    "biopb-mcp speaks MCP (JSON-RPC) on stdin/stdout for an MCP client to launch, e.g. "
+    "`claude mcp add biopb -- biopb-mcp`; `biopb-mcp demo` shows it working. Ctrl-C quits."
+)
+"""Printed to stderr when stdin is a terminal."""
 
 
 class _UsageError(Exception):
@@ -66,7 +75,7 @@ def _build_parser() -> _Parser:
         formatter_class=fmt,
     )
     parser.add_argument("--version", action="version", version=f"biopb-mcp {biopb_mcp.__version__}")
-    sub = parser.add_subparsers(dest="command", metavar="{serve,docs,config,console}")
+    sub = parser.add_subparsers(dest="command", metavar="{serve,docs,config,console,demo}")
 
     serve = sub.add_parser(
         "serve", help="serve MCP (the default command)", formatter_class=fmt,
@@ -85,7 +94,8 @@ def _build_parser() -> _Parser:
     serve.add_argument("--rotate-token", action="store_true",
                        help="HTTP: replace the stable bearer token with a new one (clients must update)")
     serve.add_argument("--trace", type=Path, default=None, metavar="FILE",
-                       help="append one JSON line per tool call to FILE (default: server.trace)")
+                       help="append one JSON line per tool call to FILE; a relative FILE is under "
+                       "the config dir, as in the config file (default: server.trace)")
 
     docs = sub.add_parser(
         "docs", help="read and check the docs store", formatter_class=fmt,
@@ -131,6 +141,19 @@ def _build_parser() -> _Parser:
     csub.add_parser("show", help="print the merged config and where each value came from",
                     description="Example: biopb-mcp config show")
     _add_console_parser(sub, fmt)
+    demo = sub.add_parser(
+        "demo", help="run the real server end to end in a temporary config tree",
+        formatter_class=fmt,
+        description="Start the server over stdio with the MCP SDK's client, in a temporary config "
+        "tree (your own config and docs are not used), and walk through what an agent does: the "
+        "doc index in the handshake, start_kernel, an analysis with an image back, read_doc, "
+        "write_doc, search_docs, server_status. Exit 0 when every step passed, 1 naming the "
+        "step that failed.",
+        epilog="examples:\n  biopb-mcp demo\n  biopb-mcp demo --image ./nuclei.png\n")
+    from biopb_mcp.demo import DEFAULT_IMAGE
+
+    demo.add_argument("--image", type=Path, default=DEFAULT_IMAGE, metavar="FILE",
+                      help=f"where to save the image the kernel returns (default: {DEFAULT_IMAGE})")
     return parser
 
 
@@ -204,7 +227,22 @@ def main(argv: Sequence[str] | None = None) -> int:
                      "the traceback)")
 
 
+_AGENT_CALLS = (
+    (re.compile(r'read_doc\("index"\)'), "biopb-mcp docs index"),
+    (re.compile(r'read_doc\("([^"]+)"\)'), r"biopb-mcp docs read \1"),
+    (re.compile(r"write_doc\([^)]*\)"), "the agent's write_doc"),
+)
+"""The store's messages name the agent's tool calls; a person at a terminal gets the command."""
+
+
+def _for_terminal(text: str) -> str:
+    for pattern, replacement in _AGENT_CALLS:
+        text = pattern.sub(replacement, text)
+    return text
+
+
 def _fail(message: str) -> int:
+    message = _for_terminal(message)
     one_line = " ".join(part.strip() for part in message.splitlines() if part.strip())
     print(f"error: {one_line}", file=sys.stderr)
     return 2
@@ -217,6 +255,10 @@ def _dispatch(args: argparse.Namespace) -> int:
         return _config(args)
     if args.command == "console":
         return _console(args)
+    if args.command == "demo":
+        from biopb_mcp.demo import run_demo
+
+        return run_demo(sys.stdout, args.image)
     return _docs(args)
 
 
@@ -239,6 +281,8 @@ def _serve(args: argparse.Namespace) -> int:
     if args.rotate_token and settings.http.token != "stable":
         raise _UsageError('--rotate-token renews the stable token; http.token is "per-start", '
                           "which makes a new token at every start anyway")
+    if args.transport == "stdio" and sys.stdin.isatty():
+        print(TTY_HINT, file=sys.stderr)  # a person ran it by hand: silence would look like a hang
     from biopb_mcp.server import serve  # sets up logging (file + stderr) itself
 
     trace = args.trace if args.trace is not None else settings.trace_file
@@ -256,7 +300,24 @@ def _config(args: argparse.Namespace) -> int:
     settings = load_settings()
     _print_warnings(settings)
     sys.stdout.write(render_show(settings))
+    problem = _kernel_spec_problem(settings.kernel.name)
+    if problem:
+        print(f"warning: {problem}", file=sys.stderr)
     return 0
+
+
+def _kernel_spec_problem(name: str) -> str | None:
+    """Why ``kernel.name`` cannot start, or None: caught here, not at the agent's first start_kernel."""
+    if not name:
+        return None
+    from jupyter_client.kernelspec import KernelSpecManager
+
+    specs = KernelSpecManager().find_kernel_specs()
+    if name in specs:
+        return None
+    known = ", ".join(sorted(specs)) or "none installed"
+    return (f"kernel.name = {name!r} names no installed Jupyter kernel spec (available: {known}); "
+            "start_kernel will fail until it does (see `jupyter kernelspec list`)")
 
 
 def _print_warnings(settings: Settings, *, config_file_only: bool = False) -> None:
@@ -271,7 +332,7 @@ def _docs(args: argparse.Namespace) -> int:
     _print_warnings(settings, config_file_only=True)  # the runtime-dir fallback is serve's business
     from biopb_mcp.docs.store import DocStore
 
-    store = DocStore(settings.docs_local_dir, history_keep=settings.docs.history_keep)
+    store = DocStore(settings.docs_local_dir, history_keep=settings.docs.history_keep, read_only=True)
     # the store logs skipped files (unreadable, bad frontmatter): show them as warning lines
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(logging.Formatter("warning: %(message)s"))
@@ -292,17 +353,22 @@ def _docs_command(args: argparse.Namespace, store: DocStore) -> int:
         _print_text(store.read_doc(args.id))
     elif cmd == "check":
         problems = store.check()
+        warnings = store.check_warnings()
         for problem in problems:
             print(problem)
+        for warning in warnings:
+            print(f"warning: {warning}")
         if problems:
             print(f"{len(problems)} problem(s) found in {store.shipped_dir} and {store.local_dir}",
                   file=sys.stderr)
             return 1
-        print(f"ok: {len(store.doc_ids())} docs, no problems")
+        also = f"; {len(warnings)} warning(s) above" if warnings else ""
+        print(f"ok: {len(store.doc_ids())} docs, no problems{also}")
     elif cmd == "search":
         from biopb_mcp.docs.search import format_hits, search_docs
 
-        _print_text(format_hits(search_docs(store, args.query, max_results=args.max), args.query))
+        hits = search_docs(store, args.query, max_results=args.max)
+        _print_text(_for_terminal(format_hits(hits, args.query)))
     else:  # pack
         from biopb_mcp.docs.pack import build_pack
 

@@ -43,6 +43,7 @@ __all__ = [
     "load_settings",
     "render_example",
     "render_show",
+    "resolve_user_path",
 ]
 
 CONFIG_DIR_ENV = "BIOPB_CONFIG_DIR"
@@ -525,11 +526,20 @@ def _resolve_path(raw: str, cdir: Path, cfile: Path, dotted: str, line: int | No
     return p if p.is_absolute() else cdir / p
 
 
+def resolve_user_path(settings: Settings, path: Path | str) -> Path:
+    """A path given on the command line, by the rule the config file's paths follow: ``~``
+    expanded, a relative path under the config dir (a client launches the server from a working
+    dir nobody chose, so the working dir cannot be the anchor)."""
+    p = Path(path).expanduser()
+    return p if p.is_absolute() else settings.config_dir / p
+
+
 # --- rendering -------------------------------------------------------------------------------
 
 
 _EXAMPLE_HEAD = """\
-# biopb-mcp configuration: every key with its default. Delete what you do not change.
+# biopb-mcp configuration: every key with its default, commented out, so this file changes
+# nothing as it stands; uncomment a line (drop the leading "# ") and edit it to change that key.
 # Read from $BIOPB_CONFIG_DIR/config.toml, else the platform config dir
 # (Linux: ~/.config/biopb/config.toml). A missing key keeps its default.
 # `biopb-mcp config show` prints the merged config and where each value came from.
@@ -542,7 +552,9 @@ def render_example() -> str:
     for section, about in SECTIONS.items():
         parts.append(f"\n# {about}\n[{section}]\n")
         for key in (k for k in SCHEMA if k.section == section):
-            parts.append(f"# {key.doc}\n{tomli_w.dumps({key.name: key.default})}")
+            # The value line is a comment too: `config show` then attributes every key the user
+            # has not uncommented to its default, not to this file.
+            parts.append(f"# {key.doc}\n# {tomli_w.dumps({key.name: key.default})}")
     return "".join(parts)
 
 

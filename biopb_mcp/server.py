@@ -19,7 +19,7 @@ import socket
 import sys
 import threading
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import Any, Literal, NoReturn, TypeVar
@@ -33,7 +33,7 @@ from mcp.types import CallToolResult, ContentBlock, ImageContent, TextContent, T
 from pydantic import BaseModel
 
 import biopb_mcp
-from biopb_mcp.config import Settings
+from biopb_mcp.config import Settings, load_settings, resolve_user_path
 from biopb_mcp.docs.store import AUTHORING_GATE, DocStore
 from biopb_mcp.errors import BiopbMcpError, ConfigError, KernelBusy, KernelNotReady
 from biopb_mcp.handshake import compose_instructions
@@ -240,6 +240,26 @@ def _tool(mcp: MCPServer, annotations: ToolAnnotations, description: str | None 
     return register
 
 
+def _reread_kernel_name(state: AppState) -> None:
+    """Take ``kernel.name`` from the config file as it is now, before a (re)start.
+
+    A bad name is fixed by editing the file; without this the next start_kernel would repeat the
+    old error until the server itself restarts. Only the name is re-read: the other settings keep
+    the values the server started with.
+    """
+    if not state.settings.config_file.is_file():
+        return
+    try:
+        name = load_settings(state.settings.config_dir).kernel.name
+    except ConfigError as exc:
+        raise ToolError(f"{exc} (start_kernel re-reads kernel.name from the config file)") from exc
+    if name != state.settings.kernel.name:
+        logger.info("kernel.name changed in %s: %r -> %r", state.settings.config_file,
+                    state.settings.kernel.name, name)
+        state.settings = replace(state.settings, kernel=replace(state.settings.kernel, name=name))
+        state.kernel.reconfigure(state.settings)
+
+
 def _register_kernel_tools(mcp: MCPServer, state: AppState) -> None:
     host = state.kernel
 
@@ -248,6 +268,7 @@ def _register_kernel_tools(mcp: MCPServer, state: AppState) -> None:
         """Start the IPython kernel, or recover it after it died. Call this first in every session,
         and again whenever a tool answers that the kernel is not started, dead or in error.
         Idempotent: a running kernel is left alone. Returns the kernel's status in one or two lines."""
+        _reread_kernel_name(state)
         return _call(host.start)
 
     @_tool(mcp, ToolAnnotations(read_only_hint=False, destructive_hint=True, open_world_hint=True))
@@ -315,6 +336,7 @@ def _register_kernel_tools(mcp: MCPServer, state: AppState) -> None:
         """Kill and restart the kernel: every variable, import and loaded dataset is lost. Use it only
         when the kernel is wedged and interrupt_kernel did not help, or the user asks; ask the user
         first if the namespace holds unsaved work."""
+        _reread_kernel_name(state)
         return _call(host.restart)
 
     @_tool(mcp, READ_ONLY)
@@ -420,7 +442,7 @@ def build_server(settings: Settings, *, trace: Path | None = None) -> tuple[MCPS
         trace: a trace file; overrides ``settings.trace_file``.
     """
     store = DocStore(settings.docs_local_dir, history_keep=settings.docs.history_keep)
-    trace_path = trace if trace is not None else settings.trace_file
+    trace_path = resolve_user_path(settings, trace) if trace is not None else settings.trace_file
     recorder = _recorder(settings)
     state = AppState(
         settings=settings,

@@ -77,11 +77,20 @@ def test_tails_open_with_their_instruction_and_stale_lines_end_with_the_diff_cal
 
 
 def test_append_adds_a_trailing_unfiled_heading_once() -> None:
-    once = append_unfiled("# i\n\n## Procedures\n- a: x\n\nignored: z\n\n", "- b: y")
-    assert once == "# i\n\n## Procedures\n- a: x\n\nignored: z\n\n## Unfiled\n- b: y\n"
+    once = append_unfiled("# i\n\n## Procedures\n- a: x\n", "- b: y")
+    assert once == "# i\n\n## Procedures\n- a: x\n\n## Unfiled\n- b: y\n"
     twice = append_unfiled(once, "- c: w")
     assert twice.count("## Unfiled") == 1
     assert twice.endswith("## Unfiled\n- b: y\n- c: w\n")
+
+
+def test_append_keeps_a_trailing_ignored_line_last() -> None:
+    """Unfiled after `ignored:` would read as if the ignored ids were its entries."""
+    once = append_unfiled("# i\n\n## Procedures\n- a: x\n\nignored: z\n\n", "- b: y")
+    assert once == "# i\n\n## Procedures\n- a: x\n\n## Unfiled\n- b: y\n\nignored: z\n"
+    twice = append_unfiled(once, "- c: w")
+    assert twice == "# i\n\n## Procedures\n- a: x\n\n## Unfiled\n- b: y\n- c: w\n\nignored: z\n"
+    assert parse(twice).ignored == ["z"] and parse(twice).entry_ids == {"a", "b", "c"}
 
 
 def test_append_goes_into_an_existing_unfiled_section_that_is_not_last() -> None:

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import os
+import signal
 import stat
+import threading
 from pathlib import Path
 
 import pytest
@@ -122,6 +124,31 @@ def test_long_job_promotes_answers_busy_and_interrupts(host: KernelHost) -> None
     assert "started" in final.text and "KeyboardInterrupt" in final.text
     _, after = run(host, "'still alive'")
     assert after.text == "'still alive'"
+
+
+def test_interrupt_sent_before_the_kernel_picks_up_the_code_still_stops_it(host: KernelHost) -> None:
+    """A kernel slow to start the request (a loaded machine) must not lose the interrupt.
+
+    ipykernel ignores SIGINT until it begins handling an execute_request, so a signal sent while
+    the request is still queued is dropped and the code runs on. Stopping the kernel process
+    reproduces "slow to pick up" without depending on machine load.
+    """
+    pid = host.status()["pid"]
+    os.kill(pid, signal.SIGSTOP)
+    try:
+        ex = host.submit("import time\nwhile True:\n    time.sleep(0.05)")
+        said: list[str] = []
+        caller = threading.Thread(target=lambda: said.append(host.interrupt()))
+        caller.start()
+        caller.join(0.5)  # the interrupt call is under way while the kernel is still stalled
+    finally:
+        os.kill(pid, signal.SIGCONT)
+    caller.join(30)
+    assert said and f"Interrupted {ex.job_id}" in said[0], said
+    assert ex.status == "interrupted"
+    _, after = run(host, "'still alive'")
+    # IPython may add a history-database notice when the interrupt hit its own bookkeeping
+    assert after.text.splitlines()[0] == "'still alive'"
 
 
 def test_interrupt_with_nothing_running_says_so(host: KernelHost) -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from biopb_mcp.docs.index import IGNORED_NOTE
 from biopb_mcp.docs.store import DocStore
 from biopb_mcp.handshake import (
     ASK_FIRST_LINE,
@@ -69,3 +70,24 @@ def test_a_hand_grown_index_is_cut_with_a_note_not_inlined_whole(tmp_path: Path)
     assert 'read_doc("index") shows it whole' in text
     assert text.endswith(ASK_FIRST_LINE)  # what follows the index still arrives
     assert "- lab/protocol-9999:" in store.read_doc("index")
+
+
+def test_the_ignored_line_says_what_it_means_and_a_bare_one_shows_nothing(tmp_path: Path) -> None:
+    """Agents read a bare `ignored:` as "do not use": say these are still readable, or say nothing."""
+    store = DocStore(tmp_path / "docs")
+    seeded = compose_instructions(store)  # the shipped seed ends with an empty ignored: line
+    assert not [line for line in seeded.splitlines() if line.strip().startswith("ignored")]
+    assert not [line for line in store.read_doc("index").splitlines() if line.strip().startswith("ignored")]
+    store.write_doc("index", body="# idx\n\n## References\n- authoring: write a doc\n\nignored: flatfield, count-spots\n")
+    for text in (compose_instructions(store), store.read_doc("index")):
+        line = next(line for line in text.splitlines() if line.startswith("ignored:"))
+        assert IGNORED_NOTE in line, line
+    assert store.read_doc("index").count("flatfield") == 1
+
+
+def test_a_new_doc_files_under_unfiled_above_the_seeds_trailing_ignored_line(tmp_path: Path) -> None:
+    store = DocStore(tmp_path / "docs")
+    store.write_doc("deconvolve", body="# Deconvolve\n\nRichardson-Lucy on a widefield stack.\n")
+    raw = (tmp_path / "docs" / "index.md").read_text(encoding="utf-8").rstrip("\n").splitlines()
+    assert raw[-1] == "ignored:"
+    assert raw.index("## Unfiled") < next(i for i, line in enumerate(raw) if line.startswith("- deconvolve:"))

@@ -214,3 +214,34 @@ async def _wait_busy(client: Client) -> None:
         if status["kernel"].get("job") or status["kernel"].get("current_job"):
             return
         await anyio.sleep(0.05)
+
+
+async def test_start_kernel_takes_a_fixed_kernel_name_without_a_server_restart(isolated_dirs: Path) -> None:
+    """The user fixes kernel.name in the file; the next start_kernel must use the fixed value."""
+    isolated_dirs.mkdir()
+    config = isolated_dirs / "config.toml"
+    config.write_text('[kernel]\nname = "nosuchkernel"\n', encoding="utf-8")
+    mcp, state = build_server(load_settings())
+    try:
+        with anyio.fail_after(90):
+            async with Client(mcp, mode="legacy") as client:
+                failed = await client.call_tool("start_kernel", {})
+                assert failed.is_error and "'nosuchkernel'" in text_of(failed)
+                config.write_text('[kernel]\nname = ""\n', encoding="utf-8")
+                started = await client.call_tool("start_kernel", {})
+                assert not started.is_error, text_of(started)
+                status = json.loads(text_of(await client.call_tool("server_status", {})))
+        assert status["kernel"]["state"] == "ready"
+    finally:
+        state.kernel.shutdown()
+
+
+async def test_a_relative_trace_path_lands_under_the_config_dir_and_status_shows_it_absolute(
+    isolated_dirs: Path,
+) -> None:
+    """Clients launch the server from a working dir nobody chose: the config dir anchors it."""
+    mcp, _ = build_server(load_settings(), trace=Path("calls.jsonl"))
+    async with Client(mcp, mode="legacy") as client:
+        status = json.loads(text_of(await client.call_tool("server_status", {})))
+    assert status["paths"]["trace_file"] == str(isolated_dirs / "calls.jsonl")
+    assert (isolated_dirs / "calls.jsonl").read_text(encoding="utf-8").count("\n") == 1

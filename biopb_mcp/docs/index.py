@@ -29,6 +29,9 @@ STALE_TAIL_SENTENCE = (
     "want into your copy with write_doc (or leave it as it is)."
 )
 
+IGNORED_NOTE = "shipped docs this index chose not to list; each is still readable by id"
+"""Said after an `ignored:` line that names docs: agents read the bare word as "do not use"."""
+
 MISSING = "(missing)"
 LOCAL_COPY = "(local copy)"
 
@@ -126,11 +129,16 @@ def render(
     the docs-off bench arm) that must never show an ignored id (seed 001 §6).
     """
     lines = list(index.lines)
-    if hide_ignored:
-        for i in index.ignored_lines:
-            count = len([x for x in lines[i].split(":", 1)[1].split(",") if x.strip()])
-            if count:
-                lines[i] = f"ignored: ({count} shipped doc{'' if count == 1 else 's'}, ids not shown here)"
+    bare: set[int] = set()
+    for i in index.ignored_lines:
+        count = len([x for x in lines[i].split(":", 1)[1].split(",") if x.strip()])
+        if not count:
+            bare.add(i)  # an empty `ignored:` line says nothing: show nothing
+        elif hide_ignored:
+            lines[i] = (f"ignored: ({count} shipped doc{'' if count == 1 else 's'}, ids not shown here) "
+                        f"— {IGNORED_NOTE}.")
+        else:
+            lines[i] = f"{lines[i].rstrip()} — {IGNORED_NOTE}."
     for entry in index.entries:
         if entry.collection:
             continue  # kept verbatim: collections mean something later (seed 001 §7)
@@ -138,6 +146,7 @@ def render(
             lines[entry.line] = lines[entry.line].rstrip() + " " + MISSING
         elif shadows(entry.doc_id):
             lines[entry.line] = lines[entry.line].rstrip() + " " + LOCAL_COPY
+    lines = [line for i, line in enumerate(lines) if i not in bare]
     while lines and not lines[-1].strip():
         lines.pop()
     out = "\n".join(lines)
@@ -179,9 +188,18 @@ def append_unfiled(text: str, line: str) -> str:
         if not in_fence and current.strip().lower() == UNFILED_HEADING.lower():
             start = i
     if start is None:
+        # A trailing `ignored:` line stays last: it closes the index, and a new section after it
+        # would read as if the ignored ids were its entries.
+        tail: list[str] = []
+        if lines and _IGNORED.match(lines[-1]):
+            tail = [lines.pop()]
+            while lines and not lines[-1].strip():
+                lines.pop()
         if lines:
             lines.append("")
         lines += [UNFILED_HEADING, line]
+        if tail:
+            lines += ["", *tail]
         return "\n".join(lines) + "\n"
     end = len(lines)
     for j in range(start + 1, len(lines)):

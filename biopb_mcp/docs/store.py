@@ -21,6 +21,7 @@ from pathlib import Path
 import biopb_mcp
 from biopb_mcp.docs import BODY_MAX_LINES, FILE_MAX_BYTES, INDEX_MAX_ENTRIES
 from biopb_mcp.docs import index as index_mod
+from biopb_mcp.docs import lint
 from biopb_mcp.docs import manifest as manifest_mod
 from biopb_mcp.docs.atomic import ensure_dir, sweep_stale_temps, tier_lock, write_atomic
 from biopb_mcp.docs.frontmatter import Parsed, normalize, parse, read_text
@@ -184,8 +185,12 @@ class DocStore:
         shipped_dir: Path = SHIPPED_DIR,
         version: str = biopb_mcp.__version__,
         history_keep: int = 50,
+        read_only: bool = False,
     ) -> None:
         self.local_dir = Path(local_dir)
+        self.read_only = read_only
+        """Never create or change a file: the index is not seeded, the manifest not refreshed
+        (a person reading docs from a terminal should find the disk as it was)."""
         self.shipped_dir = Path(shipped_dir)
         self.version = version
         self.history_keep = history_keep
@@ -234,6 +239,8 @@ class DocStore:
 
     def _ensure(self) -> None:
         """Seed the local index on first access and refresh the manifest on a version bump."""
+        if self.read_only:
+            return
         try:
             if not os.path.lexists(self.index_path):
                 with tier_lock(self.local_dir):
@@ -269,6 +276,8 @@ class DocStore:
                 self._manifest_cache = (stamp, current)
         if current is not None and current.version == self.version:
             return current.changed
+        if self.read_only:
+            return manifest_mod.bump(current, self.version, manifest_mod.hash_files(self._shipped_files())).changed
         try:
             with tier_lock(self.local_dir):
                 current = manifest_mod.load(path)  # another process may have refreshed it
@@ -433,6 +442,9 @@ class DocStore:
 
     def _header(self, doc_id: str, origin: str, path: Path, text: str) -> str:
         updated = parse(text).updated
+        if updated is None and origin == ORIGIN_SHIPPED:
+            # a shipped file's mtime is when this copy was installed or cloned, not when it was written
+            return f"{doc_id} — {origin} with biopb-mcp {self.version}"
         if updated is None:
             try:
                 updated = _when(os.stat(path).st_mtime)
@@ -848,6 +860,7 @@ class DocStore:
                     problems.append(f"{tier_name}: {doc_id}: {exc}")
                     continue
                 readable[tier_name][doc_id] = text
+                problems += [f"{tier_name}: {doc_id}: {path}: {p}" for p in lint.frontmatter_problems(text)]
                 lines = _line_count(text)
                 if lines > BODY_MAX_LINES:
                     problems.append(f"{tier_name}: {doc_id} has {lines} lines; the cap is {BODY_MAX_LINES}.")
@@ -882,6 +895,19 @@ class DocStore:
             if not is_valid_id(name):
                 problems.append(f"index: ignored: names {name!r}, which is not a valid id.")
         return problems
+
+    def check_warnings(self) -> list[str]:
+        """What is legal but probably unintended: local docs the agent is never shown."""
+        parsed = index_mod.parse(self._index_text()[0])
+        warnings = []
+        for doc_id in lint.unsurfaced_ids(parsed, self._local_ids(), self._shipped_files()):
+            hook = self._description(doc_id, self._local_file(doc_id)) or "<when to use it>"
+            warnings.append(
+                f"local: {doc_id} is in no index entry, so the agent is never shown it; add the line "
+                f"'{index_mod.entry_line(doc_id, hook)}' to {self.index_path}, or its id to the "
+                "ignored: line to hide it on purpose."
+            )
+        return warnings
 
     def summary(self) -> dict[str, object]:
         """Tiers' paths, doc counts, index entries against the cap: for server_status and the CLI."""

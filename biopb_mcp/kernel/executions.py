@@ -91,6 +91,9 @@ class Execution:
         self.started = time.monotonic()
         self.finished: float | None = None
         self.done = threading.Event()
+        self.began = threading.Event()
+        """Set once the kernel announced it is running this code (``execute_input``) or it ended:
+        ipykernel ignores SIGINT while a request is still queued, so an interrupt must wait for it."""
         self.error: tuple[str, str, list[str]] | None = None
         self.note = ""
         """Extra text shown after the output (e.g. why the kernel died, with its log tail)."""
@@ -181,6 +184,7 @@ class Execution:
             if note:
                 self.note = note
             self.finished = time.monotonic()
+        self.began.set()
         self.done.set()
         if self.on_finish is not None:
             try:

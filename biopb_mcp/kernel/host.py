@@ -44,6 +44,10 @@ INLINE_MPL_BACKEND = "module://matplotlib_inline.backend_inline"
 BOOTSTRAP_FILE = Path(__file__).with_name("bootstrap.py")
 """Run inside the kernel at start (see bootstrap.py)."""
 
+_REPLY_GRACE = 0.5
+"""Seconds an interrupted request may stay idle without its reply before it counts as ended
+(the reply travels on another socket than the idle status, so it can trail it a little)."""
+
 MAX_KEPT_EXECUTIONS = 100
 """Finished executions kept for paging; older ones are forgotten (JobNotFound says so)."""
 
@@ -187,6 +191,11 @@ class KernelHost:
             else "Kernel started (there was no previous kernel). "
         )
         return lost + text
+
+    def reconfigure(self, settings: Settings) -> None:
+        """Use ``settings`` from the next start on (a running kernel keeps running as it is)."""
+        with self._lock:
+            self._settings = settings
 
     def shutdown(self) -> None:
         """Stop the kernel and kill its process group; idempotent. State becomes ``not_started``."""
@@ -442,7 +451,9 @@ class KernelHost:
         if channel == "iopub":
             if ex.record is not None:
                 ex.record.add(kind, content)
-            if kind == "stream":
+            if kind == "execute_input":
+                ex.began.set()
+            elif kind == "stream":
                 ex.add_stream(content.get("name", "stdout"), content.get("text", ""))
             elif kind in ("execute_result", "display_data", "update_display_data"):
                 self._add_display(ex, content.get("data", {}))
@@ -617,6 +628,11 @@ class KernelHost:
             ex, pgid, proc, mode = self._current, self._pgid, self._proc, self._interrupt_mode
         if ex is None:
             return "No code is running; nothing to interrupt."
+        wait = min(10.0, self._settings.kernel.request_timeout)
+        # ipykernel ignores SIGINT until it starts handling a request, so a signal sent while the
+        # request is still queued (a loaded machine) is dropped and the code runs on: send it once
+        # the kernel has announced the code; a kernel that never announces gets it after the wait.
+        ex.began.wait(wait)
         if mode == "message":
             channels.send("control", channels.new_msg("interrupt_request", {}))
         elif pgid is not None and pgid != os.getpgrp():
@@ -624,14 +640,37 @@ class KernelHost:
                 os.killpg(pgid, signal.SIGINT)
         elif proc is not None:
             proc.send_signal(signal.SIGINT)
-        wait = min(10.0, self._settings.kernel.request_timeout)
-        if ex.done.wait(wait):
+        if self._wait_interrupted(ex, wait):
             return f"Interrupted {ex.job_id}: it ended as {ex.status}. poll_job(\"{ex.job_id}\") shows its output."
         return (
             f"Sent SIGINT, but {ex.job_id} is still running after {wait:.0f} s (native code may ignore "
             f"it until it returns). Check with poll_job(\"{ex.job_id}\"), or restart_kernel to kill it "
             "(the namespace is lost)."
         )
+
+    def _wait_interrupted(self, ex: Execution, timeout: float) -> bool:
+        """Wait for ``ex`` to end after an interrupt; True once it did.
+
+        A SIGINT landing after the kernel took the request but before the code began is caught
+        by ipykernel itself, which then goes idle without ever replying: without this the job
+        would show ``running`` forever and block every later execute_code.
+        """
+        deadline = time.monotonic() + timeout
+        idle_since: float | None = None
+        while not ex.done.wait(0.05):
+            now = time.monotonic()
+            if ex.idle_seen and not ex.reply_seen:
+                idle_since = idle_since or now
+                if now - idle_since >= _REPLY_GRACE:
+                    with self._lock:
+                        self._by_msg.pop(ex.msg_id, None)
+                        if self._current is ex:
+                            self._current = None
+                    ex.finish("interrupted", note="The interrupt arrived before the code started: "
+                              "none of it ran.")
+            if now >= deadline:
+                break
+        return ex.done.is_set()
 
     def inspect(self, path: str) -> str:
         """Describe ``path`` (a dotted name like ``img`` or ``np.ndarray.shape``) from the kernel.

@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -179,6 +180,23 @@ def rotate_log(log_path: Path) -> None:
             os.replace(log_path, log_path.with_name(log_path.name + ".1"))
 
 
+_LAUNCH_BANNERS = re.compile(
+    r"^=== kernel launch [^\n]*$"
+    r"|^NOTE: When using the `ipython kernel` entry point, Ctrl-C will not work\."
+    r"(?:[^\n]*\n){0,8}?[^\n]*/issues/2049[^\n]*$"
+    r"|^To connect another client to this kernel, use:\n[ \t]*--existing [^\n]*$",
+    re.MULTILINE,
+)
+"""What every kernel prints at launch. Not why it died, and IPython's note that Ctrl-C will not
+work contradicts the interrupt_kernel the agent is offered next to it."""
+
+
+def without_banners(text: str) -> str:
+    """The log text without the launch banners, blank runs collapsed."""
+    text = _LAUNCH_BANNERS.sub("", text)
+    return re.sub(r"\n\s*\n(\s*\n)+", "\n\n", text).strip("\n")
+
+
 def log_tail(log_path: Path, start: int, lines: int = TAIL_LINES) -> str:
     """The last ``lines`` lines the kernel wrote to its log since byte ``start`` (its launch)."""
     try:
@@ -190,7 +208,7 @@ def log_tail(log_path: Path, start: int, lines: int = TAIL_LINES) -> str:
             data = fh.read(end - begin)
     except OSError as exc:
         return f"(kernel log unreadable: {exc})"
-    text = data.decode("utf-8", errors="replace").rstrip("\n")
+    text = without_banners(data.decode("utf-8", errors="replace"))
     return "\n".join(text.splitlines()[-lines:]) if text else "(the kernel wrote nothing to its log)"
 
 

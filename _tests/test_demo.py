@@ -1,0 +1,84 @@
+"""``biopb-mcp demo``: the real console command end to end, and a failing step's report and clean-up."""
+
+from __future__ import annotations
+
+import io
+import os
+import re
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+
+from biopb_mcp import demo
+
+STEP_NAMES = ["handshake", "start_kernel", "execute_code", "image", "read_doc", "write_doc",
+              "search_docs", "server_status", "clean up"]
+
+
+def _snapshot(root: Path) -> dict[str, tuple[int, bytes]]:
+    return {str(p.relative_to(root)): (p.stat().st_mtime_ns, p.read_bytes() if p.is_file() else b"")
+            for p in sorted(root.rglob("*"))}
+
+
+def _processes_under(root: str) -> list[psutil.Process]:
+    """Live processes whose command line names a path in ``root`` (server, kernel, reaper)."""
+    found = []
+    for proc in psutil.process_iter(["cmdline", "status"]):
+        try:
+            if proc.info["status"] != psutil.STATUS_ZOMBIE and any(root in a for a in proc.info["cmdline"] or []):
+                found.append(proc)
+        except (psutil.NoSuchProcess, psutil.AccessDenied):
+            continue
+    return found
+
+
+def _no_process_left(root: str) -> list[psutil.Process]:
+    deadline = time.monotonic() + 20
+    while (left := _processes_under(root)) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    return left
+
+
+def test_demo_runs_every_step_cleans_up_and_leaves_the_users_config_alone(tmp_path: Path) -> None:
+    user_config = tmp_path / "user-config"
+    (user_config / "docs").mkdir(parents=True)
+    (user_config / "config.toml").write_text('[kernel]\nname = "the-users-own-kernel"\n', encoding="utf-8")
+    (user_config / "docs" / "index.md").write_text("# my lab\n\n- mine: my own doc\n", encoding="utf-8")
+    before = _snapshot(user_config)
+    image = tmp_path / "nuclei.png"
+    env = {**os.environ, "BIOPB_CONFIG_DIR": str(user_config), "XDG_STATE_HOME": str(tmp_path / "state"),
+           "XDG_RUNTIME_DIR": str(tmp_path / "runtime")}
+    proc = subprocess.run([sys.executable, "-m", "biopb_mcp", "demo", "--image", str(image)], env=env,
+                          capture_output=True, text=True, timeout=300, check=False)
+    out = proc.stdout
+    assert proc.returncode == 0, out + proc.stderr
+    for n, name in enumerate(STEP_NAMES, 1):
+        assert re.search(rf"^\[{n}/{len(STEP_NAMES)}\] {re.escape(name)}", out, re.MULTILINE), (name, out)
+    assert "placed 15 nuclei, found 15" in out and "ok: every step passed" in out
+    assert image.read_bytes().startswith(b"\x89PNG")
+    root = re.search(r"temporary config tree (\S+)", out)
+    assert root is not None and not Path(root.group(1)).exists()
+    assert _no_process_left(root.group(1)) == []
+    assert _snapshot(user_config) == before
+    assert not (tmp_path / "state").exists() and not (tmp_path / "runtime").exists()
+
+
+def test_a_failing_step_is_named_exits_1_and_still_cleans_up(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A server that dies at once (a broken install) fails the first step, cheaply."""
+    monkeypatch.setattr(demo, "SERVER_ARGS", ["-c", "import sys; print('broken install', file=sys.stderr); sys.exit(3)"])
+    out = io.StringIO()
+    code = demo.run_demo(out, tmp_path / "nuclei.png")
+    text = out.getvalue()
+    assert code == 1
+    assert "FAILED at step: connect" in text and "broken install" in text, text
+    assert "[1/9]" not in text, "nothing runs after the failed step"
+    root = re.search(r"temporary config tree (\S+)", text)
+    assert root is not None and not Path(root.group(1)).exists()
+    assert _no_process_left(root.group(1)) == []
+    assert not (tmp_path / "nuclei.png").exists()
