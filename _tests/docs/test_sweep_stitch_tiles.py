@@ -42,7 +42,7 @@ CASES = {
 }
 
 
-def make_tiles(case: Case, flat_overlap: bool = False) -> tuple[Inputs, dict[str, Any]]:
+def make_tiles(case: Case, flat_overlap: bool = False, ghost: tuple[int, int] | None = None) -> tuple[Inputs, dict[str, Any]]:
     rng = np.random.default_rng(case.seed)
     n_rows, n_cols = case.grid
     step = TILE - round(case.overlap * TILE)
@@ -64,6 +64,10 @@ def make_tiles(case: Case, flat_overlap: bool = False) -> tuple[Inputs, dict[str
                 tile = 500 + (tile - 500) * 0.1          # texture SD 5 + blobs 30 against noise SD 5
             tiles[r, c] = tile + rng.normal(0, 5, (TILE, TILE))
             truth.append((y, x))
+    if ghost:   # tile right of `ghost` shows its left neighbour's overlap 6 px lower: a confident wrong match
+        ov = TILE - step
+        r, c = ghost
+        tiles[r, c + 1][:, :ov] = np.roll(tiles[r, c][:, TILE - ov :], 6, axis=0)
     inputs: Inputs = {"tiles": tiles.astype(case.dtype), "overlap_fraction": case.nominal}
     return inputs, {"positions": np.array(truth), "world": world}
 
@@ -102,6 +106,22 @@ def test_stitch_stops_on_snake_order(kernel: seedlib.KernelRunner, tmp_path: Pat
 def test_stitch_stops_on_textureless_overlaps(kernel: seedlib.KernelRunner, tmp_path: Path) -> None:
     inputs, _ = make_tiles(Case(108, (2, 2), 0.15, 0.15, 4), flat_overlap=True)
     with pytest.raises(seedlib.KernelError, match="stage positions"):
+        run_doc(kernel, "stitch-tiles", inputs, PRODUCES, tmp_path)
+
+
+def test_stitch_drops_the_pair_that_breaks_two_loops(kernel: seedlib.KernelRunner, tmp_path: Path) -> None:
+    """A confident wrong match in the middle of a 3x3 grid: both loops it is in break, it alone is dropped."""
+    inputs, truth = make_tiles(Case(109, (3, 3), 0.2, 0.2, 0), ghost=(1, 0))
+    out = run_doc(kernel, "stitch-tiles", inputs, PRODUCES, tmp_path)
+    assert sorted(out["loop_errors"].tolist())[-2:] == [6, 6]
+    assert out["trusted"].tolist().count(False) == 1
+    assert position_error(out, truth) <= 1
+
+
+def test_stitch_stops_when_a_broken_loop_has_no_single_culprit(kernel: seedlib.KernelRunner, tmp_path: Path) -> None:
+    """The same wrong match in a 2x2 grid: one loop, four suspects; the procedure stops."""
+    inputs, _ = make_tiles(Case(110, (2, 2), 0.2, 0.2, 0), ghost=(1, 0))
+    with pytest.raises(seedlib.KernelError, match="do not add up.*check the tile order"):
         run_doc(kernel, "stitch-tiles", inputs, PRODUCES, tmp_path)
 
 
