@@ -1,6 +1,6 @@
 """segment-nuclei across its validated range: 5 to 200 nuclei, 0-40 % in touching pairs, dim
 nuclei at a third of the brightness, a frame with few nuclei (diameter given, as for a time
-series), nuclei cut by the image edge with and without edge exclusion.
+series), one unusually large nucleus among 8, nuclei cut by the image edge with and without edge exclusion.
 
 Truth: the generated discs. Tolerances: count within 3 % (at least 1), at least 95 % of nuclei
 covered by their own label, all touching pairs but one (or 10 %) split, median area error of the
@@ -38,11 +38,13 @@ class Case:
     edge: int = 0                # nuclei placed across the image edge
     exclude_edge: bool = False
     diameter_given: bool = False
+    big: bool = False            # one nucleus with 1.8x the area (a mitosis): normal, not a reason to stop
     dtype: str = "uint16"
 
 
 CASES = {
     "n5-few-diameter-given": Case(301, 5, (256, 256), (9, 11), diameter_given=True),
+    "n8-one-large": Case(308, 8, (256, 256), (9, 10), big=True),
     "n30-separate-float": Case(302, 30, (256, 256), (9, 11), dtype="float32"),
     "n40-touching20-dim20": Case(303, 40, (256, 256), (8, 10), touching=0.2, dim=0.2),
     "n60-touching40": Case(304, 60, (256, 256), (8, 10), touching=0.4),
@@ -58,7 +60,7 @@ def make_nuclei(case: Case) -> tuple[Inputs, dict[str, Any]]:
     n_pair_units = round(case.touching * case.n / 2)
     n_edge = case.edge
     n_single = case.n - 2 * n_pair_units - n_edge
-    r_max = case.radius[1]
+    r_max = case.radius[1] * (1.35 if case.big else 1.0)
     units: list[tuple[tuple[float, float], float, str]] = []   # centre, extent, kind
     kinds = ["pair"] * n_pair_units + ["single"] * n_single + ["edge"] * n_edge
     for kind in kinds:
@@ -86,7 +88,8 @@ def make_nuclei(case: Case) -> tuple[Inputs, dict[str, Any]]:
             for sgn in (1, -1):
                 nuclei.append({"c": (cy + sgn * d * np.sin(theta), cx + sgn * d * np.cos(theta)), "r": r})
         else:
-            nuclei.append({"c": (cy, cx), "r": rng.uniform(*case.radius), "edge": kind == "edge"})
+            r = rng.uniform(*case.radius) * (1.35 if case.big and not nuclei else 1.0)
+            nuclei.append({"c": (cy, cx), "r": r, "edge": kind == "edge"})
     n_dim = round(case.dim * len(nuclei))
     dim_ids = set(rng.choice(len(nuclei), n_dim, replace=False).tolist()) if n_dim else set()
     scene = np.zeros(case.shape)
