@@ -1,0 +1,136 @@
+"""stitch-tiles across its validated range: grids 2x2 to 3x4, real overlap 5-30 % with the
+nominal value off by up to 5 points, stage error up to 8 px, one low-texture tile.
+
+Truth is the position each tile was cut from a generated world; tolerance 1 px on every tile.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+import seedlib
+from sweeplib import Inputs, Outputs, disc, replace_once, run_doc, scatter, texture
+
+pytestmark = pytest.mark.slow
+
+TILE = 128
+PRODUCES = ["positions", "mosaic", "pair_quality", "trusted", "loop_errors"]
+
+
+@dataclass(frozen=True)
+class Case:
+    seed: int
+    grid: tuple[int, int]
+    overlap: float            # real overlap between neighbours
+    nominal: float            # what the acquisition settings claim
+    stage_px: int             # stage error: each tile is off by up to this many px in y and x
+    low_texture: tuple[int, int] | None = None   # one tile whose texture sits at the noise level
+    dtype: str = "uint16"
+
+
+CASES = {
+    "2x2-overlap5-nominal10-stage8": Case(101, (2, 2), 0.05, 0.10, 8),
+    "2x3-overlap10-nominal5-stage4": Case(102, (2, 3), 0.10, 0.05, 4),
+    "3x3-overlap12-nominal15-stage6-lowtexture": Case(103, (3, 3), 0.12, 0.15, 6, low_texture=(1, 1)),
+    "3x4-overlap20-nominal20-stage8": Case(104, (3, 4), 0.20, 0.20, 8),
+    "2x4-overlap30-nominal25-stage2-float": Case(105, (2, 4), 0.30, 0.25, 2, dtype="float32"),
+    "3x2-overlap25-nominal30-stage8-lowtexture": Case(106, (3, 2), 0.25, 0.30, 8, low_texture=(2, 0)),
+}
+
+
+def make_tiles(case: Case, flat_overlap: bool = False, ghost: tuple[int, int] | None = None) -> tuple[Inputs, dict[str, Any]]:
+    rng = np.random.default_rng(case.seed)
+    n_rows, n_cols = case.grid
+    step = TILE - round(case.overlap * TILE)
+    margin = case.stage_px + 4
+    shape = (2 * margin + (n_rows - 1) * step + TILE, 2 * margin + (n_cols - 1) * step + TILE)
+    world = texture(rng, shape, 2.0) * 50 + 500
+    for y, x in scatter(rng, int(shape[0] * shape[1] / 400), shape, sep=12, border=4):
+        world += 300 * disc(shape, (y, x), 3)
+    if flat_overlap:   # every overlap featureless: the sample has nothing to match on
+        world[:] = 500
+    jitter = rng.integers(-case.stage_px, case.stage_px + 1, size=(n_rows, n_cols, 2))
+    tiles = np.zeros((n_rows, n_cols, TILE, TILE))
+    truth = []
+    for r in range(n_rows):
+        for c in range(n_cols):
+            y, x = margin + r * step + jitter[r, c, 0], margin + c * step + jitter[r, c, 1]
+            tile = world[y : y + TILE, x : x + TILE]
+            if (r, c) == case.low_texture:
+                tile = 500 + (tile - 500) * 0.1          # texture SD 5 + blobs 30 against noise SD 5
+            tiles[r, c] = tile + rng.normal(0, 5, (TILE, TILE))
+            truth.append((y, x))
+    if ghost:   # tile right of `ghost` shows its left neighbour's overlap 6 px lower: a confident wrong match
+        ov = TILE - step
+        r, c = ghost
+        tiles[r, c + 1][:, :ov] = np.roll(tiles[r, c][:, TILE - ov :], 6, axis=0)
+    inputs: Inputs = {"tiles": tiles.astype(case.dtype), "overlap_fraction": case.nominal}
+    return inputs, {"positions": np.array(truth), "world": world}
+
+
+def position_error(out: Outputs, truth: dict[str, Any]) -> int:
+    found = out["positions"] - out["positions"][0]
+    expected = truth["positions"] - truth["positions"][0]
+    return int(np.abs(found - expected).max())
+
+
+@pytest.mark.parametrize("name", list(CASES))
+def test_stitch_sweep(kernel: seedlib.KernelRunner, tmp_path: Path, name: str) -> None:
+    case = CASES[name]
+    inputs, truth = make_tiles(case)
+    out = run_doc(kernel, "stitch-tiles", inputs, PRODUCES, tmp_path)
+    err = position_error(out, truth)
+    assert err <= 1, f"{name}: tile positions off by {err} px (tolerance 1)"
+    y0, x0 = truth["positions"].min(axis=0)
+    mosaic = out["mosaic"]
+    region = truth["world"][y0 : y0 + mosaic.shape[0], x0 : x0 + mosaic.shape[1]]
+    covered = mosaic != 0
+    assert np.corrcoef(mosaic[covered], region[covered])[0, 1] > 0.9
+    print(name, "error px", err, "trusted", out["trusted"].sum(), "of", len(out["trusted"]),
+          "min NCC", out["pair_quality"].min().round(3), "loops", out["loop_errors"].tolist())
+
+
+def test_stitch_stops_on_snake_order(kernel: seedlib.KernelRunner, tmp_path: Path) -> None:
+    """Tiles of a serpentine scan passed in raster order: the procedure names tile order."""
+    inputs, _ = make_tiles(Case(107, (3, 3), 0.15, 0.15, 4))
+    inputs["tiles"] = inputs["tiles"].copy()
+    inputs["tiles"][1] = inputs["tiles"][1, ::-1]
+    with pytest.raises(seedlib.KernelError, match="check the tile order"):
+        run_doc(kernel, "stitch-tiles", inputs, PRODUCES, tmp_path)
+
+
+def test_stitch_stops_on_textureless_overlaps(kernel: seedlib.KernelRunner, tmp_path: Path) -> None:
+    inputs, _ = make_tiles(Case(108, (2, 2), 0.15, 0.15, 4), flat_overlap=True)
+    with pytest.raises(seedlib.KernelError, match="stage positions"):
+        run_doc(kernel, "stitch-tiles", inputs, PRODUCES, tmp_path)
+
+
+def test_stitch_drops_the_pair_that_breaks_two_loops(kernel: seedlib.KernelRunner, tmp_path: Path) -> None:
+    """A confident wrong match in the middle of a 3x3 grid: both loops it is in break, it alone is dropped."""
+    inputs, truth = make_tiles(Case(109, (3, 3), 0.2, 0.2, 0), ghost=(1, 0))
+    out = run_doc(kernel, "stitch-tiles", inputs, PRODUCES, tmp_path)
+    assert sorted(out["loop_errors"].tolist())[-2:] == [6, 6]
+    assert out["trusted"].tolist().count(False) == 1
+    assert position_error(out, truth) <= 1
+
+
+def test_stitch_stops_when_a_broken_loop_has_no_single_culprit(kernel: seedlib.KernelRunner, tmp_path: Path) -> None:
+    """The same wrong match in a 2x2 grid: one loop, four suspects; the procedure stops."""
+    inputs, _ = make_tiles(Case(110, (2, 2), 0.2, 0.2, 0), ghost=(1, 0))
+    with pytest.raises(seedlib.KernelError, match="do not add up.*check the tile order"):
+        run_doc(kernel, "stitch-tiles", inputs, PRODUCES, tmp_path)
+
+
+def test_stitch_sweep_fails_when_the_search_is_replaced_by_the_nominal_offset(
+        kernel: seedlib.KernelRunner, tmp_path: Path) -> None:
+    """Core step removed (offsets taken from the acquisition's nominal overlap): positions go wrong."""
+    case = CASES["2x2-overlap5-nominal10-stage8"]
+    inputs, truth = make_tiles(case)
+    edit = replace_once("(dy, dx), ncc = best_offset(a, b, ov_lo, ov_hi, err)",
+                        "(dy, dx), ncc = (0, round((1 - overlap_fraction) * a.shape[1])), 1.0")
+    out = run_doc(kernel, "stitch-tiles", inputs, PRODUCES, tmp_path, edit=edit)
+    assert position_error(out, truth) > 1
