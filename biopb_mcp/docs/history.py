@@ -77,6 +77,32 @@ def first_change(before: str | None, after: str) -> str:
     return "no textual change"
 
 
+_MAX_VERSION = 999_999_999
+"""The largest number a `@v<N>` view can name (nine digits)."""
+_FIELD_TYPES = {"n": int, "time": str, "size": int, "source": str, "sha": str, "change": str}
+
+
+def _version_from(line: str) -> Version | None:
+    """One log line as a Version, or None when it is not exactly one (torn, hand-edited, foreign).
+
+    Every field is type-checked: a line such as `"n": "zz"` parses as JSON, and once trusted it
+    broke sorting, numbering and every view of the doc for good.
+    """
+    try:
+        data = json.loads(line)
+    except ValueError:
+        return None
+    if not isinstance(data, dict) or data.keys() != _FIELD_TYPES.keys():
+        return None
+    for key, kind in _FIELD_TYPES.items():
+        value = data[key]
+        if not isinstance(value, kind) or isinstance(value, bool):
+            return None
+    if not 1 <= data["n"] <= _MAX_VERSION or data["size"] < 0:
+        return None
+    return Version(**data)
+
+
 class History:
     """The history folder of one local tier."""
 
@@ -104,12 +130,15 @@ class History:
             logger.warning("Rebuilding unusable history log in %s: %s", folder, exc)
             return self._rebuild(folder)
         found: dict[int, Version] = {}
+        bad = 0
         for line in raw.splitlines():
-            try:
-                version = Version(**json.loads(line))
-            except (ValueError, TypeError):
+            version = _version_from(line)
+            if version is None:
+                bad += line.strip() != ""
                 continue
             found[version.n] = version
+        if bad:
+            logger.warning("Skipped %d unusable line(s) of the history log %s", bad, folder / VERSIONS_FILE)
         if raw.strip() and not found:
             logger.warning("Rebuilding unusable history log in %s", folder)
             return self._rebuild(folder)

@@ -98,14 +98,21 @@ def _when(epoch: float) -> str:
     return time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(epoch))
 
 
-def _occurrences(text: str, sub: str) -> int:
-    """How many places `sub` starts at, overlaps included ("aa" is in "aaa" twice): an old/new
-    replace must be unambiguous, and str.count would call an overlapping match unique."""
-    count, start = 0, text.find(sub)
-    while start != -1:
-        count += 1
-        start = text.find(sub, start + 1)
-    return count
+def _matches(text: str, sub: str) -> tuple[int, bool]:
+    """How many times `sub` is in `text`, for an old/new replace that must be unambiguous.
+
+    Returns (non-overlapping count, whether two matches overlap). Overlaps count as ambiguous
+    ("aa" is in "aaa" at two places, which str.count calls one). Never walks every overlapping
+    match: a long `old` that matches at many overlapping places in a long doc made that
+    O(len(doc) x len(old)) under the tier lock, minutes for a 10 KB `old` in a 1 MB doc.
+    """
+    first = text.find(sub)
+    if first == -1:
+        return 0, False
+    count = text.count(sub)
+    if count > 1:
+        return count, False
+    return 1, text.find(sub, first + 1) != -1
 
 
 def _strip_render_marks(index_text: str) -> str:
@@ -660,15 +667,16 @@ class DocStore:
             return text if text.endswith("\n") else text + "\n"
         assert old is not None and new is not None and base is not None
         old_n, new_n = normalize(old), normalize(new)
-        count = _occurrences(base, old_n)
+        count, overlapping = _matches(base, old_n)
         if count == 0:
             raise WriteRefused(
                 f"old was not found in {doc_id!r} (0 matches); nothing was changed. Re-read it with "
                 f"read_doc(\"{doc_id}\") and copy the exact text (whitespace included)."
             )
-        if count > 1:
+        if count > 1 or overlapping:
+            times = f"{count} times" if count > 1 else "2 times or more (its matches overlap)"
             raise WriteRefused(
-                f"old matches {count} times in {doc_id!r}; nothing was changed. Include more of the "
+                f"old matches {times} in {doc_id!r}; nothing was changed. Include more of the "
                 "surrounding text so it matches exactly once."
             )
         return base.replace(old_n, new_n, 1)
