@@ -64,6 +64,36 @@ def read_text(path: Path, st: os.stat_result | None = None) -> str:
     return decode(raw, path)
 
 
+def read_text_in(root: Path, rel: str) -> str:
+    """`read_text` of `root/rel` with no link followed below `root` (see nofollow).
+
+    Raises:
+        FileNotFoundError: no file there.
+        DocUnreadable: a link on the way, a directory, not a regular file, unreadable, not UTF-8.
+    """
+    from biopb_mcp.docs import nofollow
+
+    path = root / rel
+    try:
+        raw, _ = nofollow.read_bytes(root, rel, max_bytes=FILE_MAX_BYTES)
+    except FileNotFoundError:
+        raise
+    except nofollow.LinkRefused as exc:
+        raise DocUnreadable(f"Cannot read {path}: {exc.strerror}.") from exc
+    except nofollow.TooBig as exc:
+        raise DocUnreadable(
+            f"{path} is {exc.size:,} bytes, over the {FILE_MAX_BYTES:,} a doc file may have; "
+            "it is probably not markdown — move it out of the docs folder."
+        ) from exc
+    except IsADirectoryError as exc:
+        raise DocUnreadable(f"{path} is a directory, not a doc file; rename it or remove it.") from exc
+    except PermissionError as exc:
+        raise DocUnreadable(f"Cannot read {path}: permission denied; fix its permissions.") from exc
+    except OSError as exc:
+        raise DocUnreadable(f"Cannot read {path}: {exc.strerror or exc}.") from exc
+    return decode(raw, path)
+
+
 def decode(raw: bytes, path: Path | str) -> str:
     """Decode a doc file's bytes, or raise DocUnreadable naming `path` and what is wrong."""
     if len(raw) > FILE_MAX_BYTES:

@@ -19,11 +19,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import biopb_mcp
-from biopb_mcp.docs import BODY_MAX_LINES, FILE_MAX_BYTES, INDEX_MAX_ENTRIES
+from biopb_mcp.docs import BODY_MAX_LINES, FILE_MAX_BYTES, INDEX_MAX_ENTRIES, nofollow
 from biopb_mcp.docs import index as index_mod
 from biopb_mcp.docs import manifest as manifest_mod
-from biopb_mcp.docs.atomic import ensure_dir, sweep_stale_temps, tier_lock, write_atomic
-from biopb_mcp.docs.frontmatter import Parsed, normalize, parse, read_text
+from biopb_mcp.docs.atomic import sweep_stale_temps, tier_lock, write_atomic
+from biopb_mcp.docs.frontmatter import Parsed, normalize, parse, read_text, read_text_in
 from biopb_mcp.docs.history import SOURCE_HAND_EDIT, SOURCE_SHIPPED, SOURCE_WRITE, History
 from biopb_mcp.docs.ids import (
     INDEX_ID,
@@ -35,7 +35,13 @@ from biopb_mcp.docs.ids import (
     scan_tier,
     walk_tier,
 )
-from biopb_mcp.errors import DocNotFound, DocUnreadable, InvalidDocId, WriteRefused
+from biopb_mcp.errors import (
+    DocError,
+    DocNotFound,
+    DocUnreadable,
+    InvalidDocId,
+    WriteRefused,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -246,7 +252,7 @@ class DocStore:
                 with tier_lock(self.local_dir):
                     if not os.path.lexists(self.index_path):
                         text = self._shipped_index_text()
-                        write_atomic(self.index_path, text)
+                        write_atomic(self.index_path, text, root=self.local_dir)
                         logger.info("Seeded the local docs index %s from the shipped one", self.index_path)
         except OSError as exc:
             if not self._setup_warned:
@@ -346,9 +352,35 @@ class DocStore:
     def _read_local(self, doc_id: str) -> str | None:
         """The local text, or None when there is no local file. Raises DocUnreadable."""
         try:
-            return read_text(doc_path(self.local_dir, doc_id))
+            return self._local_text(doc_id)
         except FileNotFoundError:
             return None
+
+    def _local_text(self, doc_id: str) -> str:
+        """A local doc's text with no link followed below the tier root, except a link that stays
+        inside the tier (`doc_path` checks that), read at the place it resolves to, again without
+        following links: so a folder swapped for a link between the check and the read cannot
+        lead out of the tier.
+
+        Raises:
+            InvalidDocId: the id resolves outside the tier.
+            FileNotFoundError: no local file.
+            DocUnreadable: not a readable UTF-8 text file.
+        """
+        path = doc_path(self.local_dir, doc_id)
+        try:
+            return read_text_in(self.local_dir, f"{doc_id}.md")
+        except DocUnreadable as exc:
+            if not isinstance(exc.__cause__, nofollow.LinkRefused):
+                raise
+        root_real = os.path.realpath(self.local_dir)
+        rel = os.path.relpath(os.path.realpath(path), root_real)
+        if rel.startswith(".." + os.sep) or rel == ".." or os.path.isabs(rel):
+            raise InvalidDocId(
+                f"Doc id {doc_id!r} resolves outside the docs tier {self.local_dir} (through a symlink); "
+                "refusing to read or write it."
+            )
+        return read_text_in(Path(root_real), rel.replace(os.sep, "/"))
 
     def _read_shipped(self, doc_id: str) -> str | None:
         try:
@@ -360,7 +392,7 @@ class DocStore:
         """(text, origin, path) of the doc that wins for `doc_id`: local over shipped."""
         local = doc_path(self.local_dir, doc_id)
         try:
-            text = read_text(local)
+            text = self._local_text(doc_id)
         except FileNotFoundError:
             pass
         else:
@@ -539,7 +571,7 @@ class DocStore:
     def _index_text(self) -> tuple[str, str | None]:
         """(local index text, problem note or None). Never raises: render must not crash."""
         try:
-            return read_text(self.index_path), None
+            return read_text_in(self.local_dir, INDEX_FILE), None
         except FileNotFoundError:
             return self._shipped_index_text(), None
         except DocUnreadable as exc:
@@ -737,8 +769,9 @@ class DocStore:
                 notes.append(kept)
         elif shipped is not None:
             self._history.record(doc_id, shipped, SOURCE_SHIPPED)
-        ensure_dir(local_path.parent)
-        write_atomic(local_path, after, before_replace=self._late_edit_guard(doc_id, local_path, current))
+        write_atomic(
+            local_path, after, before_replace=self._late_edit_guard(doc_id, local_path, current), root=self.local_dir
+        )
         self._history.record(doc_id, after, SOURCE_WRITE)
         if created and shipped is not None:
             head = (f"Created a local copy of shipped doc {doc_id!r}: it now shadows the shipped text, "
@@ -781,8 +814,8 @@ class DocStore:
 
         def keep_late_edit() -> None:
             try:
-                text = read_text(path)
-            except (FileNotFoundError, DocUnreadable):
+                text = self._index_text_at_disk() if doc_id == INDEX_ID else self._local_text(doc_id)
+            except (FileNotFoundError, DocError):
                 return
             if text != seen:
                 self._keep_hand_edit(doc_id, text, path)
@@ -791,19 +824,26 @@ class DocStore:
 
     def _index_text_for_write(self) -> str:
         try:
-            return read_text(self.index_path)
+            return self._index_text_at_disk()
         except FileNotFoundError:
             return self._shipped_index_text()
+
+    def _index_text_at_disk(self) -> str:
+        """The local index file's text; a link there is refused (DocUnreadable), never followed."""
+        return read_text_in(self.local_dir, INDEX_FILE)
 
     def _store_index(self, before: str | None, after: str) -> None:
         if before is not None and os.path.exists(self.index_path):
             self._keep_hand_edit(INDEX_ID, before, self.index_path)
-        write_atomic(self.index_path, after, before_replace=self._late_edit_guard(INDEX_ID, self.index_path, before))
+        write_atomic(
+            self.index_path, after, before_replace=self._late_edit_guard(INDEX_ID, self.index_path, before),
+            root=self.local_dir,
+        )
         self._history.record(INDEX_ID, after, SOURCE_WRITE)
 
     def _write_index(self, body: str | None, old: str | None, new: str | None) -> WriteResult:
         try:
-            current: str | None = read_text(self.index_path)
+            current: str | None = self._index_text_at_disk()
         except FileNotFoundError:
             current = None
         except DocUnreadable:
