@@ -4,8 +4,9 @@ through or read from, and a folder flipped to a link while writes run puts nothi
 from __future__ import annotations
 
 import os
-import shutil
-import threading
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -122,6 +123,30 @@ def test_linked_lock_and_manifest_are_never_written_through(tmp_path: Path, tier
     assert snapshot(outside) == before
 
 
+FLIP = """
+import os, random, shutil, sys, time
+local, outside = sys.argv[1], sys.argv[2]
+sub, parked, link = (os.path.join(local, n) for n in ("sub", "sub-parked", "sub-link"))
+while True:
+    # A write may recreate `sub` while it is away: then that fresh folder is parked instead.
+    try:
+        os.symlink(outside, link)
+        os.rename(sub, parked)  # the real folder stays inside the tier
+        os.rename(link, sub)  # sub is now a link leading out of the tier
+    except OSError:
+        pass
+    time.sleep(random.random() * 0.004)  # each state lasts about as long as a write's fsync
+    for step in (lambda: os.unlink(link), lambda: os.unlink(sub), lambda: os.rename(parked, sub)):
+        try:
+            step()
+        except OSError:
+            pass
+    if os.path.isdir(parked):
+        shutil.rmtree(parked, ignore_errors=True)
+    time.sleep(random.random() * 0.004)
+"""
+
+
 @pytest.mark.timeout(120)
 def test_flipping_a_folder_to_a_link_while_writing_puts_nothing_outside(tmp_path: Path) -> None:
     shipped = tmp_path / "shipped"
@@ -135,33 +160,13 @@ def test_flipping_a_folder_to_a_link_while_writing_puts_nothing_outside(tmp_path
     ids = [f"sub/n{i}" for i in range(8)]
     for doc_id in ids:
         store.write_doc(doc_id, body=f"# {doc_id}\n\nfirst\n")
-    stop = threading.Event()
-    flips = 0
-
-    def flip() -> None:
-        nonlocal flips
-        sub, parked, link = local / "sub", local / "sub-parked", local / "sub-link"
-        while not stop.is_set():
-            # A write may recreate `sub` while it is away: then that fresh folder is parked instead.
-            try:
-                os.rename(sub, parked)  # the real folder stays inside the tier
-                os.symlink(outside, link)
-                os.rename(link, sub)  # sub is now a link leading out of the tier
-                flips += 1
-            except OSError:
-                pass
-            for step in (lambda: os.unlink(link), lambda: os.unlink(sub), lambda: os.rename(parked, sub)):
-                try:
-                    step()
-                except OSError:
-                    pass
-            if os.path.isdir(parked) and not os.path.islink(parked):
-                shutil.rmtree(parked, ignore_errors=True)
-
-    flipper = threading.Thread(target=flip, daemon=True)
-    flipper.start()
+    # The flipper is its own process, as another party on a shared folder would be: a thread would
+    # only switch at the interpreter's whims and rarely land inside the window.
+    flipper = subprocess.Popen([sys.executable, "-c", FLIP, str(local), str(outside)])
     written = refused = 0
     try:
+        while not (local / "sub-link").exists() and not (local / "sub").is_symlink():
+            time.sleep(0.001)  # wait for the first flip
         for n in range(1_000):
             try:
                 store.write_doc(ids[n % len(ids)], body=f"# doc\n\nwrite {n}\n")
@@ -170,9 +175,9 @@ def test_flipping_a_folder_to_a_link_while_writing_puts_nothing_outside(tmp_path
             else:
                 written += 1
     finally:
-        stop.set()
-        flipper.join(10)
-    assert written + refused == 1_000 and flips > 0
+        flipper.terminate()
+        flipper.wait(10)
+    assert written + refused == 1_000
     assert written > 0 and refused > 0, (written, refused)  # both sides of the race were hit
     leaked = snapshot(outside)
     assert leaked == {}, f"{len(leaked)} of {written} writes landed outside the tier: {sorted(leaked)[:5]}"
