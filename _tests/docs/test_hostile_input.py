@@ -42,7 +42,7 @@ _OLD_HEADING = {1: re.compile(r"^#\s+(.+?)\s*#*\s*$"), 2: re.compile(r"^##\s+(.+
 """The heading patterns the scanner replaced: a reference on lines too short to backtrack much."""
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=100, deadline=None)
 @given(st.text(alphabet="#ab \t\u00a0\x0b.", max_size=14), st.sampled_from([1, 2]))
 def test_heading_text_reads_a_line_as_the_heading_pattern_did(line: str, level: int) -> None:
     match = _OLD_HEADING[level].match(line)
@@ -167,7 +167,7 @@ def _old_center(text: str, query: str) -> int | None:
     return (match.start() + match.end()) // 2 if match else None
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=100, deadline=None)
 @given(st.text(alphabet="aAb \n\t.", max_size=40), st.text(alphabet="aAb \t.", max_size=8))
 def test_snippet_centers_on_the_phrase_as_the_regex_did(text: str, query: str) -> None:
     from biopb_mcp.docs.search import _phrase_center
