@@ -16,6 +16,9 @@ INDEX_MAX_ENTRIES = 200
 ID_MAX_CHARS = 200
 """Longest id the grammar accepts."""
 
+QUERY_MAX_CHARS = 1_000
+"""Longest search query: a pasted error message fits; a pasted file is refused before any work."""
+
 FILE_MAX_BYTES = 5_000_000
 """A file bigger than this is not read as a doc (a hand-dropped dataset, not markdown)."""
 
@@ -34,6 +37,7 @@ __all__ = [
     "FILE_MAX_BYTES",
     "ID_MAX_CHARS",
     "INDEX_MAX_ENTRIES",
+    "QUERY_MAX_CHARS",
     "SHIPPED_DIR",
     "DocInfo",
     "DocStore",

@@ -13,12 +13,12 @@ import contextlib
 import fcntl
 import os
 import re
-import secrets
-import stat
 import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
+
+from biopb_mcp.docs import nofollow
 
 DIR_MODE = 0o700
 FILE_MODE = 0o600
@@ -30,21 +30,10 @@ _thread_locks_guard = threading.Lock()
 
 def ensure_dir(path: Path) -> None:
     """Create `path` and missing parents with mode 0700 (the umask may make it stricter)."""
-    if path.is_dir():
-        return
-    missing: list[Path] = []
-    cur = path
-    while not cur.exists():
-        missing.append(cur)
-        if cur.parent == cur:
-            break
-        cur = cur.parent
-    for directory in reversed(missing):
-        with contextlib.suppress(FileExistsError):
-            directory.mkdir(mode=DIR_MODE)
+    nofollow.make_dirs(path)
 
 
-TEMP_SUFFIX = ".tmp"
+TEMP_SUFFIX = nofollow.TEMP_SUFFIX
 """Temp files are `.<name>.<pid>.<hex>.tmp`: hidden, so never a doc id even when a crash leaves one."""
 
 STALE_TEMP_SECONDS = 600.0
@@ -79,6 +68,7 @@ def write_atomic(
     *,
     durable: bool = True,
     before_replace: Callable[[], None] | None = None,
+    root: Path | None = None,
 ) -> None:
     """Replace `path` with `data` atomically; a new file gets mode 0600, an existing one keeps its mode.
 
@@ -86,29 +76,12 @@ def write_atomic(
     last entry in a power cut is acceptable and the latency is not. `before_replace` runs after
     the data is on disk, right before the rename: the store uses it to keep a hand edit that
     landed while the temp file was being written (the fsync is the widest window there is).
+    With `root` (a tier), no link below it is followed on the way to `path` (see nofollow).
     """
     payload = data.encode("utf-8") if isinstance(data, str) else data
-    try:
-        mode = stat.S_IMODE(os.stat(path).st_mode)
-    except OSError:
-        mode = None
-    tmp = path.parent / f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}{TEMP_SUFFIX}"
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, FILE_MODE)
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(payload)
-            fh.flush()
-            if mode is not None:
-                os.fchmod(fh.fileno(), mode)
-            if durable:
-                os.fdatasync(fh.fileno())  # data + size: enough for rename-over safety
-        if before_replace is not None:
-            before_replace()
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
+    base = path.parent if root is None else root
+    rel = path.name if root is None else path.relative_to(root).as_posix()
+    nofollow.write_atomic(base, rel, payload, durable=durable, before_replace=before_replace)
 
 
 @contextlib.contextmanager
@@ -130,8 +103,8 @@ def tier_lock(local_dir: Path) -> Iterator[None]:
             finally:
                 state[key] -= 1
             return
-        ensure_dir(local_dir)
-        fd = os.open(local_dir / LOCK_NAME, os.O_RDWR | os.O_CREAT, FILE_MODE)
+        with nofollow.open_dir(local_dir, create=True) as dir_fd:
+            fd = nofollow.open_file(dir_fd, LOCK_NAME, os.O_RDWR | os.O_CREAT)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX)
             state[key] = 1

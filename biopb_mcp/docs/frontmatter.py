@@ -22,7 +22,6 @@ DESCRIPTION_MAX_CHARS = 200
 
 _FENCE = re.compile(r"^\s*(```|~~~)")
 _KEY_LINE = re.compile(r"^([A-Za-z_][A-Za-z0-9_-]*)\s*:\s*(.*)$")
-_H1 = re.compile(r"^#\s+(.+?)\s*#*\s*$")
 _FRONTMATTER_MAX_LINES = 100
 
 
@@ -58,6 +57,36 @@ def read_text(path: Path, st: os.stat_result | None = None) -> str:
             raw = fh.read()
     except FileNotFoundError:
         raise
+    except PermissionError as exc:
+        raise DocUnreadable(f"Cannot read {path}: permission denied; fix its permissions.") from exc
+    except OSError as exc:
+        raise DocUnreadable(f"Cannot read {path}: {exc.strerror or exc}.") from exc
+    return decode(raw, path)
+
+
+def read_text_in(root: Path, rel: str) -> str:
+    """`read_text` of `root/rel` with no link followed below `root` (see nofollow).
+
+    Raises:
+        FileNotFoundError: no file there.
+        DocUnreadable: a link on the way, a directory, not a regular file, unreadable, not UTF-8.
+    """
+    from biopb_mcp.docs import nofollow
+
+    path = root / rel
+    try:
+        raw, _ = nofollow.read_bytes(root, rel, max_bytes=FILE_MAX_BYTES)
+    except FileNotFoundError:
+        raise
+    except nofollow.LinkRefused as exc:
+        raise DocUnreadable(f"Cannot read {path}: {exc.strerror}.") from exc
+    except nofollow.TooBig as exc:
+        raise DocUnreadable(
+            f"{path} is {exc.size:,} bytes, over the {FILE_MAX_BYTES:,} a doc file may have; "
+            "it is probably not markdown — move it out of the docs folder."
+        ) from exc
+    except IsADirectoryError as exc:
+        raise DocUnreadable(f"{path} is a directory, not a doc file; rename it or remove it.") from exc
     except PermissionError as exc:
         raise DocUnreadable(f"Cannot read {path}: permission denied; fix its permissions.") from exc
     except OSError as exc:
@@ -201,6 +230,26 @@ def one_line(text: str, limit: int = DESCRIPTION_MAX_CHARS) -> str:
     return text if len(text) <= limit else text[: limit - 1].rstrip() + "…"
 
 
+def heading_text(line: str, level: int) -> str | None:
+    """The text of `line` if it is an ATX heading of exactly `level` (`## Title ##`), else None.
+
+    Plain string scans, not a regex: the obvious pattern (lazy text, then optional spaces, closing
+    hashes and spaces) backtracks cubically on a long run of spaces, and one hostile line froze
+    the whole server for minutes. Same result as that pattern: the text is stripped, a closing run
+    of `#` is dropped (`# ###` keeps one `#`), a heading with no text is None.
+    """
+    if not line.startswith("#" * level):
+        return None
+    rest = line[level:]
+    if not rest[:1].isspace():
+        return None
+    text = rest.lstrip()
+    if not text:
+        return None
+    title = text.rstrip().rstrip("#").rstrip()
+    return title or text[0]
+
+
 def first_h1(body: str) -> str | None:
     """The first level-one heading outside code fences, or None."""
     in_fence = False
@@ -209,9 +258,9 @@ def first_h1(body: str) -> str | None:
             in_fence = not in_fence
             continue
         if not in_fence:
-            match = _H1.match(line)
-            if match:
-                return match.group(1).strip()
+            title = heading_text(line, 1)
+            if title is not None:
+                return title
     return None
 
 

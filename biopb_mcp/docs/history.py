@@ -16,13 +16,14 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
-import os
 import re
+import stat
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from biopb_mcp.docs.atomic import FILE_MODE, ensure_dir, write_atomic
+from biopb_mcp.docs import FILE_MAX_BYTES, nofollow
+from biopb_mcp.docs.atomic import write_atomic
 from biopb_mcp.docs.frontmatter import decode, one_line
 from biopb_mcp.errors import DocNotFound, DocUnreadable
 
@@ -77,10 +78,37 @@ def first_change(before: str | None, after: str) -> str:
     return "no textual change"
 
 
+_MAX_VERSION = 999_999_999
+"""The largest number a `@v<N>` view can name (nine digits)."""
+_FIELD_TYPES = {"n": int, "time": str, "size": int, "source": str, "sha": str, "change": str}
+
+
+def _version_from(line: str) -> Version | None:
+    """One log line as a Version, or None when it is not exactly one (torn, hand-edited, foreign).
+
+    Every field is type-checked: a line such as `"n": "zz"` parses as JSON, and once trusted it
+    broke sorting, numbering and every view of the doc for good.
+    """
+    try:
+        data = json.loads(line)
+    except ValueError:
+        return None
+    if not isinstance(data, dict) or data.keys() != _FIELD_TYPES.keys():
+        return None
+    for key, kind in _FIELD_TYPES.items():
+        value = data[key]
+        if not isinstance(value, kind) or isinstance(value, bool):
+            return None
+    if not 1 <= data["n"] <= _MAX_VERSION or data["size"] < 0:
+        return None
+    return Version(**data)
+
+
 class History:
     """The history folder of one local tier."""
 
     def __init__(self, local_dir: Path, keep: int) -> None:
+        self.local_dir = local_dir
         self.root = local_dir / HISTORY_DIR
         self.keep = keep
 
@@ -93,26 +121,47 @@ class History:
         """One flat folder per id; `/` (never in a segment) maps to `%` (never in an id)."""
         return self.root / doc_id.replace("/", "%")
 
+    def _rel(self, doc_id: str, name: str = "") -> str:
+        """`.history/<folder>[/name]` relative to the tier: every file op goes through nofollow."""
+        rel = f"{HISTORY_DIR}/{doc_id.replace('/', '%')}"
+        return f"{rel}/{name}" if name else rel
+
+    def _read(self, doc_id: str, name: str) -> bytes:
+        """A file of the doc's history folder, never through a link (a link there is refused)."""
+        try:
+            return nofollow.read_bytes(self.local_dir, self._rel(doc_id, name), max_bytes=FILE_MAX_BYTES)[0]
+        except nofollow.LinkRefused as exc:
+            raise DocUnreadable(f"History of {doc_id!r}: {exc.strerror}.") from exc
+
     def _log(self, doc_id: str) -> list[Version]:
         """Every version line of the log (a torn last line from a crash is skipped)."""
         folder = self.dir_for(doc_id)
         try:
-            raw = (folder / VERSIONS_FILE).read_text(encoding="utf-8")
+            raw = self._read(doc_id, VERSIONS_FILE).decode("utf-8")
         except FileNotFoundError:
-            return self._rebuild(folder) if folder.is_dir() else []
+            try:
+                is_dir = stat.S_ISDIR(nofollow.lstat(self.local_dir, self._rel(doc_id)).st_mode)
+            except FileNotFoundError:
+                return []
+            except nofollow.LinkRefused as exc:
+                raise DocUnreadable(f"History of {doc_id!r}: {exc.strerror}.") from exc
+            return self._rebuild(doc_id) if is_dir else []
         except (OSError, ValueError) as exc:
             logger.warning("Rebuilding unusable history log in %s: %s", folder, exc)
-            return self._rebuild(folder)
+            return self._rebuild(doc_id)
         found: dict[int, Version] = {}
+        bad = 0
         for line in raw.splitlines():
-            try:
-                version = Version(**json.loads(line))
-            except (ValueError, TypeError):
+            version = _version_from(line)
+            if version is None:
+                bad += line.strip() != ""
                 continue
             found[version.n] = version
+        if bad:
+            logger.warning("Skipped %d unusable line(s) of the history log %s", bad, folder / VERSIONS_FILE)
         if raw.strip() and not found:
             logger.warning("Rebuilding unusable history log in %s", folder)
-            return self._rebuild(folder)
+            return self._rebuild(doc_id)
         return sorted(found.values(), key=lambda v: v.n)
 
     def versions(self, doc_id: str) -> list[Version]:
@@ -120,20 +169,18 @@ class History:
         kept = self._log(doc_id)
         return kept[-self.keep :] if self.keep > 0 else kept
 
-    def _rebuild(self, folder: Path) -> list[Version]:
+    def _rebuild(self, doc_id: str) -> list[Version]:
         found: list[Version] = []
         try:
-            names = sorted(p.name for p in folder.iterdir())
+            names = sorted(nofollow.listdir(self.local_dir, self._rel(doc_id)))
         except OSError:
             return []
         for name in names:
             match = _VERSION_FILE.match(name)
             if not match:
                 continue
-            path = folder / name
             try:
-                raw = path.read_bytes()
-                st = path.stat()
+                raw, st = nofollow.read_bytes(self.local_dir, self._rel(doc_id, name), max_bytes=FILE_MAX_BYTES)
             except OSError:
                 continue
             text = raw.decode("utf-8", errors="replace")
@@ -162,7 +209,7 @@ class History:
             )
         path = self.dir_for(doc_id) / f"v{n}.txt"
         try:
-            return match, decode(path.read_bytes(), path)
+            return match, decode(self._read(doc_id, path.name), path)
         except OSError as exc:
             raise DocUnreadable(f"Cannot read history file {path}: {exc}.") from exc
 
@@ -196,32 +243,26 @@ class History:
             return None
         before: str | None = None
         if kept:
-            last_path = self.dir_for(doc_id) / f"v{kept[-1].n}.txt"
+            last_name = f"v{kept[-1].n}.txt"
             try:
-                before = decode(last_path.read_bytes(), last_path)
+                before = decode(self._read(doc_id, last_name), self.dir_for(doc_id) / last_name)
             except (OSError, DocUnreadable):
                 before = None
         n = logged[-1].n + 1 if logged else 1
-        folder = self.dir_for(doc_id)
-        ensure_dir(folder)
         data = text.encode("utf-8")
-        # A new file, committed by the log line written after it: no rename needed.
-        fd = os.open(folder / f"v{n}.txt", os.O_WRONLY | os.O_CREAT | os.O_TRUNC, FILE_MODE)
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
+        # A new file, committed by the log line written after it: no rename needed. Whatever sat
+        # at that name (a planted link) is unlinked, never written through.
+        nofollow.write_new(self.local_dir, self._rel(doc_id, f"v{n}.txt"), data)
         version = Version(n, _stamp(when), len(data), source, digest, first_change(before, text))
         logged.append(version)
         for old in logged[: max(0, len(logged) - self.keep)]:
-            (folder / f"v{old.n}.txt").unlink(missing_ok=True)
-        log_path = folder / VERSIONS_FILE
+            nofollow.unlink(self.local_dir, self._rel(doc_id, f"v{old.n}.txt"))
         if len(logged) > 2 * self.keep:
             # Compact now and then rather than on every write.
             lines = "".join(json.dumps(asdict(v)) + "\n" for v in logged[-self.keep :])
-            write_atomic(log_path, lines, durable=False)
+            write_atomic(self.local_dir / self._rel(doc_id, VERSIONS_FILE), lines, durable=False, root=self.local_dir)
         else:
-            fd = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, FILE_MODE)
-            with os.fdopen(fd, "a", encoding="utf-8") as fh:
-                fh.write(json.dumps(asdict(version)) + "\n")
+            nofollow.append(self.local_dir, self._rel(doc_id, VERSIONS_FILE), (json.dumps(asdict(version)) + "\n").encode())
         return version
 
     def listing(self, doc_id: str, current: str | None) -> str:

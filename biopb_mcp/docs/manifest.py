@@ -18,11 +18,14 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from biopb_mcp.docs import nofollow
 from biopb_mcp.docs.atomic import write_atomic
 
 logger = logging.getLogger(__name__)
 
 MANIFEST_NAME = ".shipped-manifest.json"
+_MAX_BYTES = 50_000_000
+"""Far above any real manifest (a hash per shipped doc); a bound for a file swapped for junk."""
 
 
 @dataclass(frozen=True)
@@ -50,7 +53,8 @@ def hash_files(files: Mapping[str, str | Path]) -> dict[str, str]:
 def load(path: Path) -> Manifest | None:
     """The manifest at `path`, or None when absent or unusable (a broken one counts as absent)."""
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
+        raw, _ = nofollow.read_bytes(path.parent, path.name, max_bytes=_MAX_BYTES)
+        data = json.loads(raw.decode("utf-8"))
     except FileNotFoundError:
         return None
     except (OSError, ValueError) as exc:

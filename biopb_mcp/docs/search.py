@@ -26,6 +26,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from biopb_mcp.docs import QUERY_MAX_CHARS
+from biopb_mcp.docs.frontmatter import heading_text
 from biopb_mcp.errors import DocError, DocNotFound, InvalidQuery
 
 if TYPE_CHECKING:
@@ -36,6 +38,7 @@ __all__ = [
     "SectionIndex",
     "format_hits",
     "search_docs",
+    "shown_query",
     "snippet",
     "split_sections",
     "tokenize",
@@ -67,8 +70,6 @@ _RUN = re.compile(r"[\w.]+")
 _MARKUP_STARTS = frozenset("#`~ ")
 """First characters of the only lines split_sections must parse: headings and fences."""
 _FENCE = re.compile(r"^\s{0,3}(```|~~~)")
-_H1 = re.compile(r"^#\s+(.+?)\s*#*\s*$")
-_H2 = re.compile(r"^##\s+(.+?)\s*#*\s*$")
 
 
 def tokenize(text: str) -> list[str]:
@@ -107,14 +108,12 @@ def split_sections(doc_id: str, text: str) -> list[tuple[str, str]]:
             elif marker.group(1) == fence:
                 fence = ""
         elif not fence:
-            h2 = _H2.match(line)
-            if h2:
-                sections.append((h2.group(1), [line]))
+            h2 = heading_text(line, 2)
+            if h2 is not None:
+                sections.append((h2, [line]))
                 continue
             if not title and len(sections) == 1:
-                h1 = _H1.match(line)
-                if h1:
-                    title = h1.group(1)
+                title = heading_text(line, 1) or ""
         sections[-1][1].append(line)
     out: list[tuple[str, str]] = []
     for index, (heading, lines) in enumerate(sections):
@@ -304,12 +303,8 @@ def _fold(text: str) -> str:
 
 def snippet(text: str, query: str, width: int = SNIPPET_CHARS) -> str:
     """One line of about ``width`` chars around the first exact match, else the densest term hits."""
-    words = query.split()
-    phrase = re.compile(r"\s+".join(re.escape(w) for w in words), re.IGNORECASE) if words else None
-    match = phrase.search(text) if phrase else None
-    if match:
-        center = (match.start() + match.end()) // 2
-    else:
+    center = _phrase_center(text, query)
+    if center is None:
         center = _densest(text, set(tokenize(query)), width)
     start = max(0, min(center - width // 2, len(text) - width))
     end = min(len(text), start + width)
@@ -320,6 +315,35 @@ def snippet(text: str, query: str, width: int = SNIPPET_CHARS) -> str:
         end += 1
     body = " ".join(text[start:end].split())
     return ("…" if text[:start].strip() else "") + body + ("…" if text[end:].strip() else "")
+
+
+_WORD = re.compile(r"\S+")
+
+
+def _phrase_center(text: str, query: str) -> int | None:
+    """Middle of the first place ``text`` holds the query's words in order, any whitespace between
+    them, case folded; None when it does not.
+
+    A substring search over the folded words, mapped back to ``text``: linear, where a regex of
+    the words joined by ``\\s+`` retries at every position a long repetitive query could start.
+    """
+    words = query.lower().split()
+    if not words:
+        return None
+    spans = [m.span() for m in _WORD.finditer(text)]
+    folded = [text[a:b].lower() for a, b in spans]
+    pos = " ".join(folded).find(" ".join(words))
+    if pos < 0:
+        return None
+    starts = list(itertools.accumulate((len(w) + 1 for w in folded[:-1]), initial=0))
+
+    def original(at: int) -> int:
+        k = bisect.bisect_right(starts, at) - 1
+        a, b = spans[k]
+        return min(a + at - starts[k], b)  # lower() can change a word's length: stay inside it
+
+    last = pos + len(" ".join(words)) - 1
+    return (original(pos) + original(last) + 1) // 2
 
 
 def _densest(text: str, terms: set[str], width: int) -> int:
@@ -433,12 +457,19 @@ def search_docs(store: DocStore, query: str, max_results: int = 5) -> list[Hit]:
     written (case-insensitive) ranks above any that does not.
 
     Raises:
-        InvalidQuery: the query is empty or whitespace, or max_results is outside 1..50.
+        InvalidQuery: the query is empty or whitespace or over QUERY_MAX_CHARS, or max_results is
+            outside 1..50.
     """
     if not isinstance(query, str) or not query.strip():
         raise InvalidQuery(
             "Search query is empty: give words or a literal to look for, e.g. an exception "
             "message, a config key or a function name."
+        )
+    if len(query) > QUERY_MAX_CHARS:
+        raise InvalidQuery(
+            f"Search query is {len(query):,} characters; the most is {QUERY_MAX_CHARS:,}. Search for "
+            f"its distinctive part instead: one line of an error, a name, a few words (it began "
+            f"{shown_query(query, 40)})."
         )
     if isinstance(max_results, bool) or not isinstance(max_results, int) or not (
         1 <= max_results <= MAX_RESULTS_LIMIT
@@ -474,9 +505,18 @@ def warm_index(store: DocStore) -> int:
         return len(_refresh(store, corpus))
 
 
+QUERY_ECHO_CHARS = 80
+"""How much of a query answers quote back: enough to recognise it, never the whole paste."""
+
+
+def shown_query(query: str, limit: int = QUERY_ECHO_CHARS) -> str:
+    """The query as answers quote it: repr'd, cut to about ``limit`` characters."""
+    return repr(query) if len(query) <= limit else repr(query[: limit - 1]) + "…"
+
+
 def format_hits(hits: Sequence[Hit], query: str = "") -> str:
     """Render hits as the search_docs tool and `biopb-mcp docs search` show them."""
-    about = f" for {query!r}" if query else ""
+    about = f" for {shown_query(query)}" if query else ""
     if not hits:
         return (
             f"No matches{about}. Try fewer or different words, or read_doc(\"index\") to browse "

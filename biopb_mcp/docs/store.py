@@ -19,12 +19,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import biopb_mcp
-from biopb_mcp.docs import BODY_MAX_LINES, FILE_MAX_BYTES, INDEX_MAX_ENTRIES
+from biopb_mcp.docs import BODY_MAX_LINES, FILE_MAX_BYTES, INDEX_MAX_ENTRIES, nofollow
 from biopb_mcp.docs import index as index_mod
 from biopb_mcp.docs import lint
 from biopb_mcp.docs import manifest as manifest_mod
-from biopb_mcp.docs.atomic import ensure_dir, sweep_stale_temps, tier_lock, write_atomic
-from biopb_mcp.docs.frontmatter import Parsed, normalize, parse, read_text
+from biopb_mcp.docs.atomic import sweep_stale_temps, tier_lock, write_atomic
+from biopb_mcp.docs.frontmatter import Parsed, normalize, parse, read_text, read_text_in
 from biopb_mcp.docs.history import SOURCE_HAND_EDIT, SOURCE_SHIPPED, SOURCE_WRITE, History
 from biopb_mcp.docs.ids import (
     INDEX_ID,
@@ -36,7 +36,13 @@ from biopb_mcp.docs.ids import (
     scan_tier,
     walk_tier,
 )
-from biopb_mcp.errors import DocNotFound, DocUnreadable, InvalidDocId, WriteRefused
+from biopb_mcp.errors import (
+    DocError,
+    DocNotFound,
+    DocUnreadable,
+    InvalidDocId,
+    WriteRefused,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -99,14 +105,21 @@ def _when(epoch: float) -> str:
     return time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(epoch))
 
 
-def _occurrences(text: str, sub: str) -> int:
-    """How many places `sub` starts at, overlaps included ("aa" is in "aaa" twice): an old/new
-    replace must be unambiguous, and str.count would call an overlapping match unique."""
-    count, start = 0, text.find(sub)
-    while start != -1:
-        count += 1
-        start = text.find(sub, start + 1)
-    return count
+def _matches(text: str, sub: str) -> tuple[int, bool]:
+    """How many times `sub` is in `text`, for an old/new replace that must be unambiguous.
+
+    Returns (non-overlapping count, whether two matches overlap). Overlaps count as ambiguous
+    ("aa" is in "aaa" at two places, which str.count calls one). Never walks every overlapping
+    match: a long `old` that matches at many overlapping places in a long doc made that
+    O(len(doc) x len(old)) under the tier lock, minutes for a 10 KB `old` in a 1 MB doc.
+    """
+    first = text.find(sub)
+    if first == -1:
+        return 0, False
+    count = text.count(sub)
+    if count > 1:
+        return count, False
+    return 1, text.find(sub, first + 1) != -1
 
 
 def _strip_render_marks(index_text: str) -> str:
@@ -246,7 +259,7 @@ class DocStore:
                 with tier_lock(self.local_dir):
                     if not os.path.lexists(self.index_path):
                         text = self._shipped_index_text()
-                        write_atomic(self.index_path, text)
+                        write_atomic(self.index_path, text, root=self.local_dir)
                         logger.info("Seeded the local docs index %s from the shipped one", self.index_path)
         except OSError as exc:
             if not self._setup_warned:
@@ -348,9 +361,35 @@ class DocStore:
     def _read_local(self, doc_id: str) -> str | None:
         """The local text, or None when there is no local file. Raises DocUnreadable."""
         try:
-            return read_text(doc_path(self.local_dir, doc_id))
+            return self._local_text(doc_id)
         except FileNotFoundError:
             return None
+
+    def _local_text(self, doc_id: str) -> str:
+        """A local doc's text with no link followed below the tier root, except a link that stays
+        inside the tier (`doc_path` checks that), read at the place it resolves to, again without
+        following links: so a folder swapped for a link between the check and the read cannot
+        lead out of the tier.
+
+        Raises:
+            InvalidDocId: the id resolves outside the tier.
+            FileNotFoundError: no local file.
+            DocUnreadable: not a readable UTF-8 text file.
+        """
+        path = doc_path(self.local_dir, doc_id)
+        try:
+            return read_text_in(self.local_dir, f"{doc_id}.md")
+        except DocUnreadable as exc:
+            if not isinstance(exc.__cause__, nofollow.LinkRefused):
+                raise
+        root_real = os.path.realpath(self.local_dir)
+        rel = os.path.relpath(os.path.realpath(path), root_real)
+        if rel.startswith(".." + os.sep) or rel == ".." or os.path.isabs(rel):
+            raise InvalidDocId(
+                f"Doc id {doc_id!r} resolves outside the docs tier {self.local_dir} (through a symlink); "
+                "refusing to read or write it."
+            )
+        return read_text_in(Path(root_real), rel.replace(os.sep, "/"))
 
     def _read_shipped(self, doc_id: str) -> str | None:
         try:
@@ -362,7 +401,7 @@ class DocStore:
         """(text, origin, path) of the doc that wins for `doc_id`: local over shipped."""
         local = doc_path(self.local_dir, doc_id)
         try:
-            text = read_text(local)
+            text = self._local_text(doc_id)
         except FileNotFoundError:
             pass
         else:
@@ -544,7 +583,7 @@ class DocStore:
     def _index_text(self) -> tuple[str, str | None]:
         """(local index text, problem note or None). Never raises: render must not crash."""
         try:
-            return read_text(self.index_path), None
+            return read_text_in(self.local_dir, INDEX_FILE), None
         except FileNotFoundError:
             return self._shipped_index_text(), None
         except DocUnreadable as exc:
@@ -672,15 +711,16 @@ class DocStore:
             return text if text.endswith("\n") else text + "\n"
         assert old is not None and new is not None and base is not None
         old_n, new_n = normalize(old), normalize(new)
-        count = _occurrences(base, old_n)
+        count, overlapping = _matches(base, old_n)
         if count == 0:
             raise WriteRefused(
                 f"old was not found in {doc_id!r} (0 matches); nothing was changed. Re-read it with "
                 f"read_doc(\"{doc_id}\") and copy the exact text (whitespace included)."
             )
-        if count > 1:
+        if count > 1 or overlapping:
+            times = f"{count} times" if count > 1 else "2 times or more (its matches overlap)"
             raise WriteRefused(
-                f"old matches {count} times in {doc_id!r}; nothing was changed. Include more of the "
+                f"old matches {times} in {doc_id!r}; nothing was changed. Include more of the "
                 "surrounding text so it matches exactly once."
             )
         return base.replace(old_n, new_n, 1)
@@ -741,8 +781,9 @@ class DocStore:
                 notes.append(kept)
         elif shipped is not None:
             self._history.record(doc_id, shipped, SOURCE_SHIPPED)
-        ensure_dir(local_path.parent)
-        write_atomic(local_path, after, before_replace=self._late_edit_guard(doc_id, local_path, current))
+        write_atomic(
+            local_path, after, before_replace=self._late_edit_guard(doc_id, local_path, current), root=self.local_dir
+        )
         self._history.record(doc_id, after, SOURCE_WRITE)
         if created and shipped is not None:
             head = (f"Created a local copy of shipped doc {doc_id!r}: it now shadows the shipped text, "
@@ -785,8 +826,8 @@ class DocStore:
 
         def keep_late_edit() -> None:
             try:
-                text = read_text(path)
-            except (FileNotFoundError, DocUnreadable):
+                text = self._index_text_at_disk() if doc_id == INDEX_ID else self._local_text(doc_id)
+            except (FileNotFoundError, DocError):
                 return
             if text != seen:
                 self._keep_hand_edit(doc_id, text, path)
@@ -795,19 +836,26 @@ class DocStore:
 
     def _index_text_for_write(self) -> str:
         try:
-            return read_text(self.index_path)
+            return self._index_text_at_disk()
         except FileNotFoundError:
             return self._shipped_index_text()
+
+    def _index_text_at_disk(self) -> str:
+        """The local index file's text; a link there is refused (DocUnreadable), never followed."""
+        return read_text_in(self.local_dir, INDEX_FILE)
 
     def _store_index(self, before: str | None, after: str) -> None:
         if before is not None and os.path.exists(self.index_path):
             self._keep_hand_edit(INDEX_ID, before, self.index_path)
-        write_atomic(self.index_path, after, before_replace=self._late_edit_guard(INDEX_ID, self.index_path, before))
+        write_atomic(
+            self.index_path, after, before_replace=self._late_edit_guard(INDEX_ID, self.index_path, before),
+            root=self.local_dir,
+        )
         self._history.record(INDEX_ID, after, SOURCE_WRITE)
 
     def _write_index(self, body: str | None, old: str | None, new: str | None) -> WriteResult:
         try:
-            current: str | None = read_text(self.index_path)
+            current: str | None = self._index_text_at_disk()
         except FileNotFoundError:
             current = None
         except DocUnreadable:

@@ -1,0 +1,233 @@
+"""Opening files inside a tier without ever following a link below the tier's root.
+
+Every path is walked one component at a time from a directory fd of the tier root, each step
+opened `O_NOFOLLOW` relative to the one before (`openat`-style). A symlink planted anywhere below
+the root, or a directory swapped for one between a check and a write, then makes the open fail
+instead of leading out of the tier: a shared or synced docs folder can hold links its owner did
+not make. The root itself is the user's configured location and may be a link.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import os
+import secrets
+import stat
+from collections.abc import Callable, Iterator, Sequence
+from pathlib import Path
+
+DIR_MODE = 0o700
+FILE_MODE = 0o600
+TEMP_SUFFIX = ".tmp"
+
+_DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+_LINK_ERRNOS = (errno.ELOOP, errno.ENOTDIR)
+
+
+class LinkRefused(OSError):
+    """A path below a tier's root is (or passes through) a symlink; the store does not follow it."""
+
+
+class TooBig(OSError):
+    """A file over the caller's size bound: refused before any byte is read."""
+
+    def __init__(self, path: str, size: int) -> None:
+        super().__init__(errno.EFBIG, f"{path} is {size:,} bytes")
+        self.size = size
+
+
+def _refused(root: Path, parts: Sequence[str]) -> LinkRefused:
+    shown = "/".join(parts)
+    return LinkRefused(
+        errno.ELOOP,
+        f"{shown} in {root} is a symbolic link (or passes through one); the store never follows "
+        "links for its own files. Replace it with a regular file or folder",
+    )
+
+
+def split(rel: str) -> list[str]:
+    """Components of a `/`-separated path relative to a tier root."""
+    return [part for part in rel.split("/") if part]
+
+
+def make_dirs(path: Path) -> None:
+    """Create `path` and missing parents with mode 0700 (the umask may make it stricter)."""
+    if path.is_dir():
+        return
+    missing: list[Path] = []
+    cur = path
+    while not cur.exists():
+        missing.append(cur)
+        if cur.parent == cur:
+            break
+        cur = cur.parent
+    for directory in reversed(missing):
+        with contextlib.suppress(FileExistsError):
+            directory.mkdir(mode=DIR_MODE)
+
+
+@contextlib.contextmanager
+def open_dir(root: Path, parts: Sequence[str] = (), *, create: bool = False) -> Iterator[int]:
+    """A directory fd of `root/parts…`, each component below `root` opened with O_NOFOLLOW.
+
+    `create` makes missing components (mode 0700), relative to their parent's fd.
+
+    Raises:
+        LinkRefused: a component is a symlink (or not a directory).
+        FileNotFoundError: a component is missing and `create` is false.
+    """
+    if create:
+        make_dirs(root)
+    fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        for i, part in enumerate(parts):
+            if create:
+                with contextlib.suppress(FileExistsError):
+                    os.mkdir(part, DIR_MODE, dir_fd=fd)
+            try:
+                child = os.open(part, _DIR_FLAGS, dir_fd=fd)
+            except OSError as exc:
+                if exc.errno in _LINK_ERRNOS:
+                    raise _refused(root, parts[: i + 1]) from exc
+                raise
+            os.close(fd)
+            fd = child
+        yield fd
+    finally:
+        os.close(fd)
+
+
+def open_file(dir_fd: int, name: str, flags: int, mode: int = FILE_MODE) -> int:
+    """`os.open(name, flags | O_NOFOLLOW, dir_fd=dir_fd)`; a link there raises LinkRefused."""
+    try:
+        return os.open(name, flags | os.O_NOFOLLOW | os.O_CLOEXEC, mode, dir_fd=dir_fd)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise LinkRefused(
+                errno.ELOOP,
+                f"{name} is a symbolic link; the store never follows links for its own files. "
+                "Replace it with a regular file",
+            ) from exc
+        raise
+
+
+def read_bytes(root: Path, rel: str, *, max_bytes: int) -> tuple[bytes, os.stat_result]:
+    """The bytes of `root/rel` (no link followed) and its stat, read at most `max_bytes + 1`.
+
+    Opened non-blocking and checked to be a regular file before any read: a FIFO or device
+    planted there would otherwise block or never end.
+
+    Raises:
+        FileNotFoundError: nothing there.
+        LinkRefused: a link on the way.
+        IsADirectoryError: a directory there.
+        TooBig: over `max_bytes` by its size.
+        OSError: not a regular file (EINVAL), or unreadable.
+    """
+    parts = split(rel)
+    with open_dir(root, parts[:-1]) as dir_fd:
+        fd = open_file(dir_fd, parts[-1], os.O_RDONLY | os.O_NONBLOCK)
+    try:
+        st = os.fstat(fd)
+        if stat.S_ISDIR(st.st_mode):
+            raise IsADirectoryError(errno.EISDIR, f"{rel} in {root} is a directory")
+        if not stat.S_ISREG(st.st_mode):
+            raise OSError(errno.EINVAL, f"{rel} in {root} is not a regular file")
+        if st.st_size > max_bytes:
+            raise TooBig(f"{rel} in {root}", st.st_size)
+        chunks: list[bytes] = []
+        left = max_bytes + 1
+        while left > 0:
+            chunk = os.read(fd, min(left, max(st.st_size, 65536)))
+            if not chunk:
+                break
+            chunks.append(chunk)
+            left -= len(chunk)
+        return b"".join(chunks), st
+    finally:
+        os.close(fd)
+
+
+def write_atomic(
+    root: Path,
+    rel: str,
+    data: bytes,
+    *,
+    durable: bool = True,
+    before_replace: Callable[[], None] | None = None,
+) -> None:
+    """Replace `root/rel` with `data` through a temp file renamed over it, all relative to one dir fd.
+
+    Missing parent folders are made. A link at `rel` itself is replaced (the rename swaps the
+    name, never writes through it); a link among the parents refuses the write. A new file gets
+    mode 0600, an existing one keeps its mode. `durable` fsyncs the data and the directory.
+    """
+    parts = split(rel)
+    name = parts[-1]
+    with open_dir(root, parts[:-1], create=True) as dir_fd:
+        try:
+            st = os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
+            mode = stat.S_IMODE(st.st_mode) if stat.S_ISREG(st.st_mode) else None
+        except FileNotFoundError:
+            mode = None
+        tmp = f".{name}.{os.getpid()}.{secrets.token_hex(4)}{TEMP_SUFFIX}"
+        fd = open_file(dir_fd, tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL)
+        try:
+            with os.fdopen(fd, "wb") as fh:
+                fh.write(data)
+                fh.flush()
+                if mode is not None:
+                    os.fchmod(fh.fileno(), mode)
+                if durable:
+                    os.fdatasync(fh.fileno())  # data + size: enough for rename-over safety
+            if before_replace is not None:
+                before_replace()
+            os.rename(tmp, name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
+        except BaseException:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp, dir_fd=dir_fd)
+            raise
+        if durable:
+            with contextlib.suppress(OSError):
+                os.fsync(dir_fd)
+
+
+def write_new(root: Path, rel: str, data: bytes) -> None:
+    """Write `root/rel` as a fresh file: whatever was at that name (a link included) is unlinked first."""
+    parts = split(rel)
+    with open_dir(root, parts[:-1], create=True) as dir_fd:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(parts[-1], dir_fd=dir_fd)
+        fd = open_file(dir_fd, parts[-1], os.O_WRONLY | os.O_CREAT | os.O_EXCL)
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+
+
+def append(root: Path, rel: str, data: bytes) -> None:
+    """Append `data` to `root/rel` (created 0600 if missing); a link there is refused."""
+    parts = split(rel)
+    with open_dir(root, parts[:-1], create=True) as dir_fd:
+        fd = open_file(dir_fd, parts[-1], os.O_WRONLY | os.O_CREAT | os.O_APPEND)
+        with os.fdopen(fd, "ab") as fh:
+            fh.write(data)
+
+
+def unlink(root: Path, rel: str) -> None:
+    """Remove `root/rel` (a link itself, never its target); missing is fine."""
+    parts = split(rel)
+    with open_dir(root, parts[:-1]) as dir_fd, contextlib.suppress(FileNotFoundError):
+        os.unlink(parts[-1], dir_fd=dir_fd)
+
+
+def listdir(root: Path, rel: str) -> list[str]:
+    """Names in the folder `root/rel`, no link followed on the way."""
+    with open_dir(root, split(rel)) as dir_fd:
+        return os.listdir(dir_fd)
+
+
+def lstat(root: Path, rel: str) -> os.stat_result:
+    """`lstat` of `root/rel`, no link followed among its parents."""
+    parts = split(rel)
+    with open_dir(root, parts[:-1]) as dir_fd:
+        return os.stat(parts[-1], dir_fd=dir_fd, follow_symlinks=False)
