@@ -178,3 +178,11 @@ def test_snippet_centers_on_the_phrase_as_the_regex_did(text: str, query: str) -
 def test_snippet_survives_text_whose_case_folding_changes_length() -> None:
     text = "İİİİ " * 50 + "target phrase here " + "İ " * 50
     assert "target phrase" in snippet(text, "TARGET phrase")
+
+
+@pytest.mark.timeout(20)
+def test_the_link_pattern_stays_linear_on_a_run_of_brackets() -> None:
+    from biopb_mcp.docs.store import _LINK
+
+    assert _LINK.findall("[[" * 40_000 + "[[a]]") == ["a"]
+    assert _LINK.findall("see [[a/b]] and [[c]]") == ["a/b", "c"]

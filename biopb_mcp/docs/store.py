@@ -73,7 +73,7 @@ See the shipped doc "authoring" for checkpoint types and how to write parameter 
 _RACY_NS = 2_000_000_000
 """A file modified this recently (ns) is not cached: a second edit may keep its mtime and size."""
 
-_LINK = re.compile(r"\[\[([^\]\s|#]+)\]\]")
+_LINK = re.compile(r"\[\[([^\[\]\s|#]+)\]\]")  # "[" excluded: a run of "[[[[" stays linear
 _CODE = re.compile(r"^(```|~~~).*?^\1[^\n]*$|`[^`\n]*`", re.S | re.M)
 """Fenced blocks and inline code spans: a `[[x]]` quoted there is an example, not a link."""
 
