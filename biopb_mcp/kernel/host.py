@@ -268,6 +268,11 @@ class KernelHost:
             argv = [a.replace("{connection_file}", str(conn)) for a in argv]
             if is_python:
                 argv.append(f"--IPKernelApp.exec_files={BOOTSTRAP_FILE}")
+                # history in memory: kernels sharing the profile's SQLite file (other servers, the
+                # user's own IPython) collide, and an interrupt landing in a history write puts
+                # IPython's "Session/line number was not unique" notice into the next result;
+                # the session notebook is the lasting record of what ran
+                argv.append("--HistoryManager.hist_file=:memory:")
             log_path = Path(settings.kernel_log_file)
             read_fd, write_fd = os.pipe()
             env = {**os.environ, **spec_env}
