@@ -594,6 +594,32 @@ class DocStore:
         """Ids the rendered index lists that resolve: entries in index order, then the tails."""
         return self._render_parts()[1]
 
+    def surfaced_ids(self) -> frozenset[str]:
+        """Ids the index surfaces: resolving entries, docs under a listed collection (`- x/:`),
+        the New-shipped tail and the stale tail. What search covers.
+
+        Ignored, banked and unindexed local docs are left out: they stay readable by exact id,
+        but a search that found them would undo the agent's `ignored:` choices (and the bench's
+        ablation of the procedures).
+        """
+        self._ensure()
+        parsed = index_mod.parse(self._index_text()[0])
+        shipped = self._shipped_files()
+        local = set(self._local_ids())
+        every = local | set(shipped)
+        ignored = set(parsed.ignored)
+        entries = parsed.entry_ids
+        surfaced = {i for i in entries if i in every}
+        surfaced.update(i for i in self.shipped_ids(shipped) if i not in entries and i not in ignored)
+        surfaced.update(i for i in self._changed_ids() if i in shipped and i in local)
+        prefixes = tuple(e.doc_id + "/" for e in parsed.entries if e.collection)
+        if prefixes:
+            surfaced.update(
+                i for i in every
+                if i.startswith(prefixes) and i not in ignored and not any(s.startswith("_") for s in i.split("/"))
+            )
+        return frozenset(surfaced)
+
     # ----------------------------------------------------------------- writing
 
     def write_doc(
