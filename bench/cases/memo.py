@@ -1,0 +1,1 @@
+"""Two-session cases."""
