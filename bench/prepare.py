@@ -155,7 +155,9 @@ def with_lab_section(index_text: str) -> str:
     return "\n".join(lines[:at]).rstrip("\n") + "\n" + LAB_SECTION + "\n" + "\n".join(lines[at:]) + "\n"
 
 
-def prepare_tree(out: Path, *, bench_docs: bool, index_text: str | None = None) -> ConfigTree:
+def prepare_tree(
+    out: Path, *, bench_docs: bool, index_text: str | None = None, extra_config: dict[str, dict[str, object]] | None = None
+) -> ConfigTree:
     """Write a fresh config tree at ``out`` (created; must be empty or absent).
 
     Args:
@@ -163,6 +165,7 @@ def prepare_tree(out: Path, *, bench_docs: bool, index_text: str | None = None) 
         bench_docs: True keeps the seed index and adds the lab tier; False writes the ablated
             index and no lab tier.
         index_text: the seed index to start from (default: the shipped one).
+        extra_config: more config.toml tables (e.g. ``{"kernel": {"promote_after": 1.0}}``).
 
     Raises:
         FileExistsError: ``out`` exists and is not empty (a run never reuses a tree).
@@ -185,13 +188,15 @@ def prepare_tree(out: Path, *, bench_docs: bool, index_text: str | None = None) 
         for doc in sorted(LAB_DIR.glob("*.md")):
             shutil.copyfile(doc, tree.docs_dir / "lab" / doc.name)
     (tree.docs_dir / "index.md").write_text(seed, encoding="utf-8")
-    config = {
+    config: dict[str, dict[str, object]] = {
         "server": {
             "state_dir": str(tree.state_dir),
             "runtime_dir": str(tree.runtime_dir),
             "log_file": str(tree.state_dir / "server.log"),
         },
     }
+    for table, values in (extra_config or {}).items():
+        config.setdefault(table, {}).update(values)
     (tree.root / "config.toml").write_text(tomli_w.dumps(config), encoding="utf-8")
     (tree.root / "bench.json").write_text(
         json.dumps({"bench_docs": bench_docs, "moved_to_ignored": moved}, indent=2) + "\n", encoding="utf-8"
