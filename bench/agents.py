@@ -29,7 +29,7 @@ from pathlib import Path
 
 import psutil
 
-__all__ = ["Agent", "AgentNotFound", "AgentRun", "TERM_GRACE", "kill_tree", "make_agent", "missing_command", "run_command"]
+__all__ = ["TERM_GRACE", "Agent", "AgentNotFound", "AgentRun", "kill_tree", "make_agent", "missing_command", "run_command"]
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 """The checkout holding ``bench/``: put on PYTHONPATH so ``python -m bench.scripted`` resolves."""

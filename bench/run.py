@@ -27,7 +27,14 @@ from typing import Any
 
 import numpy as np
 
-from bench.agents import PROMPT_SUFFIX, REPO_ROOT, Agent, AgentNotFound, AgentRun, run_command
+from bench.agents import (
+    PROMPT_SUFFIX,
+    REPO_ROOT,
+    Agent,
+    AgentNotFound,
+    AgentRun,
+    run_command,
+)
 from bench.cases import Case, run_check
 from bench.prepare import ConfigTree, prepare_tree, write_mcp_config
 

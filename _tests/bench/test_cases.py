@@ -13,7 +13,13 @@ from jupyter_client.blocking.client import BlockingKernelClient
 from jupyter_client.manager import KernelManager, start_new_kernel
 
 from bench.cases import all_cases, run_check
-from bench.prepare import LAB_DIR, LAB_SECTION, PROCEDURES_HEADING, ablate_index, shipped_index_path
+from bench.prepare import (
+    LAB_DIR,
+    LAB_SECTION,
+    PROCEDURES_HEADING,
+    ablate_index,
+    shipped_index_path,
+)
 
 CASES = all_cases()
 NEEDS_DOCS = [case for case in CASES if case.category != "textbook"]

@@ -12,7 +12,14 @@ import pytest
 from mcp import Client, StdioServerParameters
 
 from bench.__main__ import main
-from bench.prepare import PROCEDURES_HEADING, ablate_index, prepare_tree, shipped_index_path, with_lab_section, write_mcp_config
+from bench.prepare import (
+    PROCEDURES_HEADING,
+    ablate_index,
+    prepare_tree,
+    shipped_index_path,
+    with_lab_section,
+    write_mcp_config,
+)
 from biopb_mcp.docs.search import search_docs, tokenize
 from biopb_mcp.docs.store import DocStore
 

@@ -15,7 +15,17 @@ import numpy as np
 from scipy import ndimage as ndi
 
 from bench.cases import Case, Truth, register
-from bench.cases._kit import best_shift_ncc, disks, load_tiff, match_points, read_csv, read_number, save_tiff, smooth_texture, to_uint16
+from bench.cases._kit import (
+    best_shift_ncc,
+    disks,
+    load_tiff,
+    match_points,
+    read_csv,
+    read_number,
+    save_tiff,
+    smooth_texture,
+    to_uint16,
+)
 from bench.cases.illumination import _flatness, vignetting
 from bench.cases.nuclei import _check_labels, nuclei_image
 from bench.cases.spots import random_points

@@ -14,7 +14,14 @@ import numpy as np
 from scipy import ndimage as ndi
 
 from bench.cases import Case, CheckFailed, Truth, register
-from bench.cases._kit import disks, load_tiff, read_csv, read_number, save_tiff, to_uint16
+from bench.cases._kit import (
+    disks,
+    load_tiff,
+    read_csv,
+    read_number,
+    save_tiff,
+    to_uint16,
+)
 from bench.cases.illumination import _flatness, vignetting
 from bench.cases.nuclei import nuclei_image
 
@@ -290,7 +297,7 @@ open("positive.txt", "w").write(str(positive))
 
 
 def _setup_debris(workdir: Path, rng: np.random.Generator) -> Truth:
-    nuclei, placed = disks(SHAPE, int(rng.integers(14, 20)), rng, radius=(12.5, 15), gap=6)
+    nuclei, _ = disks(SHAPE, int(rng.integers(14, 20)), rng, radius=(12.5, 15), gap=6)
     debris, _ = disks(SHAPE, 60, rng, radius=(2.5, 5), gap=3)
     debris[ndi.binary_dilation(nuclei > 0, iterations=4)] = 0
     debris_count = len(np.unique(debris[debris > 0]))

@@ -83,8 +83,10 @@ register(
         blind_solution=_COUNT + 'open("count_plate2.txt", "w").write(str(count("plate2.tif", False)))\n',
         memo=(
             "counting-rules",
-            "# Counting rules\n\nWhen counting nuclei or cells, never count an object that touches the image "
-            "border (skimage.segmentation.clear_border before counting): it is cut and its area is wrong.\n",
+            (
+                "# Counting rules\n\nWhen counting nuclei or cells, never count an object that touches the image "
+                "border (skimage.segmentation.clear_border before counting): it is cut and its area is wrong.\n"
+            ),
         ),
         docs=("counting-rules",),
         category="two-session",
@@ -150,8 +152,10 @@ open("peak_minutes.txt", "w").write(str(int(np.argmax(trace("movie2.tif"))) * se
 """,
         memo=(
             "live-imaging",
-            "# Live imaging on the incubator scope\n\nFrames are 30 s apart (0.5 min); the files do not record "
-            "the interval. Time of frame k (from 0) = k × 0.5 min.\n",
+            (
+                "# Live imaging on the incubator scope\n\nFrames are 30 s apart (0.5 min); the files do not record "
+                "the interval. Time of frame k (from 0) = k × 0.5 min.\n"
+            ),
         ),
         docs=("live-imaging",),
         category="two-session",
@@ -209,8 +213,10 @@ register(
         blind_solution=_NUCLEI + 'open("nuclei_confocal2.txt", "w").write(str(nuclei("confocal2.tif", 0)))  # nuclear stain first, as usual\n',
         memo=(
             "confocal-channels",
-            "# The new confocal's channel map\n\nFiles from the new confocal: channel 0 = membrane marker, "
-            "channel 1 = Hoechst (nuclei). Count nuclei on channel 1.\n",
+            (
+                "# The new confocal's channel map\n\nFiles from the new confocal: channel 0 = membrane marker, "
+                "channel 1 = Hoechst (nuclei). Count nuclei on channel 1.\n"
+            ),
         ),
         docs=("confocal-channels",),
         category="two-session",
