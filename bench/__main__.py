@@ -55,11 +55,18 @@ def _prepare(args: argparse.Namespace) -> int:
 
 
 def _select_cases(spec: str) -> list[Case]:
-    from bench.cases import all_cases, get_case
+    """``all``, or comma-separated case names and categories (textbook, lab, hard, two-session)."""
+    from bench.cases import CATEGORIES, all_cases, get_case
 
     if spec == "all":
         return all_cases()
-    return [get_case(name.strip()) for name in spec.split(",") if name.strip()]
+    chosen: list[Case] = []
+    for name in (part.strip() for part in spec.split(",")):
+        if not name:
+            continue
+        picked = [case for case in all_cases() if case.category == name] if name in CATEGORIES else [get_case(name)]
+        chosen += [case for case in picked if case not in chosen]
+    return chosen
 
 
 def _write_summary(out: Path, rows: list[dict[str, Any]], *, agent: str, wall: float, cases: int, repeat: int) -> str:
@@ -161,7 +168,7 @@ def build_parser() -> tuple[argparse.ArgumentParser, argparse._SubParsersAction]
     run.add_argument("--agent", required=True,
                      help="scripted | docs-blind | nothing | claude | handoff | a command template using {prompt} {workdir} {mcp_config}")
     run.add_argument("--arms", choices=("both", "docs", "nodocs"), default="both", help="which arms (default both)")
-    run.add_argument("--cases", default="all", help="all, or comma-separated case names")
+    run.add_argument("--cases", default="all", help="all, or comma-separated case names and categories (textbook, lab, hard, two-session)")
     run.add_argument("--out", type=Path, required=True, help="output directory (results.jsonl, summary.md, runs/)")
     run.add_argument("--repeat", type=int, default=1, help="repeats per case and arm (default 1)")
     run.add_argument("--timeout", type=float, default=600.0, help="seconds per agent run before its tree is killed")
@@ -171,7 +178,7 @@ def build_parser() -> tuple[argparse.ArgumentParser, argparse._SubParsersAction]
 
     selftest = sub.add_parser("selftest", help="each built-in agent passes and fails exactly the cases it should",
                               description="Example: python -m bench selftest")
-    selftest.add_argument("--cases", default="all", help="all, or comma-separated case names")
+    selftest.add_argument("--cases", default="all", help="all, or comma-separated case names and categories")
     selftest.add_argument("--out", type=Path, default=None, help="output directory (default: a new temp dir)")
     selftest.add_argument("--agents", default=",".join(SELFTEST_AGENTS), help="comma-separated, from scripted, docs-blind, nothing (default all three)")
     selftest.add_argument("--timeout", type=float, default=180.0, help="seconds per run")

@@ -113,3 +113,11 @@ def test_a_docs_off_run_that_reached_a_procedure_is_flagged(tmp_path: Path) -> N
     text = summarize([row], agent="x", wall_s=1, cases=1, repeat=1)
     assert "Contaminated no-docs runs (read or found a hidden procedure): 1. Without them: **no docs: 0 passed, 0 failed**" in text
     assert f"- stitch-tiles no docs r0: read:{hidden}" in text
+
+
+def test_cases_can_be_chosen_by_category(tmp_path: Path) -> None:
+    assert main(["run", "--agent", "nothing", "--arms", "nodocs", "--cases", "two-session,crop-roi", "--out", str(tmp_path)]) == 0
+    rows = [json.loads(line) for line in (tmp_path / "results.jsonl").read_text().splitlines()]
+    assert sorted(row["case"] for row in rows) == ["crop-roi", "memo-border-rule", "memo-channel-map", "memo-frame-interval"]
+    memo = next(row for row in rows if row["case"] == "memo-border-rule")
+    assert memo["session1_wrote"] == [] and (Path(memo["run_dir"]) / "agent-s1.out").is_file()
