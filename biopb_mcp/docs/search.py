@@ -390,8 +390,9 @@ def _refresh(store: DocStore, corpus: _Corpus) -> dict[str, str]:
     entries = corpus.entries
     # Taken before any stat or read, so a change landing after them shows on the next query.
     racy_after = time.time_ns() - _RACY_NS
-    surfaced = store.surfaced_ids()
-    for doc_id, path, origin in store.doc_entries():
+    walked = store.doc_entries()
+    surfaced = store.surfaced_ids(walked)
+    for doc_id, path, origin in walked:
         if doc_id not in surfaced:
             continue  # readable by id only; an indexed copy is dropped below
         listed.add(doc_id)
