@@ -63,7 +63,8 @@ def run_handoff(
     """Serve one session over HTTP until ``files.done`` appears or ``timeout`` passes.
 
     Raises:
-        RuntimeError: the server did not start (its stderr is in ``files.stderr``).
+        RuntimeError: the server did not start, or exited before DONE (its stderr is in
+            ``files.stderr``).
     """
     env = {**os.environ, **child_env(tree)}
     argv = [*server_command(), "--transport", "http", "--port", "0", "--trace", str(trace)]
@@ -113,6 +114,8 @@ def run_handoff(
             time.sleep(0.2)
         done = files.done.exists()
         duration = time.monotonic() - start
+        if not done and proc.poll() is not None:
+            raise RuntimeError(f"the run's server exited (code {proc.returncode}) before {files.done.name} appeared; see {files.stderr}")
     finally:
         killed = kill_tree(proc.pid, marker=marker)
         proc.wait()
