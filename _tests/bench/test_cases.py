@@ -22,7 +22,9 @@ from bench.prepare import (
 )
 
 CASES = all_cases()
-NEEDS_DOCS = [case for case in CASES if case.category != "textbook"]
+# One case per category that needs a doc: `python -m bench selftest` runs the textbook solution of
+# every one of them (as the docs-blind agent); the suite keeps to a sample for time.
+NEEDS_DOCS = [next(case for case in CASES if case.category == category) for category in ("lab", "hard", "two-session")]
 
 
 def test_cases_per_category() -> None:

@@ -69,20 +69,16 @@ def test_a_missing_agent_command_is_one_error_line_and_no_runs(tmp_path: Path, c
     assert not (tmp_path / "bad").exists()
 
 
-def test_scripted_agents_on_a_two_session_case_follow_jobs_and_keep_the_convention(tmp_path: Path) -> None:
-    # promote_after 0.5 s: every solution (its imports alone) outlives it and becomes a job, so a
-    # check passes only if the agent followed the job to its end before leaving.
-    case = get_case("memo-border-rule")
-    specs = {name: RunSpec(make_agent(name), ["docs"], [], tmp_path / name, timeout=150, promote_after=0.5) for name in ("scripted", "docs-blind")}
-    with ThreadPoolExecutor(max_workers=2) as pool:
-        scripted, blind = pool.map(lambda name: run_one(specs[name], case, "docs", 0), ["scripted", "docs-blind"])
-    assert scripted["passed"], scripted
-    assert scripted["tool_calls"].get("poll_job", 0) >= 2  # one job per session, each followed
-    assert scripted["session1_wrote"] == ["counting-rules"] and scripted["session2_read"] == ["counting-rules"]
-    assert (Path(scripted["run_dir"]) / "trace-s1.jsonl").is_file() and (Path(scripted["run_dir"]) / "trace.jsonl").is_file()
-    assert not blind["passed"] and blind["harness_error"] is None
-    assert blind["session1_wrote"] == [] and blind["docs_read"] == []
-    assert "nuclei do not touch the border" in blind["detail"]
+def test_scripted_agent_on_a_two_session_case_follows_jobs_and_keeps_the_convention(tmp_path: Path) -> None:
+    # promote_after 0.5 s: every solution (its imports alone) outlives it and becomes a job, so the
+    # check passes only if the agent followed each job to its end before leaving. (The docs-blind
+    # agent failing this case is `python -m bench selftest`'s to show.)
+    spec = RunSpec(make_agent("scripted"), ["docs"], [], tmp_path, timeout=150, promote_after=0.5)
+    row = run_one(spec, get_case("memo-border-rule"), "docs", 0)
+    assert row["passed"], row
+    assert row["tool_calls"].get("poll_job", 0) >= 2  # one job per session, each followed
+    assert row["session1_wrote"] == ["counting-rules"] and row["session2_read"] == ["counting-rules"]
+    assert (Path(row["run_dir"]) / "trace-s1.jsonl").is_file() and (Path(row["run_dir"]) / "trace.jsonl").is_file()
 
 
 def test_a_docs_off_run_that_reached_a_procedure_is_flagged(tmp_path: Path) -> None:
