@@ -1,8 +1,11 @@
 """``python -m bench``: prepare ablation trees, run agents over the cases, self-test the harness.
 
+From the repository root ``python -m bench …``; from anywhere else ``python <checkout>/bench …``
+(the directory runs as a script and puts its checkout on the import path).
+
 Exit codes: 0 done; 1 the harness failed (a run could not be set up, a check crashed, or the
-self-test found a check that does not discriminate); 2 bad usage. An agent failing cases is a
-result, not a harness failure.
+self-test found a check that does not discriminate); 2 bad usage (including an agent command that
+does not exist). An agent failing cases is a result, not a harness failure.
 """
 
 from __future__ import annotations
@@ -10,6 +13,11 @@ from __future__ import annotations
 import argparse
 import importlib.util
 import sys
+
+if not __package__:  # run as `python path/to/bench`: make `import bench` find this checkout
+    from pathlib import Path as _Path
+
+    sys.path.insert(0, str(_Path(__file__).resolve().parent.parent))
 import tempfile
 import time
 from collections.abc import Callable
@@ -47,11 +55,18 @@ def _prepare(args: argparse.Namespace) -> int:
 
 
 def _select_cases(spec: str) -> list[Case]:
-    from bench.cases import all_cases, get_case
+    """``all``, or comma-separated case names and categories (textbook, lab, hard, two-session)."""
+    from bench.cases import CATEGORIES, all_cases, get_case
 
     if spec == "all":
         return all_cases()
-    return [get_case(name.strip()) for name in spec.split(",") if name.strip()]
+    chosen: list[Case] = []
+    for name in (part.strip() for part in spec.split(",")):
+        if not name:
+            continue
+        picked = [case for case in all_cases() if case.category == name] if name in CATEGORIES else [get_case(name)]
+        chosen += [case for case in picked if case not in chosen]
+    return chosen
 
 
 def _write_summary(out: Path, rows: list[dict[str, Any]], *, agent: str, wall: float, cases: int, repeat: int) -> str:
@@ -63,12 +78,17 @@ def _write_summary(out: Path, rows: list[dict[str, Any]], *, agent: str, wall: f
 
 
 def _run(args: argparse.Namespace) -> int:
-    from bench.agents import make_agent
+    from bench.agents import make_agent, missing_command
     from bench.run import RunSpec, run_bench
 
     arms = {"both": ["docs", "nodocs"], "docs": ["docs"], "nodocs": ["nodocs"]}[args.arms]
+    agent = make_agent(args.agent)
+    missing = missing_command(agent)
+    if missing is not None:
+        print(f"error: agent command not found: {missing} (give a built-in agent name, or a command on PATH)", file=sys.stderr)
+        return 2
     spec = RunSpec(
-        agent=make_agent(args.agent),
+        agent=agent,
         arms=arms,
         cases=_select_cases(args.cases),
         out=args.out,
@@ -84,65 +104,88 @@ def _run(args: argparse.Namespace) -> int:
     return 1 if any(row["harness_error"] for row in rows) else 0
 
 
+SELFTEST_AGENTS = ("scripted", "docs-blind", "nothing")
+
+
+def expected_pass(agent: str, category: str, arm: str) -> bool:
+    """What the self-test demands of each built-in agent.
+
+    scripted reads what its arm lists: it passes everything with the docs, and without them only
+    what needs no doc (textbook) or what it wrote itself (two-session). docs-blind passes the
+    textbook cases only, in both arms: every other case needs what the docs hold. nothing fails all.
+    """
+    if agent == "scripted":
+        return arm == "docs" or category in ("textbook", "two-session")
+    if agent == "docs-blind":
+        return category == "textbook"
+    return False
+
+
 def _selftest(args: argparse.Namespace) -> int:
     from bench.agents import make_agent
     from bench.run import RunSpec, run_bench
 
     out = args.out or Path(tempfile.mkdtemp(prefix="bench-selftest-"))
     cases = _select_cases(args.cases)
+    agents = [name.strip() for name in args.agents.split(",") if name.strip()]
+    unknown = [name for name in agents if name not in SELFTEST_AGENTS]
+    if unknown:
+        raise ValueError(f"--agents takes {', '.join(SELFTEST_AGENTS)}; got {', '.join(unknown)}")
     started = time.monotonic()
-    scripted = run_bench(RunSpec(make_agent("scripted"), ["docs", "nodocs"], cases, out / "scripted", timeout=args.timeout), jobs=args.jobs)
-    nothing = run_bench(RunSpec(make_agent("nothing"), ["docs", "nodocs"], cases, out / "nothing", timeout=args.timeout), jobs=args.jobs)
+    problems: list[str] = []
+    for name in agents:
+        rows = run_bench(RunSpec(make_agent(name), ["docs", "nodocs"], cases, out / name, timeout=args.timeout), jobs=args.jobs)
+        _write_summary(out / name, rows, agent=name, wall=time.monotonic() - started, cases=len(cases), repeat=1)
+        for r in rows:
+            want = expected_pass(name, r["category"], r["arm"])
+            if r["harness_error"]:
+                problems.append(f"{name}: {r['case']} {r['arm']}: harness error: {r['harness_error']}")
+            elif r["passed"] != want:
+                problems.append(f"{name}: {r['case']} ({r['category']}) {r['arm']}: {'passed' if r['passed'] else 'failed'}, expected to {'pass' if want else 'fail'}: {r['detail']}")
+            if r.get("contaminated"):
+                problems.append(f"{name}: {r['case']} nodocs: reached a hidden procedure {r['contaminated']}")
     wall = time.monotonic() - started
-    _write_summary(out / "scripted", scripted, agent="scripted", wall=wall, cases=len(cases), repeat=1)
-    _write_summary(out / "nothing", nothing, agent="nothing", wall=wall, cases=len(cases), repeat=1)
-    problems = [f"{r['case']} {r['arm']}: scripted failed: {r['detail']}" for r in scripted if not r["passed"]]
-    problems += [f"{r['case']}: do-nothing PASSED: {r['detail']}" for r in nothing if r["passed"]]
-    problems += [f"{r['case']} {r['arm']}: harness error: {r['harness_error']}" for r in scripted + nothing if r["harness_error"]]
-    problems += [f"{r['case']} nodocs: scripted read a procedure doc {r['docs_read']}" for r in scripted if r["arm"] == "nodocs" and r["docs_read"]]
-    print(f"selftest: {len(cases)} cases in {wall:.0f} s; output in {out}")
+    print(f"selftest: {len(cases)} cases, agents {', '.join(agents)}, in {wall:.0f} s; output in {out}")
     for problem in problems:
         print(f"  PROBLEM {problem}")
-    print("selftest " + ("FAILED" if problems else "passed: the scripted agent passes every check, the do-nothing agent fails every check"))
+    print("selftest " + ("FAILED" if problems else "passed: every agent passed and failed exactly the cases it should"))
     return 1 if problems else 0
 
 
 def build_parser() -> tuple[argparse.ArgumentParser, argparse._SubParsersAction]:
-    parser = argparse.ArgumentParser(prog="python -m bench", description="Ablation bench for biopb-mcp's docs (seed 001 §6).")
+    parser = argparse.ArgumentParser(prog="python -m bench", description="Ablation bench for biopb-mcp's docs: the same cases with the docs and without them.")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     prep = sub.add_parser("prepare", help="write an isolated config tree (docs arm or ablated)",
                           description="Example: python -m bench prepare --bench-docs=false --out /tmp/nodocs")
     prep.add_argument("--bench-docs", type=_bool, required=True, metavar="true|false",
-                      help="true: the shipped index as is; false: procedures moved to the ignored: line")
+                      help="true: the shipped index and the lab tier; false: procedures moved to the ignored: line, no lab tier")
     prep.add_argument("--out", type=Path, required=True, help="directory to create (used as BIOPB_CONFIG_DIR)")
     prep.set_defaults(handler=_prepare)
 
     run = sub.add_parser("run", help="run an agent over the cases in both arms",
                          description="Example: python -m bench run --agent scripted --arms both --out /tmp/bench")
     run.add_argument("--agent", required=True,
-                     help="scripted | nothing | claude | a command template using {prompt} {workdir} {mcp_config}")
+                     help="scripted | docs-blind | nothing | claude | handoff | a command template using {prompt} {workdir} {mcp_config}")
     run.add_argument("--arms", choices=("both", "docs", "nodocs"), default="both", help="which arms (default both)")
-    run.add_argument("--cases", default="all", help="all, or comma-separated case names")
+    run.add_argument("--cases", default="all", help="all, or comma-separated case names and categories (textbook, lab, hard, two-session)")
     run.add_argument("--out", type=Path, required=True, help="output directory (results.jsonl, summary.md, runs/)")
     run.add_argument("--repeat", type=int, default=1, help="repeats per case and arm (default 1)")
     run.add_argument("--timeout", type=float, default=600.0, help="seconds per agent run before its tree is killed")
     run.add_argument("--seed", type=int, default=0, help="data seed (same data in both arms of a pair)")
-    run.add_argument("--jobs", type=int, default=1, help="runs at once (default 1; model runs may hit rate limits)")
+    run.add_argument("--jobs", type=int, default=1, help="runs at once (default 1; model runs may hit rate limits; with handoff, runs handed out at once)")
     run.set_defaults(handler=_run)
 
-    selftest = sub.add_parser("selftest", help="scripted passes every check, nothing fails every check",
+    selftest = sub.add_parser("selftest", help="each built-in agent passes and fails exactly the cases it should",
                               description="Example: python -m bench selftest")
-    selftest.add_argument("--cases", default="all", help="all, or comma-separated case names")
+    selftest.add_argument("--cases", default="all", help="all, or comma-separated case names and categories")
     selftest.add_argument("--out", type=Path, default=None, help="output directory (default: a new temp dir)")
+    selftest.add_argument("--agents", default=",".join(SELFTEST_AGENTS), help="comma-separated, from scripted, docs-blind, nothing (default all three)")
     selftest.add_argument("--timeout", type=float, default=180.0, help="seconds per run")
     selftest.add_argument("--jobs", type=int, default=1, help="runs at once (default 1)")
     selftest.set_defaults(handler=_selftest)
 
-    # --- perf hook (issue 7) -------------------------------------------------------------------
-    # `python -m bench perf` lives in bench/perf.py, written by the perf helper. It registers its
-    # own subparser: define `register(sub: argparse._SubParsersAction) -> None` there, which adds
-    # a "perf" parser and sets `handler=<function(args) -> int>` with set_defaults.
+    # `python -m bench perf` lives in bench/perf.py, which registers its own subparser.
     if importlib.util.find_spec("bench.perf") is not None:
         from bench import perf
 

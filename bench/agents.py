@@ -8,14 +8,18 @@ that after the per-case timeout the whole tree can be killed: its process group,
 seen at that moment (a kernel runs in a session of its own), and any process still carrying this
 run's ``BIOPB_CONFIG_DIR``.
 
-Built-in names: ``scripted`` (bench.scripted, the known solution through a real MCP client),
-``nothing`` (exits 0 at once), ``claude`` (Claude Code headless). Anything else is a template.
+Built-in names: ``scripted`` (bench.scripted, the known solution through a real MCP client,
+reading the docs the run's index lists), ``docs-blind`` (the same client playing the textbook
+solution, reading no doc), ``nothing`` (exits 0 at once), ``claude`` (Claude Code headless) and
+``handoff`` (bench.handoff: the run is handed to a person or an MCP host over HTTP). Anything else
+is a template.
 """
 
 from __future__ import annotations
 
 import os
 import shlex
+import shutil
 import signal
 import subprocess
 import sys
@@ -25,7 +29,7 @@ from pathlib import Path
 
 import psutil
 
-__all__ = ["Agent", "AgentRun", "TERM_GRACE", "kill_tree", "make_agent", "run_command"]
+__all__ = ["TERM_GRACE", "Agent", "AgentNotFound", "AgentRun", "kill_tree", "make_agent", "missing_command", "run_command"]
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 """The checkout holding ``bench/``: put on PYTHONPATH so ``python -m bench.scripted`` resolves."""
@@ -74,6 +78,10 @@ def make_agent(spec: str) -> Agent:
     if spec == "scripted":
         argv = (python, "-m", "bench.scripted", "--case", "{case}", "--workdir", "{workdir}", "--mcp-config", "{mcp_config}")
         return Agent("scripted", argv)
+    if spec == "docs-blind":
+        return Agent("docs-blind", (*make_agent("scripted").argv, "--blind"))
+    if spec == "handoff":
+        return Agent("handoff", ())
     if spec == "nothing":
         return Agent("nothing", ("true",))
     if spec == "claude":
@@ -82,6 +90,20 @@ def make_agent(spec: str) -> Agent:
     if not argv:
         raise ValueError("--agent is empty: give a built-in name (scripted, nothing, claude) or a command template")
     return Agent(Path(argv[0]).name, argv)
+
+
+class AgentNotFound(OSError):
+    """The agent's command does not exist: every run would fail the same way."""
+
+
+def missing_command(agent: Agent) -> str | None:
+    """The agent's program when it cannot be found (not on PATH, no such file), else None."""
+    if not agent.argv:
+        return None
+    program = agent.argv[0]
+    if os.sep in program:
+        return None if os.access(program, os.X_OK) else program
+    return None if shutil.which(program) else program
 
 
 @dataclass(frozen=True)
@@ -166,7 +188,10 @@ def run_command(
     """
     start = time.monotonic()
     with stdout.open("wb") as out, stderr.open("wb") as err:
-        proc = subprocess.Popen(argv, cwd=cwd, env=env, stdin=subprocess.DEVNULL, stdout=out, stderr=err, start_new_session=True)
+        try:
+            proc = subprocess.Popen(argv, cwd=cwd, env=env, stdin=subprocess.DEVNULL, stdout=out, stderr=err, start_new_session=True)
+        except FileNotFoundError:
+            raise AgentNotFound(f"agent command not found: {argv[0]}") from None
         timed_out = False
         try:
             code: int | None = proc.wait(timeout=timeout)

@@ -1,4 +1,4 @@
-"""``python -m bench perf``: measure every hot path of biopb-mcp against its target (issue 7).
+"""``python -m bench perf``: measure every hot path of biopb-mcp against its target.
 
 Builds its own fixtures in a temp root (config, docs, XDG, Jupyter and IPython dirs all inside
 it), then measures:
@@ -669,7 +669,7 @@ def _handler(args: argparse.Namespace) -> int:
 
 def register(sub: argparse._SubParsersAction) -> None:
     """Add ``perf`` to ``python -m bench`` (the hook bench/__main__.py leaves)."""
-    p = sub.add_parser("perf", help="measure every hot path against its target (issue 7)",
+    p = sub.add_parser("perf", help="measure every hot path against its target",
                        description="Example: python -m bench perf --json perf.json")
     p.add_argument("--json", type=Path, default=None, help="also write the figures as JSON to FILE")
     p.add_argument("--quick", action="store_true", help="tiny scale (seconds): checks the harness, not the targets")

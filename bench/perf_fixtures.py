@@ -122,8 +122,10 @@ def make_tree(
         hooks[doc_id] = hook
     shipped_index = (SHIPPED_DIR / "index.md").read_text(encoding="utf-8")
     have = index_mod.parse(shipped_index).entry_count
-    lines = [shipped_index.rstrip("\n"), "", "## Lab", ""]
-    for doc_id in tree.ids[: max(0, index_entries - have)]:
+    # The folder line surfaces every generated doc to search (which covers only what the index
+    # surfaces); the entries below are what the index lists one by one.
+    lines = [shipped_index.rstrip("\n"), "", "## Lab", "", "- lab/: the lab's generated docs"]
+    for doc_id in tree.ids[: max(0, index_entries - have - 1)]:
         lines.append(f"- {doc_id}: {hooks[doc_id]}")
         tree.indexed.append(doc_id)
     (docs / "index.md").write_text("\n".join(lines) + "\n", encoding="utf-8")

@@ -1,4 +1,4 @@
-"""Isolated config trees for bench runs, and the ablation index (seed 001 §6).
+"""Isolated config trees for bench runs, the ablation index, and the lab tier.
 
 A bench run must never see, or write to, the user's real config, state or docs. Every run gets a
 directory used as ``BIOPB_CONFIG_DIR`` with its own ``config.toml`` (state, runtime and log paths
@@ -9,6 +9,10 @@ The ablation is one line-based transform of the shipped index: every entry under
 ``## Procedures`` heading moves to the ``ignored:`` line, so nothing lists a procedure, the
 New-shipped tail does not resurface it, and the handshake shows no procedure id. Reference entries
 stay. That heading is the only one named from outside the index.
+
+The docs arm also gets the lab tier: the docs in ``bench/lab/`` copied into the local tier under
+``lab/`` and listed under a ``## Lab`` heading, as a lab would file its own conventions. The
+no-docs arm has none of them.
 """
 
 from __future__ import annotations
@@ -26,6 +30,8 @@ import tomli_w
 from biopb_mcp.docs.index import parse as parse_index
 
 __all__ = [
+    "LAB_DIR",
+    "LAB_SECTION",
     "PROCEDURES_HEADING",
     "Ablation",
     "ConfigTree",
@@ -41,6 +47,19 @@ PROCEDURES_HEADING = "## Procedures"
 """The one index heading the bench names; the seed gate test pins it."""
 
 _HEADING = re.compile(r"^(#{1,6})\s")
+
+LAB_DIR = Path(__file__).resolve().parent / "lab"
+"""The lab tier's docs, installed as ``lab/<name>`` in the docs arm."""
+
+LAB_SECTION = """
+## Lab
+Our own conventions: read the matching one before analysing our files.
+- lab/microscope: our scope: pixel size, camera offset and channel order (the files do not record them)
+- lab/positive-cells: how many cells are positive (GFP-positive)
+- lab/debris-gate: count cells or nuclei without the debris
+- lab/results-layout: where to save results tables and label images
+"""
+"""The docs arm's index section for the lab tier, in the lab's words."""
 
 
 @dataclass(frozen=True)
@@ -129,13 +148,24 @@ class ConfigTree:
         return self.root / "run"
 
 
-def prepare_tree(out: Path, *, bench_docs: bool, index_text: str | None = None) -> ConfigTree:
+def with_lab_section(index_text: str) -> str:
+    """The index with the Lab section inserted before its ``ignored:`` line (or at the end)."""
+    lines = index_text.rstrip("\n").split("\n")
+    at = next((i for i, line in enumerate(lines) if line.startswith("ignored:")), len(lines))
+    return "\n".join(lines[:at]).rstrip("\n") + "\n" + LAB_SECTION + "\n" + "\n".join(lines[at:]) + "\n"
+
+
+def prepare_tree(
+    out: Path, *, bench_docs: bool, index_text: str | None = None, extra_config: dict[str, dict[str, object]] | None = None
+) -> ConfigTree:
     """Write a fresh config tree at ``out`` (created; must be empty or absent).
 
     Args:
         out: the directory to use as ``BIOPB_CONFIG_DIR``.
-        bench_docs: True keeps the seed index unchanged; False writes the ablated index.
+        bench_docs: True keeps the seed index and adds the lab tier; False writes the ablated
+            index and no lab tier.
         index_text: the seed index to start from (default: the shipped one).
+        extra_config: more config.toml tables (e.g. ``{"kernel": {"promote_after": 1.0}}``).
 
     Raises:
         FileExistsError: ``out`` exists and is not empty (a run never reuses a tree).
@@ -152,14 +182,21 @@ def prepare_tree(out: Path, *, bench_docs: bool, index_text: str | None = None) 
     tree.docs_dir.mkdir(parents=True)
     tree.state_dir.mkdir()
     tree.runtime_dir.mkdir(mode=0o700)
+    if bench_docs:
+        seed = with_lab_section(seed)
+        (tree.docs_dir / "lab").mkdir()
+        for doc in sorted(LAB_DIR.glob("*.md")):
+            shutil.copyfile(doc, tree.docs_dir / "lab" / doc.name)
     (tree.docs_dir / "index.md").write_text(seed, encoding="utf-8")
-    config = {
+    config: dict[str, dict[str, object]] = {
         "server": {
             "state_dir": str(tree.state_dir),
             "runtime_dir": str(tree.runtime_dir),
             "log_file": str(tree.state_dir / "server.log"),
         },
     }
+    for table, values in (extra_config or {}).items():
+        config.setdefault(table, {}).update(values)
     (tree.root / "config.toml").write_text(tomli_w.dumps(config), encoding="utf-8")
     (tree.root / "bench.json").write_text(
         json.dumps({"bench_docs": bench_docs, "moved_to_ignored": moved}, indent=2) + "\n", encoding="utf-8"

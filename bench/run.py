@@ -4,6 +4,11 @@ Each run gets a fresh directory ``<out>/runs/<case>--<arm>--r<k>/`` holding its 
 (``config/``, the run's BIOPB_CONFIG_DIR), its work dir (``work/``), the MCP client config, the
 server's tool-call trace and the agent's stdout/stderr. Both arms of a pair get the same data
 (the generator is seeded by case and repeat, not by arm), so a per-case comparison is paired.
+
+A two-session case runs the agent twice on the same tree and work dir, each time with a fresh
+server: session 1 (``trace-s1.jsonl``, ``agent-s1.*``) gets the first request, session 2 the
+scored one. A docs-off run is *contaminated* when its trace shows a read of a procedure the
+ablation hid, or a search whose hits (replayed on the run's tree afterwards) include one.
 """
 
 from __future__ import annotations
@@ -22,9 +27,16 @@ from typing import Any
 
 import numpy as np
 
-from bench.agents import PROMPT_SUFFIX, REPO_ROOT, Agent, run_command
+from bench.agents import (
+    PROMPT_SUFFIX,
+    REPO_ROOT,
+    Agent,
+    AgentNotFound,
+    AgentRun,
+    run_command,
+)
 from bench.cases import Case, run_check
-from bench.prepare import prepare_tree, write_mcp_config
+from bench.prepare import ConfigTree, prepare_tree, write_mcp_config
 
 __all__ = ["ARMS", "RunSpec", "parse_trace", "run_bench", "run_one"]
 
@@ -43,6 +55,8 @@ class RunSpec:
     repeat: int = 1
     timeout: float = 600.0
     seed: int = 0
+    promote_after: float | None = None
+    """Server setting kernel.promote_after for every run (None: the server's default)."""
 
 
 def parse_trace(path: Path) -> tuple[dict[str, int], list[str], int]:
@@ -69,6 +83,42 @@ def parse_trace(path: Path) -> tuple[dict[str, int], list[str], int]:
     return dict(calls), docs, bad
 
 
+def trace_calls(path: Path, tool: str) -> list[dict[str, Any]]:
+    """The argument summaries of every call to ``tool`` in a trace, in order."""
+    found: list[dict[str, Any]] = []
+    if not path.is_file():
+        return found
+    for line in path.read_text(encoding="utf-8", errors="replace").splitlines():
+        try:
+            entry = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(entry, dict) and entry.get("tool") == tool and isinstance(entry.get("args"), dict):
+            found.append(entry["args"])
+    return found
+
+
+def contamination(tree: ConfigTree, trace: Path) -> list[str]:
+    """How a docs-off run reached a hidden procedure: ``read:<id>`` for a read_doc of it,
+    ``search:<id>`` for a search that returned it (the run's queries replayed on its tree)."""
+    hidden = set(tree.moved)
+    if not hidden:
+        return []
+    from biopb_mcp.docs.search import search_docs
+    from biopb_mcp.docs.store import DocStore
+    from biopb_mcp.errors import BiopbMcpError
+
+    found = [f"read:{args.get('id')}" for args in trace_calls(trace, "read_doc") if str(args.get("id", "")).split("@")[0] in hidden]
+    store = DocStore(tree.docs_dir)
+    for args in trace_calls(trace, "search_docs"):
+        try:
+            hits = search_docs(store, str(args.get("query", "")), int(args.get("max_results") or 5))
+        except (BiopbMcpError, ValueError, TypeError):
+            continue
+        found += [f"search:{hit.doc_id}" for hit in hits if hit.doc_id in hidden]
+    return sorted(set(found))
+
+
 def _data_rng(seed: int, case: Case, repeat: int) -> np.random.Generator:
     return np.random.default_rng([seed, zlib.crc32(case.name.encode()), repeat])
 
@@ -79,6 +129,7 @@ def run_one(spec: RunSpec, case: Case, arm: str, repeat: int) -> dict[str, Any]:
     run_dir = spec.out / "runs" / f"{case.name}--{arm}--r{repeat}"
     row: dict[str, Any] = {
         "case": case.name,
+        "category": case.category,
         "arm": arm,
         "repeat": repeat,
         "agent": spec.agent.name,
@@ -91,57 +142,92 @@ def run_one(spec: RunSpec, case: Case, arm: str, repeat: int) -> dict[str, Any]:
         "tool_calls": {},
         "read_doc_called": False,
         "docs_read": [],
+        "contaminated": [],
         "harness_error": None,
         "run_dir": str(run_dir),
     }
     try:
         run_dir.mkdir(parents=True)
-        tree = prepare_tree(run_dir / "config", bench_docs=ARMS[arm])
+        extra = {"kernel": {"promote_after": spec.promote_after}} if spec.promote_after is not None else None
+        tree = prepare_tree(run_dir / "config", bench_docs=ARMS[arm], extra_config=extra)
         workdir = run_dir / "work"
         workdir.mkdir()
         truth = case.setup(workdir, _data_rng(spec.seed, case, repeat))
         trace = run_dir / "trace.jsonl"
-        mcp_config = run_dir / "mcp.json"
-        write_mcp_config(mcp_config, tree, trace)
-        prompt = case.request + PROMPT_SUFFIX.replace("{workdir}", str(workdir))
-        argv = spec.agent.command(prompt=prompt, workdir=workdir, mcp_config=mcp_config, case=case.name)
-        env = {
-            **os.environ,
-            **spec.agent.env,
-            "BIOPB_CONFIG_DIR": str(tree.root),
-            "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO_ROOT), os.environ.get("PYTHONPATH", "")])),
-            "BENCH_PROMPT": prompt,
-            "BENCH_WORKDIR": str(workdir),
-            "BENCH_MCP_CONFIG": str(mcp_config),
-            "BENCH_CASE": case.name,
-        }
-        ran = run_command(
-            argv,
-            cwd=workdir,
-            env=env,
-            timeout=spec.timeout,
-            stdout=run_dir / "agent.out",
-            stderr=run_dir / "agent.err",
-            marker=("BIOPB_CONFIG_DIR", str(tree.root)),
-        )
-        row.update(exit_code=ran.exit_code, timed_out=ran.timed_out, duration_s=ran.duration_s)
+        runs: list[AgentRun] = []
+        for session in range(1, case.sessions + 1):
+            last = session == case.sessions
+            session_trace = trace if last else run_dir / f"trace-s{session}.jsonl"
+            request = case.request if last else case.first_request
+            runs.append(_session(spec, case, tree, run_dir, workdir, session_trace, request, session, f"{case.name} {arm} r{repeat}"))
+        ran = runs[-1]
+        row.update(exit_code=ran.exit_code, timed_out=any(r.timed_out for r in runs), duration_s=round(sum(r.duration_s for r in runs), 3))
         try:
             passed, detail = run_check(case, workdir, truth)
         except Exception as exc:  # a crashing check is a bench bug, not the agent's failure
             row["harness_error"] = f"check crashed: {exc!r}"
             passed, detail = False, f"check crashed: {exc!r}"
-        if ran.timed_out:
+        if row["timed_out"]:
             detail = f"timed out after {spec.timeout:g} s; {detail}"
-        calls, docs, bad = parse_trace(trace)
-        row.update(passed=bool(passed), detail=detail, tool_calls=calls, docs_read=docs, read_doc_called=bool(docs))
-        if bad:
-            row["trace_unparsable_lines"] = bad
+        traces = [run_dir / f"trace-s{n}.jsonl" for n in range(1, case.sessions)] + [trace]
+        calls: Counter[str] = Counter()
+        docs: list[str] = []
+        for path in traces:
+            session_calls, session_docs, bad = parse_trace(path)
+            calls.update(session_calls)
+            docs += session_docs
+            if bad:
+                row["trace_unparsable_lines"] = row.get("trace_unparsable_lines", 0) + bad
+        row.update(passed=bool(passed), detail=detail, tool_calls=dict(calls), docs_read=docs, read_doc_called=bool(docs))
+        if not ARMS[arm]:
+            row["contaminated"] = sorted({hit for path in traces for hit in contamination(tree, path)})
+        if case.sessions > 1:
+            written = sorted({str(args.get("id")) for args in trace_calls(traces[0], "write_doc") if args.get("id") != "index"})
+            read_later = sorted({str(args.get("id")) for args in trace_calls(trace, "read_doc")} & set(written))
+            row.update(session1_wrote=written, session2_read=read_later)
     except Exception as exc:  # the harness itself failed this run; the row says how
-        row["harness_error"] = f"{type(exc).__name__}: {exc}"
+        row["harness_error"] = str(exc) if isinstance(exc, AgentNotFound) else f"{type(exc).__name__}: {exc}"
         row["detail"] = row["detail"] or row["harness_error"]
         with (spec.out / "harness-errors.log").open("a", encoding="utf-8") as log:
             log.write(f"--- {case.name} {arm} r{repeat}\n{traceback.format_exc()}\n")
     return row
+
+
+def _session(
+    spec: RunSpec, case: Case, tree: ConfigTree, run_dir: Path, workdir: Path, trace: Path, request: str, session: int, label: str
+) -> AgentRun:
+    """Run the agent for one session of a case: a command, or a handoff to a person or host."""
+    prompt = request + PROMPT_SUFFIX.replace("{workdir}", str(workdir))
+    tag = "" if session == case.sessions else f"-s{session}"
+    if spec.agent.name == "handoff":
+        from bench.handoff import handoff_files, run_handoff
+
+        files = handoff_files(run_dir, session, case.sessions)
+        name = label if case.sessions == 1 else f"{label} session {session} of {case.sessions}"
+        return run_handoff(tree=tree, workdir=workdir, trace=trace, prompt=prompt, files=files, timeout=spec.timeout, label=name)
+    mcp_config = run_dir / f"mcp{tag}.json"
+    write_mcp_config(mcp_config, tree, trace)
+    argv = spec.agent.command(prompt=prompt, workdir=workdir, mcp_config=mcp_config, case=case.name)
+    env = {
+        **os.environ,
+        **spec.agent.env,
+        "BIOPB_CONFIG_DIR": str(tree.root),
+        "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO_ROOT), os.environ.get("PYTHONPATH", "")])),
+        "BENCH_PROMPT": prompt,
+        "BENCH_WORKDIR": str(workdir),
+        "BENCH_MCP_CONFIG": str(mcp_config),
+        "BENCH_CASE": case.name,
+        "BENCH_SESSION": str(session),
+    }
+    return run_command(
+        argv,
+        cwd=workdir,
+        env=env,
+        timeout=spec.timeout,
+        stdout=run_dir / f"agent{tag}.out",
+        stderr=run_dir / f"agent{tag}.err",
+        marker=("BIOPB_CONFIG_DIR", str(tree.root)),
+    )
 
 
 def run_bench(spec: RunSpec, *, progress: bool = True, jobs: int = 1) -> list[dict[str, Any]]:

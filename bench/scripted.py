@@ -1,19 +1,26 @@
-"""The scripted agent: a real MCP client over stdio that plays a case's known solution.
+"""The scripted agents: a real MCP client over stdio that plays a case's known solution.
 
-Run as ``python -m bench.scripted --case NAME --workdir DIR --mcp-config FILE``. It starts the
-server exactly as an agent CLI would (from the ``mcpServers`` JSON), reads the handshake, calls
-``start_kernel``, reads the case's docs *only if that arm's handshake index lists them* (so in the
-no-docs arm it reads none of the procedures), runs the solution with ``execute_code`` in the work
-dir, and follows a promoted job with ``poll_job`` until it ends.
+Run as ``python -m bench.scripted --case NAME --workdir DIR --mcp-config FILE [--blind]``. It
+starts the server exactly as an agent CLI would (from the ``mcpServers`` JSON), reads the
+handshake, calls ``start_kernel`` and runs a solution with ``execute_code`` in the work dir,
+following a job that outlives ``promote_after`` with ``poll_job`` until it ends.
 
-It proves the harness and the checks end to end. It says nothing about whether the docs help a
-model: it already knows the answer.
+* The docs-driven agent (default) reads the case's docs *only if the handshake lists them*, and
+  plays the case's full solution only when it could read them all; otherwise it plays the
+  textbook solution, as an agent without those docs would. In session 1 of a two-session case it
+  writes the convention down with ``write_doc``.
+* ``--blind``, the docs-blind agent, reads and writes no doc and always plays the textbook solution:
+  it shows which cases need what the docs hold.
+
+They prove the harness and the checks end to end. They say nothing about whether the docs help a
+model: they already know the answers.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import re
 import sys
 import time
@@ -23,13 +30,15 @@ import anyio
 from mcp import Client, StdioServerParameters
 from mcp.types import CallToolResult, TextContent
 
-from bench.cases import get_case
+from bench.cases import Case, get_case
 
-__all__ = ["listed_ids", "main", "play"]
+__all__ = ["job_to_follow", "listed_ids", "main", "play"]
 
 _ENTRY = re.compile(r"^\s*[-*]\s+([A-Za-z0-9._/-]+)\s*:", re.MULTILINE)
-_PROMOTED = re.compile(r"^(job-\d+) running:")
-_RUNNING = re.compile(r"^job-\d+: running for ")
+# A promoted call says "… continues in the background as job-3; …"; a poll of a running job
+# starts "job-3: running for 2.0 s; …".
+_RUNNING = re.compile(r"^(job-\d+): running for ", re.MULTILINE)
+_PROMOTED = re.compile(r"in the background as (job-\d+)")
 POLL_INTERVAL = 0.5
 """Seconds between poll_job calls while a promoted solution runs."""
 
@@ -43,36 +52,73 @@ def _text(result: CallToolResult) -> str:
     return "\n".join(part.text for part in result.content if isinstance(part, TextContent))
 
 
+def job_to_follow(result: CallToolResult) -> str | None:
+    """The id of a job that is still running, from a result of execute_code or poll_job.
+
+    Structured content (``job_id`` and ``status``) is used when the server sends it; the text
+    is the fallback.
+    """
+    structured = result.structured_content or {}
+    if isinstance(structured, dict) and structured.get("job_id"):
+        return str(structured["job_id"]) if structured.get("status") == "running" else None
+    text = _text(result)
+    running = _RUNNING.search(text)
+    if running:
+        return running.group(1)
+    promoted = _PROMOTED.search(text)
+    return promoted.group(1) if promoted else None
+
+
 def _log(message: str) -> None:
     print(f"[scripted {time.strftime('%H:%M:%S')}] {message}", file=sys.stderr, flush=True)
 
 
-async def play(case_name: str, workdir: Path, mcp_config: Path) -> int:
-    """Play one case's solution through the server named in ``mcp_config``; 0 when the code ran."""
+async def _run_code(client: Client, workdir: Path, code: str) -> int:
+    result = await client.call_tool("execute_code", {"code": f"import os\nos.chdir({str(workdir)!r})\n" + code})
+    polls = 0
+    while (job_id := job_to_follow(result)) is not None:
+        await anyio.sleep(POLL_INTERVAL)
+        result = await client.call_tool("poll_job", {"job_id": job_id})
+        polls += 1
+    text = _text(result)
+    _log(f"execute_code -> {'error' if result.is_error else 'ok'} after {polls} poll(s):\n{text[:4000]}")
+    return 1 if result.is_error or "Traceback" in text else 0
+
+
+async def play(case_name: str, workdir: Path, mcp_config: Path, *, session: int | None = None, blind: bool = False) -> int:
+    """Play one session of a case through the server named in ``mcp_config``; 0 when the code ran."""
     case = get_case(case_name)
+    session = session or case.sessions
     spec = json.loads(mcp_config.read_text(encoding="utf-8"))["mcpServers"]["biopb"]
     params = StdioServerParameters(command=spec["command"], args=spec.get("args", []), env=spec.get("env"), cwd=str(workdir))
     async with Client(params, read_timeout_seconds=120) as client:
         listed = listed_ids(client.instructions or "")
-        _log(f"handshake lists {len(listed)} ids")
+        _log(f"session {session} of {case.sessions}; handshake lists {len(listed)} ids; {'blind' if blind else 'docs-driven'}")
         _log(_text(await client.call_tool("start_kernel", {})))
+        if session < case.sessions:
+            return await _first_session(client, case, workdir, blind)
+        informed = not blind
         for doc_id in case.docs:
+            if blind:
+                break
             if doc_id in listed:
                 result = await client.call_tool("read_doc", {"id": doc_id})
                 _log(f"read_doc({doc_id!r}): {len(_text(result))} chars")
             else:
-                _log(f"{doc_id!r} is not listed in this arm; not reading it")
-        code = f"import os\nos.chdir({str(workdir)!r})\n" + case.solution
-        result = await client.call_tool("execute_code", {"code": code})
-        text = _text(result)
-        promoted = _PROMOTED.match(text)
-        while promoted or _RUNNING.match(text):
-            job_id = promoted.group(1) if promoted else text.split(":", 1)[0]
-            await anyio.sleep(POLL_INTERVAL)
-            result = await client.call_tool("poll_job", {"job_id": job_id})
-            text, promoted = _text(result), None
-        _log(f"execute_code -> {'error' if result.is_error else 'ok'}:\n{text[:4000]}")
-        return 1 if result.is_error or "Traceback" in text else 0
+                informed = False
+                _log(f"{doc_id!r} is not listed here; not reading it")
+        code = case.solution if informed else case.textbook_solution
+        _log("playing the " + ("full solution" if code is case.solution else "textbook solution"))
+        return await _run_code(client, workdir, code)
+
+
+async def _first_session(client: Client, case: Case, workdir: Path, blind: bool) -> int:
+    code = await _run_code(client, workdir, case.first_solution)
+    if case.memo is not None and not blind:
+        doc_id, body = case.memo
+        result = await client.call_tool("write_doc", {"id": doc_id, "body": body})
+        _log(f"write_doc({doc_id!r}) -> {'error' if result.is_error else 'ok'}")
+    return code
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -80,8 +126,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--case", required=True, help="bench case name")
     parser.add_argument("--workdir", required=True, type=Path, help="the case's work dir")
     parser.add_argument("--mcp-config", required=True, type=Path, help="mcpServers JSON naming the biopb server")
+    parser.add_argument("--session", type=int, default=None, help="session number (default: $BENCH_SESSION, else the last)")
+    parser.add_argument("--blind", action="store_true", help="read no doc, play the textbook solution")
     args = parser.parse_args(argv)
-    return anyio.run(play, args.case, args.workdir.resolve(), args.mcp_config)
+    session = args.session or int(os.environ.get("BENCH_SESSION", "0") or 0) or None
+    return anyio.run(lambda: play(args.case, args.workdir.resolve(), args.mcp_config, session=session, blind=args.blind))
 
 
 if __name__ == "__main__":

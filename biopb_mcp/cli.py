@@ -117,7 +117,7 @@ def _build_parser() -> _Parser:
     dsub.add_parser("check", help="lint both tiers; exit 1 and list each problem if any",
                     description="Lint ids, caps, index entries that do not resolve and shipped "
                     "[[links]] that do not land. Example: biopb-mcp docs check")
-    search = dsub.add_parser("search", help="full-text search over every readable doc",
+    search = dsub.add_parser("search", help="full-text search over the docs the index lists",
                              description="Example: biopb-mcp docs search 'otsu threshold' --max 3")
     search.add_argument("query", help="words or an exact phrase to find")
     search.add_argument("--max", type=_positive_int, default=5, metavar="N",

@@ -392,7 +392,8 @@ def _register_doc_tools(mcp: MCPServer, state: AppState) -> None:
 
     @_tool(mcp, READ_ONLY)
     def search_docs(query: str, max_results: int = 5) -> str:
-        """Full-text search over every doc (both tiers, including ones the index does not list).
+        """Full-text search over the docs the index lists (its entries and its New shipped docs;
+        ignored docs and local docs without an index line are not searched, only read by id).
         Use it for a literal you hit — an exception name, a config key, a log line, a function —
         or when no index entry matches the request. Returns doc id, section and a snippet per hit;
         read_doc the hit to see it whole."""

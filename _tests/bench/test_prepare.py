@@ -12,7 +12,15 @@ import pytest
 from mcp import Client, StdioServerParameters
 
 from bench.__main__ import main
-from bench.prepare import PROCEDURES_HEADING, ablate_index, prepare_tree, shipped_index_path, write_mcp_config
+from bench.prepare import (
+    PROCEDURES_HEADING,
+    ablate_index,
+    prepare_tree,
+    shipped_index_path,
+    with_lab_section,
+    write_mcp_config,
+)
+from biopb_mcp.docs.search import search_docs, tokenize
 from biopb_mcp.docs.store import DocStore
 
 
@@ -77,9 +85,26 @@ def test_store_on_an_ablated_tree_lists_no_procedure_and_no_tail_resurfaces_them
     assert store.read_doc(PROCEDURES[0])  # ignored is not withheld: still readable by id
 
 
-def test_docs_arm_tree_is_the_seed_unchanged_and_isolated(tmp_path: Path) -> None:
+def test_docs_off_search_finds_no_procedure_by_any_word_of_its_title_or_body(tmp_path: Path) -> None:
+    tree = prepare_tree(tmp_path / "nodocs", bench_docs=False)
+    store = DocStore(tree.docs_dir)
+    words: set[str] = set()
+    for doc_id in PROCEDURES:
+        words.update(tokenize(store.doc_text(doc_id)[0]))
+    assert len(words) > 200
+    found = {hit.doc_id for word in sorted(words) for hit in search_docs(store, word, 50)}
+    assert not found & set(PROCEDURES)
+    assert found  # the references are still searched
+    assert not (tree.docs_dir / "lab").exists()  # the lab tier is the docs arm's alone
+
+
+def test_docs_arm_tree_is_the_seed_plus_the_lab_tier_and_isolated(tmp_path: Path) -> None:
     tree = prepare_tree(tmp_path / "docs", bench_docs=True)
-    assert (tree.docs_dir / "index.md").read_text(encoding="utf-8") == SEED
+    assert (tree.docs_dir / "index.md").read_text(encoding="utf-8") == with_lab_section(SEED)
+    store = DocStore(tree.docs_dir)
+    assert {"lab/microscope", "lab/positive-cells", "lab/debris-gate", "lab/results-layout"} <= set(store.listed_ids())
+    assert set(PROCEDURES) <= set(store.listed_ids())
+    assert store.check() == []
     config = (tree.root / "config.toml").read_text(encoding="utf-8")
     for key in ("state_dir", "runtime_dir", "log_file"):
         assert f'{key} = "{tree.root}' in config

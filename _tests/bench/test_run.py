@@ -1,11 +1,14 @@
-"""End to end: the scripted agent through a real stdio server and kernel on a few cases, the
-do-nothing agent on all twenty, and the CLI's exit codes."""
+"""End to end: the scripted agents through a real stdio server and kernel on a few cases (one of
+them two-session, with a solution that outlives promote_after), the do-nothing agent on all cases,
+contamination, and the CLI's exit codes."""
 
 from __future__ import annotations
 
 import json
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+
+import pytest
 
 from bench.__main__ import main
 from bench.agents import make_agent
@@ -33,24 +36,84 @@ def test_scripted_agent_passes_through_the_real_server_and_reads_only_listed_doc
 
 def test_nothing_agent_fails_every_case_and_the_summary_says_so(tmp_path: Path) -> None:
     cases = all_cases()
+    n = len(cases)
     rows = run_bench(RunSpec(make_agent("nothing"), ["docs"], cases, tmp_path, timeout=60), progress=False, jobs=2)
-    assert len(rows) == 20
+    assert len(rows) == n
     assert [row["case"] for row in rows if row["passed"]] == []
     assert all(row["exit_code"] == 0 and row["harness_error"] is None for row in rows)
-    assert headline(rows) == "docs: 0/20"
-    text = summarize(rows, agent="nothing", wall_s=1.0, cases=20, repeat=1)
-    assert "| count-nuclei | segment-nuclei | fail |" in text
-    assert "| docs | 0/20 (0%) | none |" in text
+    assert headline(rows) == f"docs: 0 passed, {n} failed"
+    text = summarize(rows, agent="nothing", wall_s=1.0, cases=n, repeat=1)
+    assert "| count-nuclei | textbook | segment-nuclei | fail |" in text
+    assert f"| docs | 0/{n} (0%) | none |" in text
+    assert "| lab | 6 | 0/6 |" in text and "| two-session | 3 | 0/3 |" in text
 
 
 def test_run_command_writes_summary_and_exits_nonzero_only_on_harness_failure(tmp_path: Path) -> None:
     ok = ["run", "--agent", "nothing", "--arms", "both", "--cases", "crop-roi,split-channels", "--out", str(tmp_path / "ok")]
     assert main(ok) == 0
     summary = (tmp_path / "ok" / "summary.md").read_text()
-    assert "docs: 0/2 · no docs: 0/2" in summary
+    assert "docs: 0 passed, 2 failed · no docs: 0 passed, 2 failed" in summary
     assert "Pairs: both pass: 0 · docs only: 0 · no docs only: 0 · both fail: 2" in summary
-    broken = ["run", "--agent", str(tmp_path / "no-such-agent") + " {prompt}", "--cases", "crop-roi", "--out", str(tmp_path / "bad")]
-    assert main(broken) == 1
-    row = json.loads((tmp_path / "bad" / "results.jsonl").read_text().splitlines()[0])
-    assert "FileNotFoundError" in row["harness_error"]
+    # an agent whose command vanished once it started is a harness error, said plainly
+    row = run_one(RunSpec(make_agent(str(tmp_path / "gone") + " {prompt}"), ["docs"], [], tmp_path / "gone-run"), get_case("crop-roi"), "docs", 0)
+    assert row["harness_error"] == f"agent command not found: {tmp_path / 'gone'}"
     assert main(["run", "--agent", "nothing", "--cases", "no-such-case", "--out", str(tmp_path / "x")]) == 2
+
+
+def test_a_missing_agent_command_is_one_error_line_and_no_runs(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    broken = ["run", "--agent", "no-such-agent-binary {prompt}", "--cases", "crop-roi,split-channels", "--out", str(tmp_path / "bad")]
+    assert main(broken) == 2
+    captured = capsys.readouterr()
+    assert captured.err == "error: agent command not found: no-such-agent-binary (give a built-in agent name, or a command on PATH)\n"
+    assert captured.out == ""
+    assert not (tmp_path / "bad").exists()
+
+
+def test_scripted_agent_on_a_two_session_case_follows_jobs_and_keeps_the_convention(tmp_path: Path) -> None:
+    # promote_after 0.5 s: every solution (its imports alone) outlives it and becomes a job, so the
+    # check passes only if the agent followed each job to its end before leaving. (The docs-blind
+    # agent failing this case is `python -m bench selftest`'s to show.)
+    spec = RunSpec(make_agent("scripted"), ["docs"], [], tmp_path, timeout=150, promote_after=0.5)
+    row = run_one(spec, get_case("memo-border-rule"), "docs", 0)
+    assert row["passed"], row
+    assert row["tool_calls"].get("poll_job", 0) >= 2  # one job per session, each followed
+    assert row["session1_wrote"] == ["counting-rules"] and row["session2_read"] == ["counting-rules"]
+    assert (Path(row["run_dir"]) / "trace-s1.jsonl").is_file() and (Path(row["run_dir"]) / "trace.jsonl").is_file()
+
+
+def test_a_docs_off_run_that_reached_a_procedure_is_flagged(tmp_path: Path) -> None:
+    from bench.prepare import prepare_tree
+    from bench.report import summarize
+    from bench.run import contamination
+    from biopb_mcp.docs.store import DocStore
+
+    tree = prepare_tree(tmp_path / "config", bench_docs=False)
+    hidden = tree.moved[0]
+    trace = tmp_path / "trace.jsonl"
+    lines = [
+        {"tool": "read_doc", "args": {"id": "kernel"}, "ok": True},
+        {"tool": "search_docs", "args": {"query": "stitch tiles phase correlation"}, "ok": True},
+    ]
+    trace.write_text("".join(json.dumps(line) + "\n" for line in lines), encoding="utf-8")
+    assert contamination(tree, trace) == []  # a reference read and a search that finds no procedure
+    lines.append({"tool": "read_doc", "args": {"id": hidden}, "ok": True})
+    trace.write_text("".join(json.dumps(line) + "\n" for line in lines), encoding="utf-8")
+    assert contamination(tree, trace) == [f"read:{hidden}"]
+    # the agent re-lists a hidden procedure in the index: its searches now reach it
+    store = DocStore(tree.docs_dir)
+    store.write_doc("index", body=(tree.docs_dir / "index.md").read_text(encoding="utf-8") + "\n- stitch-tiles: stitch\n")
+    assert "search:stitch-tiles" in contamination(tree, trace)
+    row = {"case": "stitch-tiles", "category": "textbook", "arm": "nodocs", "repeat": 0, "passed": True, "detail": "", "covered_by": [],
+           "timed_out": False, "harness_error": None, "tool_calls": {}, "docs_read": [hidden], "read_doc_called": True,
+           "duration_s": 1.0, "contaminated": [f"read:{hidden}"]}
+    text = summarize([row], agent="x", wall_s=1, cases=1, repeat=1)
+    assert "Contaminated no-docs runs (read or found a hidden procedure): 1. Without them: **no docs: 0 passed, 0 failed**" in text
+    assert f"- stitch-tiles no docs r0: read:{hidden}" in text
+
+
+def test_cases_can_be_chosen_by_category(tmp_path: Path) -> None:
+    assert main(["run", "--agent", "nothing", "--arms", "nodocs", "--cases", "two-session,crop-roi", "--out", str(tmp_path)]) == 0
+    rows = [json.loads(line) for line in (tmp_path / "results.jsonl").read_text().splitlines()]
+    assert sorted(row["case"] for row in rows) == ["crop-roi", "memo-border-rule", "memo-channel-map", "memo-frame-interval"]
+    memo = next(row for row in rows if row["case"] == "memo-border-rule")
+    assert memo["session1_wrote"] == [] and (Path(memo["run_dir"]) / "agent-s1.out").is_file()

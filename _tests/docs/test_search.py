@@ -245,7 +245,9 @@ def tiers(tmp_path: Path) -> tuple[Path, Path]:
     shipped, local = tmp_path / "shipped", tmp_path / "local"
     _write(
         shipped / "index.md",
-        "# biopb docs\n\n## References\n- kernel: run code\n- numpy-errors: fix errors\n",
+        "# biopb docs\n\n## References\n- kernel: run code\n- numpy-errors: fix errors\n"
+        # lines for the local docs the tests below write, so search surfaces them
+        "\n## Lab\n- notes: my notes\n- fine: fine\n- binary: binary\n- many/: many docs\n- notes/: notes\n",
     )
     _write(shipped / "kernel.md", LITERAL_CORPUS["kernel"] + "\n## Shipped only\nzebrafish shippedword\n")
     _write(shipped / "numpy-errors.md", LITERAL_CORPUS["numpy-errors"])
@@ -269,7 +271,7 @@ def _ids(hits: list[Hit]) -> list[tuple[str, str]]:
     [
         ("ValueError: operands could not be broadcast", ("numpy-errors", "The broadcast error")),
         ("kernel.promote_after", ("kernel", "Config")),
-        ("skimage.filters.threshold_otsu", ("_banked/thresholds", "API")),
+        ("Fix the axis order", ("numpy-errors", "The broadcast error")),
     ],
 )
 def test_store_search_puts_the_literal_section_first(
@@ -294,7 +296,7 @@ def test_shadowed_shipped_doc_is_searched_in_its_local_text_only(
     assert search_docs(store, "localword")[0].origin == "local (shadows shipped)"
 
 
-def test_unindexed_and_nested_local_docs_are_searched_but_not_hidden_files(
+def test_nested_local_docs_under_a_listed_folder_are_searched_but_not_hidden_files(
     store: DocStore, tiers: tuple[Path, Path]
 ) -> None:
     local = tiers[1]
@@ -306,6 +308,22 @@ def test_unindexed_and_nested_local_docs_are_searched_but_not_hidden_files(
     hits = search_docs(store, "unlistedword")
     assert [(h.doc_id, h.origin) for h in hits] == [("notes/scratch", "local")]
     assert search_docs(store, "hiddenword") == []
+
+
+def test_search_covers_only_what_the_index_surfaces(store: DocStore, tiers: tuple[Path, Path]) -> None:
+    """Ignored, banked and unindexed docs are readable by exact id, never found by search."""
+    local = tiers[1]
+    _write(local / "scratch.md", "# Scratch\nunlistedword lives here\n")
+    assert search_docs(store, "unlistedword") == []
+    assert search_docs(store, "skimage.filters.threshold_otsu") == []  # banked
+    assert "unlistedword" in store.read_doc("scratch")
+    assert "threshold_otsu" in store.read_doc("_banked/thresholds")
+    assert _ids(search_docs(store, "kernel.promote_after"))[0] == ("kernel", "Config")
+    index = (local / "index.md").read_text(encoding="utf-8")
+    store.write_doc("index", body=index.replace("- kernel: run code\n", "") + "\nignored: kernel\n- scratch: mine\n")
+    assert search_docs(store, "kernel.promote_after") == []
+    assert "promote_after" in store.read_doc("kernel")
+    assert _ids(search_docs(store, "unlistedword")) == [("scratch", "Scratch")]
 
 
 def test_search_sees_a_hand_edit_and_a_write_doc_at_once(store: DocStore, tiers: tuple[Path, Path]) -> None:
@@ -346,7 +364,7 @@ def test_unreadable_doc_is_skipped_with_a_warning(
 
 
 def test_warm_index_reads_every_doc_ahead_of_the_first_search(store: DocStore) -> None:
-    assert warm_index(store) == len(store.doc_ids()) == 3
+    assert warm_index(store) == len(store.surfaced_ids()) == 2  # the banked doc is not searched
     assert _ids(search_docs(store, "kernel.promote_after"))[0] == ("kernel", "Config")
 
 
@@ -372,6 +390,8 @@ def test_max_results_bounds_the_hits(store: DocStore, tiers: tuple[Path, Path]) 
 def test_search_over_a_generated_corpus_finds_each_literal(tmp_path: Path) -> None:
     local = tmp_path / "local"
     queries = bench_corpus(local, 200_000, 100)
+    groups = sorted(path.name for path in local.iterdir())
+    (local / "index.md").write_text("".join(f"- {group}/: docs\n" for group in groups), encoding="utf-8")
     corpus_store = DocStore(local, shipped_dir=tmp_path / "no-shipped", version="1.0")
     texts = {doc_id: corpus_store.doc_text(doc_id)[0] for doc_id in corpus_store.doc_ids()}
     found = 0

@@ -10,7 +10,20 @@ Each case module calls :func:`register` at import. A case is plain data plus two
 
 ``solution`` is Python source the scripted agent runs through ``execute_code`` with the kernel's
 working directory set to the work dir: the known answer, proving that the check can pass.
-``docs`` names the shipped docs that cover the case (empty for the cases no procedure covers).
+``docs`` names the docs that cover the case (empty for the cases no procedure covers): shipped
+procedures, the lab tier's docs, or the doc a two-session case's first session writes.
+
+Categories tell what a case needs:
+
+* ``textbook``: a strong model solves it from general knowledge; the docs may help.
+* ``lab``: the truth depends on a convention only the lab tier (local docs the bench installs in
+  the docs arm) states: pixel size, camera offset, channel order, what counts as positive.
+* ``hard``: the textbook method fails on this data and the procedure's robust method works.
+* ``two-session``: session 1's request states a convention and asks the agent to keep it;
+  session 2 (a fresh server on the same config tree) gets a related request without it.
+
+``blind_solution`` is the textbook approach, what an agent that reads no doc would run (the
+docs-blind scripted agent): it passes textbook cases and must fail every other category.
 """
 
 from __future__ import annotations
@@ -23,7 +36,10 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["Case", "CheckFailed", "all_cases", "get_case", "register", "run_check"]
+__all__ = ["CATEGORIES", "Case", "CheckFailed", "all_cases", "get_case", "register", "run_check"]
+
+CATEGORIES = ("textbook", "lab", "hard", "two-session")
+"""Case categories, in report order; see the module docstring."""
 
 Truth = dict[str, Any]
 
@@ -43,15 +59,30 @@ class Case:
     solution: str
     docs: tuple[str, ...] = ()
     tags: tuple[str, ...] = field(default=())
+    category: str = "textbook"
+    blind_solution: str | None = None
+    first_request: str = ""
+    first_solution: str = ""
+    memo: tuple[str, str] | None = None
+    """Two-session cases: (doc id, body) the scripted agent writes in session 1."""
 
     @property
     def covered(self) -> bool:
-        """Whether a shipped procedure covers this case."""
+        """Whether a doc covers this case."""
         return bool(self.docs)
+
+    @property
+    def sessions(self) -> int:
+        return 2 if self.category == "two-session" else 1
+
+    @property
+    def textbook_solution(self) -> str:
+        """What a docs-blind agent runs: the blind solution, else (textbook cases) the solution."""
+        return self.solution if self.blind_solution is None else self.blind_solution
 
 
 _REGISTRY: dict[str, Case] = {}
-_MODULES = ("nuclei", "illumination", "stacks", "spots", "utility")
+_MODULES = ("nuclei", "illumination", "stacks", "spots", "utility", "lab", "hard", "memo")
 
 
 def register(case: Case) -> Case:
@@ -59,8 +90,14 @@ def register(case: Case) -> Case:
     if case.name in _REGISTRY:
         raise ValueError(f"duplicate bench case {case.name!r}")
     # A scientist's words only: no tool call or doc link that would hand the agent a doc id.
-    if "read_doc" in case.request or "[[" in case.request:
+    if any("read_doc" in text or "[[" in text for text in (case.request, case.first_request)):
         raise ValueError(f"case {case.name!r}: the request must not point at a doc")
+    if case.category not in CATEGORIES:
+        raise ValueError(f"case {case.name!r}: category {case.category!r} is not one of {CATEGORIES}")
+    if case.category != "textbook" and case.blind_solution is None:
+        raise ValueError(f"case {case.name!r}: a {case.category} case needs the textbook solution that fails it")
+    if (case.category == "two-session") != (case.memo is not None and bool(case.first_request)):
+        raise ValueError(f"case {case.name!r}: two-session cases, and only they, have a first request and a memo")
     _REGISTRY[case.name] = case
     return case
 

@@ -414,7 +414,11 @@ def _refresh(store: DocStore, corpus: _Corpus) -> dict[str, str]:
     entries = corpus.entries
     # Taken before any stat or read, so a change landing after them shows on the next query.
     racy_after = time.time_ns() - _RACY_NS
-    for doc_id, path, origin in store.doc_entries():
+    walked = store.doc_entries()
+    surfaced = store.surfaced_ids(walked)
+    for doc_id, path, origin in walked:
+        if doc_id not in surfaced:
+            continue  # readable by id only; an indexed copy is dropped below
         listed.add(doc_id)
         try:
             st = os.stat(path)
@@ -450,10 +454,12 @@ def _refresh(store: DocStore, corpus: _Corpus) -> dict[str, str]:
 
 
 def search_docs(store: DocStore, query: str, max_results: int = 5) -> list[Hit]:
-    """Search every readable doc's sections for ``query``; best first, at most ``max_results``.
+    """Search the sections of the docs the index surfaces for ``query``; best first, at most
+    ``max_results``.
 
-    Covers both tiers with shadowing applied (a shadowed shipped doc is searched in its local
-    text only), banked and unindexed local docs included. A section holding the whole query as
+    Covers what `DocStore.surfaced_ids` names, both tiers with shadowing applied (a shadowed
+    shipped doc is searched in its local text only); ignored, banked and unindexed local docs
+    are readable by exact id only. A section holding the whole query as
     written (case-insensitive) ranks above any that does not.
 
     Raises:

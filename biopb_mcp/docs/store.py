@@ -645,6 +645,35 @@ class DocStore:
         """Ids the rendered index lists that resolve: entries in index order, then the tails."""
         return self._render_parts()[1]
 
+    def surfaced_ids(self, walked: list[tuple[str, str, str]] | None = None) -> frozenset[str]:
+        """Ids the index surfaces: resolving entries, docs under a listed collection (`- x/:`),
+        the New-shipped tail and the stale tail. What search covers.
+
+        Ignored, banked and unindexed local docs are left out: they stay readable by exact id,
+        but a search that found them would undo the agent's `ignored:` choices (and the bench's
+        ablation of the procedures). `walked`, a fresh `doc_entries()`, spares a second walk.
+        """
+        self._ensure()
+        parsed = index_mod.parse(self._index_text()[0])
+        if walked is None:
+            shipped = self._shipped_files()
+            local = set(self._local_ids())
+        else:
+            shipped = {i: p for i, p, origin in walked if origin == ORIGIN_SHIPPED}
+            shipped.update({i: "" for i, _, origin in walked if origin == ORIGIN_SHADOW})
+            local = {i for i, _, origin in walked if origin != ORIGIN_SHIPPED}
+        every = local | set(shipped)
+        ignored = set(parsed.ignored)
+        entries = parsed.entry_ids
+        surfaced = {i for i in entries if i in every}
+        surfaced.update(i for i in self.shipped_ids(shipped) if i not in entries and i not in ignored)
+        surfaced.update(i for i in self._changed_ids() if i in shipped and i in local)
+        prefixes = tuple(e.doc_id + "/" for e in parsed.entries if e.collection)
+        if prefixes:
+            # "/_" in "/" + id: a banked segment, without splitting every id of a large tier
+            surfaced.update(i for i in every if i.startswith(prefixes) and "/_" not in "/" + i and i not in ignored)
+        return frozenset(surfaced)
+
     # ----------------------------------------------------------------- writing
 
     def write_doc(

@@ -1,0 +1,67 @@
+"""--agent handoff end to end: the SDK client plays the MCP host over HTTP with the handed-out URL
+and token, runs the case's solution, writes DONE; the run is scored, traced, and its server stops."""
+
+from __future__ import annotations
+
+import json
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import anyio
+import httpx2
+import psutil
+import pytest
+from mcp import Client
+from mcp.client.streamable_http import streamable_http_client
+from mcp.types import TextContent
+
+from bench.agents import make_agent
+from bench.cases import get_case
+from bench.run import RunSpec, run_one
+
+
+async def _play_host(handoff: dict, code: str) -> int:
+    """What a person in an MCP host would do with the handoff: connect, start, run, report."""
+    async with (
+        httpx2.AsyncClient(headers=handoff["headers"], timeout=60) as http,
+        Client(streamable_http_client(handoff["url"], http_client=http), mode="legacy") as client,
+    ):
+        assert "start_kernel" in (client.instructions or "")
+        assert not (await client.call_tool("start_kernel", {})).is_error
+        status = json.loads((await client.call_tool("server_status", {})).content[0].text)
+        result = await client.call_tool("execute_code", {"code": f"import os\nos.chdir({handoff['workdir']!r})\n" + code})
+        text = "\n".join(part.text for part in result.content if isinstance(part, TextContent))
+        assert not result.is_error, text
+    return int(status["server"]["pid"])
+
+
+def test_handoff_run_passes_is_traced_and_its_server_stops_after_done(tmp_path: Path) -> None:
+    case = get_case("crop-roi")
+    spec = RunSpec(make_agent("handoff"), ["docs"], [], tmp_path, timeout=120)
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        future = pool.submit(run_one, spec, case, "docs", 0)
+        handoff_json = tmp_path / "runs" / "crop-roi--docs--r0" / "handoff.json"
+        deadline = time.monotonic() + 90
+        while not handoff_json.is_file():
+            assert time.monotonic() < deadline and not future.done(), future.result() if future.done() else "no handoff.json"
+            time.sleep(0.1)
+        handoff = json.loads(handoff_json.read_text(encoding="utf-8"))
+        assert handoff["url"].startswith("http://127.0.0.1:") and handoff["token"]
+        assert handoff["prompt"].startswith(case.request) and handoff["workdir"] in handoff["prompt"]
+        assert handoff["mcpServers"]["biopb"]["headers"] == {"Authorization": f"Bearer {handoff['token']}"}
+        server_pid = anyio.run(_play_host, handoff, case.solution)
+        assert psutil.pid_exists(server_pid) and not future.done()  # it waits for DONE, not for the client
+        Path(handoff["done_file"]).touch()
+        row = future.result(timeout=60)
+    assert row["passed"], row
+    assert row["harness_error"] is None and not row["timed_out"] and row["exit_code"] == 0
+    assert row["tool_calls"]["execute_code"] == 1 and row["tool_calls"]["start_kernel"] == 1
+    try:
+        psutil.Process(server_pid).wait(timeout=10)
+    except psutil.NoSuchProcess:
+        pass
+    assert not psutil.pid_exists(server_pid)
+
+
+pytestmark = pytest.mark.timeout(240)

@@ -1,0 +1,45 @@
+"""The --repeat summary's statistics: Wilson intervals, exact McNemar, per-category tables."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from bench.report import mcnemar_exact, summarize, wilson
+
+
+def test_wilson_interval_matches_known_values() -> None:
+    low, high = wilson(17, 20)
+    assert (round(low, 3), round(high, 3)) == (0.640, 0.948)
+    assert wilson(0, 10)[0] == 0.0 and round(wilson(0, 10)[1], 3) == 0.278
+    assert wilson(10, 10)[1] == 1.0
+
+
+def test_exact_mcnemar_on_discordant_pairs() -> None:
+    assert mcnemar_exact(0, 0) is None
+    assert mcnemar_exact(6, 0) == pytest.approx(2 * 0.5**6)
+    assert mcnemar_exact(5, 1) == pytest.approx(2 * (1 + 6) / 64)
+    assert mcnemar_exact(3, 3) == pytest.approx(1.0)
+
+
+def _row(case: str, category: str, arm: str, repeat: int, passed: bool) -> dict[str, Any]:
+    return {"case": case, "category": category, "arm": arm, "repeat": repeat, "passed": passed, "detail": "d",
+            "covered_by": [], "timed_out": False, "harness_error": None, "tool_calls": {"execute_code": 2},
+            "docs_read": ["lab/microscope"] if arm == "docs" else [], "read_doc_called": arm == "docs",
+            "duration_s": 2.0, "contaminated": []}
+
+
+def test_repeat_summary_has_rates_paired_test_and_categories() -> None:
+    rows = []
+    for repeat in range(3):
+        rows += [_row("lab-a", "lab", "docs", repeat, True), _row("lab-a", "lab", "nodocs", repeat, False)]
+        rows += [_row("text-b", "textbook", "docs", repeat, True), _row("text-b", "textbook", "nodocs", repeat, True)]
+    text = summarize(rows, agent="m", wall_s=5, cases=2, repeat=3)
+    assert "**docs: 6 passed, 0 failed · no docs: 3 passed, 3 failed**" in text
+    assert "| docs | 6 | 0 | 100% | 61%–100% |" in text
+    assert "| no docs | 3 | 3 | 50% | 19%–81% |" in text
+    assert "Pairs: both pass: 3 · docs only: 3 · no docs only: 0 · both fail: 0" in text
+    assert "exact McNemar on the discordant pairs: p = 0.25" in text
+    assert "| textbook | 1 | 3/3 | 3/3 |" in text and "| lab | 1 | 3/3 | 0/3 |" in text
+    assert "| docs | 6/6 (100%) | lab/microscope ×6 |" in text

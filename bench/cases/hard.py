@@ -1,0 +1,361 @@
+"""Hard cases: data on which the textbook method fails and the robust method works.
+
+Each case's ``blind_solution`` is what a capable agent does without the procedure (a global Otsu
+threshold, trusting the stated overlap, a wide blur as the illumination estimate); its
+``solution`` is the robust method (watershed on the distance transform, a top-hat before
+detection, an overlap search on denoised tiles, a background-only surface fit). Both are written
+here in full, so the cases do not depend on the wording of any doc.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+from scipy import ndimage as ndi
+
+from bench.cases import Case, Truth, register
+from bench.cases._kit import (
+    best_shift_ncc,
+    disks,
+    load_tiff,
+    match_points,
+    read_csv,
+    read_number,
+    save_tiff,
+    smooth_texture,
+    to_uint16,
+)
+from bench.cases.illumination import _flatness, vignetting
+from bench.cases.nuclei import _check_labels, nuclei_image
+from bench.cases.spots import random_points
+
+SHAPE = (256, 256)
+
+
+# --- hard-touching-nuclei ------------------------------------------------------------------
+
+
+def touching_nuclei(shape: tuple[int, int], rng: np.random.Generator, pairs: int, singles: int) -> np.ndarray:
+    """Labels of ``pairs`` pairs of nuclei that touch (centres 0.85 × the radii sum apart, the
+    shared pixels split by nearest centre) and ``singles`` free ones (7 pairs + 16: 47 % touch)."""
+    centres: list[tuple[float, float, float]] = []
+    for _ in range(4000):
+        if len(centres) >= 2 * pairs:
+            break
+        r1, r2 = rng.uniform(8, 11, 2)
+        y, x = rng.uniform(14, shape[0] - 14 - 20, 2)
+        angle = rng.uniform(0, np.pi)
+        d = 0.85 * (r1 + r2)
+        y2, x2 = y + d * np.sin(angle), x + d * np.cos(angle)
+        if not (12 <= y2 <= shape[0] - 12 and 12 <= x2 <= shape[1] - 12):
+            continue
+        if all(np.hypot(py - cy, px - cx) > pr + cr + 6 for py, px, pr in centres for cy, cx, cr in ((y, x, r1), (y2, x2, r2))):
+            centres += [(y, x, r1), (y2, x2, r2)]
+    for _ in range(4000):
+        if len(centres) >= 2 * pairs + singles:
+            break
+        r = rng.uniform(8, 11)
+        y, x = rng.uniform(12, shape[0] - 12, 2)
+        if all(np.hypot(py - y, px - x) > pr + r + 6 for py, px, pr in centres):
+            centres.append((y, x, r))
+    yy, xx = np.mgrid[: shape[0], : shape[1]]
+    labels = np.zeros(shape, np.int32)
+    best = np.full(shape, np.inf)
+    for i, (y, x, r) in enumerate(centres, start=1):
+        dist = np.hypot(yy - y, xx - x)
+        inside = (dist <= r) & (dist / r < best)
+        labels[inside] = i
+        best[inside] = (dist / r)[inside]
+    return labels
+
+
+def _setup_touching(workdir: Path, rng: np.random.Generator) -> Truth:
+    labels = touching_nuclei(SHAPE, rng, pairs=7, singles=16)
+    image = nuclei_image(labels, rng)
+    save_tiff(workdir / "nuclei.tif", image)
+    return {"labels": labels, "count": int(labels.max())}
+
+
+def _check_touching(workdir: Path, truth: Truth) -> tuple[bool, str]:
+    count, f1 = _check_labels(workdir / "labels.tif", truth["labels"], min_f1=0.9)
+    reported = read_number(workdir / "count.txt")
+    if abs(reported - truth["count"]) > 1:
+        return False, f"count.txt says {reported:g}, truth {truth['count']} (±1); labels F1 {f1:.2f}"
+    return True, f"{count} labelled, count.txt {reported:g}, truth {truth['count']}, F1 {f1:.2f}"
+
+
+_OTSU = """
+import numpy as np, tifffile
+from skimage import filters, measure, morphology, segmentation, feature
+img = tifffile.imread("nuclei.tif").astype(float)
+smooth = filters.gaussian(img, sigma=1.5, preserve_range=True)
+mask = morphology.remove_small_objects(smooth > filters.threshold_otsu(smooth), max_size=29)
+"""
+_SAVE_LABELS = """
+labels = segmentation.relabel_sequential(labels)[0]
+tifffile.imwrite("labels.tif", labels.astype(np.uint16))
+open("count.txt", "w").write(str(int(labels.max())))
+print(labels.max(), "nuclei")
+"""
+
+register(
+    Case(
+        name="hard-touching-nuclei",
+        request=(
+            "nuclei.tif is a DAPI image of a dense monolayer where many nuclei touch. Segment "
+            "every nucleus (touching ones separately), save the label image as labels.tif and "
+            "write the number of nuclei to count.txt."
+        ),
+        setup=_setup_touching,
+        check=_check_touching,
+        solution=_OTSU + """
+from scipy import ndimage as ndi
+distance = ndi.distance_transform_edt(mask)
+peaks = feature.peak_local_max(filters.gaussian(distance, 1), min_distance=6, threshold_abs=3, labels=measure.label(mask))
+markers = np.zeros(mask.shape, np.int32)
+markers[tuple(peaks.T)] = np.arange(1, len(peaks) + 1)
+labels = segmentation.watershed(-distance, markers, mask=mask)
+""" + _SAVE_LABELS,
+        blind_solution=_OTSU + """
+labels = measure.label(mask)
+""" + _SAVE_LABELS,
+        docs=("segment-nuclei",),
+        category="hard",
+    )
+)
+
+
+# --- hard-spots-background -----------------------------------------------------------------
+
+
+def _setup_spots_background(workdir: Path, rng: np.random.Generator) -> Truth:
+    points = random_points(SHAPE, int(rng.integers(60, 80)), rng, gap=7)
+    image = np.zeros(SHAPE, np.float64)
+    for y, x in points:
+        image[int(y), int(x)] += rng.uniform(2500, 5000)
+    yy, xx = np.mgrid[: SHAPE[0], : SHAPE[1]].astype(np.float64)
+    cy, cx = rng.uniform(60, 196, 2)
+    background = 150 + 3 * xx + 1500 * np.exp(-((yy - cy) ** 2 + (xx - cx) ** 2) / (2 * 45**2))
+    save_tiff(workdir / "spots.tif", to_uint16(background + ndi.gaussian_filter(image, 1.5) + rng.normal(0, 8, SHAPE)))
+    return {"points": points}
+
+
+def _check_spots_background(workdir: Path, truth: Truth) -> tuple[bool, str]:
+    rows = read_csv(workdir / "spots.csv", ("y", "x"))
+    found = np.array([[row["y"], row["x"]] for row in rows]).reshape(-1, 2)
+    points = truth["points"]
+    hits = match_points(found, points, radius=2.0)
+    recall = hits / len(points)
+    precision = hits / len(found) if len(found) else 0.0
+    detail = f"{len(found)} found, {len(points)} true, {hits} matched within 2 px: recall {recall:.2f}, precision {precision:.2f} (both ≥ 0.9)"
+    return recall >= 0.9 and precision >= 0.9, detail
+
+
+_SAVE_SPOTS = """
+np.savetxt("spots.csv", np.asarray(found, float).reshape(-1, 2), delimiter=",", header="y,x", comments="")
+print(len(found), "spots")
+"""
+
+register(
+    Case(
+        name="hard-spots-background",
+        request=(
+            "spots.tif shows FISH spots on top of strong, uneven autofluorescence (a bright haze "
+            "over part of the field and a gradient across it). Detect every spot and save "
+            "spots.csv with columns y and x (pixel coordinates of each spot centre)."
+        ),
+        setup=_setup_spots_background,
+        check=_check_spots_background,
+        solution="""
+import numpy as np, tifffile
+from skimage import filters, morphology, feature
+img = tifffile.imread("spots.tif").astype(float)
+# a white top-hat wider than a spot removes the haze and the gradient; on the flattened image a
+# global threshold separates spots from noise, and local maxima give one point per spot
+flat = morphology.white_tophat(filters.gaussian(img, 1, preserve_range=True), morphology.disk(5))
+found = feature.peak_local_max(flat, min_distance=3, threshold_abs=filters.threshold_otsu(flat))
+""" + _SAVE_SPOTS,
+        blind_solution="""
+import numpy as np, tifffile
+from skimage import filters, measure
+img = tifffile.imread("spots.tif").astype(float)
+smooth = filters.gaussian(img, 1, preserve_range=True)
+labels = measure.label(smooth > filters.threshold_otsu(smooth))
+found = [p.centroid for p in measure.regionprops(labels) if p.area >= 3]
+""" + _SAVE_SPOTS,
+        docs=("count-spots",),
+        category="hard",
+    )
+)
+
+
+# --- hard-flatfield-big-objects ------------------------------------------------------------
+
+
+def _setup_flat_big(workdir: Path, rng: np.random.Generator) -> Truth:
+    labels, _ = disks(SHAPE, 40, rng, radius=(18, 34), gap=4)
+    scene = 300 + ndi.gaussian_filter(700.0 * (labels > 0), 2.0)
+    flat = vignetting(SHAPE, rng, depth=0.5)
+    save_tiff(workdir / "field.tif", to_uint16(scene * flat + rng.normal(0, 6, SHAPE)))
+    background = ~ndi.binary_dilation(labels > 0, iterations=4)
+    return {"scene": scene, "background": background, "cover": float((labels > 0).mean())}
+
+
+def _check_flat_big(workdir: Path, truth: Truth) -> tuple[bool, str]:
+    scene = truth["scene"]
+    corrected = load_tiff(workdir / "corrected.tif", ndim=2, shape=scene.shape)
+    passed, detail = _flatness(corrected, scene, truth["background"], 1.06)
+    return passed, detail + f" (on background pixels; objects cover {truth['cover']:.0%})"
+
+
+register(
+    Case(
+        name="hard-flatfield-big-objects",
+        request=(
+            "field.tif has strong vignetting, and large cell clusters cover a good part of it. I "
+            "have no blank image: estimate the illumination from the image itself, correct it so "
+            "the background is even across the field, and save the result as corrected.tif."
+        ),
+        setup=_setup_flat_big,
+        check=_check_flat_big,
+        solution="""
+import numpy as np, tifffile
+img = tifffile.imread("field.tif").astype(np.float64)
+# fit a smooth surface to background pixels only, re-masking the objects after each fit
+yy, xx = np.mgrid[: img.shape[0], : img.shape[1]] / max(img.shape)
+terms = np.stack([np.ones_like(yy), yy, xx, yy * yy, xx * xx, yy * xx], -1).reshape(-1, 6)
+keep = img.ravel() <= np.percentile(img, 50)
+for _ in range(8):
+    coef, *_ = np.linalg.lstsq(terms[keep], img.ravel()[keep], rcond=None)
+    surface = terms @ coef
+    keep = img.ravel() / surface < 1.15
+flat = surface.reshape(img.shape)
+tifffile.imwrite("corrected.tif", (img / flat * flat.mean()).astype(np.float32))
+""",
+        blind_solution="""
+import numpy as np, tifffile
+from scipy import ndimage as ndi
+img = tifffile.imread("field.tif").astype(np.float32)
+flat = ndi.gaussian_filter(img, 40)
+tifffile.imwrite("corrected.tif", (img / flat * flat.mean()).astype(np.float32))
+""",
+        docs=("flatfield",),
+        category="hard",
+    )
+)
+
+
+# --- hard-stitch-low-texture ---------------------------------------------------------------
+
+_TILE = 160
+
+
+def _setup_stitch_faint(workdir: Path, rng: np.random.Generator) -> Truth:
+    scene = 1000 + 120 * smooth_texture((360, 360), rng, sigma=3)
+    overlap = int(rng.integers(36, 44))  # the request says 10 %: 16 px
+    step = _TILE - overlap
+    positions = {}
+    for row in range(2):
+        for col in range(2):
+            y = 5 + row * step + int(rng.integers(-3, 4))
+            x = 5 + col * step + int(rng.integers(-3, 4))
+            positions[(row, col)] = (y, x)
+            tile = scene[y : y + _TILE, x : x + _TILE] + rng.normal(0, 20, (_TILE, _TILE))
+            save_tiff(workdir / f"tile_r{row}_c{col}.tif", to_uint16(tile))
+    y0 = min(p[0] for p in positions.values())
+    x0 = min(p[1] for p in positions.values())
+    y1 = max(p[0] for p in positions.values()) + _TILE
+    x1 = max(p[1] for p in positions.values()) + _TILE
+    covered = np.zeros((y1 - y0, x1 - x0), bool)
+    for y, x in positions.values():
+        covered[y - y0 : y - y0 + _TILE, x - x0 : x - x0 + _TILE] = True
+    return {"canvas": scene[y0:y1, x0:x1], "covered": covered, "positions": {k: (y - y0, x - x0) for k, (y, x) in positions.items()}}
+
+
+def _check_stitch_faint(workdir: Path, truth: Truth) -> tuple[bool, str]:
+    expected = truth["canvas"]
+    got = load_tiff(workdir / "stitched.tif", ndim=2)
+    if any(abs(a - b) > 4 for a, b in zip(got.shape, expected.shape)):
+        return False, f"stitched.tif is {got.shape}, the covered area is {expected.shape} (±4 px)"
+    # the tiles are noisy: compare denoised images, the canvas's empty corners (0 or NaN) filled
+    # first so the blur does not smear an edge into the sample
+    got = got.astype(np.float64)
+    empty = ~np.isfinite(got) | (got == 0)
+    got[empty] = np.median(got[~empty]) if (~empty).any() else 0.0
+    smooth = ndi.gaussian_filter(got, 2)
+    score, shift = best_shift_ncc(smooth, ndi.gaussian_filter(expected, 2), max_shift=4, mask=truth["covered"])
+    if score < 0.9:
+        return False, f"stitched.tif (blurred 2 px) matches the true scene with NCC {score:.3f} < 0.9 (best offset {shift})"
+    return True, f"stitched {got.shape} vs true {expected.shape}, NCC {score:.3f} (blurred 2 px) at offset {shift}"
+
+
+_TILES = """
+import numpy as np, tifffile
+tiles = {(r, c): tifffile.imread(f"tile_r{r}_c{c}.tif").astype(np.float32) for r in range(2) for c in range(2)}
+T = tiles[0, 0].shape[0]
+"""
+_PLACE = """
+pos = {(0, 0): np.array([0, 0])}
+pos[0, 1] = pos[0, 0] + offset(tiles[0, 0], tiles[0, 1], 1)
+pos[1, 0] = pos[0, 0] + offset(tiles[0, 0], tiles[1, 0], 0)
+pos[1, 1] = pos[1, 0] + offset(tiles[1, 0], tiles[1, 1], 1)
+origin = np.min(list(pos.values()), axis=0)
+size = np.max(list(pos.values()), axis=0) - origin + T
+canvas = np.zeros(size, np.float32)
+for key, tile in tiles.items():
+    y, x = pos[key] - origin
+    canvas[y:y + T, x:x + T] = tile
+print({k: v.tolist() for k, v in pos.items()}, canvas.shape)
+tifffile.imwrite("stitched.tif", canvas)
+"""
+
+register(
+    Case(
+        name="hard-stitch-low-texture",
+        request=(
+            "tile_r0_c0.tif, tile_r0_c1.tif, tile_r1_c0.tif and tile_r1_c1.tif are a 2 by 2 grid "
+            "(r = row, c = column) of a faint, low-contrast sample. The acquisition was set to a "
+            "10% overlap between neighbours. Stitch them into one image and save it as stitched.tif."
+        ),
+        setup=_setup_stitch_faint,
+        check=_check_stitch_faint,
+        solution=_TILES + """
+from scipy import ndimage as ndi
+# do not trust the nominal overlap: search a wide range, on denoised tiles, by NCC
+smooth = {k: ndi.gaussian_filter(t, 2) for k, t in tiles.items()}
+tiles_raw, tiles = tiles, smooth
+
+def ncc(a, b):
+    a = a - a.mean(); b = b - b.mean()
+    return float((a * b).sum() / np.sqrt((a * a).sum() * (b * b).sum()))
+
+def offset(a, b, axis):
+    best = (-2.0, None)
+    for overlap in range(8, T // 2):
+        for d in range(-8, 9):
+            if axis == 1:
+                sa, sb, p = a[max(d, 0):T + min(d, 0), T - overlap:], b[max(-d, 0):T + min(-d, 0), :overlap], (d, T - overlap)
+            else:
+                sa, sb, p = a[T - overlap:, max(d, 0):T + min(d, 0)], b[:overlap, max(-d, 0):T + min(-d, 0)], (T - overlap, d)
+            score = ncc(sa, sb)
+            if score > best[0]:
+                best = (score, p)
+    return np.array(best[1])
+""" + _PLACE.replace("for key, tile in tiles.items():", "for key, tile in tiles_raw.items():"),
+        blind_solution=_TILES + """
+from skimage.registration import phase_cross_correlation
+overlap = round(0.10 * T)  # as acquired
+
+def offset(a, b, axis):
+    # refine the nominal placement by phase correlation of the overlapping strips
+    if axis == 1:
+        shift, _, _ = phase_cross_correlation(a[:, T - overlap:], b[:, :overlap], upsample_factor=1)
+        return np.array([0, T - overlap]) + np.round(shift).astype(int)
+    shift, _, _ = phase_cross_correlation(a[T - overlap:, :], b[:overlap, :], upsample_factor=1)
+    return np.array([T - overlap, 0]) + np.round(shift).astype(int)
+""" + _PLACE,
+        docs=("stitch-tiles",),
+        category="hard",
+    )
+)
