@@ -33,6 +33,7 @@ __all__ = [
     "DocsSettings",
     "HttpSettings",
     "KernelSettings",
+    "ComputeSettings",
     "Key",
     "ServerSettings",
     "Settings",
@@ -83,6 +84,7 @@ SECTIONS: dict[str, str] = {
     "kernel": "The IPython kernel the server manages.",
     "docs": "The docs store.",
     "http": "Streamable HTTP transport (biopb-mcp --transport http); always bound to 127.0.0.1.",
+    "compute": "Dask in the kernel: dask_client() connects to this cluster on first use.",
 }
 """Section name -> the comment line above it in the example file."""
 
@@ -123,6 +125,18 @@ SCHEMA: tuple[Key, ...] = (
         "Extra Origin header values accepted (browser clients).", ),
     Key("http", "auth", "bool", True,
         "Require the per-server bearer token (biopb-mcp --no-auth overrides).", ),
+    Key("compute", "scheduler", "str", "none",
+        '"none" (dask in the kernel process), "local" (a cluster the kernel starts) or an '
+        'address ("tcp://host:8786").'),
+    Key("compute", "workers", "int", 0,
+        'Local cluster: worker processes; 0 = dask\'s choice (about one per core).', minimum=0),
+    Key("compute", "threads_per_worker", "int", 0,
+        "Local cluster: threads in each worker; 0 = dask's choice.", minimum=0),
+    Key("compute", "memory_limit", "str", "auto",
+        'Local cluster: memory per worker, e.g. "4GB" or "512MiB"; "auto" = system memory / workers.'),
+    Key("compute", "connect_timeout", "float", 10.0,
+        "Seconds dask_client() waits for the scheduler before saying it is unreachable.",
+        minimum=0.1),
 )
 """Every config key, in file order. The only place a default is written down."""
 
@@ -148,6 +162,17 @@ class KernelSettings:
     max_image_bytes: int = 1_000_000
     startup_timeout: float = 60.0
     request_timeout: float = 30.0
+
+
+@dataclass(frozen=True)
+class ComputeSettings:
+    """[compute]: where dask computations started in the kernel run."""
+
+    scheduler: str = "none"
+    workers: int = 0
+    threads_per_worker: int = 0
+    memory_limit: str = "auto"
+    connect_timeout: float = 10.0
 
 
 @dataclass(frozen=True)
@@ -196,6 +221,7 @@ class Settings:
     docs: DocsSettings = field(default_factory=DocsSettings)
     http: HttpSettings = field(default_factory=HttpSettings)
     server: ServerSettings = field(default_factory=ServerSettings)
+    compute: ComputeSettings = field(default_factory=ComputeSettings)
     sources: dict[str, str] = field(default_factory=dict)
     warnings: list[str] = field(default_factory=list)
 
@@ -284,6 +310,7 @@ def load_settings(config_dir: Path | None = None) -> Settings:
             auth=h["auth"],
         ),
         server=ServerSettings(log_level=merged["server"]["log_level"]),
+        compute=ComputeSettings(**merged["compute"]),
         sources=sources,
         warnings=warnings,
     )
@@ -456,10 +483,28 @@ def _check_type(key: Key, value: Any, cfile: Path, line: int | None, *, shown: s
     if key.dotted == "http.port" and value > _MAX_PORT:
         raise ConfigError(f"{dotted} must be at most {_MAX_PORT}, got {value!r}",
                           path=cfile, line=line, key=dotted)
+    if key.section == "compute" and key.type == "str":
+        _check_compute(key, value, cfile, line)
     if key.type == "str" and "\x00" in value:
         raise ConfigError(f"{dotted} must not contain a NUL character", path=cfile, line=line,
                           key=dotted)
     return value
+
+
+_SCHEDULER_ADDRESS = re.compile(r"(tcp|tls|ws|wss|inproc|ucx)://\S+")
+_MEMORY = re.compile(r"(auto|\d+(\.\d+)?\s*([kKMGT]i?B|[kKMGT]|B)?)")
+
+
+def _check_compute(key: Key, value: str, cfile: Path, line: int | None) -> None:
+    """Refuse what dask would only reject at first use, inside the kernel, far from this file."""
+    if key.name == "scheduler" and value not in ("none", "local") and not _SCHEDULER_ADDRESS.fullmatch(value):
+        raise ConfigError(
+            f'compute.scheduler must be "none", "local" or a scheduler address such as '
+            f'"tcp://host:8786", got {value!r}', path=cfile, line=line, key=key.dotted)
+    if key.name == "memory_limit" and not _MEMORY.fullmatch(value.strip()):
+        raise ConfigError(
+            f'compute.memory_limit must be "auto" or a size such as "4GB" or "512MiB", got {value!r}',
+            path=cfile, line=line, key=key.dotted)
 
 
 def _describe(value: Any) -> str:
@@ -570,7 +615,7 @@ def _current_values(settings: Settings) -> dict[str, Any]:
     """Dotted key -> the value in effect, as written in TOML (paths as given, not resolved)."""
     values: dict[str, Any] = {}
     sub = {"kernel": settings.kernel, "docs": settings.docs, "http": settings.http,
-           "server": settings.server}
+           "server": settings.server, "compute": settings.compute}
     path_fields: dict[str, Path | None] = {
         "services.docs_local_dir": settings.docs_local_dir,
         "server.state_dir": settings.state_dir,
