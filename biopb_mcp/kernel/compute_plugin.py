@@ -11,6 +11,7 @@ workers as its child processes), so killing the group on restart or server death
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import threading
@@ -93,15 +94,32 @@ def _connect(mode: str, where: str) -> Any:
                 f"sizes in {where} (workers, threads_per_worker, memory_limit)."
             ) from exc
         _state["cluster"] = cluster
-        return Client(cluster, timeout=timeout)
+        return _quiet(Client(cluster, timeout=timeout))
     try:
-        return Client(mode, timeout=timeout)
+        return _quiet(Client(mode, timeout=timeout))
     except (OSError, TimeoutError) as exc:
         _state["error"] = f"{type(exc).__name__}: {exc}"
         raise ComputeUnavailable(
             f"The dask scheduler at {mode} did not answer within {timeout:g} s ({exc}). Check that "
             f"it runs and is reachable from this machine, or change [compute] scheduler in {where}."
         ) from None
+
+
+def _quiet(client: Any) -> Any:
+    """Drop the AllExit noise an interrupted gather leaves on the client's event loop.
+
+    Each future of an interrupted ``gather`` leaves an asyncio task that ends in ``AllExit``
+    and is never awaited; asyncio would print one traceback per future into the cell's output.
+    """
+    loop = client.loop.asyncio_loop
+
+    def handler(event_loop: Any, context: dict[str, Any]) -> None:
+        if type(context.get("exception")).__name__ == "AllExit":
+            return
+        event_loop.default_exception_handler(context)
+
+    loop.set_exception_handler(handler)
+    return client
 
 
 def cancel_pending() -> int:
@@ -137,7 +155,8 @@ def status() -> dict[str, Any]:
     workers = info.get("workers", {})
     services = info.get("services", {})
     dashboard = None
-    if "dashboard" in services:
+    # without bokeh the scheduler still serves its HTTP routes under "dashboard", but no pages
+    if "dashboard" in services and importlib.util.find_spec("bokeh") is not None:
         try:
             dashboard = client.dashboard_link
         except Exception:
