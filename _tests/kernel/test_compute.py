@@ -28,7 +28,7 @@ from biopb_mcp.server import build_server
 
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "_tests"))
-from stdio_procs import RawServer, make_env  # noqa: E402
+from stdio_procs import RawServer, make_env
 
 
 def compute_settings(root: Path, compute_toml: str) -> Settings:
