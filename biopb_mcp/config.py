@@ -30,6 +30,7 @@ __all__ = [
     "CONFIG_FILE_NAME",
     "SCHEMA",
     "SECTIONS",
+    "ComputeSettings",
     "DocsSettings",
     "HttpSettings",
     "KernelSettings",
@@ -86,6 +87,7 @@ SECTIONS: dict[str, str] = {
     "docs": "The docs store.",
     "http": "Streamable HTTP transport (biopb-mcp --transport http); always bound to 127.0.0.1.",
     "record": "The session notebook: every execute_code and doc read/write, one notebook per kernel start.",
+    "compute": "Dask in the kernel: dask_client() connects to this cluster on first use.",
 }
 """Section name -> the comment line above it in the example file."""
 
@@ -139,6 +141,18 @@ SCHEMA: tuple[Key, ...] = (
         'Where the session notebooks go; "" = <state_dir>/notebooks.'),
     Key("record", "max_output_chars", "int", 100_000,
         "Text output kept per notebook cell; the rest is replaced by a note.", minimum=1),
+    Key("compute", "scheduler", "str", "none",
+        '"none" (dask in the kernel process), "local" (a cluster the kernel starts) or an '
+        'address ("tcp://host:8786").'),
+    Key("compute", "workers", "int", 0,
+        'Local cluster: worker processes; 0 = dask\'s choice (about one per core).', minimum=0),
+    Key("compute", "threads_per_worker", "int", 0,
+        "Local cluster: threads in each worker; 0 = dask's choice.", minimum=0),
+    Key("compute", "memory_limit", "str", "auto",
+        'Local cluster: memory per worker, e.g. "4GB" or "512MiB"; "auto" = system memory / workers.'),
+    Key("compute", "connect_timeout", "float", 10.0,
+        "Seconds dask_client() waits for the scheduler before saying it is unreachable.",
+        minimum=0.1),
 )
 """Every config key, in file order. The only place a default is written down."""
 
@@ -165,6 +179,17 @@ class KernelSettings:
     max_images: int = 10
     startup_timeout: float = 60.0
     request_timeout: float = 30.0
+
+
+@dataclass(frozen=True)
+class ComputeSettings:
+    """[compute]: where dask computations started in the kernel run."""
+
+    scheduler: str = "none"
+    workers: int = 0
+    threads_per_worker: int = 0
+    memory_limit: str = "auto"
+    connect_timeout: float = 10.0
 
 
 @dataclass(frozen=True)
@@ -224,6 +249,7 @@ class Settings:
     http: HttpSettings = field(default_factory=HttpSettings)
     server: ServerSettings = field(default_factory=ServerSettings)
     record: RecordSettings = field(default_factory=RecordSettings)
+    compute: ComputeSettings = field(default_factory=ComputeSettings)
     sources: dict[str, str] = field(default_factory=dict)
     warnings: list[str] = field(default_factory=list)
 
@@ -319,6 +345,7 @@ def load_settings(config_dir: Path | None = None) -> Settings:
             dir=path_value("record.dir") or state_dir / "notebooks",
             max_output_chars=merged["record"]["max_output_chars"],
         ),
+        compute=ComputeSettings(**merged["compute"]),
         sources=sources,
         warnings=warnings,
     )
@@ -491,10 +518,28 @@ def _check_type(key: Key, value: Any, cfile: Path, line: int | None, *, shown: s
     if key.dotted == "http.port" and value > _MAX_PORT:
         raise ConfigError(f"{dotted} must be at most {_MAX_PORT}, got {value!r}",
                           path=cfile, line=line, key=dotted)
+    if key.section == "compute" and key.type == "str":
+        _check_compute(key, value, cfile, line)
     if key.type == "str" and "\x00" in value:
         raise ConfigError(f"{dotted} must not contain a NUL character", path=cfile, line=line,
                           key=dotted)
     return value
+
+
+_SCHEDULER_ADDRESS = re.compile(r"(tcp|tls|ws|wss|inproc|ucx)://\S+")
+_MEMORY = re.compile(r"(auto|\d+(\.\d+)?\s*([kKMGT]i?B|[kKMGT]|B)?)")
+
+
+def _check_compute(key: Key, value: str, cfile: Path, line: int | None) -> None:
+    """Refuse what dask would only reject at first use, inside the kernel, far from this file."""
+    if key.name == "scheduler" and value not in ("none", "local") and not _SCHEDULER_ADDRESS.fullmatch(value):
+        raise ConfigError(
+            f'compute.scheduler must be "none", "local" or a scheduler address such as '
+            f'"tcp://host:8786", got {value!r}', path=cfile, line=line, key=key.dotted)
+    if key.name == "memory_limit" and not _MEMORY.fullmatch(value.strip()):
+        raise ConfigError(
+            f'compute.memory_limit must be "auto" or a size such as "4GB" or "512MiB", got {value!r}',
+            path=cfile, line=line, key=key.dotted)
 
 
 def _describe(value: Any) -> str:
@@ -617,7 +662,7 @@ def _current_values(settings: Settings) -> dict[str, Any]:
     """Dotted key -> the value in effect, as written in TOML (paths as given, not resolved)."""
     values: dict[str, Any] = {}
     sub = {"kernel": settings.kernel, "docs": settings.docs, "http": settings.http,
-           "server": settings.server, "record": settings.record}
+           "server": settings.server, "record": settings.record, "compute": settings.compute}
     path_fields: dict[str, Path | None] = {
         "services.docs_local_dir": settings.docs_local_dir,
         "server.state_dir": settings.state_dir,

@@ -37,7 +37,7 @@ from biopb_mcp.config import Settings, load_settings, resolve_user_path
 from biopb_mcp.docs.store import AUTHORING_GATE, DocStore
 from biopb_mcp.errors import BiopbMcpError, ConfigError, KernelBusy, KernelNotReady
 from biopb_mcp.handshake import compose_instructions
-from biopb_mcp.kernel import KernelHost
+from biopb_mcp.kernel import KernelHost, compute
 from biopb_mcp.trace import Tracer
 
 logger = logging.getLogger(__name__)
@@ -350,14 +350,18 @@ def _register_kernel_tools(mcp: MCPServer, state: AppState) -> None:
     def server_status() -> str:
         """Report the server's state: versions, transport, kernel state and pid, the running job,
         the kernel connection file (the user can watch and join with `biopb-mcp console`), the
-        session notebook recording your execute_code calls,
-        loaded kernel plugins and failures, docs tiers and index size, config and log paths.
-        Use it when something behaves unexpectedly, or to tell the user where files are."""
+        session notebook recording your execute_code calls, loaded kernel plugins and failures,
+        the dask cluster (compute: mode, scheduler address, workers, threads, memory, dashboard,
+        tasks in flight), docs tiers and index size, config and log paths. Use it when something
+        behaves unexpectedly, or to tell the user where files are."""
         settings = state.settings
         status: dict[str, Any] = {
             "server": {"name": SERVER_NAME, "transport": state.transport, "pid": os.getpid(), **_versions()},
             "kernel": _call(host.status),
         }
+        status["compute"] = compute.status_section(
+            settings, host.query_when_idle(compute.STATUS_EXPRESSION), status["kernel"]["state"],
+            busy=status["kernel"]["current_job"] is not None)
         try:
             status["docs"] = state.store.summary()
         except BiopbMcpError as exc:

@@ -8,7 +8,8 @@ environment without biopb_mcp) and must not leave helper names in the user names
 Inputs come from environment variables set by the host:
 ``BIOPB_MCP_LIFELINE_FD`` (read end of the parent-death pipe), ``BIOPB_MCP_UMASK`` (the umask
 to restore after the kernel bound its sockets under 0o077), ``BIOPB_MCP_PLUGINS_DIR`` and
-``BIOPB_MCP_KERNEL_LOG``. The outcome is stored as a JSON-able dict in the namespace under
+``BIOPB_MCP_KERNEL_LOG``; ``BIOPB_MCP_BUILTIN_PLUGINS`` (built-in plugin files, such as
+``compute_plugin.py``) and whatever those read. The outcome is stored as a JSON-able dict in the namespace under
 ``__biopb_bootstrap__``, which the host fetches during its readiness check.
 
 The kernel is shared: a scientist may attach a console to it. Only the server ends it (by killing
@@ -121,7 +122,26 @@ def _biopb_bootstrap(ns):  # type: ignore[no-untyped-def]  # runs in the kernel'
     except Exception:
         record["errors"].append("shutdown guard: " + traceback.format_exc())
 
-    # 3. Plugins. Their prints go to the kernel log, not to the agent nor the server's stdout.
+    # 3. Built-in plugins (files of biopb_mcp named by the host), each imported as its own module
+    #    so its helpers stay out of the namespace; its install(ns) adds what the agent uses.
+    #    They load first so a user plugin may wrap or replace what they add.
+    record["builtin"] = []
+    for path in filter(None, os.environ.pop("BIOPB_MCP_BUILTIN_PLUGINS", "").split(os.pathsep)):
+        try:
+            import importlib.util
+
+            name = "biopb_mcp_builtin_" + os.path.splitext(os.path.basename(path))[0]
+            spec = importlib.util.spec_from_file_location(name, path)
+            module = importlib.util.module_from_spec(spec)
+            sys.modules[name] = module
+            spec.loader.exec_module(module)
+            module.install(ns)
+            record["builtin"].append(name)
+        except Exception:
+            record["errors"].append(f"built-in plugin {path}: " + traceback.format_exc())
+            log(f"built-in plugin {path} failed:\n{traceback.format_exc()}")
+
+    # 4. User plugins. Their prints go to the kernel log, not to the agent nor the server's stdout.
     def load_all(out):
         with contextlib.redirect_stdout(out), contextlib.redirect_stderr(out):
             plugins_dir = os.environ.get("BIOPB_MCP_PLUGINS_DIR", "")

@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any
 from jupyter_client.connect import write_connection_file
 
 from biopb_mcp.errors import JobNotFound, KernelBusy, KernelError, KernelNotReady
-from biopb_mcp.kernel import lifeline, rendering
+from biopb_mcp.kernel import compute, lifeline, rendering
 from biopb_mcp.kernel.channels import KernelChannels
 from biopb_mcp.kernel.executions import Execution, Rendered
 
@@ -282,6 +282,7 @@ class KernelHost:
                 BIOPB_MCP_PLUGINS_DIR=str(settings.plugins_dir),
                 BIOPB_MCP_KERNEL_LOG=str(log_path),
             )
+            env.update(compute.kernel_env(settings))
             env.pop("JPY_PARENT_PID", None)
             if is_python and "MPLBACKEND" not in spec_env:
                 # figures must come back to the agent as PNGs, whatever backend the user's shell
@@ -717,6 +718,34 @@ class KernelHost:
         if "error" in info:
             raise KernelError(f"Cannot inspect {path!r}: {info['error']}.")
         return rendering.format_inspection(info)
+
+    def query_when_idle(self, expression: str, timeout: float = 2.0) -> Any:
+        """The decoded value of ``expression`` (which yields a JSON string) in an idle kernel.
+
+        For status readers: None at once when no kernel is ready, code runs or an inspection is
+        in flight (a status must never wait behind user code), and None on any failure.
+        """
+        if not self._inspect_lock.acquire(blocking=False):
+            return None
+        try:
+            with self._lock:
+                if self._state != "ready" or self._channels is None or self._current is not None:
+                    return None
+                channels = self._channels
+            content = _silent("")
+            content["user_expressions"] = {"q": expression}
+            reply = channels.call("shell", "execute_request", content, timeout)
+        finally:
+            self._inspect_lock.release()
+        if reply is None:
+            return None
+        expr = reply["content"].get("user_expressions", {}).get("q", {})
+        if expr.get("status") != "ok":
+            return None
+        try:
+            return rendering.parse_expression_json(expr["data"]["text/plain"])
+        except (ValueError, KeyError, SyntaxError):
+            return None
 
     # -- status ------------------------------------------------------------------------------------
     def status(self) -> dict[str, Any]:

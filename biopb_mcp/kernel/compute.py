@@ -1,0 +1,69 @@
+"""The server's side of Dask in the kernel: what the kernel's plugin is told, and its status.
+
+The plugin itself (``compute_plugin.py``) runs inside the kernel; this module only passes it the
+``[compute]`` settings and reads back its status through a silent expression.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from biopb_mcp.config import Settings
+
+PLUGIN_FILE = Path(__file__).with_name("compute_plugin.py")
+"""Loaded by the kernel bootstrap as a built-in plugin (it defines ``dask_client``)."""
+
+STATUS_EXPRESSION = (
+    "__import__('sys').modules['biopb_mcp_builtin_compute_plugin'].status_json()"
+)
+"""Evaluated in the kernel (as a user expression: no history, no output) for server_status."""
+
+
+def kernel_env(settings: Settings) -> dict[str, str]:
+    """Environment for a kernel start: the plugin's file and the ``[compute]`` settings."""
+    c = settings.compute
+    config = {
+        "scheduler": c.scheduler,
+        "workers": c.workers,
+        "threads_per_worker": c.threads_per_worker,
+        "memory_limit": c.memory_limit,
+        "connect_timeout": c.connect_timeout,
+        "config_file": str(settings.config_file),
+    }
+    return {"BIOPB_MCP_BUILTIN_PLUGINS": str(PLUGIN_FILE), "BIOPB_MCP_COMPUTE": json.dumps(config)}
+
+
+def mode(scheduler: str) -> str:
+    """``none`` | ``local`` | ``attached`` (an address)."""
+    return scheduler if scheduler in ("none", "local") else "attached"
+
+
+def status_section(settings: Settings, live: Any, kernel_state: str, busy: bool) -> dict[str, Any]:
+    """The ``compute`` section of server_status.
+
+    Args:
+        settings: the server's settings (the configured scheduler is shown even with no kernel).
+        live: the plugin's ``status()`` as the kernel reported it, or None when the kernel was
+            not asked (not ready, busy) or did not answer.
+        kernel_state: the host's state, to say why there is no live answer.
+        busy: code was running, so the kernel was not asked.
+    """
+    scheduler = settings.compute.scheduler
+    out: dict[str, Any] = {"mode": mode(scheduler), "scheduler": scheduler}
+    if isinstance(live, dict):
+        out.update(live)
+        out["state"] = (
+            "started" if live.get("started")
+            else "not started (dask_client() starts or connects on first use)"
+        )
+        return out
+    if kernel_state != "ready":
+        out["state"] = "not started (no kernel)"
+    elif busy:
+        out["state"] = "unknown while code runs (status does not wait for a busy kernel)"
+    else:
+        out["state"] = "unknown (the kernel did not report it)"
+    return out
