@@ -7,6 +7,8 @@ import threading
 import time
 from pathlib import Path
 
+import pytest
+
 from biopb_mcp.docs.atomic import STALE_TEMP_SECONDS, sweep_stale_temps, write_atomic
 from biopb_mcp.docs.store import DocStore
 
@@ -49,3 +51,34 @@ def test_the_store_sweeps_its_local_tier_once_on_first_access(tmp_path: Path) ->
     if sweeper is not None:
         sweeper.join(10)
     assert not stale.exists()
+
+
+def test_a_folder_swapped_for_a_link_mid_sweep_never_steers_an_unlink_outside(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The sweep runs over a tier that others may share: a folder may become a link at any time."""
+    from biopb_mcp.docs import atomic
+
+    tier, outside = tmp_path / "tier", tmp_path / "outside"
+    (tier / "sub").mkdir(parents=True)
+    outside.mkdir()
+    inside = _temp(tier / "sub", "a.md", STALE_TEMP_SECONDS + 60)
+    victim = _temp(outside, "a.md", STALE_TEMP_SECONDS + 60)
+    real = atomic._TEMP_NAME
+
+    class SwapOnFirstLook:
+        """Swaps tier/sub for a link to `outside` right after the sweep has listed it."""
+
+        swapped = False
+
+        def match(self, name: str) -> object:
+            if not self.swapped:
+                self.swapped = True
+                (tier / "sub").rename(tier / "moved")
+                (tier / "sub").symlink_to(outside, target_is_directory=True)
+            return real.match(name)
+
+    monkeypatch.setattr(atomic, "_TEMP_NAME", SwapOnFirstLook())
+    sweep_stale_temps(tier)
+    assert victim.exists(), "the sweep followed a link out of the tier and deleted a file there"
+    assert not (tier / "moved" / inside.name).exists()

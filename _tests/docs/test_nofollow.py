@@ -181,3 +181,30 @@ def test_flipping_a_folder_to_a_link_while_writing_puts_nothing_outside(tmp_path
     assert written > 0 and refused > 0, (written, refused)  # both sides of the race were hit
     leaked = snapshot(outside)
     assert leaked == {}, f"{len(leaked)} of {written} writes landed outside the tier: {sorted(leaked)[:5]}"
+
+
+def test_a_folder_swapped_for_a_link_after_the_walk_never_shows_an_outside_description(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Listings describe docs found by a walk; the folder may become a link before the read."""
+    local, shipped, outside = tmp_path / "local", tmp_path / "shipped", tmp_path / "outside"
+    (local / "sub").mkdir(parents=True)
+    shipped.mkdir()
+    outside.mkdir()
+    (local / "sub" / "doc.md").write_text("# Doc\n\nAn ordinary lab doc.\n")
+    (outside / "doc.md").write_text("# Secret\n\nSECRET-DESCRIPTION outside the tier.\n")
+    store = DocStore(local_dir=local, shipped_dir=shipped)
+    located = store._locate
+
+    def locate_then_swap(doc_id: str):  # type: ignore[no-untyped-def]
+        found = located(doc_id)
+        (local / "sub").rename(local / "moved")
+        (local / "sub").symlink_to(outside, target_is_directory=True)
+        return found
+
+    monkeypatch.setattr(store, "_locate", locate_then_swap)
+    try:
+        info = store.info("sub/doc")
+    except DocUnreadable:
+        return
+    assert "SECRET" not in (info.description or "") + (info.title or "")

@@ -50,15 +50,17 @@ def sweep_stale_temps(root: Path, *, older_than: float = STALE_TEMP_SECONDS) -> 
     """
     removed = 0
     cutoff = time.time() - older_than
-    for directory, _dirs, files in os.walk(root):
-        for name in files:
-            if not _TEMP_NAME.match(name):
-                continue
-            path = os.path.join(directory, name)
-            with contextlib.suppress(OSError):
-                if os.lstat(path).st_mtime < cutoff:
-                    os.unlink(path)
-                    removed += 1
+    # fwalk hands each directory as an fd it opened without following links, and the unlink is
+    # relative to that fd: a folder swapped for a link mid-walk cannot steer it outside the tier
+    with contextlib.suppress(OSError):
+        for _directory, _dirs, files, dir_fd in os.fwalk(root, follow_symlinks=False):
+            for name in files:
+                if not _TEMP_NAME.match(name):
+                    continue
+                with contextlib.suppress(OSError):
+                    if os.stat(name, dir_fd=dir_fd, follow_symlinks=False).st_mtime < cutoff:
+                        os.unlink(name, dir_fd=dir_fd)
+                        removed += 1
     return removed
 
 

@@ -439,13 +439,24 @@ class DocStore:
             hit = self._parsed_cache.get(path)
         if hit is not None and hit[0] == key:
             return hit[1], st.st_mtime
-        parsed = parse(read_text(Path(path), st))
+        parsed = parse(self._text_at(path, st))
         # A file changed within the filesystem's timestamp granularity could change again with the
         # same (mtime, size): never cache it until it is older (git's "racily clean" rule).
         if st.st_mtime_ns < time.time_ns() - _RACY_NS:
             with self._cache_lock:
                 self._parsed_cache[path] = (key, parsed)
         return parsed, st.st_mtime
+
+    def _text_at(self, path: str, st: os.stat_result) -> str:
+        """A listed file's text; a local one read as `_local_text` does, so a folder swapped for a
+        link between the walk and the read cannot show an outside file's title or description."""
+        rel = os.path.relpath(path, self.local_dir)
+        if rel == ".." or rel.startswith(".." + os.sep) or os.path.isabs(rel) or not rel.endswith(".md"):
+            return read_text(Path(path), st)
+        try:
+            return self._local_text(rel[: -len(".md")].replace(os.sep, "/"))
+        except InvalidDocId as exc:
+            raise DocUnreadable(str(exc)) from exc
 
     def _description(self, doc_id: str, path: str) -> str:
         try:
