@@ -5,7 +5,6 @@ from __future__ import annotations
 import logging
 import stat
 import tomllib
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -318,17 +317,6 @@ def test_config_dir_under_a_regular_file_cannot_be_loaded_or_initialised(tmp_pat
     assert str(blocker / "cfg" / "config.toml") in str(info.value)
     assert blocker.read_text(encoding="utf-8") == "not a dir"
 
-
-@pytest.fixture
-def root_handlers() -> Iterator[None]:
-    """Restore the root logger after a test that sets up logging (no global state leaks)."""
-    root = logging.getLogger()
-    before, level = list(root.handlers), root.level
-    yield
-    for handler in [h for h in root.handlers if h not in before]:
-        root.removeHandler(handler)
-        handler.close()
-    root.setLevel(level)
 
 
 def test_unwritable_log_location_is_a_config_error_naming_the_keys(

@@ -4,25 +4,12 @@ from __future__ import annotations
 
 import logging
 import stat
-from collections.abc import Iterator
 
 import pytest
 
 from biopb_mcp import logs
 from biopb_mcp.config import load_settings
 from biopb_mcp.logs import setup_logging
-
-
-@pytest.fixture
-def root_handlers() -> Iterator[None]:
-    """Restore the root logger after the test (no global state leaks)."""
-    root = logging.getLogger()
-    before, level = list(root.handlers), root.level
-    yield
-    for handler in [h for h in root.handlers if h not in before]:
-        root.removeHandler(handler)
-        handler.close()
-    root.setLevel(level)
 
 
 def test_the_log_rotates_at_its_size_cap_and_every_file_stays_0600(

@@ -109,7 +109,7 @@ def contamination(tree: ConfigTree, trace: Path) -> list[str]:
     from biopb_mcp.errors import BiopbMcpError
 
     found = [f"read:{args.get('id')}" for args in trace_calls(trace, "read_doc") if str(args.get("id", "")).split("@")[0] in hidden]
-    store = DocStore(tree.docs_dir)
+    store = DocStore(tree.docs_dir, read_only=True)  # replaying must not seed or write the run's tree
     for args in trace_calls(trace, "search_docs"):
         try:
             hits = search_docs(store, str(args.get("query", "")), int(args.get("max_results") or 5))

@@ -266,7 +266,7 @@ def _console(args: argparse.Namespace) -> int:
     settings = load_settings()
     from biopb_mcp.console import run
 
-    return run(Path(settings.runtime_dir), args.pid)
+    return run(Path(settings.runtime_dir), args.pid, lambda text: print(text, flush=True))
 
 
 def _serve(args: argparse.Namespace) -> int:

@@ -12,10 +12,12 @@ import importlib.util
 import os
 import re
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 from biopb_mcp.errors import KernelError
+from biopb_mcp.runtime_files import private_runtime_dir
 
 __all__ = ["AGENT_PREFIX", "ServerKernel", "console_argv", "find_kernel", "running_kernels"]
 
@@ -49,7 +51,9 @@ def running_kernels(runtime_dir: Path) -> list[ServerKernel]:
     """Kernels of live servers in ``runtime_dir``, newest first (files of dead servers skipped)."""
     found: list[ServerKernel] = []
     try:
-        entries = list(os.scandir(runtime_dir))
+        # a shared runtime dir holds our files in a private subdirectory: look where the server wrote
+        directory = private_runtime_dir(runtime_dir, create=False)
+        entries = list(os.scandir(directory)) if directory is not None else []
     except OSError:
         return []
     for entry in entries:
@@ -102,19 +106,19 @@ def console_argv(connection_file: Path) -> list[str]:
     ]
 
 
-def run(runtime_dir: Path, pid: int | None = None) -> int:
-    """Replace this process with the console; returns only on error (exit code 2 via KernelError)."""
+def run(runtime_dir: Path, pid: int | None, announce: Callable[[str], None]) -> int:
+    """Replace this process with the console after `announce`-ing what it attached to (the CLI
+    writes that to the terminal); returns only on error (exit code 2 via KernelError)."""
     kernel = find_kernel(runtime_dir, pid)
     if importlib.util.find_spec("jupyter_console") is None:
         raise KernelError(
             "biopb-mcp console needs jupyter-console: pip install 'biopb-mcp[console]'"
         )
-    print(
+    announce(
         f"Attached to the kernel of biopb-mcp server pid {kernel.server_pid} "
         f"({kernel.connection_file}).\nThe agent's code and outputs appear marked "
         f"{AGENT_PREFIX.strip()}; what you type runs in the same namespace. exit, quit or Ctrl-D "
-        "leaves this console; the kernel keeps running.",
-        flush=True,
+        "leaves this console; the kernel keeps running."
     )
     argv = console_argv(kernel.connection_file)
     os.execv(argv[0], argv)

@@ -8,6 +8,7 @@ the demo with exit code 1 and says what failed. Server, kernel and temp tree are
 
 from __future__ import annotations
 
+import ast
 import base64
 import json
 import os
@@ -22,6 +23,7 @@ from typing import Any, TextIO
 import anyio
 
 from biopb_mcp.kernel.lifeline import without_banners
+from biopb_mcp.runtime_files import pid_alive
 
 __all__ = ["DEFAULT_IMAGE", "run_demo"]
 
@@ -59,7 +61,7 @@ try:
     labels = measure.label(mask)
     areas = [r.area for r in measure.regionprops(labels)]
     found = int(sum(area >= 20 for area in areas))  # a noise speck is a few pixels, a nucleus ~110
-    how = "numpy + scikit-image (Otsu threshold, connected components, area >= 20 px)"
+    how = "skimage"
     pixels = (mask * 255).astype("uint8").tolist()
 except ImportError:  # no imaging extra: the same analysis in plain Python
     mask = [[any((y - cy) ** 2 + (x - cx) ** 2 <= 36 for cy, cx in placed) for x in range(size)]
@@ -76,9 +78,8 @@ except ImportError:  # no imaging extra: the same analysis in plain Python
                         continue
                     seen.add((py, px))
                     stack += [(py + 1, px), (py - 1, px), (py, px + 1), (py, px - 1)]
-    how = "plain Python (install the imaging extra for numpy + scikit-image)"
+    how = "python"
     pixels = [[255 if v else 0 for v in row] for row in mask]
-print(f"placed {len(placed)} nuclei, found {found} with {how}")
 
 def png(rows):
     raw = b"".join(b"\x00" + bytes(row) for row in rows)
@@ -88,9 +89,15 @@ def png(rows):
     return b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", head) + chunk(b"IDAT", zlib.compress(raw)) + chunk(b"IEND", b"")
 
 display(Image(data=png(pixels)))
-(len(placed), found)
+(len(placed), found, how)
 '''
-"""Run in the kernel: make an image, count its nuclei, display the mask as a PNG."""
+"""Run in the kernel: make an image, count its nuclei, display the mask as a PNG; its value is
+(placed, found, method key), short enough that IPython prints it on one line."""
+
+METHODS = {
+    "skimage": "numpy + scikit-image (Otsu threshold, connected components, area >= 20 px)",
+    "python": "plain Python (install the imaging extra for numpy + scikit-image)",
+}
 
 NOTE_BODY = (
     "# Demo note\n\n"
@@ -144,16 +151,6 @@ def _write_config(root: Path) -> None:
     (config / "config.toml").write_text("\n".join(lines), encoding="utf-8")
 
 
-def _pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
 class _Transcript:
     def __init__(self, out: TextIO, total: int) -> None:
         self.out, self.total, self.n = out, total, 0
@@ -196,12 +193,12 @@ async def _walk(client: Any, t: _Transcript, image_path: Path, state: dict[str, 
     async def execute() -> None:
         result = await client.call_tool("execute_code", {"code": ANALYSIS_CODE})
         text = _check(result, "execute_code")
-        t.show(text, lines=4)
         last = text.strip().splitlines()[-1] if text.strip() else ""
         try:
-            placed, found = (int(v) for v in last.strip("()").split(","))
-        except ValueError:
-            raise StepFailed(f"execute_code returned no (placed, found) pair: {text.strip()[:300]}") from None
+            placed, found, how = ast.literal_eval(last)
+        except (ValueError, SyntaxError, TypeError):
+            raise StepFailed(f"execute_code returned no (placed, found, how) result: {text.strip()[:300]}") from None
+        t.show(f"placed {placed} nuclei, found {found} with {METHODS.get(how, how)}\n{text}", lines=4)
         if placed != found:
             raise StepFailed(f"the analysis counted {found} nuclei where {placed} were placed")
         images = [block for block in result.content if getattr(block, "type", "") == "image"]
@@ -270,9 +267,9 @@ async def _run(out: TextIO, root: Path, image_path: Path, state: dict[str, Any],
     finally:  # closing the session stopped the server; its kernel goes with it
         pid = state.get("kernel_pid")
         deadline = time.monotonic() + 20
-        while pid and _pid_alive(pid) and time.monotonic() < deadline:
+        while pid and pid_alive(pid) and time.monotonic() < deadline:
             await anyio.sleep(0.05)
-    if pid and _pid_alive(pid):
+    if pid and pid_alive(pid):
         raise StepFailed(f"the kernel (pid {pid}) was still running after the server stopped")
     t.show("server and kernel stopped")
 

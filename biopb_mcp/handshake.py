@@ -1,8 +1,8 @@
 """The ``initialize`` / ``server/discover`` instructions: a pure function of the docs store.
 
 Composed for each connecting client (a server middleware calls it), so an index edited by hand
-between two sessions shows up in the next one without restarting anything shared. The order is
-fixed by DESIGN.md "Handshake": start the kernel, the index header, the index itself, read the
+between two sessions shows up in the next one without restarting anything shared. The order puts
+what the agent must do first on top: start the kernel, the index header, the index itself, read the
 references, the standing guardrails, ask before destructive steps.
 """
 
@@ -59,7 +59,7 @@ ASK_FIRST_LINE = (
 
 
 INDEX_MAX_CHARS = 60_000
-"""Largest index inlined whole. At the 200-entry cap an index is about 25 KB (seed 001 §2); only a
+"""Largest index inlined whole. At the 200-entry cap an index is about 25 KB; only a
 hand-grown one gets past this, and a client may drop an initialize result that large."""
 
 
@@ -81,8 +81,8 @@ def _render_index_or_note(store: _RendersIndex) -> str:
     """The rendered index, or one clear line when it cannot be rendered (never fail the handshake)."""
     try:
         # The ignored: line names docs the agent decided not to list; spelling those ids out in
-        # every session's context would list them after all (seed 001 §6: the handshake never
-        # shows an id the agent could guess). read_doc("index") still shows the line to edit.
+        # every session's context would list them after all (and the bench's docs-off arm
+        # would leak its hidden procedures). read_doc("index") still shows the line to edit.
         return _bounded(store.render_index(hide_ignored=True).strip())
     except Exception as exc:  # top-level: a broken index must not break initialize
         logger.exception("Rendering the doc index for the handshake failed")

@@ -82,14 +82,19 @@ def write_token_file(runtime_dir: Path, token: str) -> Path:
     directory = private_runtime_dir(runtime_dir)
     assert directory is not None  # create=True either returns a dir or raises
     path = directory / TOKEN_FILE_NAME.format(pid=os.getpid())
-    # Create the file 0600 from the start: a chmod after a default-mode create leaves a window.
+    _write_private(path, token)
+    return path
+
+
+def _write_private(path: Path, token: str) -> None:
+    """Write ``token`` to ``path`` created 0600 from the start (a chmod after a default-mode
+    create would leave a window), never through a link."""
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
     try:
         os.fchmod(fd, 0o600)
         os.write(fd, (token + "\n").encode("ascii"))
     finally:
         os.close(fd)
-    return path
 
 
 STABLE_TOKEN_FILE_NAME = "http-token"
@@ -131,12 +136,7 @@ def stable_token(state_dir: Path, *, rotate: bool = False) -> tuple[str, Path, s
     token = new_token()
     state_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
     tmp = state_dir / f".{STABLE_TOKEN_FILE_NAME}.{os.getpid()}.tmp"
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
-    try:
-        os.fchmod(fd, 0o600)
-        os.write(fd, (token + "\n").encode("ascii"))
-    finally:
-        os.close(fd)
+    _write_private(tmp, token)
     os.replace(tmp, path)  # a reader never sees a half-written token; a planted link is replaced
     return token, path, how
 

@@ -37,8 +37,7 @@ def setup_logging(settings: Settings, *, stderr: bool) -> None:
     log_file = settings.log_file
     try:
         log_file.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-        # created 0600 up front: logs quote agent code and doc text
-        os.close(os.open(log_file, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600))
+        # the handler creates every file 0600: logs quote agent code and doc text
         file_handler: logging.Handler = PrivateRotatingFileHandler(
             log_file, maxBytes=LOG_MAX_BYTES, backupCount=LOG_BACKUPS, encoding="utf-8")
     except OSError as exc:

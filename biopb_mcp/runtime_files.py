@@ -90,7 +90,8 @@ def private_runtime_dir(runtime_dir: Path, *, create: bool = True) -> Path | Non
     return sub
 
 
-def _alive(pid: int) -> bool:
+def pid_alive(pid: int) -> bool:
+    """Whether ``pid`` is a live process (another user's counts as alive)."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
@@ -121,7 +122,7 @@ def sweep_stale(runtime_dir: Path) -> list[Path]:
             continue
         pid = int(match.group("kpid") or match.group("tpid"))
         with contextlib.suppress(OSError):
-            if pid == own or entry.is_dir(follow_symlinks=False) or _alive(pid):
+            if pid == own or entry.is_dir(follow_symlinks=False) or pid_alive(pid):
                 continue
             if entry.stat(follow_symlinks=False).st_uid != uid:
                 continue
@@ -144,7 +145,7 @@ def _sweep_socket_dirs(uid: int, own: int) -> list[Path]:
                 continue
             with contextlib.suppress(OSError):
                 st = entry.stat(follow_symlinks=False)
-                if not stat.S_ISDIR(st.st_mode) or st.st_uid != uid or _alive(int(match.group("pid"))):
+                if not stat.S_ISDIR(st.st_mode) or st.st_uid != uid or pid_alive(int(match.group("pid"))):
                     continue
                 for child in os.scandir(entry.path):
                     if not child.is_dir(follow_symlinks=False):

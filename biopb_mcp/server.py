@@ -121,7 +121,7 @@ def _rendered_result(rendered: Any, *, prefix: str = "") -> CallToolResult:
 
 
 def _instructions_middleware(store: DocStore) -> Callable[..., Any]:
-    """Compose the instructions at each ``initialize`` / ``server/discover`` (MCP_SDK_2.md §2)."""
+    """Compose the instructions at each ``initialize`` / ``server/discover`` (both protocol eras carry them)."""
 
     async def per_connection(ctx: ServerRequestContext[Any, Any], call_next: CallNext) -> HandlerResult:
         result = await call_next(ctx)
@@ -502,7 +502,7 @@ def _shutdown_and_exit(state: AppState, code: int) -> NoReturn:
     """Shut the kernel down (bounded), run ``state.at_exit``, flush logs, leave with ``os._exit``.
 
     ``os._exit`` because interpreter teardown with live loops, reader threads and BLAS threads can
-    hang or crash (DESIGN.md "Kernel").
+    hang or crash.
     """
     worker = threading.Thread(target=state.kernel.shutdown, name="kernel-shutdown", daemon=True)
     worker.start()
@@ -536,7 +536,7 @@ async def _exit_on_signal(state: AppState) -> None:
 async def _serve_stdio(mcp: MCPServer, state: AppState, wire: Any) -> None:
     from biopb_mcp.stdio_guard import wire_streams
 
-    lowlevel = mcp._lowlevel_server  # no public accessor in 2.3 (MCP_SDK_2.md §3)
+    lowlevel = mcp._lowlevel_server  # no public accessor in mcp 2.3
     async with anyio.create_task_group() as tg:
         tg.start_soon(_exit_on_signal, state)
         async with wire_streams(wire) as (read_stream, write_stream):

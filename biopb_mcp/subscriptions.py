@@ -7,7 +7,7 @@ else: the modern-era events go through the server's own subscription bus (the de
 ``MCPServer(subscriptions=...)``); pass ``bus=`` only to override that. The write_doc tool calls
 ``await notifier.after_write(result)`` after every successful write.
 
-What it installs (MCP_SDK_2.md §3–§4; the SDK hooks used here are private and pinned to 2.3):
+What it installs (the SDK hooks used here are private and pinned to mcp 2.3):
 
 * ``biopb://docs/index`` and the one template ``biopb://docs/{+id}``; a read IS
   ``store.read_doc`` (same header, same errors, ``@diff``/``@history``/``@v<N>`` work).

@@ -6,11 +6,10 @@ import os
 import signal
 import struct
 import subprocess
-import time
 import zlib
 from pathlib import Path
 
-import psutil
+from processes import gone, wait_gone  # noqa: F401  (re-exported to the tests here)
 
 from biopb_mcp.config import Settings, load_settings
 
@@ -40,23 +39,6 @@ def png_bytes(width: int = 4, height: int = 3) -> bytes:
     ihdr = struct.pack(">IIBBBBB", width, height, 8, 0, 0, 0, 0)
     return b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", ihdr) + chunk(b"IDAT", zlib.compress(raw)) + chunk(b"IEND", b"")
 
-
-def gone(pid: int) -> bool:
-    """The process has exited (a zombie waiting to be reaped counts as gone)."""
-    try:
-        return psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
-    except psutil.NoSuchProcess:
-        return True
-
-
-def wait_gone(pid: int, within: float) -> bool:
-    """Poll until ``pid`` is gone or ``within`` seconds passed; whether it went."""
-    deadline = time.monotonic() + within
-    while time.monotonic() < deadline:
-        if gone(pid):
-            return True
-        time.sleep(0.05)
-    return gone(pid)
 
 
 def stop_process(proc: subprocess.Popen[str], *leftover_pids: int | None) -> None:

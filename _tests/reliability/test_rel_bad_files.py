@@ -1,4 +1,4 @@
-"""Bad files in the local tier (issue 8, item 4), against the real server over stdio.
+"""Bad files in the local tier, against the real server over stdio.
 
 A binary ``x.md``, a 50 MB doc, a doc that is one 1 MB line, an index of 10,000 lines, a
 frontmatter block that never closes, a directory named ``y.md``, and an unreadable ``z.md``

@@ -1,4 +1,4 @@
-"""Concurrent writers (issue 8, item 2): two real server processes and a hand editor, one local tier.
+"""Concurrent writers: two real server processes and a hand editor, one local tier.
 
 Both servers are ``python -m biopb_mcp`` over stdio (one per agent host is the normal way two
 processes share a tier). At once: whole-body writes of the same doc from both, creates from both

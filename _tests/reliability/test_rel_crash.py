@@ -1,4 +1,4 @@
-"""Crash injection (issue 8, item 3): SIGKILL in the middle of write_doc, over and over.
+"""Crash injection: SIGKILL in the middle of write_doc, over and over.
 
 Each round kills a writer at a random moment while it writes a ~0.9 MB doc and creates docs (each
 create appends to the index), then checks the tier: the doc is exactly one whole text that was

@@ -1,4 +1,4 @@
-"""Hostile ids and paths (issue 8, item 1): generated ids through the store, the tools and the URIs.
+"""Hostile ids and paths: generated ids through the store, the tools and the URIs.
 
 Invariant: every write lands inside the local tier or is refused with a BiopbMcpError (a tool
 error / resource error over MCP) whose text says why; never a bare exception. A sentinel

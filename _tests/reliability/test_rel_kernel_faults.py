@@ -1,4 +1,4 @@
-"""Kernel faults through the real server over stdio (issue 8, item 5).
+"""Kernel faults through the real server over stdio.
 
 The kernel killed from outside in the middle of a job, a job flooding stdout, a job allocating
 until it cannot (capped with RLIMIT_AS inside the kernel: the machine's memory is never at risk),

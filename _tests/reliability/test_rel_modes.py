@@ -1,4 +1,4 @@
-"""Mode bits of the local docs tier (issue 8, item 8, docs part): 0700 dirs, 0600 files.
+"""Mode bits of the local docs tier: 0700 dirs, 0600 files.
 
 Other users on a shared workstation must not read the lab's docs or their history, whatever the
 user's umask (a permissive 002 included); a stricter umask (077) gives the same. The store runs in

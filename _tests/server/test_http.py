@@ -175,7 +175,7 @@ def test_no_auth_opts_out_with_a_warning(tmp_path: Path) -> None:
 
 
 def test_an_unwritable_runtime_dir_is_one_error_line_and_exit_2(tmp_path: Path) -> None:
-    """The token file cannot be written: one line naming the key, exit 2, no traceback (issue 8 §7)."""
+    """The token file cannot be written: one line naming the key, exit 2, no traceback."""
     blocker = tmp_path / "not-a-dir"
     blocker.write_text("a file where the runtime dir should go")
     env = {**os.environ, **make_env(tmp_path, config=f'[server]\nruntime_dir = "{blocker}/biopb"\n')}

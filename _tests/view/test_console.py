@@ -85,3 +85,18 @@ def test_console_without_a_running_server_is_one_line_and_exit_2(capsys: pytest.
     assert err.startswith("error: no running biopb-mcp server") and err.count("\n") == 1
     assert main(["console", "--pid", "1"]) == 2
     assert "no biopb-mcp server with pid 1" in capsys.readouterr().err
+
+
+def test_a_shared_runtime_dir_is_searched_where_the_server_writes_its_files(tmp_path: Path) -> None:
+    """A 1777 runtime dir holds our files in a private subdirectory; the console must look there."""
+    from biopb_mcp.console import running_kernels
+    from biopb_mcp.runtime_files import private_runtime_dir
+
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    os.chmod(shared, 0o1777)
+    private = private_runtime_dir(shared)
+    assert private is not None and private != shared
+    conn = private / f"kernel-{os.getpid()}-0123abcd.json"
+    conn.write_text("{}", encoding="utf-8")
+    assert [k.connection_file for k in running_kernels(shared)] == [conn]

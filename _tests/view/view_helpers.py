@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 
-import psutil
+from processes import gone, wait_gone  # noqa: F401  (re-exported to the tests here)
 
 from biopb_mcp.config import Settings, load_settings
 
@@ -18,20 +17,3 @@ def make_settings(root: Path, extra: str = "") -> Settings:
     (cdir / "config.toml").write_text(text, encoding="utf-8")
     return load_settings(cdir)
 
-
-def gone(pid: int) -> bool:
-    """The process has exited (a zombie counts as gone)."""
-    try:
-        return psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
-    except psutil.NoSuchProcess:
-        return True
-
-
-def wait_gone(pid: int, within: float) -> bool:
-    """Poll until ``pid`` is gone or ``within`` seconds passed; whether it went."""
-    deadline = time.monotonic() + within
-    while time.monotonic() < deadline:
-        if gone(pid):
-            return True
-        time.sleep(0.05)
-    return gone(pid)

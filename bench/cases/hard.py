@@ -19,8 +19,6 @@ from bench.cases._kit import (
     best_shift_ncc,
     disks,
     load_tiff,
-    match_points,
-    read_csv,
     read_number,
     save_tiff,
     smooth_texture,
@@ -28,7 +26,7 @@ from bench.cases._kit import (
 )
 from bench.cases.illumination import _flatness, vignetting
 from bench.cases.nuclei import _check_labels, nuclei_image
-from bench.cases.spots import random_points
+from bench.cases.spots import _check_spots, random_points
 
 SHAPE = (256, 256)
 
@@ -141,17 +139,6 @@ def _setup_spots_background(workdir: Path, rng: np.random.Generator) -> Truth:
     return {"points": points}
 
 
-def _check_spots_background(workdir: Path, truth: Truth) -> tuple[bool, str]:
-    rows = read_csv(workdir / "spots.csv", ("y", "x"))
-    found = np.array([[row["y"], row["x"]] for row in rows]).reshape(-1, 2)
-    points = truth["points"]
-    hits = match_points(found, points, radius=2.0)
-    recall = hits / len(points)
-    precision = hits / len(found) if len(found) else 0.0
-    detail = f"{len(found)} found, {len(points)} true, {hits} matched within 2 px: recall {recall:.2f}, precision {precision:.2f} (both ≥ 0.9)"
-    return recall >= 0.9 and precision >= 0.9, detail
-
-
 _SAVE_SPOTS = """
 np.savetxt("spots.csv", np.asarray(found, float).reshape(-1, 2), delimiter=",", header="y,x", comments="")
 print(len(found), "spots")
@@ -166,7 +153,7 @@ register(
             "spots.csv with columns y and x (pixel coordinates of each spot centre)."
         ),
         setup=_setup_spots_background,
-        check=_check_spots_background,
+        check=_check_spots,
         solution="""
 import numpy as np, tifffile
 from skimage import filters, morphology, feature

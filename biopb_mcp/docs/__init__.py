@@ -1,7 +1,7 @@
 """The docs store: two tiers of markdown docs and the agent-edited index that lists them.
 
 Nothing here imports mcp, jupyter_client or the kernel: the server and the CLI adapt this package,
-never the other way round. The caps live in this one place (seed 001 §2, §3, §8.4): raising one
+never the other way round. The caps live in this one place: raising one
 later touches nothing but the constant.
 """
 

@@ -20,17 +20,10 @@ from pathlib import Path
 
 from biopb_mcp.docs import nofollow
 
-DIR_MODE = 0o700
-FILE_MODE = 0o600
 LOCK_NAME = ".lock"
 
 _thread_locks: dict[str, threading.RLock] = {}
 _thread_locks_guard = threading.Lock()
-
-
-def ensure_dir(path: Path) -> None:
-    """Create `path` and missing parents with mode 0700 (the umask may make it stricter)."""
-    nofollow.make_dirs(path)
 
 
 TEMP_SUFFIX = nofollow.TEMP_SUFFIX

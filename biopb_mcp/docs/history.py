@@ -1,4 +1,4 @@
-"""Version history of local docs, kept in `<local>/.history/` (seed 004's idea, issue 4 part 3).
+"""Version history of local docs, kept in `<local>/.history/` (so no write loses text).
 
 Every text a local doc (or the index) has had through write_doc is kept as a numbered version,
 the current one included, so "the last version the server saw" is simply the newest one. Before
@@ -23,7 +23,6 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from biopb_mcp.docs import FILE_MAX_BYTES, nofollow
-from biopb_mcp.docs.atomic import write_atomic
 from biopb_mcp.docs.frontmatter import decode, one_line
 from biopb_mcp.errors import DocNotFound, DocUnreadable
 
@@ -260,7 +259,7 @@ class History:
         if len(logged) > 2 * self.keep:
             # Compact now and then rather than on every write.
             lines = "".join(json.dumps(asdict(v)) + "\n" for v in logged[-self.keep :])
-            write_atomic(self.local_dir / self._rel(doc_id, VERSIONS_FILE), lines, durable=False, root=self.local_dir)
+            nofollow.write_atomic(self.local_dir, self._rel(doc_id, VERSIONS_FILE), lines.encode(), durable=False)
         else:
             nofollow.append(self.local_dir, self._rel(doc_id, VERSIONS_FILE), (json.dumps(asdict(version)) + "\n").encode())
         return version

@@ -4,7 +4,7 @@ An id is the path of a `.md` file under its tier, minus `.md`: segments of `[A-Z
 joined by `/`. No segment is empty, `.` or `..`, or starts with `.` (so the store's own files —
 `.history/`, `.lock`, `.shipped-manifest.json` — can never be named). `@` is outside the charset,
 so whatever follows it is a view, never a doc. `index` is the index; an id ending in `/` is
-reserved for collections (seed 001 §7).
+reserved for collections (folders an index line may list whole).
 """
 
 from __future__ import annotations

@@ -3,7 +3,7 @@
 The index is free markdown owned by the agent. The loader recognises only an entry line
 `- <id>: <hook>` (a `- <id>/: …` collection line is kept verbatim and counts as one entry) and the
 `ignored: a, b` line. Rendering adds `(missing)` / `(local copy)` suffixes and two tails, each
-opening with one sentence saying what to do (seed 001 §2).
+opening with one sentence saying what to do, so the agent acts on it unprompted.
 """
 
 from __future__ import annotations
@@ -126,7 +126,7 @@ def render(
     `exists(id)` says whether a doc resolves in either tier, `shadows(id)` whether a local copy
     hides a shipped doc; `new_docs` and `stale_docs` are `(id, shipped description)` pairs.
     `hide_ignored` replaces each `ignored:` line by a count, for a caller (the handshake under
-    the docs-off bench arm) that must never show an ignored id (seed 001 §6).
+    the docs-off bench arm) that must never show an ignored id.
     """
     lines = list(index.lines)
     bare: set[int] = set()
@@ -141,7 +141,7 @@ def render(
             lines[i] = f"{lines[i].rstrip()} — {IGNORED_NOTE}."
     for entry in index.entries:
         if entry.collection:
-            continue  # kept verbatim: collections mean something later (seed 001 §7)
+            continue  # kept verbatim: a collection line lists a folder whole
         if not exists(entry.doc_id):
             lines[entry.line] = lines[entry.line].rstrip() + " " + MISSING
         elif shadows(entry.doc_id):

@@ -6,17 +6,13 @@ would otherwise pass silently; ``biopb-mcp docs check`` runs these rules to say 
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable
 
+from biopb_mcp.docs.frontmatter import _FRONTMATTER_MAX_LINES, _KEY_LINE  # what the reader accepts
 from biopb_mcp.docs.index import IndexFile
 
 __all__ = ["frontmatter_problems", "unsurfaced_ids"]
 
-_FRONTMATTER_MAX_LINES = 100
-"""The reader looks this far for the closing ``---``; a later one is not seen."""
-
-_KEY_LINE = re.compile(r"^([A-Za-z_][A-Za-z0-9_-]*)\s*:\s*(.*)$")
 
 
 def frontmatter_problems(text: str) -> list[str]:

@@ -1,4 +1,4 @@
-"""The change manifest: which shipped docs changed at the last version bump (seed 001 §4).
+"""The change manifest: which shipped docs changed at the last version bump, so the index can say which local copies may be behind.
 
 `.shipped-manifest.json` in the local tier holds the installed package version and a sha256 per
 shipped id. While the version is unchanged nothing is hashed: a session that never upgrades pays

@@ -1,6 +1,6 @@
 """The knowledge pack: the rendered index and every listed doc as one markdown file.
 
-For hosts that cannot speak MCP (seed 003's knowledge-pack): paste the pack into a system prompt
+For hosts that cannot speak MCP : paste the pack into a system prompt
 or a project file and the agent has what read_doc would give it. A view over `DocStore` like
 search: the index is `render_index()`, each doc is exactly its `read_doc` text, in the order the
 index lists them. Deterministic: the same store gives the same bytes.

@@ -1,6 +1,6 @@
 """The docs as MCP resources, minus MCP: URIs, the paged listing and what each entry says.
 
-The listing is a view over the store (DESIGN.md "Resources", seed 000): the index opens the first
+The listing is a view over the store, never a second surface: the index opens the first
 page, then every id ``DocStore.listed_ids()`` returns, sorted by id. The cursor is the URI of the
 last resource on a page and a request resumes *after it by comparison*, never by offset, so it
 holds no state on the server: it survives a restart, and a doc created behind it between two
@@ -42,7 +42,7 @@ DOC_URI_TEMPLATE = URI_PREFIX + "{+id}"
 MIME_TYPE = "text/markdown"
 
 PAGE_SIZE = 100
-"""Resources per ``resources/list`` page (DESIGN.md); the index counts on the first one."""
+"""Resources per ``resources/list`` page; the index counts on the first one."""
 
 INDEX_NAME = "Docs index"
 INDEX_DESCRIPTION = (
@@ -108,7 +108,7 @@ def parse_cursor(cursor: str) -> str | None:
 def describe(store: DocStore, doc_id: str) -> ResourceEntry | None:
     """The listing entry for one doc, or None when the file cannot be read (logged, never raised).
 
-    A listing must never break on one bad file (DESIGN.md), so an unreadable doc (or a symlink the
+    A listing must never break on one bad file (a client would lose every doc after it), so an unreadable doc (or a symlink the
     store refuses to follow out of its tier) is skipped with a warning and a doc deleted since
     ``listed_ids()`` is skipped quietly.
     """

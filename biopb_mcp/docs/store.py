@@ -1,4 +1,4 @@
-"""DocStore: the two tiers, read_doc / write_doc, the rendered index (seed 001 §1–§5).
+"""DocStore: the two tiers, read_doc / write_doc, the rendered index.
 
 Everything is read fresh from disk on every call; the only caches are keyed by a file's own
 (mtime_ns, size), so they go stale with the file, never with time. Writes take the local tier's
@@ -68,7 +68,7 @@ Before writing, hold the doc to these rules:
   before relying on it: a local doc has no contract test behind it.
 - Link with [[id]] what this doc depends on or hands off to, not everything it mentions.
 See the shipped doc "authoring" for checkpoint types and how to write parameter rules."""
-"""The write_doc authoring gate (seed 001 §5); the server puts it in the tool's docstring."""
+"""The write_doc authoring gate (what keeps the store worth reading); the server puts it in the tool's docstring."""
 
 _RACY_NS = 2_000_000_000
 """A file modified this recently (ns) is not cached: a second edit may keep its mtime and size."""

@@ -318,7 +318,7 @@ class KernelHost:
                 )
                 channels = self._channels
             self._wait_ready(channels, proc, deadline)
-            for n in range(1, 6):  # bound under umask 0o077 already; 0600 as issue 8 asks
+            for n in range(1, 6):  # bound under umask 0o077 already; 0600: code the agent runs may print secrets
                 with contextlib.suppress(OSError):
                     os.chmod(f"{prefix}-{n}", 0o600)
             boot = self._fetch_bootstrap(channels, deadline)

@@ -1,7 +1,7 @@
 """Process hygiene: private runtime dirs, launching the kernel in its own session with a
 parent-death pipe, killing its process group, and reading the kernel log's tail.
 
-Lessons from upstream (DESIGN.md, Kernel): the kernel gets its own session so that its process
+Lessons learnt the hard way: the kernel gets its own session so that its process
 group can be killed without touching the server's; a pipe whose write end only the server holds
 tells the kernel when the server is gone, even after SIGKILL (``PR_SET_PDEATHSIG`` is tied to the
 forking thread and ppid polling misses subreapers).
