@@ -1,3 +1,3 @@
 """The `kernel` fixture for procedure tests: one real kernel per test module."""
 
-from sweeplib import kernel  # noqa: F401  (re-exported as a fixture for this directory)
+from _tests.support.sweeplib import kernel  # noqa: F401  (re-exported as a fixture for this directory)

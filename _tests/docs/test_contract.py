@@ -11,7 +11,7 @@ import pytest
 from packaging.specifiers import SpecifierSet  # a pytest dependency, so always importable here
 from packaging.version import Version
 
-import seedlib  # _tests/docs is on sys.path (pytest rootdir-relative import)
+from _tests.support import seedlib
 
 PINNED = [d for d in seedlib.shipped_ids() if seedlib.split_frontmatter(seedlib.read(d))[0].get("packages")]
 WITH_CODE = [d for d in seedlib.shipped_ids() if seedlib.code_blocks(seedlib.read(d))]

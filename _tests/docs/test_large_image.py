@@ -13,7 +13,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-import seedlib
+from _tests.support import seedlib
 import tifffile
 from scipy import ndimage as ndi
 

@@ -11,9 +11,9 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-import seedlib  # _tests/docs is on sys.path (pytest rootdir-relative import)
+from _tests.support import seedlib
 import tifffile
-from sweeplib import run_doc
+from _tests.support.sweeplib import run_doc
 
 pytestmark = pytest.mark.slow
 

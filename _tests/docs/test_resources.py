@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from doc_corpus import make_corpus as make_local_corpus
+from _tests.support.doc_corpus import make_corpus as make_local_corpus
 
 from biopb_mcp.docs.resources import (
     INDEX_URI,

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-import seedlib  # _tests/docs is on sys.path (pytest rootdir-relative import)
+from _tests.support import seedlib
 
 INDEX_TEXT = (seedlib.DOCS_DIR / "index.md").read_text(encoding="utf-8")
 INDEX = seedlib.parse_index(INDEX_TEXT)

@@ -14,9 +14,9 @@ from typing import Any
 
 import numpy as np
 import pytest
-import seedlib
+from _tests.support import seedlib
 from scipy import ndimage as ndi
-from sweeplib import Inputs, Outputs, disc, replace_once, run_doc, scatter
+from _tests.support.sweeplib import Inputs, Outputs, disc, replace_once, run_doc, scatter
 
 pytestmark = pytest.mark.slow
 

@@ -12,9 +12,9 @@ from typing import Any
 
 import numpy as np
 import pytest
-import seedlib
+from _tests.support import seedlib
 from scipy import ndimage as ndi
-from sweeplib import Inputs, Outputs, replace_once, run_doc, scatter, texture
+from _tests.support.sweeplib import Inputs, Outputs, replace_once, run_doc, scatter, texture
 
 pytestmark = pytest.mark.slow
 

@@ -17,10 +17,10 @@ from typing import Any
 
 import numpy as np
 import pytest
-import seedlib
+from _tests.support import seedlib
 import tifffile
 from scipy import ndimage as ndi
-from sweeplib import Inputs, Outputs, disc, replace_once, run_doc
+from _tests.support.sweeplib import Inputs, Outputs, disc, replace_once, run_doc
 
 pytestmark = pytest.mark.slow
 

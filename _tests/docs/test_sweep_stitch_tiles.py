@@ -12,8 +12,8 @@ from typing import Any
 
 import numpy as np
 import pytest
-import seedlib
-from sweeplib import Inputs, Outputs, disc, replace_once, run_doc, scatter, texture
+from _tests.support import seedlib
+from _tests.support.sweeplib import Inputs, Outputs, disc, replace_once, run_doc, scatter, texture
 
 pytestmark = pytest.mark.slow
 

@@ -12,8 +12,8 @@ from typing import Any
 
 import numpy as np
 import pytest
-import seedlib
-from sweeplib import Inputs, Outputs, replace_once, run_doc
+from _tests.support import seedlib
+from _tests.support.sweeplib import Inputs, Outputs, replace_once, run_doc
 
 pytestmark = pytest.mark.slow
 

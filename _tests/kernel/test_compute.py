@@ -18,7 +18,8 @@ from typing import Any
 import anyio
 import psutil
 import pytest
-from kernel_helpers import make_settings
+from _tests.support.kernel_helpers import make_settings
+from _tests.support.stdio_procs import RawServer, make_env
 from mcp import Client
 from mcp.types import TextContent
 
@@ -27,8 +28,6 @@ from biopb_mcp.kernel import KernelHost, compute
 from biopb_mcp.server import build_server
 
 REPO = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(REPO / "_tests"))
-from stdio_procs import RawServer, make_env
 
 
 def compute_settings(root: Path, compute_toml: str) -> Settings:

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from kernel_helpers import make_settings, png_bytes
+from _tests.support.kernel_helpers import make_settings, png_bytes
 from biopb_mcp.errors import JobNotFound, KernelBusy, KernelError
 from biopb_mcp.kernel import Execution, KernelHost, Rendered
 

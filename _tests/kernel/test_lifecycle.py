@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from kernel_helpers import gone, make_settings, stop_process, wait_gone
+from _tests.support.kernel_helpers import gone, make_settings, stop_process, wait_gone
 from biopb_mcp.errors import KernelNotReady
 from biopb_mcp.kernel import KernelHost
 

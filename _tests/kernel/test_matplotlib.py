@@ -6,7 +6,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from kernel_helpers import make_settings
+from _tests.support.kernel_helpers import make_settings
 
 from biopb_mcp.kernel import KernelHost
 

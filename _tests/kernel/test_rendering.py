@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from kernel_helpers import png_bytes
+from _tests.support.kernel_helpers import png_bytes
 from biopb_mcp.kernel import Execution, rendering
 from biopb_mcp.kernel.executions import strip_ansi
 

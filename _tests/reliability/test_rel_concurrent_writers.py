@@ -20,7 +20,7 @@ import anyio
 import pytest
 from mcp import Client
 from mcp.types import TextContent
-from rel_helpers import history_texts, stdio_params, write_config
+from _tests.support.rel_helpers import history_texts, stdio_params, write_config
 
 from biopb_mcp.docs.store import DocStore
 

@@ -18,7 +18,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from mcp import Client, MCPError
 from mcp.types import TextContent
-from rel_helpers import snapshot, write_config
+from _tests.support.rel_helpers import snapshot, write_config
 
 from biopb_mcp.config import load_settings
 from biopb_mcp.docs.ids import is_valid_id

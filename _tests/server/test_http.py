@@ -20,7 +20,7 @@ import pytest
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 
-from stdio_procs import make_env
+from _tests.support.stdio_procs import make_env
 
 INIT = {
     "jsonrpc": "2.0",

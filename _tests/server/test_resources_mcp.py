@@ -21,8 +21,8 @@ from mcp.server.subscriptions import ResourcesListChanged, ResourceUpdated
 from mcp.shared.exceptions import MCPDeprecationWarning
 from mcp.types import TextResourceContents
 
-from doc_corpus import make_corpus
-from inbox import Inbox, wait_listen
+from _tests.support.doc_corpus import make_corpus
+from _tests.support.inbox import Inbox, wait_listen
 
 from biopb_mcp.docs.resources import INDEX_URI, doc_uri
 from biopb_mcp.docs.store import DocStore

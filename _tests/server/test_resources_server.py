@@ -16,7 +16,7 @@ from mcp.server.subscriptions import ResourcesListChanged, ResourceUpdated
 from mcp.shared.exceptions import MCPDeprecationWarning
 from mcp.types import TextResourceContents
 
-from inbox import Inbox, wait_listen
+from _tests.support.inbox import Inbox, wait_listen
 
 from biopb_mcp.config import load_settings
 from biopb_mcp.docs.resources import INDEX_URI, doc_uri

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import psutil
 
-from stdio_procs import RawServer, make_env, result_text
+from _tests.support.stdio_procs import RawServer, make_env, result_text
 
 NOISY_PLUGIN = "import os\nprint('plugin print at load')\nos.write(1, b'plugin fd write at load\\n')\n"
 

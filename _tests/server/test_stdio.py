@@ -21,7 +21,7 @@ from mcp.types import CallToolResult, ImageContent, TextContent
 
 from biopb_mcp.docs.store import DocStore
 
-from stdio_procs import make_env, stdio_params
+from _tests.support.stdio_procs import make_env, stdio_params
 
 pytestmark = pytest.mark.anyio
 

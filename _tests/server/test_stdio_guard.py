@@ -7,7 +7,7 @@ import sys
 import textwrap
 from pathlib import Path
 
-from stdio_procs import RawServer, make_env
+from _tests.support.stdio_procs import RawServer, make_env
 
 SCRIPT = textwrap.dedent(
     """

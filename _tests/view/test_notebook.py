@@ -18,8 +18,8 @@ import pytest
 import tifffile
 from mcp import Client
 from mcp.types import CallToolResult, TextContent
-from stdio_procs import RawServer, make_env, result_text
-from view_helpers import make_settings, wait_gone
+from _tests.support.stdio_procs import RawServer, make_env, result_text
+from _tests.support.view_helpers import make_settings, wait_gone
 
 from biopb_mcp.record import agent_cells, read_session
 from biopb_mcp.server import build_server

@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from view_helpers import make_settings
+from _tests.support.view_helpers import make_settings
 
 from biopb_mcp.kernel import KernelHost
 from biopb_mcp.record import OutputCollector, SessionRecorder, agent_cells, read_session

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from jupyter_client import BlockingKernelClient
-from view_helpers import make_settings, wait_gone
+from _tests.support.view_helpers import make_settings, wait_gone
 
 from biopb_mcp.kernel import KernelHost
 

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from mcp import StdioServerParameters
-from stdio_procs import stdio_params as shared_stdio_params
+from _tests.support.stdio_procs import stdio_params as shared_stdio_params
 
 
 def write_config(root: Path, extra: str = "") -> dict[str, str]:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from processes import gone, wait_gone  # noqa: F401  (re-exported to the tests here)
+from _tests.support.processes import gone, wait_gone  # noqa: F401  (re-exported to the tests here)
 
 from biopb_mcp.config import Settings, load_settings
 

@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 import pytest
-import seedlib  # _tests/docs is on sys.path (pytest rootdir-relative import)
+from _tests.support import seedlib
 from scipy import ndimage as ndi
 
 Inputs = dict[str, Any]

@@ -1,0 +1,1 @@
+"""Helpers shared by the tests (imported as ``_tests.support.<module>``)."""
