@@ -9,7 +9,14 @@ from mcp.server.mcpserver import MCPServer
 
 from biopb_mcp.config import load_settings
 from biopb_mcp.server import build_server
-from biopb_mcp.server.sdk import TESTED_MCP, SdkMismatch, check_sdk, installed_mcp, lowlevel_server, subscription_bus
+from biopb_mcp.server.sdk import (
+    TESTED_MCP,
+    SdkMismatch,
+    check_sdk,
+    installed_mcp,
+    lowlevel_server,
+    subscription_bus,
+)
 
 SDK_LOGGER = "biopb_mcp.server.sdk"
 
