@@ -1,35 +1,36 @@
 """How a function becomes an MCP tool: its description, its annotations, and domain errors as results.
 
-Every anticipated failure (:class:`~biopb_mcp.errors.BiopbMcpError`) becomes an error result whose
-text the agent reads, with the next step in it; anything else is a crash the SDK reports without
-detail (and logs).
+Tool bodies call the domain directly and let its anticipated failures
+(:class:`~biopb_mcp.errors.BiopbMcpError`) rise; :func:`tool` turns each into the tool's error
+result here, once, for sync and async tools alike, with the next step in its text. Anything else
+is a crash the SDK reports without detail (and logs), so no server traceback reaches the agent.
 """
 
 from __future__ import annotations
 
 import functools
 import inspect
+import logging
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-import anyio
 from mcp.server.mcpserver import MCPServer
-from mcp.server.mcpserver.exceptions import ToolError
 from mcp.types import CallToolResult, TextContent, ToolAnnotations
 
 from biopb_mcp.errors import BiopbMcpError, KernelBusy, KernelNotReady
 
-__all__ = ["READ_ONLY", "call", "call_off_loop", "tool"]
+logger = logging.getLogger(__name__)
+
+__all__ = ["READ_ONLY", "error_result", "tool"]
 
 READ_ONLY = ToolAnnotations(read_only_hint=True, destructive_hint=False, open_world_hint=False)
 """Annotations of the tools that change nothing."""
 
-_T = TypeVar("_T")
 _F = TypeVar("_F", bound=Callable[..., Any])
 
 
-def _tool_error(exc: BiopbMcpError) -> ToolError:
-    """Translate an anticipated failure into the text the agent sees, with the next step in it."""
+def _agent_text(exc: BiopbMcpError) -> str:
+    """The failure as the agent reads it, with the next step in it."""
     text = str(exc)
     if isinstance(exc, KernelNotReady):
         if exc.state not in text:
@@ -38,67 +39,54 @@ def _tool_error(exc: BiopbMcpError) -> ToolError:
             text += " Call start_kernel to start it."
     elif isinstance(exc, KernelBusy) and exc.job_id not in text:
         text += f" ({exc.job_id} is running: poll_job('{exc.job_id}') to follow it, interrupt_kernel to stop it.)"
-    return ToolError(text)
+    return text
 
 
-def call(fn: Callable[..., _T], *args: Any) -> _T:
-    """Run a store/kernel call; an anticipated failure becomes a ToolError."""
-    try:
-        return fn(*args)
-    except BiopbMcpError as exc:
-        raise _tool_error(exc) from exc
+def error_result(tool_name: str, exc: BiopbMcpError) -> CallToolResult:
+    """The error result a tool answers an anticipated failure with.
 
-
-async def call_off_loop(fn: Callable[..., _T], *args: Any) -> _T:
-    """Like :func:`call`, on a worker thread, so a blocking call never freezes the event loop."""
-    try:
-        return await anyio.to_thread.run_sync(fn, *args)
-    except BiopbMcpError as exc:
-        raise _tool_error(exc) from exc
-
-
-def _not_ready_result(exc: ToolError) -> CallToolResult | None:
-    """The structured not-ready answer, when ``exc`` came from a kernel that is not ready."""
-    cause = exc.__cause__
-    if not isinstance(cause, KernelNotReady):
-        return None
-    return CallToolResult(
-        content=[TextContent(type="text", text=str(exc))],
-        structured_content={"kernel_state": cause.state, "next_step": "start_kernel"},
-        is_error=True,
-    )
-
-
-def _answer_not_ready(fn: _F) -> _F:
-    """Let a kernel tool answer a not-ready kernel with a structured status instead of plain text.
-
-    ``functools.wraps`` keeps the signature the SDK reads for the input schema and Context injection.
+    A kernel that is not ready also answers in structured content (its state and the tool that
+    fixes it), so a client can act without parsing the text. Other failures carry the same
+    ``Error executing tool <name>:`` lead the SDK gives its own tool errors.
     """
+    text = _agent_text(exc)
+    logger.info("Tool %r failed: %r", tool_name, text)
+    if isinstance(exc, KernelNotReady):
+        return CallToolResult(
+            content=[TextContent(type="text", text=text)],
+            structured_content={"kernel_state": exc.state, "next_step": "start_kernel"},
+            is_error=True,
+        )
+    return CallToolResult(content=[TextContent(type="text", text=f"Error executing tool {tool_name}: {text}")],
+                          is_error=True)
+
+
+def _answering_errors(fn: _F) -> _F:
+    """``fn`` answering a domain error with :func:`error_result` instead of raising it.
+
+    Two wrappers because the SDK runs a sync tool on a worker thread and awaits an async one;
+    ``functools.wraps`` keeps the signature it reads for the input schema and Context injection.
+    """
+    name = fn.__name__
     if inspect.iscoroutinefunction(fn):
 
         @functools.wraps(fn)
-        async def wrapped_async(*args: Any, **kwargs: Any) -> Any:
+        async def answering_async(*args: Any, **kwargs: Any) -> Any:
             try:
                 return await fn(*args, **kwargs)
-            except ToolError as exc:
-                result = _not_ready_result(exc)
-                if result is None:
-                    raise
-                return result
+            except BiopbMcpError as exc:
+                return error_result(name, exc)
 
-        return wrapped_async  # type: ignore[return-value]
+        return answering_async  # type: ignore[return-value]
 
     @functools.wraps(fn)
-    def wrapped(*args: Any, **kwargs: Any) -> Any:
+    def answering(*args: Any, **kwargs: Any) -> Any:
         try:
             return fn(*args, **kwargs)
-        except ToolError as exc:
-            result = _not_ready_result(exc)
-            if result is None:
-                raise
-            return result
+        except BiopbMcpError as exc:
+            return error_result(name, exc)
 
-    return wrapped  # type: ignore[return-value]
+    return answering  # type: ignore[return-value]
 
 
 def tool(mcp: MCPServer, annotations: ToolAnnotations, description: str | None = None) -> Callable[[_F], _F]:
@@ -106,6 +94,6 @@ def tool(mcp: MCPServer, annotations: ToolAnnotations, description: str | None =
 
     def register(fn: _F) -> _F:
         text = description if description is not None else inspect.cleandoc(fn.__doc__ or "")
-        return mcp.tool(description=text, structured_output=False, annotations=annotations)(_answer_not_ready(fn))
+        return mcp.tool(description=text, structured_output=False, annotations=annotations)(_answering_errors(fn))
 
     return register

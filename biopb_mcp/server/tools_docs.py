@@ -6,12 +6,13 @@ announced to resource subscribers and noted in the session notebook.
 
 from __future__ import annotations
 
+import anyio
 from mcp.server.mcpserver import MCPServer
 from mcp.types import ToolAnnotations
 
 from biopb_mcp.docs.store import AUTHORING_GATE
 from biopb_mcp.server.state import AppState
-from biopb_mcp.server.tool import READ_ONLY, call, call_off_loop, tool
+from biopb_mcp.server.tool import READ_ONLY, tool
 
 __all__ = ["register_doc_tools"]
 
@@ -25,7 +26,7 @@ def register_doc_tools(mcp: MCPServer, state: AppState) -> None:
         doc index; "<id>@diff" shows how a local copy differs from the shipped one; "<id>@history"
         lists its saved versions and "<id>@v<N>" reads one. Read the reference docs and the matching
         procedure before non-trivial work. An unknown id answers with the closest ids."""
-        text = call(store.read_doc, id)
+        text = store.read_doc(id)
         _note_in_notebook(state, f"**read_doc** `{id}`")
         return text
 
@@ -39,7 +40,7 @@ def register_doc_tools(mcp: MCPServer, state: AppState) -> None:
         from biopb_mcp.docs.search import format_hits
         from biopb_mcp.docs.search import search_docs as run_search
 
-        return call(lambda: format_hits(run_search(store, query, max_results), query))
+        return format_hits(run_search(store, query, max_results), query)
 
     write_description = (
         "Create or edit a doc in the local docs tier (the index too: id \"index\"). body alone creates or "
@@ -58,7 +59,7 @@ def register_doc_tools(mcp: MCPServer, state: AppState) -> None:
         old: str | None = None,
         new: str | None = None,
     ) -> str:
-        result = await call_off_loop(store.write_doc, id, body, old, new)
+        result = await anyio.to_thread.run_sync(store.write_doc, id, body, old, new)
         _note_in_notebook(state, f"**write_doc** `{id}`\n\n```diff\n{str(result.text).strip()}\n```")
         if state.notifier is not None:
             await state.notifier.after_write(result)

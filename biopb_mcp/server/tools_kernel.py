@@ -16,7 +16,6 @@ from typing import Any
 
 import anyio
 from mcp.server.mcpserver import Context, MCPServer
-from mcp.server.mcpserver.exceptions import ToolError
 from mcp.types import (
     CallToolResult,
     ContentBlock,
@@ -30,7 +29,7 @@ from biopb_mcp.config import load_settings
 from biopb_mcp.errors import BiopbMcpError, ConfigError
 from biopb_mcp.kernel import compute
 from biopb_mcp.server.state import SERVER_NAME, AppState
-from biopb_mcp.server.tool import READ_ONLY, call, call_off_loop, tool
+from biopb_mcp.server.tool import READ_ONLY, tool
 
 logger = logging.getLogger(__name__)
 
@@ -74,7 +73,7 @@ def _reread_kernel_name(state: AppState) -> None:
     try:
         name = load_settings(state.settings.config_dir).kernel.name
     except ConfigError as exc:
-        raise ToolError(f"{exc} (start_kernel re-reads kernel.name from the config file)") from exc
+        raise ConfigError(f"{exc} (start_kernel re-reads kernel.name from the config file)", key=exc.key) from exc
     if name != state.settings.kernel.name:
         logger.info("kernel.name changed in %s: %r -> %r", state.settings.config_file,
                     state.settings.kernel.name, name)
@@ -91,7 +90,7 @@ def register_kernel_tools(mcp: MCPServer, state: AppState) -> None:
         and again whenever a tool answers that the kernel is not started, dead or in error.
         Idempotent: a running kernel is left alone. Returns the kernel's status in one or two lines."""
         _reread_kernel_name(state)
-        return call(host.start)
+        return host.start()
 
     @tool(mcp, ToolAnnotations(read_only_hint=False, destructive_hint=True, open_world_hint=True))
     async def execute_code(code: str, ctx: Context) -> CallToolResult:
@@ -118,7 +117,7 @@ def register_kernel_tools(mcp: MCPServer, state: AppState) -> None:
                 slice_seconds = min(WAIT_SLICE_SECONDS, max(promote_after - waited, 0.0))
                 if slice_seconds <= 0 and submitted:
                     break
-                rendered = await call_off_loop(wait_slice, slice_seconds)
+                rendered = await anyio.to_thread.run_sync(wait_slice, slice_seconds)
                 if rendered is not None:
                     return _rendered_result(rendered)
                 waited += slice_seconds
@@ -130,8 +129,8 @@ def register_kernel_tools(mcp: MCPServer, state: AppState) -> None:
                     await anyio.to_thread.run_sync(host.promote, submitted[0])
             raise
         execution = submitted[0]
-        job_id = await call_off_loop(host.promote, execution)
-        so_far = await call_off_loop(host.poll, job_id)
+        job_id = await anyio.to_thread.run_sync(host.promote, execution)
+        so_far = await anyio.to_thread.run_sync(host.poll, job_id)
         note = (
             f"Still running after {promote_after:g} s, so it continues in the background as {job_id}; "
             "interrupt_kernel stops it.\n"
@@ -145,13 +144,13 @@ def register_kernel_tools(mcp: MCPServer, state: AppState) -> None:
         """Check a background job that execute_code promoted (its id looks like job-1): returns its
         status (running, ok, error, interrupted, dead) and its output so far. Use offset to page
         through long output from that character onward, as a truncation note tells you."""
-        return _rendered_result(call(host.poll, job_id, offset))
+        return _rendered_result(host.poll(job_id, offset))
 
     @tool(mcp, ToolAnnotations(read_only_hint=False, destructive_hint=False))
     def interrupt_kernel() -> str:
         """Stop the code running in the kernel (like Ctrl-C; raises KeyboardInterrupt in it). Use
         it when a job runs too long or was started by mistake. The namespace is kept."""
-        return call(host.interrupt)
+        return host.interrupt()
 
     @tool(mcp, ToolAnnotations(read_only_hint=False, destructive_hint=True))
     def restart_kernel() -> str:
@@ -159,14 +158,14 @@ def register_kernel_tools(mcp: MCPServer, state: AppState) -> None:
         when the kernel is wedged and interrupt_kernel did not help, or the user asks; ask the user
         first if the namespace holds unsaved work."""
         _reread_kernel_name(state)
-        return call(host.restart)
+        return host.restart()
 
     @tool(mcp, READ_ONLY)
     def inspect_object(path: str) -> str:
         """Describe a name in the kernel namespace without running code: type, bounded repr,
         signature, docstring, and shape/dtype for arrays. Use it to check what a variable holds
         or how to call a function (e.g. "img", "skimage.filters.threshold_otsu")."""
-        return call(host.inspect, path)
+        return host.inspect(path)
 
     @tool(mcp, READ_ONLY)
     def server_status() -> str:
@@ -179,7 +178,7 @@ def register_kernel_tools(mcp: MCPServer, state: AppState) -> None:
         settings = state.settings
         status: dict[str, Any] = {
             "server": {"name": SERVER_NAME, "transport": state.transport, "pid": os.getpid(), **_versions()},
-            "kernel": call(host.status),
+            "kernel": host.status(),
         }
         status["compute"] = compute.status_section(
             settings, host.query_when_idle(compute.STATUS_EXPRESSION), status["kernel"]["state"],
