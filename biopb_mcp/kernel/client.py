@@ -444,4 +444,4 @@ def _silent(code: str) -> dict[str, Any]:
 
 def _busy(ex: Execution) -> KernelBusy:
     seconds = ex.elapsed()
-    return KernelBusy(f"{ex.job_id} is still running ({seconds:.0f} s).", job_id=ex.job_id, seconds=seconds)
+    return KernelBusy(f"Busy: code is already running ({seconds:.0f} s).", job_id=ex.job_id, seconds=seconds)

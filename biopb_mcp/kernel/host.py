@@ -94,7 +94,6 @@ class KernelHost:
         self._generation = 0
         self._process: KernelProcess | None = None
         self._spec_desc = ""
-        self._started_at: float | None = None
         self._bootstrap: dict[str, Any] = {}
         self._client = KernelClient(settings, self._not_ready, recorder)
         ref = weakref.ref(self)
@@ -213,7 +212,6 @@ class KernelHost:
             conn = process.start(remaining)
             with self._lock:
                 self._spec_desc = conn.description
-                self._started_at = time.time()
             self._client.connect(conn.info, is_alive=process.is_alive, on_death=lambda: self._on_death(generation))
             self._client.wait_ready(remaining)
             process.post_start()
