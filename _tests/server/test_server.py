@@ -171,7 +171,11 @@ async def test_loop_stays_free_while_code_runs(built: Any, mode: str, tmp_path: 
     """
     mcp, state = built
     flag = tmp_path / f"flag-{mode}"
-    code = f"import os, time\nwhile not os.path.exists({str(flag)!r}):\n    time.sleep(0.05)\nprint('released')"
+    started = tmp_path / f"started-{mode}"
+    # The code marks its own start: an interrupt sent before the code runs is (rightly) reported as
+    # "none of it ran", so the test interrupts only once the loop is really running.
+    code = (f"import os, time\nopen({str(started)!r}, 'w').close()\n"
+            f"while not os.path.exists({str(flag)!r}):\n    time.sleep(0.05)\nprint('released')")
     progress: list[float] = []
     first_progress = anyio.Event()
 
@@ -198,6 +202,8 @@ async def test_loop_stays_free_while_code_runs(built: Any, mode: str, tmp_path: 
                     await first_progress.wait()  # progress arrives while the call is open
                     flag.write_text("")
                 else:
+                    while not started.exists():
+                        await anyio.sleep(0.05)
                     stopped = await client.call_tool("interrupt_kernel", {})
                     assert not stopped.is_error, text_of(stopped)
             if mode == "legacy":

@@ -164,6 +164,9 @@ async def test_long_run_becomes_a_job_that_poll_and_interrupt_handle(session: tu
     assert "running" in text_of(polled)
     busy = await run(client, "1")
     assert busy.is_error and job_id in text_of(busy)
+    with anyio.fail_after(60):  # interrupt once the code runs: earlier, none of it would have run
+        while "started" not in text_of(await client.call_tool("poll_job", {"job_id": job_id})):
+            await anyio.sleep(0.1)
     interrupted = await client.call_tool("interrupt_kernel", {})
     assert not interrupted.is_error, text_of(interrupted)
     with anyio.fail_after(20):
