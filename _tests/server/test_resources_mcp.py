@@ -221,7 +221,7 @@ async def test_legacy_subscriber_hears_another_clients_write(tmp_path: Path) -> 
     inbox_a, inbox_c = Inbox(WAIT), Inbox(WAIT)
     async with (
         Client(mcp, mode="legacy", cache=None, message_handler=inbox_a) as a,
-        Client(mcp, mode="legacy", cache=None, message_handler=inbox_c) as c,
+        Client(mcp, mode="legacy", cache=None, message_handler=inbox_c),
         Client(mcp, mode="legacy", cache=None) as b,
     ):
         await legacy_subscribe(a, INDEX_URI)
@@ -240,7 +240,7 @@ async def test_legacy_subscriber_hears_another_clients_write(tmp_path: Path) -> 
 
 @pytest.mark.anyio
 async def test_modern_listener_hears_another_clients_write(tmp_path: Path) -> None:
-    local, shipped, ids = make_corpus(tmp_path, 3)
+    local, shipped, _ = make_corpus(tmp_path, 3)
     mcp, _, notifier = make_server(local, shipped, poll=60)
     async with Client(mcp, cache=None) as a, Client(mcp, cache=None) as b:
         async with a.listen(resource_subscriptions=[INDEX_URI], resources_list_changed=True) as sub:

@@ -19,9 +19,8 @@ import pytest
 from mcp import Client
 from mcp.types import CallToolResult, ImageContent, TextContent
 
-from biopb_mcp.docs.store import DocStore
-
 from _tests.support.stdio_procs import make_env, stdio_params
+from biopb_mcp.docs.store import DocStore
 
 pytestmark = pytest.mark.anyio
 
@@ -202,7 +201,7 @@ async def test_kernel_death_is_reported_and_start_kernel_recovers(session: tuple
 
 
 async def test_a_plugin_that_prints_at_load_leaves_the_session_working(session: tuple[Client, Path]) -> None:
-    client, root = session
+    client, _ = session
     await started(client)
     result = await run_to_end(client, "NOISY_PLUGIN_VALUE * 6")
     assert not result.is_error and "42" in text_of(result)
