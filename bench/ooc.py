@@ -194,8 +194,8 @@ def run(side_px: int, workers: int, memory_limit: str, workdir: Path, crop_px: i
         out("procedure steps:")
         with PeakRss(int(host.status()["pid"])) as rss:
             for number, block in enumerate(blocks, start=1):
-                text = timed(f"step{number}_s", block)
-                if number == 3:
+                text = timed(f"block{number}_s", block)
+                if text.strip() != "(no output)":
                     out("    " + text.strip().splitlines()[-1])
         figures["worker_peak_rss_mb"] = sorted(round(v / 1e6) for v in rss.peak.values())
         got = json.loads(kernel(
@@ -213,10 +213,10 @@ def run(side_px: int, workers: int, memory_limit: str, workdir: Path, crop_px: i
         host.shutdown()
 
     limit_mb = sum(got["limit"]) / 1e6
-    compute_s = sum(figures[f"step{n}_s"] for n in range(2, len(blocks) + 1))
+    compute_s = sum(figures[f"block{n}_s"] for n in range(2, len(blocks) + 1))
     figures.update(chunk_px=chunk, workers_total_limit_mb=round(limit_mb), compute_s=round(compute_s, 2),
                    cluster_mb_s=round(mb / compute_s, 2),
-                   with_copy_mb_s=round(mb / (compute_s + figures["step1_s"]), 2))
+                   with_copy_mb_s=round(mb / (compute_s + figures["block1_s"]), 2))
 
     # single process: the same steps on a crop that fits (the TIFF holds exactly these pixels)
     region = synthetic_region(patch, crop[0], crop[1])
@@ -237,7 +237,7 @@ def run(side_px: int, workers: int, memory_limit: str, workdir: Path, crop_px: i
     out(f"workers' peak RSS (sampled every 0.25 s): {figures['worker_peak_rss_mb']} MB, limit "
         f"{limit_mb / workers:.0f} MB each, {limit_mb:.0f} MB in all; image {mb:.0f} MB, "
         f"labels (int32) {4 * mb:.0f} MB; chunks {chunk} px")
-    out(f"throughput: cluster {figures['cluster_mb_s']:.2f} MB/s (steps 2-{len(blocks)}, "
+    out(f"throughput: cluster {figures['cluster_mb_s']:.2f} MB/s (code blocks 2-{len(blocks)}, "
         f"{compute_s:.1f} s; {figures['with_copy_mb_s']:.2f} MB/s with the TIFF copy) vs single-process "
         f"numpy {figures['numpy_mb_s']:.2f} MB/s on a {figures['numpy_crop_mb']:.0f} MB crop ({load()})")
     out(f"checks: objects {got['n_objects']} (drawn {figures['objects_expected']}); crop "
