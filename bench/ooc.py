@@ -28,7 +28,7 @@ import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, Self
 
 import numpy as np
 
@@ -37,7 +37,7 @@ SPACING, DIAMETER = 64, 12
 """Discs of 12 px centred on every multiple of 64 px: rows and columns of them lie on every
 chunk border the procedure can choose (chunks are powers of two of at least 256 px)."""
 
-_FENCE = re.compile(r"^```python\n(.*?)^```", re.S | re.M)
+_FENCE = re.compile(r"^```python\n(.*?)^```", re.DOTALL | re.MULTILINE)
 
 
 def synthetic_patch(seed: int = 7) -> np.ndarray:
@@ -113,7 +113,7 @@ class PeakRss:
                     continue
                 self.peak[child.pid] = max(rss, self.peak.get(child.pid, 0))
 
-    def __enter__(self) -> PeakRss:
+    def __enter__(self) -> Self:
         self._thread.start()
         return self
 
@@ -122,13 +122,13 @@ class PeakRss:
         self._thread.join()
 
 
-def in_memory(region: np.ndarray, sigma: float, threshold: float) -> tuple[np.ndarray, np.ndarray, int]:
-    """The in-memory method: the same smoothing, threshold and labelling on one array."""
+def in_memory(region: np.ndarray, sigma: float, threshold: float) -> np.ndarray:
+    """The in-memory method's labels: the same smoothing, threshold and labelling on one array."""
     from scipy import ndimage as ndi
 
     smoothed = ndi.gaussian_filter(region.astype(np.float32), sigma)
-    labels, n = ndi.label(smoothed > threshold)
-    return smoothed, labels, n
+    labels, _ = ndi.label(smoothed > threshold)
+    return labels
 
 
 def same_partition(a: np.ndarray, b: np.ndarray) -> bool:
@@ -221,7 +221,7 @@ def run(side_px: int, workers: int, memory_limit: str, workdir: Path, crop_px: i
     # single process: the same steps on a crop that fits (the TIFF holds exactly these pixels)
     region = synthetic_region(patch, crop[0], crop[1])
     t = time.perf_counter()
-    smoothed, reference, _ = in_memory(region, got["sigma"], got["threshold"])
+    reference = in_memory(region, got["sigma"], got["threshold"])
     np.bincount(reference.ravel())
     numpy_s = time.perf_counter() - t
     figures["numpy_crop_mb"] = round(region.nbytes / 1e6, 1)
