@@ -32,10 +32,10 @@ from bench.ooc import (
 from biopb_mcp.config import load_settings
 from biopb_mcp.kernel import KernelHost
 
-SIDE = 4096
+SIDE = 3072
 WORKER_LIMIT = 170e6
-"""Each worker holds about 110 MB of libraries, so two of them have about 2 x 25 MB for data
-before they pause (at 80 % of the limit): less than the labels (67 MB) or the smoothed image."""
+"""Each worker holds about 110 MB of libraries, so two of them have about 2 x 10 MB for data before
+they spill to disk (at 70 % of the limit): less than the labels (38 MB) or the smoothed image."""
 
 
 @pytest.fixture(scope="module")
@@ -93,12 +93,13 @@ def test_large_image_streams_on_small_workers_without_seams_and_equal_to_in_memo
     got = value(host, "{'n': int(n_objects), 'chunk': int(chunk_px), 'labels_bytes': int(labels.nbytes), "
                       "'median': float(np.median(areas)), 'threshold': float(threshold), 'sigma': float(sigma), "
                       "'local_left': os.path.exists(local_path)}")
-    # the workers' room for data: what they may hold before they pause, above their own memory
+    # the workers' room for data: what they may hold before they spill, above their own memory
     held = value(host, "list(dask_client().run(lambda: __import__('psutil').Process().memory_info().rss).values())")
-    assert got["labels_bytes"] > sum(0.8 * WORKER_LIMIT - rss for rss in held), held
+    assert got["labels_bytes"] > sum(0.7 * WORKER_LIMIT - rss for rss in held), held
     assert got["chunk"] < SIDE // 2                                   # many chunks, so many seams
     assert got["n"] == expected_objects((SIDE, SIDE))                  # every disc once, seams absent
     assert not got["local_left"]                                      # the per-chunk scratch is gone
+    print(f"workers' memory after the run: {held} bytes")
     assert value(host, WORKERS) == workers_before                     # no worker was killed on the way
 
     # equal on a crop (around a corner where four chunks meet) to the in-memory method
