@@ -203,8 +203,11 @@ def run(side_px: int, workers: int, memory_limit: str, workdir: Path, crop_px: i
             "'threshold': float(threshold), 'sigma': float(sigma), 'limit': [w['memory_limit'] for w "
             "in _c.scheduler_info()['workers'].values()]}))").strip().splitlines()[-1])
         chunk = got["chunk_px"]
-        # a crop across a corner where four chunks meet, clear of the image's edges
-        y0 = x0 = min(chunk, side_px // 2) - crop_px // 2
+        # a crop around a corner where four chunks meet, clear of the image's edges
+        corner = chunk * (-(-crop_px // (2 * chunk)) + 1)
+        y0 = x0 = corner - crop_px // 2
+        if y0 + crop_px > side_px:
+            raise ValueError(f"--crop-px {crop_px} does not fit around a chunk corner of a {side_px}-px image")
         crop = np.s_[y0:y0 + crop_px, x0:x0 + crop_px]
         crop_file = workdir / "crop.npy"
         kernel(f"np.save({str(crop_file)!r}, labels[{y0}:{y0 + crop_px}, {x0}:{x0 + crop_px}].compute())")
