@@ -190,6 +190,11 @@ def build_parser() -> tuple[argparse.ArgumentParser, argparse._SubParsersAction]
         from bench import perf
 
         perf.register(sub)
+    # `python -m bench ooc` (the out-of-core run) lives in bench/ooc.py, the same way.
+    if importlib.util.find_spec("bench.ooc") is not None:
+        from bench import ooc
+
+        ooc.register(sub)
     return parser, sub
 
 

@@ -1,8 +1,10 @@
-"""The large-image procedure, run chunk-wise in a real kernel: seams absent, equal on a crop.
+"""The large-image procedure, run in a real kernel on a local dask cluster with little memory.
 
-It runs on dask's threads in the kernel (``[compute] scheduler = "none"``): dask-image's
-labelling is slow on a local cluster of a shared 2-core machine, and the suite's time budget
-is small. The cluster itself is tested in _tests/kernel/test_compute.py.
+Two workers get a memory limit that leaves them less room for data than the image's labels
+take (int32, 4 bytes a pixel) and than its smoothed copy (float32): the procedure must stream
+chunk by chunk, count every object once across chunk borders, keep its workers alive, and agree
+on a crop with the same steps done in memory. The full-size run (an image larger than the
+workers' total limit) is ``python -m bench ooc``.
 """
 
 from __future__ import annotations
@@ -10,42 +12,40 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
 import tifffile
-from scipy import ndimage as ndi
 
 from _tests.support import seedlib
+from _tests.support.kernel_helpers import make_settings
+from bench.ooc import (
+    DIAMETER,
+    expected_objects,
+    in_memory,
+    same_partition,
+    synthetic_patch,
+    synthetic_region,
+    write_synthetic_tiff,
+)
 from biopb_mcp.config import load_settings
 from biopb_mcp.kernel import KernelHost
 
-PATCH = 4096
-"""The synthetic image repeats one patch; 2048-px chunks split it, and 64-px disc spacing puts
-a row and a column of discs on every chunk border."""
-SHAPE = (PATCH, PATCH)
-SPACING, DIAMETER = 64, 12
-
-
-def synthetic_patch() -> np.ndarray:
-    rng = np.random.default_rng(7)
-    patch = rng.normal(20, 3, (PATCH, PATCH))
-    yy, xx = np.mgrid[:PATCH, :PATCH]
-    dy, dx = (yy + SPACING // 2) % SPACING - SPACING // 2, (xx + SPACING // 2) % SPACING - SPACING // 2
-    patch[dy**2 + dx**2 <= (DIAMETER / 2) ** 2] += 100  # discs centred on every multiple of 64
-    return np.clip(patch, 0, 255).astype(np.uint8)
+SIDE = 3072
+WORKER_LIMIT = 170e6
+"""Each worker holds about 110 MB of libraries, so two of them have about 2 x 10 MB for data before
+they spill to disk (at 70 % of the limit): less than the labels (38 MB) or the smoothed image."""
 
 
 @pytest.fixture(scope="module")
 def host(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KernelHost]:
-    root = tmp_path_factory.mktemp("large")
-    cdir = root / "config"
-    cdir.mkdir()
-    (cdir / "config.toml").write_text(
-        f'[server]\nstate_dir = "{root / "state"}"\nruntime_dir = "{root / "rt"}"\n'
-        "[kernel]\nrequest_timeout = 20.0\n",
-        encoding="utf-8")
-    h = KernelHost(load_settings(cdir))
+    settings = make_settings(tmp_path_factory.mktemp("large"), kernel="request_timeout = 30.0\n")
+    cfile = settings.config_file
+    cfile.write_text(cfile.read_text(encoding="utf-8") + "[compute]\nscheduler = \"local\"\nworkers = 2\n"
+                     f"threads_per_worker = 1\nmemory_limit = \"{WORKER_LIMIT / 1e6:.0f}MB\"\n"
+                     "connect_timeout = 60.0\n", encoding="utf-8")
+    h = KernelHost(load_settings(settings.config_dir))
     h.start()
     try:
         yield h
@@ -53,45 +53,83 @@ def host(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KernelHost]:
         h.shutdown()
 
 
-def run(host: KernelHost, code: str) -> str:
+def run(host: KernelHost, code: str) -> tuple[str, str]:
     ex = host.submit(code)
-    assert host.wait(ex, 240), f"still running: {code[:200]}"
-    text = host.render(ex).text
-    assert ex.status == "ok", f"{code[:2000]}\n---\n{text}"
+    assert host.wait(ex, 300), f"still running: {code[:200]}"
+    return ex.status, host.render(ex).text
+
+
+def ok(host: KernelHost, code: str) -> str:
+    status, text = run(host, code)
+    assert status == "ok", f"{code[:2000]}\n---\n{text}"
     return text
 
 
-def test_large_image_labels_chunk_wise_without_seams_and_equal_to_in_memory(
+def value(host: KernelHost, expression: str) -> Any:
+    return json.loads(ok(host, f"print(__import__('json').dumps({expression}))").strip().splitlines()[-1])
+
+
+def set_inputs(host: KernelHost, source: Path, out: Path) -> None:
+    ok(host, f"source_path = {str(source)!r}\nobject_diameter_px = {DIAMETER}\nout_path = {str(out)!r}")
+
+
+WORKERS = ("sorted((a, pid, dask_client().scheduler_info()['workers'][a]['memory_limit']) "
+           "for a, pid in dask_client().run(__import__('os').getpid).items())")
+
+
+@pytest.mark.timeout(900)  # a loaded 2-core machine; the CPU it takes is a fraction of that
+def test_large_image_streams_on_small_workers_without_seams_and_equal_to_in_memory(
     host: KernelHost, tmp_path: Path
 ) -> None:
     patch = synthetic_patch()
     source = tmp_path / "big.tif"
-    image = np.tile(patch, (SHAPE[0] // PATCH, SHAPE[1] // PATCH))
-    tifffile.imwrite(source, image, tile=(1024, 1024))
-    run(host, f"source_path = {str(source)!r}\nobject_diameter_px = {DIAMETER}\n"
-              f"out_path = {str(tmp_path / 'labels.zarr')!r}")
+    write_synthetic_tiff(source, SIDE, patch)
+    set_inputs(host, source, tmp_path / "labels.zarr")
+    workers_before = value(host, WORKERS)
+    assert [w[2] for w in workers_before] == [WORKER_LIMIT] * 2
     for block in seedlib.code_blocks(seedlib.read("large-image")):
-        run(host, block)
-    assert run(host, "print(client)").strip() == "None"  # no cluster configured: kernel threads
+        ok(host, block)
 
-    # seams absent: every disc once, including the rows and columns of discs on chunk borders
-    # (discs are centred on every multiple of 64, so the far edges hold a half row and column)
-    expected = (SHAPE[0] // SPACING + 1) * (SHAPE[1] // SPACING + 1)
-    got = json.loads(run(host, "print(__import__('json').dumps([n_objects, int(areas.min()), "
-                                "int(np.median(areas))]))").strip().splitlines()[-1])
-    assert got[0] == expected
-    disc_area = int(np.count_nonzero(patch[SPACING:2 * SPACING, SPACING:2 * SPACING] > 70))
-    assert disc_area <= got[2] <= 3 * disc_area  # smoothing widens a disc; a split one is smaller
+    got = value(host, "{'n': int(n_objects), 'chunk': int(chunk_px), 'labels_bytes': int(labels.nbytes), "
+                      "'median': float(np.median(areas)), 'threshold': float(threshold), 'sigma': float(sigma), "
+                      "'local_left': os.path.exists(local_path)}")
+    # the workers' room for data: what they may hold before they spill, above their own memory
+    held = value(host, "list(dask_client().run(lambda: __import__('psutil').Process().memory_info().rss).values())")
+    assert got["labels_bytes"] > sum(0.7 * WORKER_LIMIT - rss for rss in held), held
+    assert got["chunk"] < SIDE // 2                                   # many chunks, so many seams
+    assert got["n"] == expected_objects((SIDE, SIDE))                  # every disc once, seams absent
+    assert not got["local_left"]                                      # the per-chunk scratch is gone
+    print(f"workers' memory after the run: {held} bytes")
+    assert value(host, WORKERS) == workers_before                     # no worker was killed on the way
 
-    # equal on a crop (across a chunk border) to the in-memory method
-    y0, x0, size = 2048 - 300, 4096 - 300, 600
-    crop_file = tmp_path / "crop.npz"
-    run(host, f"np.savez({str(crop_file)!r}, smoothed=smoothed[{y0}:{y0 + size}, {x0}:{x0 + size}].compute(), "
-              f"labels=labels[{y0}:{y0 + size}, {x0}:{x0 + size}].compute(), threshold=threshold, sigma=sigma)")
-    with np.load(crop_file) as got_crop:
-        sigma, threshold = float(got_crop["sigma"]), float(got_crop["threshold"])
-        margin = int(np.ceil(4 * sigma)) + 1
-        reference = ndi.gaussian_filter(image[y0:y0 + size, x0:x0 + size].astype(np.float32), sigma)
-        inner = np.s_[margin:-margin, margin:-margin]
-        np.testing.assert_allclose(got_crop["smoothed"][inner], reference[inner], rtol=1e-5, atol=1e-3)
-        np.testing.assert_array_equal(got_crop["labels"][inner] > 0, (reference > threshold)[inner])
+    # equal on a crop (around a corner where four chunks meet) to the in-memory method
+    y0 = x0 = 2 * got["chunk"] - 300
+    size = 600
+    crop_file = tmp_path / "crop.npy"
+    ok(host, f"np.save({str(crop_file)!r}, labels[{y0}:{y0 + size}, {x0}:{x0 + size}].compute())")
+    region = synthetic_region(patch, slice(y0, y0 + size), slice(x0, x0 + size))
+    reference = in_memory(region, got["sigma"], got["threshold"])
+    margin = int(np.ceil(4 * got["sigma"])) + 1
+    inner = np.s_[margin:-margin, margin:-margin]
+    chunk_labels = np.load(crop_file)
+    np.testing.assert_array_equal(chunk_labels[inner] > 0, reference[inner] > 0)
+    assert same_partition(chunk_labels[inner], reference[inner])
+    disc_area = int(np.count_nonzero(patch[64:128, 64:128] > 70))
+    assert disc_area <= got["median"] <= 3 * disc_area  # smoothing widens a disc; a split one is smaller
+
+
+def test_an_image_without_objects_stops_at_the_threshold_checkpoint(host: KernelHost, tmp_path: Path) -> None:
+    # values 20 and 21 only: no smoothed pixel reaches 5 robust sigmas above the median
+    flat = np.random.default_rng(3).integers(20, 22, (1024, 1024)).astype(np.uint8)
+    source = tmp_path / "empty.tif"
+    tifffile.imwrite(source, flat, tile=(256, 256))
+    set_inputs(host, source, tmp_path / "labels.zarr")
+    blocks = seedlib.code_blocks(seedlib.read("large-image"))
+    label_block = next(i for i, b in enumerate(blocks) if "label_chunk" in b)
+    for block in blocks[:label_block]:
+        ok(host, block)
+    status, text = run(host, blocks[label_block])
+    assert status == "error"
+    assert "no pixel is above the threshold" in text
+    assert not (tmp_path / "labels.zarr").exists()
+    assert ok(host, "print(1 + 1)").strip() == "2"

@@ -1,0 +1,274 @@
+"""``python -m bench ooc``: the large-image procedure on an image larger than the workers' memory.
+
+Writes a synthetic TIFF (discs of a known size on a 64-px grid over noise, so the true object
+count is known), starts a real kernel with ``[compute] scheduler = "local"`` (by default 2
+workers x 256 MB, one thread each), runs the shipped ``large-image`` procedure's code blocks in
+it, and prints:
+
+* first-use cost: kernel start, ``dask_client()`` starting the local cluster, and a second client
+  connecting to that running scheduler by address (the attach path's cost);
+* the procedure's time per step and its throughput in MB/s of source image on the cluster,
+  beside single-process numpy + scipy doing the same steps on a crop that fits in memory;
+* the workers' peak resident memory (sampled), against their limit;
+* the checks: the object count equals the discs drawn, and on a crop across chunk borders the
+  mask equals the in-memory method's and the labels give the same partition.
+
+The machine's load average is printed beside every figure: on a shared machine it explains most
+of the spread. Nothing here is asserted in a test.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import tempfile
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any, Self
+
+import numpy as np
+
+PATCH = 4096
+SPACING, DIAMETER = 64, 12
+"""Discs of 12 px centred on every multiple of 64 px: rows and columns of them lie on every
+chunk border the procedure can choose (chunks are powers of two of at least 256 px)."""
+
+_FENCE = re.compile(r"^```python\n(.*?)^```", re.DOTALL | re.MULTILINE)
+
+
+def synthetic_patch(seed: int = 7) -> np.ndarray:
+    """One 4096-px tile of the synthetic image (uint8 noise around 20, discs at 120)."""
+    rng = np.random.default_rng(seed)
+    patch = rng.normal(20, 3, (PATCH, PATCH)).astype(np.float32)
+    yy, xx = np.ogrid[:PATCH, :PATCH]
+    dy = (yy + SPACING // 2) % SPACING - SPACING // 2
+    dx = (xx + SPACING // 2) % SPACING - SPACING // 2
+    patch[dy**2 + dx**2 <= (DIAMETER / 2) ** 2] += 100
+    return np.clip(patch, 0, 255).astype(np.uint8)
+
+
+def expected_objects(shape: tuple[int, int]) -> int:
+    """Discs in an image of ``shape`` (the far edges hold a half row and column of them)."""
+    return (shape[0] // SPACING + 1) * (shape[1] // SPACING + 1)
+
+
+def synthetic_region(patch: np.ndarray, rows: slice, cols: slice) -> np.ndarray:
+    """A region of the synthetic image (the patch repeated) without building the whole image."""
+    ys = np.arange(rows.start, rows.stop) % PATCH
+    xs = np.arange(cols.start, cols.stop) % PATCH
+    return patch[np.ix_(ys, xs)]
+
+
+def write_synthetic_tiff(path: Path, side_px: int, patch: np.ndarray, tile: int = 1024) -> None:
+    """A ``side_px`` square uint8 tiled TIFF, written tile by tile (never whole in memory)."""
+    import tifffile
+
+    if side_px % tile:
+        raise ValueError(f"side_px must be a multiple of {tile}, got {side_px}")
+
+    def tiles() -> Iterator[np.ndarray]:
+        for y in range(0, side_px, tile):
+            for x in range(0, side_px, tile):
+                yield synthetic_region(patch, slice(y, y + tile), slice(x, x + tile))
+
+    tifffile.imwrite(path, tiles(), shape=(side_px, side_px), dtype=np.uint8, tile=(tile, tile))
+
+
+def procedure_blocks(doc: str = "large-image") -> list[str]:
+    """The shipped procedure's python code blocks, in order."""
+    import biopb_mcp
+
+    shipped = Path(biopb_mcp.__file__).parent / "_docs_data"
+    return _FENCE.findall((shipped / f"{doc}.md").read_text(encoding="utf-8"))
+
+
+def load() -> str:
+    return "load {:.1f} {:.1f} {:.1f}".format(*os.getloadavg())
+
+
+class PeakRss:
+    """Samples the resident memory of a process's children (the workers) in a thread."""
+
+    def __init__(self, pid: int, period: float = 0.25) -> None:
+        self.pid, self.period = pid, period
+        self.peak: dict[int, int] = {}
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="ooc-rss", daemon=True)
+
+    def _run(self) -> None:
+        import psutil
+
+        parent = psutil.Process(self.pid)
+        while not self._stop.wait(self.period):
+            for child in parent.children(recursive=True):
+                try:
+                    if "spawn_main" not in " ".join(child.cmdline()):
+                        continue
+                    rss = child.memory_info().rss
+                except psutil.Error:
+                    continue
+                self.peak[child.pid] = max(rss, self.peak.get(child.pid, 0))
+
+    def __enter__(self) -> Self:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+
+
+def in_memory(region: np.ndarray, sigma: float, threshold: float) -> np.ndarray:
+    """The in-memory method's labels: the same smoothing, threshold and labelling on one array."""
+    from scipy import ndimage as ndi
+
+    smoothed = ndi.gaussian_filter(region.astype(np.float32), sigma)
+    labels, _ = ndi.label(smoothed > threshold)
+    return labels
+
+
+def same_partition(a: np.ndarray, b: np.ndarray) -> bool:
+    """Two label images mark the same objects (same foreground, one-to-one label mapping)."""
+    if not np.array_equal(a > 0, b > 0):
+        return False
+    pairs = np.unique(np.stack([a[a > 0], b[b > 0]]), axis=1)
+    return len(pairs[0]) == len(np.unique(pairs[0])) == len(np.unique(pairs[1]))
+
+
+def run(side_px: int, workers: int, memory_limit: str, workdir: Path, crop_px: int,
+        out: Any = print) -> dict[str, Any]:
+    """One out-of-core run; returns the figures and checks as JSON-able data."""
+    from biopb_mcp.config import load_settings
+    from biopb_mcp.kernel import KernelHost
+
+    figures: dict[str, Any] = {"side_px": side_px, "workers": workers, "memory_limit": memory_limit}
+    patch = synthetic_patch()
+    source = workdir / "big.tif"
+    t = time.perf_counter()
+    write_synthetic_tiff(source, side_px, patch)
+    mb = side_px * side_px / 1e6
+    figures["image_mb"] = mb
+    out(f"synthetic TIFF {side_px} x {side_px} uint8: {source.stat().st_size / 1e6:.0f} MB on disk, "
+        f"written in {time.perf_counter() - t:.1f} s ({load()})")
+
+    cdir = workdir / "config"
+    cdir.mkdir()
+    (cdir / "config.toml").write_text(
+        f'[server]\nstate_dir = "{workdir / "state"}"\nruntime_dir = "{workdir / "rt"}"\n'
+        "[kernel]\nrequest_timeout = 60.0\n"
+        f'[compute]\nscheduler = "local"\nworkers = {workers}\nthreads_per_worker = 1\n'
+        f'memory_limit = "{memory_limit}"\nconnect_timeout = 60.0\n', encoding="utf-8")
+    host = KernelHost(load_settings(cdir))
+
+    def kernel(code: str, timeout: float = 7200.0) -> str:
+        ex = host.submit(code)
+        if not host.wait(ex, timeout):
+            raise RuntimeError(f"still running after {timeout:g} s: {code[:200]}")
+        text = host.render(ex).text
+        if ex.status != "ok":
+            raise RuntimeError(f"{ex.status}: {code[:300]}\n---\n{text[-3000:]}")
+        return text
+
+    def timed(name: str, code: str) -> str:
+        t0 = time.perf_counter()
+        text = kernel(code)
+        figures[name] = round(time.perf_counter() - t0, 2)
+        out(f"  {name}: {figures[name]:.1f} s ({load()})")
+        return text
+
+    t = time.perf_counter()
+    host.start()
+    try:
+        figures["kernel_start_s"] = round(time.perf_counter() - t, 2)
+        out(f"first use ({load()}):\n  kernel start: {figures['kernel_start_s']:.2f} s")
+        timed("cluster_start_s", "_c = dask_client()")
+        timed("connect_s", "from distributed import Client as _C\n_c2 = _C(_c.scheduler.address, timeout=60)\n"
+                           "_c2.close()")
+        kernel(f"source_path = {str(source)!r}\nobject_diameter_px = {DIAMETER}\n"
+               f"out_path = {str(workdir / 'labels.zarr')!r}")
+        blocks = procedure_blocks()
+        out("procedure steps:")
+        with PeakRss(int(host.status()["pid"])) as rss:
+            for number, block in enumerate(blocks, start=1):
+                text = timed(f"block{number}_s", block)
+                if text.strip() != "(no output)":
+                    out("    " + text.strip().splitlines()[-1])
+        figures["worker_peak_rss_mb"] = sorted(round(v / 1e6) for v in rss.peak.values())
+        got = json.loads(kernel(
+            "print(__import__('json').dumps({'n_objects': int(n_objects), 'chunk_px': int(chunk_px), "
+            "'threshold': float(threshold), 'sigma': float(sigma), 'limit': [w['memory_limit'] for w "
+            "in _c.scheduler_info()['workers'].values()]}))").strip().splitlines()[-1])
+        chunk = got["chunk_px"]
+        # a crop around a corner where four chunks meet, clear of the image's edges
+        corner = chunk * (-(-crop_px // (2 * chunk)) + 1)
+        y0 = x0 = corner - crop_px // 2
+        if y0 + crop_px > side_px:
+            raise ValueError(f"--crop-px {crop_px} does not fit around a chunk corner of a {side_px}-px image")
+        crop = np.s_[y0:y0 + crop_px, x0:x0 + crop_px]
+        crop_file = workdir / "crop.npy"
+        kernel(f"np.save({str(crop_file)!r}, labels[{y0}:{y0 + crop_px}, {x0}:{x0 + crop_px}].compute())")
+        cluster_labels = np.load(crop_file)
+    finally:
+        host.shutdown()
+
+    limit_mb = sum(got["limit"]) / 1e6
+    compute_s = sum(figures[f"block{n}_s"] for n in range(2, len(blocks) + 1))
+    figures.update(chunk_px=chunk, workers_total_limit_mb=round(limit_mb), compute_s=round(compute_s, 2),
+                   cluster_mb_s=round(mb / compute_s, 2),
+                   with_copy_mb_s=round(mb / (compute_s + figures["block1_s"]), 2))
+
+    # single process: the same steps on a crop that fits (the TIFF holds exactly these pixels)
+    region = synthetic_region(patch, crop[0], crop[1])
+    t = time.perf_counter()
+    reference = in_memory(region, got["sigma"], got["threshold"])
+    np.bincount(reference.ravel())
+    numpy_s = time.perf_counter() - t
+    figures["numpy_crop_mb"] = round(region.nbytes / 1e6, 1)
+    figures["numpy_mb_s"] = round(region.nbytes / 1e6 / numpy_s, 2)
+    margin = int(np.ceil(4 * got["sigma"])) + 1
+    inner = np.s_[margin:-margin, margin:-margin]
+    figures["objects_expected"] = expected_objects((side_px, side_px))
+    figures["objects_found"] = got["n_objects"]
+    figures["crop_mask_equal"] = bool(np.array_equal(cluster_labels[inner] > 0, reference[inner] > 0))
+    figures["crop_partition_equal"] = same_partition(cluster_labels[inner], reference[inner])
+    figures["load"] = os.getloadavg()
+
+    out(f"workers' peak RSS (sampled every 0.25 s): {figures['worker_peak_rss_mb']} MB, limit "
+        f"{limit_mb / workers:.0f} MB each, {limit_mb:.0f} MB in all; image {mb:.0f} MB, "
+        f"labels (int32) {4 * mb:.0f} MB; chunks {chunk} px")
+    out(f"throughput: cluster {figures['cluster_mb_s']:.2f} MB/s (code blocks 2-{len(blocks)}, "
+        f"{compute_s:.1f} s; {figures['with_copy_mb_s']:.2f} MB/s with the TIFF copy) vs single-process "
+        f"numpy {figures['numpy_mb_s']:.2f} MB/s on a {figures['numpy_crop_mb']:.0f} MB crop ({load()})")
+    out(f"checks: objects {got['n_objects']} (drawn {figures['objects_expected']}); crop "
+        f"{crop_px} px across chunk borders: mask equal {figures['crop_mask_equal']}, "
+        f"partition equal {figures['crop_partition_equal']}")
+    return figures
+
+
+def _handler(args: argparse.Namespace) -> int:
+    with tempfile.TemporaryDirectory(prefix="bench-ooc-", dir=args.workdir) as tmp:
+        figures = run(args.side_px, args.workers, args.memory_limit, Path(tmp), args.crop_px)
+    if args.json:
+        args.json.write_text(json.dumps(figures, indent=1), encoding="utf-8")
+    ok = (figures["objects_found"] == figures["objects_expected"] and figures["crop_mask_equal"]
+          and figures["crop_partition_equal"])
+    print("ooc " + ("passed" if ok else "FAILED: see the checks above"))
+    return 0 if ok else 1
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    """Add ``ooc`` to ``python -m bench``."""
+    p = sub.add_parser("ooc", help="the large-image procedure on an image larger than the workers' memory",
+                       description="Example: python -m bench ooc --side-px 32768 --memory-limit 256MB")
+    p.add_argument("--side-px", type=int, default=32768,
+                   help="side of the square uint8 image, a multiple of 1024 (default 32768: 1.07 GB)")
+    p.add_argument("--workers", type=int, default=2, help="local workers (default 2, one thread each)")
+    p.add_argument("--memory-limit", default="256MB", help="memory limit per worker (default 256MB)")
+    p.add_argument("--crop-px", type=int, default=4096, help="side of the crop compared in memory (default 4096)")
+    p.add_argument("--json", type=Path, default=None, help="also write the figures as JSON to FILE")
+    p.add_argument("--workdir", type=Path, default=None, help="where the temp root goes (default: the system temp dir)")
+    p.set_defaults(handler=_handler)
