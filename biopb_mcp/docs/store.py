@@ -199,8 +199,11 @@ class DocStore:
         version: str = biopb_mcp.__version__,
         history_keep: int = 50,
         read_only: bool = False,
+        search_db: Path | None = None,
     ) -> None:
         self.local_dir = Path(local_dir)
+        self.search_db = search_db
+        """The search index file (a cache its owner places, e.g. in a state dir); None keeps it in memory."""
         self.read_only = read_only
         """Never create or change a file: the index is not seeded, the manifest not refreshed
         (a person reading docs from a terminal should find the disk as it was)."""

@@ -1,0 +1,383 @@
+"""The full-text index behind search: SQLite FTS5 rows per doc section, kept in one file.
+
+One row per `##` section; one `docs` row per doc file, keyed by the file's tier root and doc id,
+holding the (inode, mtime_ns, size) stamp it was read at and a digest of its text, so a restarted
+server checks each file with a stat and re-reads only what changed. The file may be shared by
+several servers (WAL, a busy timeout, short write transactions). A file that is missing, of
+another schema or corrupt is rebuilt from empty with a log line: it is a cache, never the truth.
+
+This module knows nothing of the docs store: callers hand it sections and stamps.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import os
+import sqlite3
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+from biopb_mcp.docs.sections import atoms, compounds, fold
+from biopb_mcp.errors import DocError
+
+__all__ = ["FtsIndex", "Indexed", "Ranked", "SearchUnavailable", "digest", "encode_compound", "fts5_probe"]
+
+logger = logging.getLogger(__name__)
+
+SCHEMA_VERSION = 1
+"""Kept in the file's user_version: a file written under another layout is rebuilt, not read."""
+
+BUSY_TIMEOUT_S = 10.0
+"""How long a write waits for another server's write transaction before giving up."""
+
+_SECTION_BITS = 12
+"""A section's rowid is its doc's id shifted by this, plus its number: a doc's rows are one range."""
+MAX_SECTIONS = 1 << _SECTION_BITS
+"""Sections per doc; later `##` sections of a longer doc are merged into the last row."""
+
+# unicode61 splits at `_` and `.`, so a compound literal is stored with them mapped to private-use
+# characters, which it keeps inside a token: `kernel.promote_after` stays one searchable token.
+_COMPOUND_MAP = str.maketrans({".": "\ue000", "_": "\ue001"})
+
+_SCHEMA = (
+    (
+        "CREATE TABLE docs (id INTEGER PRIMARY KEY, root TEXT NOT NULL, doc_id TEXT NOT NULL, "
+        "ino INTEGER, mtime_ns INTEGER, size INTEGER, digest BLOB, settled INTEGER NOT NULL, "
+        "UNIQUE (root, doc_id))"
+    ),
+    # body: the section's text (indexed, and what snippets are cut from); literals: its
+    # compounds, encoded; heading: shown in a hit, never matched on its own.
+    (
+        "CREATE VIRTUAL TABLE sections USING fts5(body, literals, heading UNINDEXED, "
+        "tokenize = 'unicode61 remove_diacritics 0')"
+    ),
+)
+
+
+class SearchUnavailable(DocError):
+    """Search cannot run in this Python (its sqlite3 lacks FTS5); the rest of the docs store works."""
+
+
+def fts5_probe() -> None:
+    """Raise sqlite3.Error when this Python's SQLite cannot create an FTS5 table."""
+    probe = sqlite3.connect(":memory:")
+    try:
+        probe.execute("CREATE VIRTUAL TABLE temp.probe USING fts5(x)")
+    finally:
+        probe.close()
+
+
+def digest(text: str) -> bytes:
+    """A stable digest of a doc's text (the builtin hash differs per process)."""
+    return hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=16).digest()
+
+
+def encode_compound(term: str) -> str:
+    """A compound literal as the `literals` column stores it (one unicode61 token)."""
+    return term.translate(_COMPOUND_MAP)
+
+
+@dataclass(frozen=True)
+class Indexed:
+    """What a doc's rows were built from."""
+
+    row: int
+    root: str
+    doc_id: str
+    stamp: tuple[int, int, int]  # (inode, mtime_ns, size)
+    digest: bytes | None  # None: the file could not be read, so it has no sections
+    settled: bool  # False: read so soon after a change that the stamp cannot be trusted
+
+
+@dataclass(frozen=True)
+class Ranked:
+    """One matching section, best first; ``phrase`` when it holds the query as written."""
+
+    root: str
+    doc_id: str
+    heading: str
+    body: str
+    score: float
+    phrase: bool
+
+
+def _is_corrupt(exc: sqlite3.Error) -> bool:
+    """True for a file that is not (or no longer) a readable database, as opposed to a busy one."""
+    return getattr(exc, "sqlite_errorname", "") in ("SQLITE_CORRUPT", "SQLITE_NOTADB") or (
+        isinstance(exc, sqlite3.DatabaseError) and not isinstance(exc, sqlite3.OperationalError)
+    )
+
+
+def _quote(text: str) -> str:
+    return '"' + text.replace('"', '""') + '"'
+
+
+class FtsIndex:
+    """The section index in one SQLite file (or in memory when ``path`` is None).
+
+    Not thread-safe: the caller serialises use (search holds one lock per index). Safe across
+    processes sharing the file.
+
+    Raises:
+        SearchUnavailable: this Python's sqlite3 has no FTS5.
+    """
+
+    def __init__(self, path: Path | None) -> None:
+        try:
+            fts5_probe()
+        except sqlite3.Error as exc:
+            raise SearchUnavailable(
+                f"Search needs SQLite's FTS5 extension, which this Python's sqlite3 module "
+                f"(SQLite {sqlite3.sqlite_version}) was built without ({exc}). Docs can still be "
+                "read and written; run the server with a Python whose sqlite3 has FTS5 "
+                "(python.org, conda and most Linux builds do) to search them."
+            ) from exc
+        self.path = path
+        self._conn: sqlite3.Connection | None = None
+        self._file_id: tuple[int, int] | None = None
+        self._rows: dict[tuple[str, str], Indexed] = {}
+        self._by_row: dict[int, Indexed] = {}
+        self._data_version = -1
+        self._open()
+
+    # ------------------------------------------------------------------ the file
+
+    def _connect(self) -> sqlite3.Connection:
+        target = ":memory:" if self.path is None else os.fspath(self.path)
+        conn = sqlite3.connect(target, timeout=BUSY_TIMEOUT_S, isolation_level=None, check_same_thread=False)
+        try:
+            if self.path is not None:
+                conn.execute("PRAGMA journal_mode = WAL")
+                conn.execute("PRAGMA synchronous = NORMAL")  # a cache: a lost last commit is re-read
+            self._ensure_schema(conn)
+        except BaseException:
+            conn.close()
+            raise
+        return conn
+
+    def _ensure_schema(self, conn: sqlite3.Connection) -> None:
+        if conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION:
+            conn.execute("SELECT 1 FROM docs LIMIT 1").fetchall()  # a garbage file fails here
+            return
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            version = conn.execute("PRAGMA user_version").fetchone()[0]
+            if version != SCHEMA_VERSION:  # another server may have just created it
+                tables = [r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table' "
+                                                     "AND name NOT LIKE 'sections_%' AND name NOT LIKE 'sqlite_%'")]
+                if tables and self.path is not None:
+                    logger.info("Search index %s has schema %d, this server uses %d: rebuilding it",
+                                self.path, version, SCHEMA_VERSION)
+                for table in tables:
+                    conn.execute(f"DROP TABLE IF EXISTS {_quote(table)}")
+                for statement in _SCHEMA:
+                    conn.execute(statement)
+                conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+            conn.execute("COMMIT")
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
+
+    def _open(self) -> None:
+        """Connect, replacing a file that is not a usable index with a fresh one."""
+        try:
+            self._conn = self._connect()
+        except sqlite3.Error as exc:
+            if self.path is None or not _is_corrupt(exc):
+                raise
+            self._replace_file(exc)
+            self._conn = self._connect()
+        self._file_id = self._current_file_id()
+        self._forget_rows()
+
+    def _replace_file(self, exc: sqlite3.Error) -> None:
+        assert self.path is not None
+        logger.warning("Search index %s is unreadable (%s): rebuilding it from the docs", self.path, exc)
+        if self._conn is not None:
+            self._conn.close()
+            self._conn = None
+        for suffix in ("", "-wal", "-shm"):
+            try:
+                os.unlink(f"{self.path}{suffix}")
+            except FileNotFoundError:
+                pass
+
+    def _current_file_id(self) -> tuple[int, int] | None:
+        if self.path is None:
+            return None
+        try:
+            st = os.stat(self.path)
+        except OSError:
+            return None
+        return st.st_dev, st.st_ino
+
+    def reopen_if_replaced(self) -> None:
+        """Follow another server that replaced a corrupt file: a connection to the old one sees
+        none of its writes."""
+        if self.path is not None and self._current_file_id() != self._file_id:
+            if self._conn is not None:
+                self._conn.close()
+            self._open()
+
+    def recover(self, exc: sqlite3.Error) -> bool:
+        """After ``exc`` from a query: rebuild a corrupt file and return True (the caller retries)."""
+        if self.path is None or not _is_corrupt(exc):
+            return False
+        self._replace_file(exc)
+        self._open()
+        return True
+
+    def close(self) -> None:
+        if self._conn is not None:
+            self._conn.close()
+            self._conn = None
+
+    @property
+    def conn(self) -> sqlite3.Connection:
+        if self._conn is None:
+            self._open()
+        assert self._conn is not None
+        return self._conn
+
+    # ------------------------------------------------------------------ docs rows
+
+    def _forget_rows(self) -> None:
+        self._rows, self._by_row, self._data_version = {}, {}, -1
+
+    def rows(self) -> dict[tuple[str, str], Indexed]:
+        """Every doc row, by (root, doc id); re-read only when another connection committed."""
+        version = self.conn.execute("PRAGMA data_version").fetchone()[0]
+        if version != self._data_version:
+            rows = {}
+            for row, root, doc_id, ino, mtime_ns, size, dig, settled in self.conn.execute(
+                "SELECT id, root, doc_id, ino, mtime_ns, size, digest, settled FROM docs"
+            ):
+                rows[(root, doc_id)] = Indexed(row, root, doc_id, (ino, mtime_ns, size), dig, bool(settled))
+            self._rows = rows
+            self._by_row = {r.row: r for r in rows.values()}
+            self._data_version = version
+        return self._rows
+
+    @contextmanager
+    def writing(self) -> Iterator[None]:
+        """One short write transaction (other servers' writes wait up to BUSY_TIMEOUT_S)."""
+        conn = self.conn
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            self.rows()  # what other servers committed before this transaction began
+            yield
+            conn.execute("COMMIT")
+        except BaseException:
+            conn.execute("ROLLBACK")
+            self._forget_rows()  # the in-memory copy may hold rows that were rolled back
+            raise
+
+    def put(self, root: str, doc_id: str, stamp: tuple[int, int, int], dig: bytes | None, settled: bool,
+            sections: Callable[[], Sequence[tuple[str, str]]]) -> None:
+        """Record a doc read at ``stamp`` with text digest ``dig``; its rows are rebuilt from
+        ``sections()`` only when the stored digest differs. Call inside `writing()`.
+        """
+        conn = self.conn
+        old = self._rows.get((root, doc_id))
+        if old is None:
+            conn.execute(
+                "INSERT INTO docs (root, doc_id, ino, mtime_ns, size, digest, settled) VALUES (?, ?, ?, ?, ?, ?, ?) "
+                "ON CONFLICT (root, doc_id) DO UPDATE SET ino = excluded.ino, mtime_ns = excluded.mtime_ns, "
+                "size = excluded.size, digest = excluded.digest, settled = excluded.settled",
+                (root, doc_id, *stamp, dig, int(settled)),
+            )
+            row = int(conn.execute("SELECT id FROM docs WHERE root = ? AND doc_id = ?", (root, doc_id)).fetchone()[0])
+        else:
+            row = old.row
+            conn.execute(
+                "UPDATE docs SET ino = ?, mtime_ns = ?, size = ?, digest = ?, settled = ? WHERE id = ?",
+                (*stamp, dig, int(settled), row),
+            )
+        if old is None or old.digest != dig:
+            self._set_sections(row, sections() if dig is not None else [])
+        entry = Indexed(row, root, doc_id, stamp, dig, settled)
+        self._rows[(root, doc_id)] = entry
+        self._by_row[row] = entry
+
+    def _set_sections(self, row: int, sections: Sequence[tuple[str, str]]) -> None:
+        first = row << _SECTION_BITS
+        conn = self.conn
+        conn.execute("DELETE FROM sections WHERE rowid BETWEEN ? AND ?", (first, first + MAX_SECTIONS - 1))
+        sections = list(sections)
+        if len(sections) > MAX_SECTIONS:
+            tail = "\n".join(text for _, text in sections[MAX_SECTIONS - 1 :])
+            sections = [*sections[: MAX_SECTIONS - 1], (sections[MAX_SECTIONS - 1][0], tail)]
+        conn.executemany(
+            "INSERT INTO sections (rowid, body, literals, heading) VALUES (?, ?, ?, ?)",
+            [(first + n, text, " ".join(map(encode_compound, compounds(text))), heading)
+             for n, (heading, text) in enumerate(sections)],
+        )
+
+    def drop(self, keys: Iterable[tuple[str, str]]) -> None:
+        """Forget docs and their sections. Call inside `writing()`."""
+        conn = self.conn
+        for key in keys:
+            entry = self._rows.pop(key, None)
+            if entry is None:
+                continue
+            self._by_row.pop(entry.row, None)
+            first = entry.row << _SECTION_BITS
+            conn.execute("DELETE FROM sections WHERE rowid BETWEEN ? AND ?", (first, first + MAX_SECTIONS - 1))
+            conn.execute("DELETE FROM docs WHERE id = ?", (entry.row,))
+
+    # ------------------------------------------------------------------ queries
+
+    def search(self, query: str, max_results: int, allowed: set[int]) -> list[Ranked]:
+        """Best ``max_results`` sections of the docs whose row is in ``allowed``: sections holding
+        the whole query as written (case and whitespace folded) first, then BM25 order."""
+        words = list(dict.fromkeys(atoms(query)))
+        literals = list(dict.fromkeys(compounds(query)))
+        if not words and not literals:
+            return []
+        any_term = " OR ".join(
+            [f"body : {_quote(w)}" for w in words] + [f"literals : {_quote(encode_compound(c))}" for c in literals]
+        )
+        folded = fold(query)
+        found: list[Ranked] = []
+        seen: set[int] = set()
+        if not (len(words) == 1 and not literals and folded == words[0]):
+            # A plain word needs no phrase pass: every section holding it holds it as written.
+            # Otherwise the candidates hold every word after the first in order, the last maybe
+            # as a prefix ("Error: operands could no" sits inside "ValueError: operands could
+            # not"); each is confirmed on its folded text.
+            phrase_words = atoms(query)
+            tail = phrase_words[1:] or phrase_words
+            phrase = f"body : {_quote(' '.join(tail))} *" if tail else ""
+            match = f"({phrase}) AND ({any_term})" if phrase else any_term
+            for rowid, score, body in self.conn.execute(
+                "SELECT rowid, rank, body FROM sections WHERE sections MATCH ? ORDER BY rank", (match,)
+            ):
+                if (rowid >> _SECTION_BITS) in allowed and folded in fold(body):
+                    seen.add(rowid)
+                    found.append(self._ranked(rowid, -score, True, body))
+                    if len(found) >= max_results:
+                        break
+        if len(found) < max_results:
+            for rowid, score in self.conn.execute(
+                "SELECT rowid, rank FROM sections WHERE sections MATCH ? ORDER BY rank", (any_term,)
+            ):
+                if rowid not in seen and (rowid >> _SECTION_BITS) in allowed:
+                    found.append(self._ranked(rowid, -score, False, None))
+                    if len(found) >= max_results:
+                        break
+        return found
+
+    def _ranked(self, rowid: int, score: float, phrase: bool, body: str | None) -> Ranked:
+        heading, stored = self.conn.execute(
+            "SELECT heading, body FROM sections WHERE rowid = ?", (rowid,)
+        ).fetchone()
+        entry = self._by_row[rowid >> _SECTION_BITS]
+        return Ranked(entry.root, entry.doc_id, heading, stored if body is None else body, score, phrase)
+
+    def row_ids(self, keys: Iterable[tuple[str, str]]) -> set[int]:
+        """Row ids of the given (root, doc id) keys that are indexed."""
+        rows = self._rows
+        return {rows[k].row for k in keys if k in rows}
