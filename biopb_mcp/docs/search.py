@@ -5,7 +5,7 @@ stay fast on a large local tier (10 MB / 5,000 docs) each process keeps, per sto
 an inverted index over parsed sections. A doc's entry is keyed by its file's (path, inode,
 mtime_ns, size), checked with one stat per query, so an edit (by write_doc, by hand, by another
 server) is seen on the very next search; a doc modified within a second of being read is re-read
-and compared until that is safe (see _RACY_NS). Nothing is invalidated by time.
+and compared until that is safe (see `filecache.is_settled`). Nothing is invalidated by time.
 """
 
 from __future__ import annotations
@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from biopb_mcp.docs import QUERY_MAX_CHARS
+from biopb_mcp.docs.filecache import is_settled, stamp_of
 from biopb_mcp.docs.frontmatter import heading_text
 from biopb_mcp.errors import DocError, DocNotFound, InvalidQuery
 
@@ -364,15 +365,6 @@ def _densest(text: str, terms: set[str], width: int) -> int:
     return best
 
 
-_RACY_NS = 1_000_000_000
-"""A file modified this close to when it was read may change again within its mtime tick.
-
-File timestamps are coarse (a few ms on Linux, up to seconds elsewhere), so an in-place edit of
-the same size right after a read can keep (mtime, size). Like git's "racily clean" entries, such a
-doc is re-read (and compared) on each query until its mtime is safely older than the read.
-"""
-
-
 @dataclass
 class _Entry:
     """What an indexed doc was read at: file key, a digest of its text, and whether it is racy."""
@@ -413,7 +405,7 @@ def _refresh(store: DocStore, corpus: _Corpus) -> dict[str, str]:
     listed: set[str] = set()
     entries = corpus.entries
     # Taken before any stat or read, so a change landing after them shows on the next query.
-    racy_after = time.time_ns() - _RACY_NS
+    started = time.time_ns()
     walked = store.doc_entries()
     surfaced = store.surfaced_ids(walked)
     for doc_id, path, origin in walked:
@@ -430,7 +422,7 @@ def _refresh(store: DocStore, corpus: _Corpus) -> dict[str, str]:
             if entry.digest is not None:
                 origins[doc_id] = origin
             continue
-        racy = st.st_mtime_ns >= racy_after
+        racy = not is_settled(stamp_of(st), started)
         try:
             text, _ = store.doc_text(doc_id)
         except DocNotFound:
