@@ -6,7 +6,7 @@ keeps it in its state dir) or in memory. Before each query every searchable doc'
 stat'ed and compared with the (inode, mtime_ns, size) it was indexed at, so an edit (by
 write_doc, by hand, by another server) is seen on the very next search, and a restarted server
 re-reads only the files that changed. A doc modified within a couple of seconds of being read is
-re-read and compared until that is safe (see _RACY_NS). Nothing is invalidated by time.
+re-read and compared until that is safe (`filecache.is_settled`). Nothing is invalidated by time.
 """
 
 from __future__ import annotations
@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, TypeVar
 
 from biopb_mcp.docs import QUERY_MAX_CHARS
+from biopb_mcp.docs.filecache import is_settled, stamp
 from biopb_mcp.docs.fts import FtsIndex, Ranked, SearchUnavailable, digest
 from biopb_mcp.docs.sections import ATOM, split_sections, tokenize
 from biopb_mcp.errors import DocError, DocNotFound, InvalidQuery
@@ -143,26 +144,6 @@ def _densest(text: str, terms: set[str], width: int) -> int:
     return best
 
 
-_RACY_NS = 2_000_000_000
-"""A file modified this close to when it was read may change again within its mtime tick.
-
-File timestamps are coarse (a few ms on Linux, up to seconds elsewhere), so an in-place edit of
-the same size right after a read can keep (mtime, size). Like git's "racily clean" entries, such a
-doc is re-read (and compared) on each query until its mtime is safely older than the read.
-"""
-
-
-def _stamp(path: str) -> tuple[int, int, int]:
-    """What a file is checked against on each search. Raises OSError."""
-    st = os.stat(path)
-    return st.st_ino, st.st_mtime_ns, st.st_size
-
-
-def _settled(stamp: tuple[int, int, int], read_at_ns: int) -> bool:
-    """True when a file read at ``read_at_ns`` had not changed within the timestamp race window."""
-    return stamp[1] < read_at_ns - _RACY_NS
-
-
 @dataclass
 class _Corpus:
     """One store's search state: its index and the lock that serialises this process's use of it."""
@@ -207,18 +188,17 @@ def _refresh(store: DocStore, index: FtsIndex) -> tuple[dict[str, str], set[int]
         if doc_id not in surfaced:
             continue  # readable by id only; an indexed copy is dropped below
         key = (roots["shipped" if origin == "shipped" else "local"], doc_id)
-        try:
-            stamp = _stamp(path)
-        except OSError:
+        now = stamp(path)
+        if now is None:
             continue  # vanished between listing and stat: dropped below like any gone doc
         keys[key] = path
         origins[doc_id] = origin
         entry = rows.get(key)
-        if entry is None or entry.stamp != stamp or not entry.settled:
-            stale.append((key, doc_id, stamp))
+        if entry is None or entry.stamp != now or not entry.settled:
+            stale.append((key, doc_id, now))
     for start in range(0, len(stale), _WRITE_BATCH):
         batch = []
-        for key, doc_id, stamp in stale[start : start + _WRITE_BATCH]:
+        for key, doc_id, now in stale[start : start + _WRITE_BATCH]:
             read_at = time.time_ns()
             try:
                 text: str | None = store.doc_text(doc_id)[0]
@@ -228,13 +208,13 @@ def _refresh(store: DocStore, index: FtsIndex) -> tuple[dict[str, str], set[int]
                 continue
             except (DocError, OSError, UnicodeError) as exc:
                 entry = rows.get(key)
-                if entry is None or entry.stamp != stamp or entry.digest is not None:
+                if entry is None or entry.stamp != now or entry.digest is not None:
                     logger.warning("Search skips the unreadable doc %s: %s", doc_id, exc)
                 text = None
-            batch.append((key, doc_id, stamp, read_at, text))
+            batch.append((key, doc_id, now, read_at, text))
         with index.writing():
-            for (root, doc_id), _, stamp, read_at, text in batch:
-                index.put(root, doc_id, stamp, None if text is None else digest(text), _settled(stamp, read_at),
+            for (root, doc_id), _, now, read_at, text in batch:
+                index.put(root, doc_id, now, None if text is None else digest(text), is_settled(now, read_at),
                           lambda d=doc_id, t=text: split_sections(d, t or ""))
     mine = set(roots.values())
     gone = [key for key in index.rows() if key[0] in mine and key not in keys]
