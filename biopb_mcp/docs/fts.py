@@ -35,6 +35,8 @@ BUSY_TIMEOUT_S = 10.0
 
 _SECTION_BITS = 12
 """A section's rowid is its doc's id shifted by this, plus its number: a doc's rows are one range."""
+RANK_CAP = 2_000
+"""Most rows one query pass scores (see FtsIndex.search); scoring is FTS5's cost per row."""
 MAX_SECTIONS = 1 << _SECTION_BITS
 """Sections per doc; later `##` sections of a longer doc are merged into the last row."""
 
@@ -141,6 +143,9 @@ class FtsIndex:
         self._rows: dict[tuple[str, str], Indexed] = {}
         self._by_row: dict[int, Indexed] = {}
         self._data_version = -1
+        self.generation = 0
+        """Bumped on every change to the rows this process knows: an answer derived at one
+        generation holds while it is current."""
         self._open()
 
     # ------------------------------------------------------------------ the file
@@ -246,6 +251,7 @@ class FtsIndex:
 
     def _forget_rows(self) -> None:
         self._rows, self._by_row, self._data_version = {}, {}, -1
+        self.generation += 1
 
     def rows(self) -> dict[tuple[str, str], Indexed]:
         """Every doc row, by (root, doc id); re-read only when another connection committed."""
@@ -259,6 +265,7 @@ class FtsIndex:
             self._rows = rows
             self._by_row = {r.row: r for r in rows.values()}
             self._data_version = version
+            self.generation += 1
         return self._rows
 
     @contextmanager
@@ -301,6 +308,7 @@ class FtsIndex:
         entry = Indexed(row, root, doc_id, stamp, dig, settled)
         self._rows[(root, doc_id)] = entry
         self._by_row[row] = entry
+        self.generation += 1
 
     def _set_sections(self, row: int, sections: Sequence[tuple[str, str]]) -> None:
         first = row << _SECTION_BITS
@@ -324,6 +332,7 @@ class FtsIndex:
             if entry is None:
                 continue
             self._by_row.pop(entry.row, None)
+            self.generation += 1
             first = entry.row << _SECTION_BITS
             conn.execute("DELETE FROM sections WHERE rowid BETWEEN ? AND ?", (first, first + MAX_SECTIONS - 1))
             conn.execute("DELETE FROM docs WHERE id = ?", (entry.row,))
@@ -332,50 +341,78 @@ class FtsIndex:
 
     def search(self, query: str, max_results: int, allowed: set[int]) -> list[Ranked]:
         """Best ``max_results`` sections of the docs whose row is in ``allowed``: sections holding
-        the whole query as written (case and whitespace folded) first, then BM25 order."""
+        the whole query as written (case and whitespace folded) first, then BM25 order.
+
+        FTS5 scores every row a MATCH returns, so a query of common words would score most of
+        the corpus. Each pass therefore scores at most RANK_CAP rows: the OR of the query's
+        rarest terms first (those a section is found by), then, only if hits are still missing,
+        the first RANK_CAP rows holding any term.
+        """
         words = list(dict.fromkeys(atoms(query)))
         literals = list(dict.fromkeys(compounds(query)))
-        if not words and not literals:
+        terms = [f"body : {_quote(w)}" for w in words]
+        terms += [f"literals : {_quote(encode_compound(c))}" for c in literals]
+        if not terms:
             return []
-        any_term = " OR ".join(
-            [f"body : {_quote(w)}" for w in words] + [f"literals : {_quote(encode_compound(c))}" for c in literals]
-        )
         folded = fold(query)
         found: list[Ranked] = []
         seen: set[int] = set()
         if not (len(words) == 1 and not literals and folded == words[0]):
             # A plain word needs no phrase pass: every section holding it holds it as written.
-            # Otherwise the candidates hold every word after the first in order, the last maybe
-            # as a prefix ("Error: operands could no" sits inside "ValueError: operands could
-            # not"); each is confirmed on its folded text.
-            phrase_words = atoms(query)
-            tail = phrase_words[1:] or phrase_words
-            phrase = f"body : {_quote(' '.join(tail))} *" if tail else ""
-            match = f"({phrase}) AND ({any_term})" if phrase else any_term
-            for rowid, score, body in self.conn.execute(
-                "SELECT rowid, rank, body FROM sections WHERE sections MATCH ? ORDER BY rank", (match,)
-            ):
-                if (rowid >> _SECTION_BITS) in allowed and folded in fold(body):
-                    seen.add(rowid)
-                    found.append(self._ranked(rowid, -score, True, body))
+            # Otherwise the candidates hold the query's words in order; then, for a longer
+            # query, its inner words, as the query may start or end mid-word ("Error: operands
+            # could no" sits inside "ValueError: operands could not"). Each candidate is
+            # confirmed on its folded text. (A prefix query would cover more, at the price of
+            # merging every term the prefix starts.)
+            ordered = atoms(query)
+            passes = [ordered] + ([ordered[1:-1]] if len(ordered) >= 3 else [])
+            for phrase in passes:
+                for rowid, score in self._scored(f"body : {_quote(' '.join(phrase))}"):
                     if len(found) >= max_results:
                         break
+                    if rowid in seen or (rowid >> _SECTION_BITS) not in allowed:
+                        continue
+                    ranked = self._ranked(rowid, score, True)
+                    if folded in fold(ranked.body):
+                        seen.add(rowid)
+                        found.append(ranked)
         if len(found) < max_results:
-            for rowid, score in self.conn.execute(
-                "SELECT rowid, rank FROM sections WHERE sections MATCH ? ORDER BY rank", (any_term,)
-            ):
-                if rowid not in seen and (rowid >> _SECTION_BITS) in allowed:
-                    found.append(self._ranked(rowid, -score, False, None))
+            counts = {term: self._count(term) for term in terms}
+            rare: list[str] = []
+            total = 0
+            for term in sorted(terms, key=counts.__getitem__):
+                n = counts[term]
+                if rare and total + n > RANK_CAP:
+                    break
+                rare.append(term)
+                total += n
+            for group in [rare] + ([terms] if len(rare) < len(terms) else []):
+                for rowid, score in self._scored(" OR ".join(group)):
                     if len(found) >= max_results:
                         break
+                    if rowid not in seen and (rowid >> _SECTION_BITS) in allowed:
+                        seen.add(rowid)
+                        found.append(self._ranked(rowid, score, False))
         return found
 
-    def _ranked(self, rowid: int, score: float, phrase: bool, body: str | None) -> Ranked:
-        heading, stored = self.conn.execute(
-            "SELECT heading, body FROM sections WHERE rowid = ?", (rowid,)
-        ).fetchone()
+    def _count(self, match: str) -> int:
+        """Rows matching, counted up to RANK_CAP + 1 (cheap: no scoring)."""
+        return int(self.conn.execute(
+            "SELECT count(*) FROM (SELECT 1 FROM sections WHERE sections MATCH ? LIMIT ?)", (match, RANK_CAP + 1)
+        ).fetchone()[0])
+
+    def _scored(self, match: str) -> list[tuple[int, float]]:
+        """(rowid, score) of at most RANK_CAP rows matching, best first (higher is better)."""
+        rows = self.conn.execute(
+            "SELECT rowid, bm25(sections) FROM sections WHERE sections MATCH ? LIMIT ?", (match, RANK_CAP)
+        ).fetchall()
+        rows.sort(key=lambda r: (r[1], r[0]))
+        return [(rowid, -score) for rowid, score in rows]
+
+    def _ranked(self, rowid: int, score: float, phrase: bool) -> Ranked:
+        heading, body = self.conn.execute("SELECT heading, body FROM sections WHERE rowid = ?", (rowid,)).fetchone()
         entry = self._by_row[rowid >> _SECTION_BITS]
-        return Ranked(entry.root, entry.doc_id, heading, stored if body is None else body, score, phrase)
+        return Ranked(entry.root, entry.doc_id, heading, body, score, phrase)
 
     def row_ids(self, keys: Iterable[tuple[str, str]]) -> set[int]:
         """Row ids of the given (root, doc id) keys that are indexed."""

@@ -26,9 +26,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, TypeVar
 
 from biopb_mcp.docs import QUERY_MAX_CHARS
-from biopb_mcp.docs.filecache import is_settled, stamp
+from biopb_mcp.docs.filecache import Stamp, is_settled, stamp
 from biopb_mcp.docs.fts import FtsIndex, Ranked, SearchUnavailable, digest
 from biopb_mcp.docs.sections import ATOM, split_sections, tokenize
+from biopb_mcp.docs.store import ORIGIN_SHIPPED
 from biopb_mcp.errors import DocError, DocNotFound, InvalidQuery
 
 if TYPE_CHECKING:
@@ -145,11 +146,68 @@ def _densest(text: str, terms: set[str], width: int) -> int:
 
 
 @dataclass
+class _Listing:
+    """The store's doc list and search scope, kept while nothing they derive from changed."""
+
+    targets: list[tuple[tuple[str, str], str, str, str]]  # ((tier root, id), id, path, origin) per surfaced doc
+    watched: tuple[tuple[str, Stamp | None], ...]  # every directory of both tiers, the index, the manifest
+    answer: tuple[int, dict[str, str], set[int]] | None = None  # the last refresh's, at an index generation
+
+
+@dataclass
 class _Corpus:
     """One store's search state: its index and the lock that serialises this process's use of it."""
 
     index: FtsIndex
     lock: threading.Lock
+    listing: _Listing | None = None
+
+
+def _watched_paths(store: DocStore) -> list[str] | None:
+    """What the doc list and the scope derive from: every directory that may hold docs (a file
+    added, removed or renamed changes its directory's stamp), the index and the manifest.
+
+    None when a tier holds a symlink: where it leads is not watched, so nothing is kept.
+    """
+    paths = [os.fspath(store.index_path), os.fspath(store.manifest_path),
+             os.fspath(Path(store.shipped_dir) / store.index_path.name)]
+    for root in (store.local_dir, store.shipped_dir):
+        pending = [os.fspath(root)]
+        while pending:
+            directory = pending.pop()
+            paths.append(directory)
+            try:
+                entries = list(os.scandir(directory))
+            except OSError:
+                continue
+            for entry in entries:
+                if entry.is_symlink():
+                    return None
+                if entry.is_dir() and not entry.name.startswith("."):  # hidden names hold no docs
+                    pending.append(entry.path)
+    return paths
+
+
+def _listing(store: DocStore, corpus: _Corpus) -> _Listing:
+    """The surfaced docs (`store.surfaced_ids()` over `store.doc_entries()`), walked again only
+    when a watched stamp changed: a tier of 5,000 docs is a walk of tens of ms, a stat of its
+    folders is not."""
+    kept = corpus.listing
+    if kept is not None and all(stamp(path) == st for path, st in kept.watched):
+        return kept
+    started = time.time_ns()
+    paths = _watched_paths(store)
+    watched = tuple((path, stamp(path)) for path in paths or ())
+    walked = store.doc_entries()
+    surfaced = store.surfaced_ids(walked)
+    roots = {ORIGIN_SHIPPED: os.fspath(store.shipped_dir)}
+    local = os.fspath(store.local_dir)
+    targets = [((roots.get(origin, local), doc_id), doc_id, path, origin)
+               for doc_id, path, origin in walked if doc_id in surfaced]
+    listing = _Listing(targets, watched)
+    settled = paths is not None and all(is_settled(st, started) for _, st in watched)
+    corpus.listing = listing if settled else None
+    return listing
 
 
 _corpora: OrderedDict[tuple[str, str, str], _Corpus] = OrderedDict()
@@ -171,31 +229,30 @@ def _corpus_for(store: DocStore) -> _Corpus:
         return corpus
 
 
-def _refresh(store: DocStore, index: FtsIndex) -> tuple[dict[str, str], set[int]]:
+def _refresh(store: DocStore, corpus: _Corpus) -> tuple[dict[str, str], set[int]]:
     """Bring the index up to date with the store.
 
     Returns id -> origin of the searchable docs and the index rows they occupy.
     """
-    roots = {"local": str(store.local_dir), "shipped": str(store.shipped_dir)}
+    index = corpus.index
     index.reopen_if_replaced()
     rows = index.rows()
-    walked = store.doc_entries()
-    surfaced = store.surfaced_ids(walked)
-    origins: dict[str, str] = {}
-    keys: dict[tuple[str, str], str] = {}  # (root, id) -> path, for every surfaced doc
-    stale: list[tuple[tuple[str, str], str, tuple[int, int, int]]] = []
-    for doc_id, path, origin in walked:
-        if doc_id not in surfaced:
-            continue  # readable by id only; an indexed copy is dropped below
-        key = (roots["shipped" if origin == "shipped" else "local"], doc_id)
-        now = stamp(path)
-        if now is None:
-            continue  # vanished between listing and stat: dropped below like any gone doc
-        keys[key] = path
-        origins[doc_id] = origin
+    listing = _listing(store, corpus)
+    stale: list[tuple[tuple[str, str], str, Stamp]] = []
+    missing: set[tuple[str, str]] = set()
+    for key, doc_id, path, _ in listing.targets:
+        try:
+            st = os.stat(path)
+        except OSError:
+            missing.add(key)  # vanished between listing and stat: dropped below like any gone doc
+            continue
+        now = (st.st_ino, st.st_mtime_ns, st.st_size)
         entry = rows.get(key)
         if entry is None or entry.stamp != now or not entry.settled:
             stale.append((key, doc_id, now))
+    answer = listing.answer
+    if not stale and not missing and answer is not None and answer[0] == index.generation:
+        return answer[1], answer[2]
     for start in range(0, len(stale), _WRITE_BATCH):
         batch = []
         for key, doc_id, now in stale[start : start + _WRITE_BATCH]:
@@ -203,8 +260,7 @@ def _refresh(store: DocStore, index: FtsIndex) -> tuple[dict[str, str], set[int]
             try:
                 text: str | None = store.doc_text(doc_id)[0]
             except DocNotFound:
-                origins.pop(doc_id, None)
-                keys.pop(key, None)
+                missing.add(key)
                 continue
             except (DocError, OSError, UnicodeError) as exc:
                 entry = rows.get(key)
@@ -216,27 +272,33 @@ def _refresh(store: DocStore, index: FtsIndex) -> tuple[dict[str, str], set[int]
             for (root, doc_id), _, now, read_at, text in batch:
                 index.put(root, doc_id, now, None if text is None else digest(text), is_settled(now, read_at),
                           lambda d=doc_id, t=text: split_sections(d, t or ""))
-    mine = set(roots.values())
+    keys = {target[0] for target in listing.targets} - missing
+    mine = {os.fspath(store.local_dir), os.fspath(store.shipped_dir)}
     gone = [key for key in index.rows() if key[0] in mine and key not in keys]
     if gone:
         with index.writing():
             index.drop(gone)
     rows = index.rows()
-    readable = {doc_id for (root, doc_id) in keys if rows.get((root, doc_id)) and rows[(root, doc_id)].digest is not None}
-    origins = {doc_id: origin for doc_id, origin in origins.items() if doc_id in readable}
-    return origins, index.row_ids(keys)
+    origins = {}
+    for key, doc_id, _, origin in listing.targets:
+        entry = rows.get(key)
+        if key in keys and entry is not None and entry.digest is not None:
+            origins[doc_id] = origin
+    allowed = index.row_ids(keys)
+    listing.answer = (index.generation, origins, allowed)
+    return origins, allowed
 
 
-def _run(store: DocStore, work: Callable[[FtsIndex], _T]) -> _T:
+def _run(store: DocStore, work: Callable[[_Corpus], _T]) -> _T:
     """Run ``work`` on the store's index under its lock; a corrupt index file is rebuilt once."""
     corpus = _corpus_for(store)
     with corpus.lock:
         try:
-            return work(corpus.index)
+            return work(corpus)
         except sqlite3.Error as exc:
             if not corpus.index.recover(exc):
                 raise SearchUnavailable(f"The search index {store.search_db or '(in memory)'} failed: {exc}") from exc
-        return work(corpus.index)
+        return work(corpus)
 
 
 def search_docs(store: DocStore, query: str, max_results: int = 5) -> list[Hit]:
@@ -271,9 +333,9 @@ def search_docs(store: DocStore, query: str, max_results: int = 5) -> list[Hit]:
             f"max_results must be a whole number from 1 to {MAX_RESULTS_LIMIT}, got {max_results!r}"
         )
 
-    def work(index: FtsIndex) -> tuple[dict[str, str], list[Ranked]]:
-        origins, allowed = _refresh(store, index)
-        return origins, index.search(query, max_results, allowed)
+    def work(corpus: _Corpus) -> tuple[dict[str, str], list[Ranked]]:
+        origins, allowed = _refresh(store, corpus)
+        return origins, corpus.index.search(query, max_results, allowed)
 
     origins, ranked = _run(store, work)
     # Scores as BM25 shows them (higher is better), a phrase match lifted above every other hit.
@@ -298,7 +360,7 @@ def warm_index(store: DocStore) -> int:
     Optional: a server may run this in a worker thread at start-up. With the index kept on disk,
     only files changed since the last server read them are read.
     """
-    return len(_run(store, lambda index: _refresh(store, index))[0])
+    return len(_run(store, lambda corpus: _refresh(store, corpus))[0])
 
 
 QUERY_ECHO_CHARS = 80
