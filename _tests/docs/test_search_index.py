@@ -162,6 +162,18 @@ def test_without_fts5_search_says_why_and_the_store_still_works(
     assert "otherword1" in store.read_doc("lab/doc1")
 
 
+def test_an_index_file_that_cannot_be_created_falls_back_to_memory(
+    tiers: tuple[Path, Path, Path], caplog: pytest.LogCaptureFixture
+) -> None:
+    local, shipped, _ = tiers
+    blocker = local.parent / "not-a-dir"
+    blocker.write_text("a file where the state dir should be", encoding="utf-8")
+    store = DocStore(local, shipped_dir=shipped, version="1.0", search_db=blocker / "search.sqlite3")
+    with caplog.at_level(logging.WARNING, logger="biopb_mcp.docs.search"):
+        assert [h.doc_id for h in search_docs(store, "uniqword4")] == ["lab/doc4"]
+    assert any("in memory" in r.getMessage() for r in caplog.records)
+
+
 _WRITER = textwrap.dedent('''\
     import sys
     from pathlib import Path

@@ -220,13 +220,23 @@ def _corpus_for(store: DocStore) -> _Corpus:
     with _corpora_lock:
         corpus = _corpora.get(key)
         if corpus is None:
-            if db is not None:
-                Path(db).parent.mkdir(parents=True, exist_ok=True)
-            corpus = _corpora[key] = _Corpus(FtsIndex(db), threading.Lock())
+            corpus = _corpora[key] = _Corpus(_open_index(db), threading.Lock())
             while len(_corpora) > _CACHED_CORPORA:
                 _corpora.popitem(last=False)[1].index.close()
         _corpora.move_to_end(key)
         return corpus
+
+
+def _open_index(db: Path | None) -> FtsIndex:
+    """The index in ``db``; in memory when that file cannot be used (a read-only state dir), so
+    search still works, only without surviving a restart."""
+    if db is not None:
+        try:
+            Path(db).parent.mkdir(parents=True, exist_ok=True)
+            return FtsIndex(db)
+        except (OSError, sqlite3.Error) as exc:
+            logger.warning("Cannot keep the search index in %s (%s): keeping it in memory", db, exc)
+    return FtsIndex(None)
 
 
 def _refresh(store: DocStore, corpus: _Corpus) -> tuple[dict[str, str], set[int]]:
