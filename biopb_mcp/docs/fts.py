@@ -108,9 +108,7 @@ class Ranked:
 
 def _is_corrupt(exc: sqlite3.Error) -> bool:
     """True for a file that is not (or no longer) a readable database, as opposed to a busy one."""
-    return getattr(exc, "sqlite_errorname", "") in ("SQLITE_CORRUPT", "SQLITE_NOTADB") or (
-        isinstance(exc, sqlite3.DatabaseError) and not isinstance(exc, sqlite3.OperationalError)
-    )
+    return getattr(exc, "sqlite_errorname", "").startswith(("SQLITE_CORRUPT", "SQLITE_NOTADB"))
 
 
 def _quote(text: str) -> str:

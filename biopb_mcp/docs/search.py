@@ -222,7 +222,9 @@ def _corpus_for(store: DocStore) -> _Corpus:
         if corpus is None:
             corpus = _corpora[key] = _Corpus(_open_index(db), threading.Lock())
             while len(_corpora) > _CACHED_CORPORA:
-                _corpora.popitem(last=False)[1].index.close()
+                evicted = _corpora.popitem(last=False)[1]
+                with evicted.lock:  # a search still running on it finishes first
+                    evicted.index.close()
         _corpora.move_to_end(key)
         return corpus
 
