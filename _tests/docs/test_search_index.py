@@ -174,6 +174,22 @@ def test_an_index_file_that_cannot_be_created_falls_back_to_memory(
     assert any("in memory" in r.getMessage() for r in caplog.records)
 
 
+def test_stores_sharing_an_index_file_score_only_their_own_rows(
+    tiers: tuple[Path, Path, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Another store's rows never take the places a capped scoring pass has."""
+    local, shipped, db = tiers
+    monkeypatch.setattr(fts, "RANK_CAP", 4)  # fewer than the first store's ten matching sections
+    first = DocStore(local, shipped_dir=shipped, version="1.0", search_db=db)
+    assert len(search_docs(first, "sharedword", 50)) == 4
+    other_local = tmp_path / "other"
+    for n in range(2):
+        _write(other_local / f"lab/mine{n}.md", f"# Mine {n}\n\nsharedword too\n")
+    second = DocStore(other_local, shipped_dir=shipped, version="1.0", search_db=db)
+    assert sorted(h.doc_id for h in search_docs(second, "sharedword", 50)) == ["lab/mine0", "lab/mine1"]
+    assert sorted(h.doc_id for h in search_docs(second, "sharedword too", 50)) == ["lab/mine0", "lab/mine1"]
+
+
 _WRITER = textwrap.dedent('''\
     import sys
     from pathlib import Path

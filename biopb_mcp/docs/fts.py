@@ -35,6 +35,9 @@ BUSY_TIMEOUT_S = 10.0
 
 _SECTION_BITS = 12
 """A section's rowid is its doc's id shifted by this, plus its number: a doc's rows are one range."""
+_DOC_BITS = 28
+"""A doc's id is its tier root's number shifted by this, plus its own: a root's rows are one
+range, so a search scores only its own tiers' rows (several stores may share a file)."""
 RANK_CAP = 2_000
 """Most rows one query pass scores (see FtsIndex.search); scoring is FTS5's cost per row."""
 MAX_SECTIONS = 1 << _SECTION_BITS
@@ -45,6 +48,7 @@ MAX_SECTIONS = 1 << _SECTION_BITS
 _COMPOUND_MAP = str.maketrans({".": "\ue000", "_": "\ue001"})
 
 _SCHEMA = (
+    "CREATE TABLE roots (id INTEGER PRIMARY KEY, path TEXT NOT NULL UNIQUE)",
     (
         "CREATE TABLE docs (id INTEGER PRIMARY KEY, root TEXT NOT NULL, doc_id TEXT NOT NULL, "
         "ino INTEGER, mtime_ns INTEGER, size INTEGER, digest BLOB, settled INTEGER NOT NULL, "
@@ -141,6 +145,7 @@ class FtsIndex:
         self._rows: dict[tuple[str, str], Indexed] = {}
         self._by_row: dict[int, Indexed] = {}
         self._data_version = -1
+        self._root_nos: dict[str, int] = {}
         self.generation = 0
         """Bumped on every change to the rows this process knows: an answer derived at one
         generation holds while it is current."""
@@ -248,7 +253,7 @@ class FtsIndex:
     # ------------------------------------------------------------------ docs rows
 
     def _forget_rows(self) -> None:
-        self._rows, self._by_row, self._data_version = {}, {}, -1
+        self._rows, self._by_row, self._data_version, self._root_nos = {}, {}, -1, {}
         self.generation += 1
 
     def rows(self) -> dict[tuple[str, str], Indexed]:
@@ -288,11 +293,15 @@ class FtsIndex:
         conn = self.conn
         old = self._rows.get((root, doc_id))
         if old is None:
+            first = self._root_no(root) << _DOC_BITS
+            last = conn.execute("SELECT max(id) FROM docs WHERE id BETWEEN ? AND ?",
+                                (first, first + (1 << _DOC_BITS) - 1)).fetchone()[0]
             conn.execute(
-                "INSERT INTO docs (root, doc_id, ino, mtime_ns, size, digest, settled) VALUES (?, ?, ?, ?, ?, ?, ?) "
+                "INSERT INTO docs (id, root, doc_id, ino, mtime_ns, size, digest, settled) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?, ?) "
                 "ON CONFLICT (root, doc_id) DO UPDATE SET ino = excluded.ino, mtime_ns = excluded.mtime_ns, "
                 "size = excluded.size, digest = excluded.digest, settled = excluded.settled",
-                (root, doc_id, *stamp, dig, int(settled)),
+                (first + 1 if last is None else last + 1, root, doc_id, *stamp, dig, int(settled)),
             )
             row = int(conn.execute("SELECT id FROM docs WHERE root = ? AND doc_id = ?", (root, doc_id)).fetchone()[0])
         else:
@@ -307,6 +316,15 @@ class FtsIndex:
         self._rows[(root, doc_id)] = entry
         self._by_row[row] = entry
         self.generation += 1
+
+    def _root_no(self, root: str) -> int:
+        """The number of a tier root (its rows' range), added on first use. Inside `writing()`."""
+        number = self._root_nos.get(root)
+        if number is None:
+            self.conn.execute("INSERT OR IGNORE INTO roots (path) VALUES (?)", (root,))
+            number = self._root_nos[root] = int(
+                self.conn.execute("SELECT id FROM roots WHERE path = ?", (root,)).fetchone()[0])
+        return number
 
     def _set_sections(self, row: int, sections: Sequence[tuple[str, str]]) -> None:
         first = row << _SECTION_BITS
@@ -344,7 +362,8 @@ class FtsIndex:
         FTS5 scores every row a MATCH returns, so a query of common words would score most of
         the corpus. Each pass therefore scores at most RANK_CAP rows: the OR of the query's
         rarest terms first (those a section is found by), then, only if hits are still missing,
-        the first RANK_CAP rows holding any term.
+        the first RANK_CAP rows holding any term. Only the rows of ``allowed``'s tier roots are
+        matched at all.
         """
         words = list(dict.fromkeys(atoms(query)))
         literals = list(dict.fromkeys(compounds(query)))
@@ -355,6 +374,8 @@ class FtsIndex:
         folded = fold(query)
         found: list[Ranked] = []
         seen: set[int] = set()
+        shift = _DOC_BITS + _SECTION_BITS
+        ranges = [(n << shift, ((n + 1) << shift) - 1) for n in sorted({row >> _DOC_BITS for row in allowed})]
         if not (len(words) == 1 and not literals and folded == words[0]):
             # A plain word needs no phrase pass: every section holding it holds it as written.
             # Otherwise the candidates hold the query's words in order; then, for a longer
@@ -364,18 +385,20 @@ class FtsIndex:
             # merging every term the prefix starts.)
             ordered = atoms(query)
             passes = [ordered] + ([ordered[1:-1]] if len(ordered) >= 3 else [])
+            top = float("inf")
             for phrase in passes:
-                for rowid, score in self._scored(f"body : {_quote(' '.join(phrase))}"):
+                for rowid, score in self._scored(f"body : {_quote(' '.join(phrase))}", ranges):
                     if len(found) >= max_results:
                         break
                     if rowid in seen or (rowid >> _SECTION_BITS) not in allowed:
                         continue
-                    ranked = self._ranked(rowid, score, True)
+                    ranked = self._ranked(rowid, min(score, top), True)
                     if folded in fold(ranked.body):
                         seen.add(rowid)
+                        top = ranked.score
                         found.append(ranked)
         if len(found) < max_results:
-            counts = {term: self._count(term) for term in terms}
+            counts = {term: self._count(term, ranges) for term in terms}
             rare: list[str] = []
             total = 0
             for term in sorted(terms, key=counts.__getitem__):
@@ -384,26 +407,32 @@ class FtsIndex:
                     break
                 rare.append(term)
                 total += n
+            floor = float("inf")  # a later pass scores other terms: its hits never outscore earlier ones
             for group in [rare] + ([terms] if len(rare) < len(terms) else []):
-                for rowid, score in self._scored(" OR ".join(group)):
+                for rowid, score in self._scored(" OR ".join(group), ranges):
                     if len(found) >= max_results:
                         break
                     if rowid not in seen and (rowid >> _SECTION_BITS) in allowed:
                         seen.add(rowid)
-                        found.append(self._ranked(rowid, score, False))
+                        floor = min(floor, score)
+                        found.append(self._ranked(rowid, floor, False))
         return found
 
-    def _count(self, match: str) -> int:
-        """Rows matching, counted up to RANK_CAP + 1 (cheap: no scoring)."""
-        return int(self.conn.execute(
-            "SELECT count(*) FROM (SELECT 1 FROM sections WHERE sections MATCH ? LIMIT ?)", (match, RANK_CAP + 1)
-        ).fetchone()[0])
+    def _count(self, match: str, ranges: list[tuple[int, int]]) -> int:
+        """Rows matching in ``ranges``, counted up to RANK_CAP + 1 each (cheap: no scoring)."""
+        return sum(int(self.conn.execute(
+            "SELECT count(*) FROM (SELECT 1 FROM sections WHERE sections MATCH ? AND rowid BETWEEN ? AND ? LIMIT ?)",
+            (match, first, last, RANK_CAP + 1),
+        ).fetchone()[0]) for first, last in ranges)
 
-    def _scored(self, match: str) -> list[tuple[int, float]]:
-        """(rowid, score) of at most RANK_CAP rows matching, best first (higher is better)."""
-        rows = self.conn.execute(
-            "SELECT rowid, bm25(sections) FROM sections WHERE sections MATCH ? LIMIT ?", (match, RANK_CAP)
-        ).fetchall()
+    def _scored(self, match: str, ranges: list[tuple[int, int]]) -> list[tuple[int, float]]:
+        """(rowid, score) of at most RANK_CAP rows matching per range, best first (higher is better)."""
+        rows: list[tuple[int, float]] = []
+        for first, last in ranges:
+            rows += self.conn.execute(
+                "SELECT rowid, bm25(sections) FROM sections WHERE sections MATCH ? AND rowid BETWEEN ? AND ? LIMIT ?",
+                (match, first, last, RANK_CAP),
+            ).fetchall()
         rows.sort(key=lambda r: (r[1], r[0]))
         return [(rowid, -score) for rowid, score in rows]
 

@@ -12,6 +12,7 @@ re-read and compared until that is safe (`filecache.is_settled`). Nothing is inv
 from __future__ import annotations
 
 import bisect
+import functools
 import itertools
 import logging
 import os
@@ -283,7 +284,7 @@ def _refresh(store: DocStore, corpus: _Corpus) -> tuple[dict[str, str], set[int]
         with index.writing():
             for (root, doc_id), _, now, read_at, text in batch:
                 index.put(root, doc_id, now, None if text is None else digest(text), is_settled(now, read_at),
-                          lambda d=doc_id, t=text: split_sections(d, t or ""))
+                          functools.partial(split_sections, doc_id, text or ""))
     keys = {target[0] for target in listing.targets} - missing
     mine = {os.fspath(store.local_dir), os.fspath(store.shipped_dir)}
     gone = [key for key in index.rows() if key[0] in mine and key not in keys]
