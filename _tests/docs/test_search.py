@@ -204,6 +204,12 @@ def test_words_rank_by_term_frequency_and_unknown_words_match_nothing() -> None:
     assert len(_top(index, "kernel", n=1)) == 1
 
 
+def test_a_word_found_nowhere_whole_finds_the_words_it_starts() -> None:
+    index = _index({**LITERAL_CORPUS, "authoring": "# Authoring\n\n## Checkpoints\nName them in headings.\n"})
+    assert _top(index, "checkpoint") == [("authoring", "Checkpoints")]
+    assert _top(index, "otsu")[0] == ("threshold", "Thresholding")  # whole words come first
+
+
 def test_index_replacing_a_doc_forgets_its_old_words() -> None:
     index = _index(LITERAL_CORPUS)
     for round_ in range(100):

@@ -362,7 +362,7 @@ class FtsIndex:
         FTS5 scores every row a MATCH returns, so a query of common words would score most of
         the corpus. Each pass therefore scores at most RANK_CAP rows: the OR of the query's
         rarest terms first (those a section is found by), then, only if hits are still missing,
-        the first RANK_CAP rows holding any term. Only the rows of ``allowed``'s tier roots are
+        the first RANK_CAP rows holding any term, then any word as a prefix. Only the rows of ``allowed``'s tier roots are
         matched at all.
         """
         words = list(dict.fromkeys(atoms(query)))
@@ -407,8 +407,11 @@ class FtsIndex:
                     break
                 rare.append(term)
                 total += n
+            # Last, the words as prefixes ("checkpoint" finds "checkpoints"), only when hits are
+            # still missing: expanding a prefix merges every term it starts.
+            prefixes = " OR ".join(f"body : {_quote(w)} *" for w in words)
             floor = float("inf")  # a later pass scores other terms: its hits never outscore earlier ones
-            for group in [rare] + ([terms] if len(rare) < len(terms) else []):
+            for group in [rare] + ([terms] if len(rare) < len(terms) else []) + ([[prefixes]] if words else []):
                 for rowid, score in self._scored(" OR ".join(group), ranges):
                     if len(found) >= max_results:
                         break
