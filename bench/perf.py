@@ -244,6 +244,12 @@ async def _search_figures(tree: Any, scale: Scale) -> tuple[float, list[float]]:
     return cold, warm
 
 
+def _own_state_dir(config_toml: str, tree_root: Path) -> str:
+    """The tree's config with a state dir of its own, as every user config has: the search index
+    file lives there, and in-process and spawned servers of the tree share it."""
+    return config_toml.replace("[server]\n", f'[server]\nstate_dir = "{tree_root / "state"}"\n', 1)
+
+
 async def _search_restart_figures(tree: Any, restarts: int) -> tuple[float, list[float]]:
     """(first query of a server with no index file, first query of each restarted server) in ms.
 
@@ -251,7 +257,11 @@ async def _search_restart_figures(tree: Any, restarts: int) -> tuple[float, list
     first one left on disk; the clock runs from the call, after the handshake.
     """
     from bench.perf_fixtures import child_env
+    from biopb_mcp.config import load_settings
 
+    db = load_settings(tree.config_dir).search_db  # left by the in-process figures: start without it
+    for suffix in ("", "-wal", "-shm"):
+        Path(f"{db}{suffix}").unlink(missing_ok=True)
     samples: list[float] = []
     for _ in range(restarts + 1):
         async with _stdio_client(_server_cmd(), child_env(tree)) as c:
@@ -552,8 +562,8 @@ async def _run(root: Path, scale: Scale) -> tuple[list[Figure], dict[str, Any]]:
     kernel_toml = quiet + "[kernel]\npromote_after = 300.0\n"  # measure the call itself, never a promotion
     large = make_tree(root / "docs-large", n_files=scale.files_large, doc_bytes=scale.doc_bytes, index_entries=scale.index_entries, config_toml=kernel_toml)
     small = make_tree(root / "docs-small", n_files=scale.files_small, doc_bytes=scale.doc_bytes, index_entries=scale.index_entries, config_toml=kernel_toml)
-    s_large = make_tree(root / "search-large", n_files=scale.search_large_docs, doc_bytes=scale.search_doc_bytes, index_entries=scale.index_entries, seed=11, config_toml=kernel_toml)
-    s_small = make_tree(root / "search-small", n_files=scale.search_small_docs, doc_bytes=scale.search_doc_bytes, index_entries=scale.index_entries, seed=11, config_toml=kernel_toml)
+    s_large = make_tree(root / "search-large", n_files=scale.search_large_docs, doc_bytes=scale.search_doc_bytes, index_entries=scale.index_entries, seed=11, config_toml=_own_state_dir(kernel_toml, root / "search-large"))
+    s_small = make_tree(root / "search-small", n_files=scale.search_small_docs, doc_bytes=scale.search_doc_bytes, index_entries=scale.index_entries, seed=11, config_toml=_own_state_dir(kernel_toml, root / "search-small"))
     listed = make_tree(root / "listed", n_files=scale.listed_docs, doc_bytes=scale.doc_bytes // 2, index_entries=scale.listed_docs + 100, seed=13, config_toml=kernel_toml)
     info["fixtures_s"] = round(clock() - t0, 1)
     info["fixtures"] = {t.root.name: {"files": len(t.ids), "bytes": t.bytes, "index_entries": len(t.indexed)} for t in (large, small, s_large, s_small, listed)}
