@@ -174,6 +174,31 @@ def test_an_index_file_that_cannot_be_created_falls_back_to_memory(
     assert any("in memory" in r.getMessage() for r in caplog.records)
 
 
+def test_a_settled_tier_still_shows_every_added_removed_and_edited_doc_at_once(tiers: tuple[Path, Path, Path]) -> None:
+    """The doc list is kept while no folder changed: an added or removed file changes its folder."""
+    local, shipped, db = tiers
+    for folder in (local, local / "lab", shipped):
+        os.utime(folder, (_OLD, _OLD))
+    store = DocStore(local, shipped_dir=shipped, version="1.0", search_db=db)
+    assert len(search_docs(store, "sharedword", 50)) == 10  # seeds the local index: the root changes
+    os.utime(local, (_OLD, _OLD))
+    os.utime(local / "index.md", (_OLD, _OLD))
+    assert len(search_docs(store, "sharedword", 50)) == 10  # now every stamp is old: the list is kept
+    _write(local / "lab/new.md", "# New\n\nnewword\n", mtime=_OLD)
+    assert [h.doc_id for h in search_docs(store, "newword")] == ["lab/new"]
+    (local / "lab/new.md").unlink()
+    assert search_docs(store, "newword") == []
+    _write(local / "lab/doc2.md", "# Doc 2\n\n## Steps\nedited in place, longer than before\n", mtime=_OLD)
+    assert [h.doc_id for h in search_docs(store, "edited in place")] == ["lab/doc2"]
+    nested = local / "lab" / "deeper"
+    nested.mkdir()
+    os.utime(nested, (_OLD, _OLD))
+    os.utime(local / "lab", (_OLD, _OLD))
+    assert len(search_docs(store, "sharedword", 50)) == 9
+    _write(nested / "inner.md", "# Inner\n\ninnerword\n", mtime=_OLD)  # only the new folder changes
+    assert [h.doc_id for h in search_docs(store, "innerword")] == ["lab/deeper/inner"]
+
+
 def test_stores_sharing_an_index_file_score_only_their_own_rows(
     tiers: tuple[Path, Path, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
