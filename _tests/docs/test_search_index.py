@@ -181,8 +181,8 @@ def test_a_settled_tier_still_shows_every_added_removed_and_edited_doc_at_once(t
         os.utime(folder, (_OLD, _OLD))
     store = DocStore(local, shipped_dir=shipped, version="1.0", search_db=db)
     assert len(search_docs(store, "sharedword", 50)) == 10  # seeds the local index: the root changes
-    os.utime(local, (_OLD, _OLD))
-    os.utime(local / "index.md", (_OLD, _OLD))
+    for path in (local, store.index_path, store.manifest_path):
+        os.utime(path, (_OLD, _OLD))
     assert len(search_docs(store, "sharedword", 50)) == 10  # now every stamp is old: the list is kept
     _write(local / "lab/new.md", "# New\n\nnewword\n", mtime=_OLD)
     assert [h.doc_id for h in search_docs(store, "newword")] == ["lab/new"]
