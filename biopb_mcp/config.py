@@ -253,6 +253,11 @@ class Settings:
     sources: dict[str, str] = field(default_factory=dict)
     warnings: list[str] = field(default_factory=list)
 
+    @property
+    def search_db(self) -> Path:
+        """The docs search index: a cache of the docs' text, shared by the servers of this config."""
+        return self.state_dir / "search.sqlite3"
+
 
 @dataclass(frozen=True)
 class Key:

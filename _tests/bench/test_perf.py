@@ -29,6 +29,7 @@ EXPECTED_PREFIXES = [
     'docs: read_doc("index") @',
     "docs: read_doc(id) growth",
     "search: ",
+    "search: first query after a restart",
     "resources: list page",
     "resources: full walk",
     "memory: server peak RSS",

@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
+from biopb_mcp.docs.fts import FtsIndex, digest
 from biopb_mcp.docs.search import (
     Hit,
-    SectionIndex,
     format_hits,
     search_docs,
     snippet,
@@ -144,15 +144,21 @@ def test_split_sections_uses_title_for_lead_and_ignores_headings_in_code() -> No
     assert [h for h, _ in split_sections("empty-lead", "## Only\nx")] == ["Only"]
 
 
-def _index(docs: dict[str, str]) -> SectionIndex:
-    index = SectionIndex()
+def _set(index: FtsIndex, doc_id: str, text: str) -> None:
+    with index.writing():
+        index.put("tier", doc_id, (0, 0, len(text)), digest(text), True, lambda: split_sections(doc_id, text))
+
+
+def _index(docs: dict[str, str]) -> FtsIndex:
+    index = FtsIndex(None)
     for doc_id, text in docs.items():
-        index.set_doc(doc_id, split_sections(doc_id, text))
+        _set(index, doc_id, text)
     return index
 
 
-def _top(index: SectionIndex, query: str, n: int = 5) -> list[tuple[str, str]]:
-    return [(s.doc_id, s.heading) for s, _ in index.search(query, n)]
+def _top(index: FtsIndex, query: str, n: int = 5) -> list[tuple[str, str]]:
+    every = index.row_ids(index.rows())
+    return [(r.doc_id, r.heading) for r in index.search(query, n, every)]
 
 
 LITERAL_CORPUS = {
@@ -198,16 +204,23 @@ def test_words_rank_by_term_frequency_and_unknown_words_match_nothing() -> None:
     assert len(_top(index, "kernel", n=1)) == 1
 
 
-def test_index_replacing_a_doc_forgets_its_old_words_and_survives_compaction() -> None:
+def test_a_word_found_nowhere_whole_finds_the_words_it_starts() -> None:
+    index = _index({**LITERAL_CORPUS, "authoring": "# Authoring\n\n## Checkpoints\nName them in headings.\n"})
+    assert _top(index, "checkpoint") == [("authoring", "Checkpoints")]
+    assert _top(index, "otsu")[0] == ("threshold", "Thresholding")  # whole words come first
+
+
+def test_index_replacing_a_doc_forgets_its_old_words() -> None:
     index = _index(LITERAL_CORPUS)
-    for round_ in range(100):  # enough replacements to trigger compaction several times
-        index.set_doc("kernel", split_sections("kernel", f"# Kernel\nword{round_} here\n"))
+    for round_ in range(100):
+        _set(index, "kernel", f"# Kernel\nword{round_} here\n")
     assert _top(index, "word99") == [("kernel", "Kernel")]
     assert _top(index, "word98") == []
     assert _top(index, "promote_after") == []
     assert _top(index, "kernel.promote_after") == [("kernel", "Kernel")]  # by "kernel" alone
     assert _top(index, "threshold_otsu")[0] == ("threshold", "API")
-    index.remove_doc("kernel")
+    with index.writing():
+        index.drop([("tier", "kernel")])
     assert _top(index, "word99") == []
 
 

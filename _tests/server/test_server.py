@@ -141,6 +141,38 @@ async def test_search_docs_finds_a_written_section_and_refuses_an_empty_query(bu
         assert len(text_of(empty)) > len("Error executing tool search_docs: ")
 
 
+async def test_search_keeps_its_index_in_the_state_dir(built: Any) -> None:
+    mcp, state = built
+    async with Client(mcp, mode="legacy") as client:
+        await client.call_tool("write_doc", {"id": "probe", "body": "# Probe\n\n## Quirks\n\nquokkaword\n"})
+        hits = await client.call_tool("search_docs", {"query": "quokkaword"})
+        assert not hits.is_error and "probe" in text_of(hits)
+    assert state.settings.search_db.parent == state.settings.state_dir
+    assert state.settings.search_db.is_file()
+
+
+async def test_without_fts5_search_names_the_cause_and_the_other_tools_work(
+    built: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import sqlite3
+
+    from biopb_mcp.docs import fts
+
+    def no_fts5() -> None:  # what a Python built against an SQLite without FTS5 raises
+        raise sqlite3.OperationalError("no such module: fts5")
+
+    monkeypatch.setattr(fts, "fts5_probe", no_fts5)
+    mcp, state = built
+    state.store.search_db = state.settings.state_dir / "no-fts5.sqlite3"  # an index this process has not opened
+    async with Client(mcp, mode="legacy") as client:
+        result = await client.call_tool("search_docs", {"query": "nuclei"})
+        assert result.is_error and "FTS5" in text_of(result) and "Traceback" not in text_of(result)
+        write = await client.call_tool("write_doc", {"id": "probe", "body": "# Probe\n\nstill writable\n"})
+        assert not write.is_error
+        read = await client.call_tool("read_doc", {"id": "probe"})
+        assert not read.is_error and "still writable" in text_of(read)
+
+
 @pytest.mark.parametrize("mode", MODES)
 async def test_trace_has_one_line_per_call_without_code_or_bodies(built: Any, tmp_path: Path, mode: str) -> None:
     mcp, _ = built

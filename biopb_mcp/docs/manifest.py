@@ -13,7 +13,6 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
-import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -101,11 +100,3 @@ def save(path: Path, manifest: Manifest) -> None:
     }
     write_atomic(path, json.dumps(data, indent=1) + "\n", durable=False)
 
-
-def stamp(path: Path) -> tuple[int, int] | None:
-    """(mtime_ns, size) of the manifest file, for caching its parse; None when absent."""
-    try:
-        st = os.stat(path)
-    except OSError:
-        return None
-    return st.st_mtime_ns, st.st_size

@@ -21,9 +21,9 @@ import logging
 import os
 import threading
 import time
-from collections.abc import Iterable
 from dataclasses import dataclass
 
+from biopb_mcp.docs.filecache import FileCache, stamps
 from biopb_mcp.docs.store import DocStore
 from biopb_mcp.docs.ids import check_id
 from biopb_mcp.errors import DocError, DocNotFound, DocUnreadable, InvalidDocId
@@ -123,14 +123,6 @@ def describe(store: DocStore, doc_id: str) -> ResourceEntry | None:
     return ResourceEntry(uri=doc_uri(doc_id), name=info.title or doc_id, description=info.description or "")
 
 
-RACY_NS = 2_000_000_000
-"""A stat taken within this many ns of a change may not show it (coarse mtime clocks, 1–2 s on
-some filesystems), so a signature that recent is never trusted: git's "racy clean" rule."""
-
-_Stat = tuple[int, int, int] | None
-_Signature = dict[str, _Stat]
-
-
 class Listing:
     """The walk over one store, with a cache that keeps a page cheap at 10,000 listed docs.
 
@@ -140,8 +132,8 @@ class Listing:
     entry, hundreds of ms at 10,000 entries). The set depends on the index file, the manifest
     (the stale tail) and which doc files exist, and a file appearing or vanishing changes the
     mtime of its directory; so the ids are reused while the stat of the index, the manifest and
-    every non-hidden directory of both tiers is unchanged: one stat per directory. A stat too
-    recent to trust (``RACY_NS``) is never cached. Each entry's title and description come from
+    every non-hidden directory of both tiers is unchanged: one stat per directory (a racy stat
+    is never trusted, see ``filecache``). Each entry's title and description come from
     the store, which caches parsed frontmatter per file.
     """
 
@@ -150,20 +142,24 @@ class Listing:
         self.rebuilds = 0
         """How many times the listed ids were recomputed (tests and the bench read it)."""
         self._lock = threading.Lock()
-        self._ids: tuple[_Signature, list[str]] | None = None
+        self._watched_paths: list[str] | None = None
+        self._ids: FileCache[str, list[str]] = FileCache(max_entries=1)
 
     def ids(self) -> list[str]:
         """The listed ids, sorted."""
-        with self._lock:
-            cached = self._ids
-        if cached is not None and _restat(cached[0]) == cached[0]:
-            return cached[1]
+        watched = self._watched_paths
+        if watched is not None:
+            cached = self._ids.get("ids", stamps(watched))
+            if cached is not None:
+                return cached
         now = time.time_ns()
-        signature = _restat(dict.fromkeys(self._watched()))  # before the read: a change during it shows
+        watched = self._watched()
+        signature = stamps(watched)  # before the read: a change during it shows
         ids = sorted(set(self.store.listed_ids()))
         with self._lock:
             self.rebuilds += 1
-            self._ids = None if _racy(signature.values(), now) else (signature, ids)
+            self._watched_paths = watched
+        self._ids.put("ids", signature, ids, now)
         return ids
 
     def entry(self, doc_id: str) -> ResourceEntry | None:
@@ -198,22 +194,6 @@ class Listing:
                 dirs[:] = [d for d in dirs if not d.startswith(".")]  # history, locks: never docs
                 paths.append(top)
         return paths
-
-
-def _stat(path: str) -> _Stat:
-    try:
-        st = os.stat(path)
-    except OSError:
-        return None
-    return (st.st_mtime_ns, st.st_size, st.st_ino)
-
-
-def _restat(signature: _Signature) -> _Signature:
-    return {path: _stat(path) for path in signature}
-
-
-def _racy(stats: Iterable[_Stat], now: int) -> bool:
-    return any(st is not None and st[0] > now - RACY_NS for st in stats)
 
 
 def list_page(store: DocStore, cursor: str | None = None, page_size: int = PAGE_SIZE) -> Page:

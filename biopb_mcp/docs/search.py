@@ -1,33 +1,36 @@
-"""Full-text search over the docs store: `##` sections ranked by BM25 with an exact-phrase boost.
+"""Full-text search over the docs store: `##` sections ranked by BM25, the exact phrase first.
 
-Search is a view over `DocStore`: the doc list, origins and texts come from the store's API. To
-stay fast on a large local tier (10 MB / 5,000 docs) each process keeps, per store directory pair,
-an inverted index over parsed sections. A doc's entry is keyed by its file's (path, inode,
-mtime_ns, size), checked with one stat per query, so an edit (by write_doc, by hand, by another
-server) is seen on the very next search; a doc modified within a second of being read is re-read
-and compared until that is safe (see _RACY_NS). Nothing is invalidated by time.
+Search is a view over `DocStore`: the doc list, origins and texts come from the store's API; the
+rows live in an SQLite FTS5 index (`biopb_mcp.docs.fts`), in a file the caller names (the server
+keeps it in its state dir) or in memory. Before each query every searchable doc's file is
+stat'ed and compared with the (inode, mtime_ns, size) it was indexed at, so an edit (by
+write_doc, by hand, by another server) is seen on the very next search, and a restarted server
+re-reads only the files that changed. A doc modified within a couple of seconds of being read is
+re-read and compared until that is safe (`filecache.is_settled`). Nothing is invalidated by time.
 """
 
 from __future__ import annotations
 
 import bisect
-import heapq
+import functools
 import itertools
 import logging
-import math
 import os
 import re
-import sys
+import sqlite3
 import threading
 import time
-from array import array
-from collections import Counter, OrderedDict
-from collections.abc import Iterable, Sequence
+from collections import OrderedDict
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from pathlib import Path
+from typing import TYPE_CHECKING, TypeVar
 
 from biopb_mcp.docs import QUERY_MAX_CHARS
-from biopb_mcp.docs.frontmatter import heading_text
+from biopb_mcp.docs.filecache import Stamp, is_settled, stamp
+from biopb_mcp.docs.fts import FtsIndex, Ranked, SearchUnavailable, digest
+from biopb_mcp.docs.sections import ATOM, split_sections, tokenize
+from biopb_mcp.docs.store import ORIGIN_SHIPPED
 from biopb_mcp.errors import DocError, DocNotFound, InvalidQuery
 
 if TYPE_CHECKING:
@@ -35,7 +38,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "Hit",
-    "SectionIndex",
+    "SearchUnavailable",
     "format_hits",
     "search_docs",
     "shown_query",
@@ -46,6 +49,7 @@ __all__ = [
 ]
 
 logger = logging.getLogger(__name__)
+_T = TypeVar("_T")
 
 MAX_RESULTS_LIMIT = 50
 """Largest max_results a caller may ask for; more is noise for an agent's context."""
@@ -53,77 +57,11 @@ MAX_RESULTS_LIMIT = 50
 SNIPPET_CHARS = 200
 """Target length of a hit's snippet, in characters."""
 
-_K1 = 1.2
-"""BM25 term-frequency saturation."""
-
-_B = 0.5
-"""BM25 length normalization; light, since procedure sections differ a lot in length."""
-
 _CACHED_CORPORA = 4
-"""How many store directory pairs keep an index in this process (a server has one)."""
+"""How many stores keep an open index in this process (a server has one)."""
 
-_ATOM = re.compile(r"[^\W_]+")
-# Runs of word chars and dots: a run that is not plain alphanumeric is a literal an agent pastes
-# whole (threshold_otsu, kernel.promote_after, skimage.filters.threshold_otsu), so it is indexed
-# whole as well as by its parts.
-_RUN = re.compile(r"[\w.]+")
-_MARKUP_STARTS = frozenset("#`~ ")
-"""First characters of the only lines split_sections must parse: headings and fences."""
-_FENCE = re.compile(r"^\s{0,3}(```|~~~)")
-
-
-def tokenize(text: str) -> list[str]:
-    """Lower-cased search tokens of ``text``: alphanumeric runs, plus `_`/dotted compounds whole."""
-    low = text.lower()
-    tokens: list[str] = _ATOM.findall(low)
-    # Only runs that are not plain words need a look: filterfalse keeps the loop in C.
-    for run in itertools.filterfalse(str.isalnum, _RUN.findall(low)):
-        run = run.strip("._")
-        if run and not run.isalnum():  # a compound, not a word at a sentence's end
-            tokens.append(run)
-            if "." in run:
-                tokens.extend(p for p in run.split(".") if "_" in p.strip("_") and p.strip("_"))
-    return tokens
-
-
-def split_sections(doc_id: str, text: str) -> list[tuple[str, str]]:
-    """Split a doc into ``(heading, text)`` sections at `##` headings outside code fences.
-
-    Text before the first `##` is the lead section, headed by the doc's title (first H1, else the
-    id); an empty lead is dropped. Each later section's text starts with its heading line, so the
-    heading's words are searchable too.
-    """
-    title = ""
-    sections: list[tuple[str, list[str]]] = [("", [])]
-    fence = ""
-    for line in text.splitlines():
-        first = line[:1]
-        if first not in _MARKUP_STARTS:  # most lines: prose or a list item, nothing to parse
-            sections[-1][1].append(line)
-            continue
-        marker = _FENCE.match(line)
-        if marker:
-            if not fence:
-                fence = marker.group(1)
-            elif marker.group(1) == fence:
-                fence = ""
-        elif not fence:
-            h2 = heading_text(line, 2)
-            if h2 is not None:
-                sections.append((h2, [line]))
-                continue
-            if not title and len(sections) == 1:
-                title = heading_text(line, 1) or ""
-        sections[-1][1].append(line)
-    out: list[tuple[str, str]] = []
-    for index, (heading, lines) in enumerate(sections):
-        body = "\n".join(lines)
-        if index == 0:
-            if not body.strip():
-                continue
-            heading = title or doc_id
-        out.append((heading, body))
-    return out
+_WRITE_BATCH = 100
+"""Docs indexed per write transaction: short enough that another server's writes wait little."""
 
 
 @dataclass(frozen=True)
@@ -137,168 +75,12 @@ class Hit:
     score: float
 
 
-@dataclass
-class _Section:
-    doc_id: str
-    heading: str
-    text: str
-    folded: str  # lower-cased, whitespace runs collapsed: what the phrase test runs on
-    length: int  # token count, for length normalization
-
-
-class SectionIndex:
-    """An inverted index over doc sections that supports replacing one doc at a time.
-
-    Postings are compact arrays of (slot, count) pairs per term; a replaced doc's slots become tombstones
-    (length -1) that queries skip, and everything is rebuilt once tombstones outnumber live
-    sections. Term statistics count tombstones too, which shifts idf slightly but keeps a query
-    to one pass over each posting list.
-    """
-
-    def __init__(self) -> None:
-        self._slots: list[_Section | None] = []
-        self._lengths = array("i")  # token count per slot; -1 marks a tombstone
-        self._doc_slots: dict[str, list[int]] = {}
-        self._postings: dict[str, array[int]] = {}  # term -> slot, count, slot, count, ...
-        self._live = 0
-        self._total_length = 0
-        # Every slot's folded text joined by NULs, for one fast substring scan per query;
-        # rebuilt lazily after a change.
-        self._joined: str | None = None
-        self._starts: list[int] = []
-        self._norm_cache: list[float] | None = None  # see _norms; dropped on every change
-
-    def __contains__(self, doc_id: str) -> bool:
-        return doc_id in self._doc_slots
-
-    def doc_ids(self) -> list[str]:
-        """Ids currently indexed."""
-        return list(self._doc_slots)
-
-    def set_doc(self, doc_id: str, sections: Iterable[tuple[str, str]]) -> None:
-        """Index ``doc_id`` as ``sections`` (heading, text), replacing what it held before."""
-        self.remove_doc(doc_id)
-        slots: list[int] = []
-        for heading, text in sections:
-            slots.append(self._add_section(_Section(doc_id, heading, text, _fold(text), 0)))
-        self._doc_slots[doc_id] = slots
-
-    def remove_doc(self, doc_id: str) -> None:
-        """Drop ``doc_id`` from the index (no-op when absent)."""
-        for slot in self._doc_slots.pop(doc_id, []):
-            section = self._slots[slot]
-            if section is not None:
-                self._slots[slot] = None
-                self._lengths[slot] = -1
-                self._live -= 1
-                self._total_length -= section.length
-                self._joined = self._norm_cache = None
-        if len(self._slots) > 64 and len(self._slots) > 2 * self._live:
-            self._compact()
-
-    def _add_section(self, section: _Section) -> int:
-        slot = len(self._slots)
-        tokens = tokenize(section.text)
-        section.length = len(tokens)
-        postings = self._postings
-        for token, count in Counter(tokens).items():
-            posting = postings.get(token)
-            if posting is None:
-                posting = postings[sys.intern(token)] = array("i")
-            posting.extend((slot, count))
-        self._slots.append(section)
-        self._lengths.append(section.length)
-        self._live += 1
-        self._total_length += section.length
-        self._joined = self._norm_cache = None
-        return slot
-
-    def _compact(self) -> None:
-        """Rebuild slots and postings from live sections (amortized over many replacements)."""
-        old = [s for s in self._slots if s is not None]
-        self._slots, self._lengths, self._postings, self._doc_slots = [], array("i"), {}, {}
-        self._live = self._total_length = 0
-        for section in old:
-            self._doc_slots.setdefault(section.doc_id, []).append(self._add_section(section))
-
-    def _phrase_slots(self, folded_query: str) -> list[int]:
-        """Live slots whose folded text contains ``folded_query``."""
-        if not folded_query or "\0" in folded_query:
-            return []
-        if self._joined is None:
-            texts = [s.folded if s is not None else "" for s in self._slots]
-            self._starts = [0, *itertools.accumulate(len(t) + 1 for t in texts)]
-            self._joined = "\0".join(texts)
-        joined, starts, found = self._joined, self._starts, []
-        pos = joined.find(folded_query)
-        while pos >= 0:
-            slot = bisect.bisect_right(starts, pos) - 1
-            found.append(slot)  # a tombstone's text is empty, so never matches
-            pos = joined.find(folded_query, starts[slot + 1])
-        return found
-
-    def _norms(self) -> list[float]:
-        """Per-slot BM25 length term (k1 * (1 - b + b * len / avg)); -1.0 marks a tombstone."""
-        if self._norm_cache is None:
-            avg = max(self._total_length / self._live, 1.0) if self._live else 1.0
-            base, per_token = _K1 * (1.0 - _B), _K1 * _B / avg
-            self._norm_cache = [base + per_token * n if n >= 0 else -1.0 for n in self._lengths]
-        return self._norm_cache
-
-    def search(self, query: str, max_results: int) -> list[tuple[_Section, float]]:
-        """Best ``max_results`` sections for ``query``: phrase matches first, then BM25 order."""
-        terms = list(dict.fromkeys(tokenize(query)))
-        n = max(len(self._slots), 1)
-        norms = self._norms()
-        acc = [0.0] * len(norms)  # score per slot: a list beats a dict at this size
-        best_possible = 0.0
-        k1_plus = _K1 + 1.0
-        for term in terms:
-            posting = self._postings.get(term)
-            if posting is None:
-                continue
-            df = len(posting) // 2
-            weight = math.log(1.0 + (n - df + 0.5) / (df + 0.5)) * k1_plus
-            best_possible += weight
-            pairs = iter(posting)
-            for slot, count in zip(pairs, pairs):
-                norm = norms[slot]
-                if norm >= 0.0:
-                    acc[slot] += weight * count / (count + norm)
-        # Any phrase match outranks every non-match: its bonus exceeds the best BM25 possible.
-        # Every section is tested, not only the scored ones: the literal may start or end
-        # mid-token ("Error: operands" inside "ValueError: operands").
-        bonus = best_possible + 1.0
-        folded_query = _fold(query)
-        # One plain word: every section holding it as a token holds it as a substring too, so
-        # the bonus lifts all scored sections alike, and sections holding it only inside a longer
-        # word (bonus alone) cannot reach the top: skip the scan, add the bonus at the end.
-        uniform = 0.0
-        if terms == [folded_query] and len(acc) - acc.count(0.0) >= max_results:
-            uniform = bonus
-        else:
-            for slot in self._phrase_slots(folded_query):
-                acc[slot] += bonus
-        # Cut by score at C speed, then order the few survivors (ties included) by a stable key.
-        floor = heapq.nlargest(max_results, acc)[-1] if acc else 0.0
-        if floor <= 0.0:
-            floor = min((v for v in acc if v > 0.0), default=1.0)
-        slots = self._slots
-        top = [(slots[i], v, i) for i, v in enumerate(acc) if v >= floor]
-        top.sort(key=lambda t: (-t[1], t[0].doc_id if t[0] else "", t[2]))
-        return [(section, score + uniform) for section, score, _ in top[:max_results] if section is not None]
-
-
 def _without_heading(text: str) -> str:
     """A `##` section's text minus its heading line, which a hit already shows."""
     if text.startswith("##"):
         rest = text.partition("\n")[2]
         return rest if rest.strip() else text
     return text
-
-
-def _fold(text: str) -> str:
-    return " ".join(text.lower().split())
 
 
 def snippet(text: str, query: str, width: int = SNIPPET_CHARS) -> str:
@@ -348,7 +130,7 @@ def _phrase_center(text: str, query: str) -> int | None:
 
 def _densest(text: str, terms: set[str], width: int) -> int:
     """Center of the ``width``-char window holding the most term occurrences (0 when none)."""
-    positions = [m.start() for m in _ATOM.finditer(text.lower()) if m.group() in terms]
+    positions = [m.start() for m in ATOM.finditer(text.lower()) if m.group() in terms]
     if not positions:
         low = text.lower()
         positions = [p for t in terms if (p := low.find(t)) >= 0]
@@ -364,93 +146,172 @@ def _densest(text: str, terms: set[str], width: int) -> int:
     return best
 
 
-_RACY_NS = 1_000_000_000
-"""A file modified this close to when it was read may change again within its mtime tick.
-
-File timestamps are coarse (a few ms on Linux, up to seconds elsewhere), so an in-place edit of
-the same size right after a read can keep (mtime, size). Like git's "racily clean" entries, such a
-doc is re-read (and compared) on each query until its mtime is safely older than the read.
-"""
-
-
 @dataclass
-class _Entry:
-    """What an indexed doc was read at: file key, a digest of its text, and whether it is racy."""
+class _Listing:
+    """The store's doc list and search scope, kept while nothing they derive from changed."""
 
-    key: tuple[str, int, int, int]  # (path, inode, mtime_ns, size)
-    digest: int | None  # hash of the text; None when the doc could not be read
-    racy: bool
+    targets: list[tuple[tuple[str, str], str, str, str]]  # ((tier root, id), id, path, origin) per surfaced doc
+    watched: tuple[tuple[str, Stamp | None], ...]  # every directory of both tiers, the index, the manifest
+    answer: tuple[int, dict[str, str], set[int]] | None = None  # the last refresh's, at an index generation
 
 
 @dataclass
 class _Corpus:
-    """One store's search state: the index plus what each doc was read at."""
+    """One store's search state: its index and the lock that serialises this process's use of it."""
 
-    index: SectionIndex
-    entries: dict[str, _Entry]
+    index: FtsIndex
     lock: threading.Lock
+    listing: _Listing | None = None
 
 
-_corpora: OrderedDict[tuple[str, str], _Corpus] = OrderedDict()
+def _watched_paths(store: DocStore) -> list[str] | None:
+    """What the doc list and the scope derive from: every directory that may hold docs (a file
+    added, removed or renamed changes its directory's stamp), the index and the manifest.
+
+    None when a tier holds a symlink: where it leads is not watched, so nothing is kept.
+    """
+    paths = [os.fspath(store.index_path), os.fspath(store.manifest_path),
+             os.fspath(Path(store.shipped_dir) / store.index_path.name)]
+    for root in (store.local_dir, store.shipped_dir):
+        pending = [os.fspath(root)]
+        while pending:
+            directory = pending.pop()
+            paths.append(directory)
+            try:
+                entries = list(os.scandir(directory))
+            except OSError:
+                continue
+            for entry in entries:
+                if entry.is_symlink():
+                    return None
+                if entry.is_dir() and not entry.name.startswith("."):  # hidden names hold no docs
+                    pending.append(entry.path)
+    return paths
+
+
+def _listing(store: DocStore, corpus: _Corpus) -> _Listing:
+    """The surfaced docs (`store.surfaced_ids()` over `store.doc_entries()`), walked again only
+    when a watched stamp changed: a tier of 5,000 docs is a walk of tens of ms, a stat of its
+    folders is not."""
+    kept = corpus.listing
+    if kept is not None and all(stamp(path) == st for path, st in kept.watched):
+        return kept
+    started = time.time_ns()
+    paths = _watched_paths(store)
+    watched = tuple((path, stamp(path)) for path in paths or ())
+    walked = store.doc_entries()
+    surfaced = store.surfaced_ids(walked)
+    roots = {ORIGIN_SHIPPED: os.fspath(store.shipped_dir)}
+    local = os.fspath(store.local_dir)
+    targets = [((roots.get(origin, local), doc_id), doc_id, path, origin)
+               for doc_id, path, origin in walked if doc_id in surfaced]
+    listing = _Listing(targets, watched)
+    settled = paths is not None and all(is_settled(st, started) for _, st in watched)
+    corpus.listing = listing if settled else None
+    return listing
+
+
+_corpora: OrderedDict[tuple[str, str, str], _Corpus] = OrderedDict()
 _corpora_lock = threading.Lock()
 
 
 def _corpus_for(store: DocStore) -> _Corpus:
-    key = (str(store.local_dir), str(store.shipped_dir))
+    db = store.search_db
+    key = (str(store.local_dir), str(store.shipped_dir), "" if db is None else os.fspath(db))
     with _corpora_lock:
         corpus = _corpora.get(key)
         if corpus is None:
-            corpus = _corpora[key] = _Corpus(SectionIndex(), {}, threading.Lock())
+            corpus = _corpora[key] = _Corpus(_open_index(db), threading.Lock())
             while len(_corpora) > _CACHED_CORPORA:
-                _corpora.popitem(last=False)
+                evicted = _corpora.popitem(last=False)[1]
+                with evicted.lock:  # a search still running on it finishes first
+                    evicted.index.close()
         _corpora.move_to_end(key)
         return corpus
 
 
-def _refresh(store: DocStore, corpus: _Corpus) -> dict[str, str]:
-    """Bring the corpus up to date with the store; returns id -> origin of the searchable docs."""
-    origins: dict[str, str] = {}
-    listed: set[str] = set()
-    entries = corpus.entries
-    # Taken before any stat or read, so a change landing after them shows on the next query.
-    racy_after = time.time_ns() - _RACY_NS
-    walked = store.doc_entries()
-    surfaced = store.surfaced_ids(walked)
-    for doc_id, path, origin in walked:
-        if doc_id not in surfaced:
-            continue  # readable by id only; an indexed copy is dropped below
-        listed.add(doc_id)
+def _open_index(db: Path | None) -> FtsIndex:
+    """The index in ``db``; in memory when that file cannot be used (a read-only state dir), so
+    search still works, only without surviving a restart."""
+    if db is not None:
+        try:
+            Path(db).parent.mkdir(parents=True, exist_ok=True)
+            return FtsIndex(db)
+        except (OSError, sqlite3.Error) as exc:
+            logger.warning("Cannot keep the search index in %s (%s): keeping it in memory", db, exc)
+    return FtsIndex(None)
+
+
+def _refresh(store: DocStore, corpus: _Corpus) -> tuple[dict[str, str], set[int]]:
+    """Bring the index up to date with the store.
+
+    Returns id -> origin of the searchable docs and the index rows they occupy.
+    """
+    index = corpus.index
+    index.reopen_if_replaced()
+    rows = index.rows()
+    listing = _listing(store, corpus)
+    stale: list[tuple[tuple[str, str], str, Stamp]] = []
+    missing: set[tuple[str, str]] = set()
+    for key, doc_id, path, _ in listing.targets:
         try:
             st = os.stat(path)
         except OSError:
-            continue  # vanished between listing and stat: dropped below like any gone doc
-        key = (path, st.st_ino, st.st_mtime_ns, st.st_size)
-        entry = entries.get(doc_id)
-        if entry is not None and entry.key == key and not entry.racy:  # the fast path
-            if entry.digest is not None:
-                origins[doc_id] = origin
+            missing.add(key)  # vanished between listing and stat: dropped below like any gone doc
             continue
-        racy = st.st_mtime_ns >= racy_after
+        now = (st.st_ino, st.st_mtime_ns, st.st_size)
+        entry = rows.get(key)
+        if entry is None or entry.stamp != now or not entry.settled:
+            stale.append((key, doc_id, now))
+    answer = listing.answer
+    if not stale and not missing and answer is not None and answer[0] == index.generation:
+        return answer[1], answer[2]
+    for start in range(0, len(stale), _WRITE_BATCH):
+        batch = []
+        for key, doc_id, now in stale[start : start + _WRITE_BATCH]:
+            read_at = time.time_ns()
+            try:
+                text: str | None = store.doc_text(doc_id)[0]
+            except DocNotFound:
+                missing.add(key)
+                continue
+            except (DocError, OSError, UnicodeError) as exc:
+                entry = rows.get(key)
+                if entry is None or entry.stamp != now or entry.digest is not None:
+                    logger.warning("Search skips the unreadable doc %s: %s", doc_id, exc)
+                text = None
+            batch.append((key, doc_id, now, read_at, text))
+        with index.writing():
+            for (root, doc_id), _, now, read_at, text in batch:
+                index.put(root, doc_id, now, None if text is None else digest(text), is_settled(now, read_at),
+                          functools.partial(split_sections, doc_id, text or ""))
+    keys = {target[0] for target in listing.targets} - missing
+    mine = {os.fspath(store.local_dir), os.fspath(store.shipped_dir)}
+    gone = [key for key in index.rows() if key[0] in mine and key not in keys]
+    if gone:
+        with index.writing():
+            index.drop(gone)
+    rows = index.rows()
+    origins = {}
+    for key, doc_id, _, origin in listing.targets:
+        entry = rows.get(key)
+        if key in keys and entry is not None and entry.digest is not None:
+            origins[doc_id] = origin
+    allowed = index.row_ids(keys)
+    listing.answer = (index.generation, origins, allowed)
+    return origins, allowed
+
+
+def _run(store: DocStore, work: Callable[[_Corpus], _T]) -> _T:
+    """Run ``work`` on the store's index under its lock; a corrupt index file is rebuilt once."""
+    corpus = _corpus_for(store)
+    with corpus.lock:
         try:
-            text, _ = store.doc_text(doc_id)
-        except DocNotFound:
-            continue
-        except (DocError, OSError, UnicodeError) as exc:
-            if entry is None or entry.key != key or entry.digest is not None:
-                logger.warning("Search skips the unreadable doc %s: %s", doc_id, exc)
-            entries[doc_id] = _Entry(key, None, racy)
-            corpus.index.remove_doc(doc_id)
-            continue
-        digest = hash(text)
-        if entry is None or entry.digest != digest:
-            corpus.index.set_doc(doc_id, split_sections(doc_id, text))
-        entries[doc_id] = _Entry(key, digest, racy)
-        origins[doc_id] = origin
-    for gone in set(entries) - origins.keys():
-        if gone not in listed or entries[gone].digest is not None:
-            del entries[gone]
-            corpus.index.remove_doc(gone)
-    return origins
+            return work(corpus)
+        except sqlite3.Error as exc:
+            if not corpus.index.recover(exc):
+                raise SearchUnavailable(f"The search index {store.search_db or '(in memory)'} failed: {exc}") from exc
+        return work(corpus)
 
 
 def search_docs(store: DocStore, query: str, max_results: int = 5) -> list[Hit]:
@@ -465,6 +326,7 @@ def search_docs(store: DocStore, query: str, max_results: int = 5) -> list[Hit]:
     Raises:
         InvalidQuery: the query is empty or whitespace or over QUERY_MAX_CHARS, or max_results is
             outside 1..50.
+        SearchUnavailable: this Python's sqlite3 lacks FTS5, or the index file cannot be used.
     """
     if not isinstance(query, str) or not query.strip():
         raise InvalidQuery(
@@ -483,32 +345,35 @@ def search_docs(store: DocStore, query: str, max_results: int = 5) -> list[Hit]:
         raise InvalidQuery(
             f"max_results must be a whole number from 1 to {MAX_RESULTS_LIMIT}, got {max_results!r}"
         )
-    corpus = _corpus_for(store)
-    with corpus.lock:
-        origins = _refresh(store, corpus)
-        ranked = corpus.index.search(query, max_results)
+
+    def work(corpus: _Corpus) -> tuple[dict[str, str], list[Ranked]]:
+        origins, allowed = _refresh(store, corpus)
+        return origins, corpus.index.search(query, max_results, allowed)
+
+    origins, ranked = _run(store, work)
+    # Scores as BM25 shows them (higher is better), a phrase match lifted above every other hit.
+    lift = max((r.score for r in ranked if not r.phrase), default=0.0)
     return [
         Hit(
-            doc_id=section.doc_id,
-            heading=section.heading,
-            snippet=snippet(_without_heading(section.text), query),
-            origin=origins.get(section.doc_id, ""),
-            score=round(score, 3),
+            doc_id=r.doc_id,
+            heading=r.heading,
+            snippet=snippet(_without_heading(r.body), query),
+            origin=origins.get(r.doc_id, ""),
+            score=round(r.score + (lift if r.phrase else 0.0), 3),
         )
-        for section, score in ranked
-        if section.doc_id in origins
+        for r in ranked
+        if r.doc_id in origins
     ]
 
 
 def warm_index(store: DocStore) -> int:
-    """Read and index every doc now, so the first search does not pay for it; returns the count.
+    """Bring the index up to date now, so the first search does not pay for it; returns the count
+    of searchable docs.
 
-    Optional: a server may run this in a worker thread at start-up. On a 10 MB local tier the
-    first search otherwise takes seconds; later ones re-read only what changed.
+    Optional: a server may run this in a worker thread at start-up. With the index kept on disk,
+    only files changed since the last server read them are read.
     """
-    corpus = _corpus_for(store)
-    with corpus.lock:
-        return len(_refresh(store, corpus))
+    return len(_run(store, lambda corpus: _refresh(store, corpus))[0])
 
 
 QUERY_ECHO_CHARS = 80

@@ -24,6 +24,7 @@ from biopb_mcp.docs import index as index_mod
 from biopb_mcp.docs import lint
 from biopb_mcp.docs import manifest as manifest_mod
 from biopb_mcp.docs.atomic import sweep_stale_temps, tier_lock, write_atomic
+from biopb_mcp.docs.filecache import FileCache, stamp, stamp_of
 from biopb_mcp.docs.frontmatter import Parsed, normalize, parse, read_text, read_text_in
 from biopb_mcp.docs.history import SOURCE_HAND_EDIT, SOURCE_SHIPPED, SOURCE_WRITE, History
 from biopb_mcp.docs.ids import (
@@ -69,9 +70,6 @@ Before writing, hold the doc to these rules:
 - Link with [[id]] what this doc depends on or hands off to, not everything it mentions.
 See the shipped doc "authoring" for checkpoint types and how to write parameter rules."""
 """The write_doc authoring gate (what keeps the store worth reading); the server puts it in the tool's docstring."""
-
-_RACY_NS = 2_000_000_000
-"""A file modified this recently (ns) is not cached: a second edit may keep its mtime and size."""
 
 _LINK = re.compile(r"\[\[([^\[\]\s|#]+)\]\]")  # "[" excluded: a run of "[[[[" stays linear
 _CODE = re.compile(r"^(```|~~~).*?^\1[^\n]*$|`[^`\n]*`", re.S | re.M)
@@ -199,8 +197,11 @@ class DocStore:
         version: str = biopb_mcp.__version__,
         history_keep: int = 50,
         read_only: bool = False,
+        search_db: Path | None = None,
     ) -> None:
         self.local_dir = Path(local_dir)
+        self.search_db = search_db
+        """The search index file (a cache its owner places, e.g. in a state dir); None keeps it in memory."""
         self.read_only = read_only
         """Never create or change a file: the index is not seeded, the manifest not refreshed
         (a person reading docs from a terminal should find the disk as it was)."""
@@ -208,9 +209,8 @@ class DocStore:
         self.version = version
         self.history_keep = history_keep
         self._history = History(self.local_dir, history_keep)
-        self._parsed_cache: dict[str, tuple[tuple[int, int], Parsed]] = {}
-        self._manifest_cache: tuple[tuple[int, int], manifest_mod.Manifest | None] | None = None
-        self._cache_lock = threading.Lock()
+        self._parsed_cache: FileCache[str, Parsed] = FileCache()
+        self._manifest_cache: FileCache[Path, manifest_mod.Manifest] = FileCache(max_entries=1)
         self._setup_warned = False
         self._swept = False
 
@@ -279,14 +279,13 @@ class DocStore:
     def _changed_ids(self) -> frozenset[str]:
         """Shipped ids that changed at the last version bump (refreshing the manifest on a bump)."""
         path = self.manifest_path
-        stamp = manifest_mod.stamp(path)
-        cached = self._manifest_cache
-        if stamp is not None and cached is not None and cached[0] == stamp:
-            current = cached[1]
-        else:
+        now = time.time_ns()
+        stamps = (stamp(path),)
+        current = self._manifest_cache.get(path, stamps)
+        if current is None:
             current = manifest_mod.load(path)
-            if stamp is not None:
-                self._manifest_cache = (stamp, current)
+            if current is not None:
+                self._manifest_cache.put(path, stamps, current, now)
         if current is not None and current.version == self.version:
             return current.changed
         if self.read_only:
@@ -433,18 +432,14 @@ class DocStore:
 
     def _parsed_and_mtime(self, path: str) -> tuple[Parsed, float]:
         """`_parsed` plus the file's mtime, from one stat (a listing page does this 100 times)."""
+        now = time.time_ns()
         st = os.stat(path)
-        key = (st.st_mtime_ns, st.st_size)
-        with self._cache_lock:
-            hit = self._parsed_cache.get(path)
-        if hit is not None and hit[0] == key:
-            return hit[1], st.st_mtime
+        stamps = (stamp_of(st),)
+        hit = self._parsed_cache.get(path, stamps)
+        if hit is not None:
+            return hit, st.st_mtime
         parsed = parse(self._text_at(path, st))
-        # A file changed within the filesystem's timestamp granularity could change again with the
-        # same (mtime, size): never cache it until it is older (git's "racily clean" rule).
-        if st.st_mtime_ns < time.time_ns() - _RACY_NS:
-            with self._cache_lock:
-                self._parsed_cache[path] = (key, parsed)
+        self._parsed_cache.put(path, stamps, parsed, now)
         return parsed, st.st_mtime
 
     def _text_at(self, path: str, st: os.stat_result) -> str:
