@@ -1,0 +1,83 @@
+"""The scientist's kernel for attach tests: a real ipykernel in its own process, as a notebook runs it.
+
+Started by jupyter-client's KernelManager (what JupyterLab and VS Code use), with a connection
+file of its own, and driven by a KernelClient the way a notebook frontend drives it.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from jupyter_client import BlockingKernelClient, KernelManager
+
+
+def isolated_env(root: Path, runtime_dir: Path | None = None) -> dict[str, str]:
+    """Env for a notebook kernel (and a server beside it) whose biopb config lives under ``root``.
+
+    The config names ``server.runtime_dir`` explicitly, so the kernel and a server started with
+    the same ``BIOPB_CONFIG_DIR`` agree on where the link files are whatever XDG says.
+    """
+    config = root / "config"
+    config.mkdir(parents=True, exist_ok=True)
+    runtime = runtime_dir or root / "rt"
+    (config / "config.toml").write_text(
+        f'[server]\nstate_dir = "{root / "state"}"\nruntime_dir = "{runtime}"\n', encoding="utf-8")
+    return {"BIOPB_CONFIG_DIR": str(config), "XDG_STATE_HOME": str(root / "xdg-state"),
+            "XDG_CACHE_HOME": str(root / "cache")}
+
+
+@dataclass
+class Ran:
+    """What one cell produced in the notebook frontend."""
+
+    stdout: str = ""
+    stderr: str = ""
+    results: list[dict[str, Any]] = field(default_factory=list)
+    """``data`` of execute_result and display_data messages."""
+    error: str | None = None
+
+    def add(self, msg: dict[str, Any]) -> None:
+        kind, content = msg["msg_type"], msg["content"]
+        if kind == "stream":
+            if content["name"] == "stderr":
+                self.stderr += content["text"]
+            else:
+                self.stdout += content["text"]
+        elif kind in ("execute_result", "display_data"):
+            self.results.append(content["data"])
+        elif kind == "error":
+            self.error = f"{content['ename']}: {content['evalue']}"
+
+
+class NotebookKernel:
+    """A kernel started and owned by a KernelManager, as a notebook server does."""
+
+    def __init__(self, env: dict[str, str], connection_file: Path, **launch: Any) -> None:
+        self.manager = KernelManager(connection_file=str(connection_file), **launch)
+        self.manager.start_kernel(env={**os.environ, **env})
+        self.client: BlockingKernelClient = self.manager.client()
+        self.client.start_channels()
+        self.client.wait_for_ready(timeout=90)
+
+    @property
+    def connection_file(self) -> Path:
+        return Path(self.manager.connection_file)
+
+    @property
+    def pid(self) -> int:
+        return int(self.manager.provisioner.pid)  # type: ignore[union-attr]
+
+    def run(self, code: str, timeout: float = 60) -> Ran:
+        """Execute ``code`` as a notebook cell; everything the frontend would show."""
+        ran = Ran()
+        self.client.execute_interactive(code, output_hook=ran.add, timeout=timeout)
+        return ran
+
+    def close(self) -> None:
+        self.client.stop_channels()
+        if self.manager.is_alive():
+            self.manager.shutdown_kernel(now=True)
+        self.manager.cleanup_resources()
