@@ -14,7 +14,7 @@ from typing import Any
 from jupyter_client import BlockingKernelClient, KernelManager
 
 
-def isolated_env(root: Path, runtime_dir: Path | None = None) -> dict[str, str]:
+def isolated_env(root: Path, runtime_dir: Path | None = None, extra_config: str = "") -> dict[str, str]:
     """Env for a notebook kernel (and a server beside it) whose biopb config lives under ``root``.
 
     The config names ``server.runtime_dir`` explicitly, so the kernel and a server started with
@@ -24,7 +24,7 @@ def isolated_env(root: Path, runtime_dir: Path | None = None) -> dict[str, str]:
     config.mkdir(parents=True, exist_ok=True)
     runtime = runtime_dir or root / "rt"
     (config / "config.toml").write_text(
-        f'[server]\nstate_dir = "{root / "state"}"\nruntime_dir = "{runtime}"\n', encoding="utf-8")
+        f'[server]\nstate_dir = "{root / "state"}"\nruntime_dir = "{runtime}"\n{extra_config}', encoding="utf-8")
     return {"BIOPB_CONFIG_DIR": str(config), "XDG_STATE_HOME": str(root / "xdg-state"),
             "XDG_CACHE_HOME": str(root / "cache")}
 
