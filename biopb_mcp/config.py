@@ -122,6 +122,11 @@ SCHEMA: tuple[Key, ...] = (
         "Seconds start_kernel waits for the kernel to become ready.", minimum=0.1),
     Key("kernel", "request_timeout", "float", 30.0,
         "Seconds to wait for a kernel reply (inspect, interrupt) before giving up.", minimum=0.1),
+    Key("kernel", "existing", "str", "",
+        'Join this kernel instead of starting one: its connection file, a name in Jupyter\'s runtime '
+        'dir, or "kernel-*.json" for the newest (biopb-mcp --existing overrides); "" = start our own.'),
+    Key("kernel", "existing_plugins", "bool", False,
+        "Load the kernel plugins into a joined kernel too (once per attach); false = leave it as it is."),
     Key("docs", "history_keep", "int", 50,
         "Previous versions kept per doc in the hidden history folder.", minimum=1),
     Key("http", "port", "int", 8765,
@@ -179,6 +184,8 @@ class KernelSettings:
     max_images: int = 10
     startup_timeout: float = 60.0
     request_timeout: float = 30.0
+    existing: str = ""
+    existing_plugins: bool = False
 
 
 @dataclass(frozen=True)
@@ -330,6 +337,8 @@ def load_settings(config_dir: Path | None = None) -> Settings:
             max_images=k["max_images"],
             startup_timeout=k["startup_timeout"],
             request_timeout=k["request_timeout"],
+            existing=k["existing"],
+            existing_plugins=k["existing_plugins"],
         ),
         docs=DocsSettings(history_keep=merged["docs"]["history_keep"]),
         http=HttpSettings(
