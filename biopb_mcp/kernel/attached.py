@@ -29,7 +29,7 @@ from biopb_mcp.runtime_files import pid_alive
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["HEARTBEAT_GRACE", "IDENTITY_EXPRESSION", "AttachedKernel", "Heartbeat"]
+__all__ = ["HEARTBEAT_GRACE", "IDENTITY_EXPRESSION", "AttachedKernel", "Heartbeat", "bootstrap_code"]
 
 HEARTBEAT_GRACE = 6.0
 """Seconds without a heartbeat before a kernel with no local pid counts as gone: generous, as a
@@ -193,3 +193,27 @@ def _interrupt_mode(kernel_name: str) -> str:
         return KernelSpecManager().get_kernel_spec(kernel_name).interrupt_mode or "signal"
     except (NoSuchKernel, OSError, ValueError, json.JSONDecodeError):
         return "signal"
+
+
+ATTACHED_ENV = "BIOPB_MCP_ATTACHED"
+"""Tells the bootstrap the kernel is not the server's: it must leave the kernel's shutdown alone."""
+
+
+def bootstrap_code(source: str, env: dict[str, str]) -> str:
+    """The bootstrap as one silent cell for a joined kernel (``kernel.existing_plugins = true``).
+
+    A joined kernel was not started with our environment, so the cell sets the variables the
+    bootstrap reads, runs it once more even if an earlier attach ran it (once per attach), and
+    takes the variables out of the kernel's environment again: the scientist's ``os.environ``
+    is left as it was.
+    """
+    names = sorted({*env, ATTACHED_ENV})
+    return "\n".join([
+        f"__import__('os').environ.update({ {**env, ATTACHED_ENV: '1'}!r})",
+        "globals().pop('__biopb_bootstrap__', None)",
+        "try:",
+        *("    " + line for line in source.splitlines()),
+        "finally:",
+        f"    [__import__('os').environ.pop(name, None) for name in {names!r}]",
+        "",
+    ])
