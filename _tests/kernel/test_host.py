@@ -61,13 +61,13 @@ def test_kept_images_count_against_the_kept_output_bound(
     host: KernelHost, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Finished executions keep their images for poll_job; past the bound the oldest go, as for text."""
-    from biopb_mcp.kernel import host as host_module
+    from biopb_mcp.kernel import client as client_module
 
     data = png_bytes(5, 4)
     show = f"from IPython.display import Image, display\ndisplay(Image(data={data!r}))"
     first, _ = run(host, show)
     second, _ = run(host, show)
-    monkeypatch.setattr(host_module, "MAX_KEPT_IMAGE_BYTES", len(data))  # room for one
+    monkeypatch.setattr(client_module, "MAX_KEPT_IMAGE_BYTES", len(data))  # room for one
     run(host, "'no image'")
     with pytest.raises(JobNotFound):
         host.poll(first.job_id)

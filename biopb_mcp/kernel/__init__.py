@@ -1,13 +1,19 @@
 """The kernel host: one IPython kernel per server, driven through a synchronous, thread-safe API.
 
-``server.py`` adapts this API into MCP tools; it calls every method from worker threads
+Laid out as jupyter_client separates manager and client: ``process.py`` is the process side
+(``KernelProcess``: where the kernel runs and who owns it; ``LaunchedKernel`` starts and owns one
+in named phases), ``client.py`` the client side (channels, executions, jobs, inspection), and
+``host.py`` the small facade composing both. ``states.py`` holds the kernel states and execution
+statuses as ``StrEnum``s.
+
+The server adapts this API into MCP tools; it calls every method from worker threads
 (``anyio.to_thread.run_sync``). Every method returns within ``settings.kernel.request_timeout``
 (``start``/``restart``: ``startup_timeout``) and none of them writes to stdout.
 
 Public API (see the docstrings in ``host.py`` and ``executions.py`` for details)::
 
     host = KernelHost(settings)          # starts nothing (lazy start)
-    host.state                           # "not_started" | "starting" | "ready" | "dead" | "error"
+    host.state                           # KernelState: not_started | starting | ready | dead | error
     host.start() -> str                  # idempotent; also the recovery path from dead/error
     host.restart() -> str                # kill + respawn; the text says the namespace was lost
     host.interrupt() -> str              # SIGINT to the kernel; waits briefly for the job to stop
@@ -42,5 +48,6 @@ from __future__ import annotations
 
 from biopb_mcp.kernel.executions import Execution, Rendered
 from biopb_mcp.kernel.host import KernelHost
+from biopb_mcp.kernel.states import ExecutionStatus, KernelState
 
-__all__ = ["Execution", "KernelHost", "Rendered"]
+__all__ = ["Execution", "ExecutionStatus", "KernelHost", "KernelState", "Rendered"]
