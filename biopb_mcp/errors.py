@@ -15,6 +15,7 @@ reaches the agent, the CLI into one ``error: …`` line and an exit code.
     + KernelNotReady     no usable kernel: state is not_started, starting, dead or error
     + KernelBusy         code is already running (carries its job id)
     + JobNotFound        no job by that id
+    + KernelNotOwned     restart/shutdown of a kernel the server joined but does not own
 """
 
 from __future__ import annotations
@@ -95,3 +96,7 @@ class KernelBusy(KernelError):
 
 class JobNotFound(KernelError):
     """No job by that id."""
+
+
+class KernelNotOwned(KernelError):
+    """A restart or shutdown asked of a kernel the server joined: it belongs to its frontend."""

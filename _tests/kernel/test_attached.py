@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from _tests.support.kernel_helpers import make_settings
 from _tests.support.notebook_kernel import NotebookKernel, isolated_env
 from biopb_mcp.kernel.attached import (
     HEARTBEAT_GRACE,
@@ -34,8 +35,12 @@ def notebook(tmp_path: Path) -> Iterator[NotebookKernel]:
         kernel.close()
 
 
+def attached(notebook: NotebookKernel, root: Path) -> AttachedKernel:
+    return AttachedKernel(make_settings(root, kernel=f'existing = "{notebook.connection_file}"\n'))
+
+
 def join(kernel: AttachedKernel, *, remote: bool) -> tuple[KernelChannels, threading.Event]:
-    info = kernel.locate()
+    info = kernel.start(lambda: 60.0).info
     gone = threading.Event()
     channels = KernelChannels(info, on_message=lambda _c, m: kernel.saw_message(m),
                               is_alive=kernel.is_alive, on_death=gone.set)
@@ -48,35 +53,35 @@ def join(kernel: AttachedKernel, *, remote: bool) -> tuple[KernelChannels, threa
     return channels, gone
 
 
-def test_a_local_kernel_is_watched_by_its_pid(notebook: NotebookKernel) -> None:
-    kernel = AttachedKernel(str(notebook.connection_file))
+def test_a_local_kernel_is_watched_by_its_pid(notebook: NotebookKernel, tmp_path: Path) -> None:
+    kernel = attached(notebook, tmp_path)
     channels, _gone = join(kernel, remote=False)
     try:
-        assert kernel.pid == notebook.pid and kernel.describe()["interrupt"] == "signal"
+        assert kernel.pid == notebook.pid and kernel.status()["interrupt"] == "signal"
     finally:
         channels.close()
-        kernel.close()
+        kernel.shutdown()
 
 
-def test_a_remote_kernel_restart_and_death_are_seen_without_its_pid(notebook: NotebookKernel) -> None:
-    kernel = AttachedKernel(str(notebook.connection_file))
+def test_a_remote_kernel_restart_and_death_are_seen_without_its_pid(notebook: NotebookKernel, tmp_path: Path) -> None:
+    kernel = attached(notebook, tmp_path)
     channels, gone = join(kernel, remote=True)
     try:
-        assert kernel.pid is None and "interrupt_request" in kernel.describe()["interrupt"]
+        assert kernel.pid is None and "interrupt_request" in kernel.status()["interrupt"]
         assert kernel.is_alive()
         notebook.manager.restart_kernel(now=True)
         assert gone.wait(60), "a restarted remote kernel was not noticed"
-        assert "restarted from its frontend" in kernel.why_gone()
+        assert "restarted from its frontend" in kernel.exit_reason()
     finally:
         channels.close()
-        kernel.close()
+        kernel.shutdown()
     notebook.client.wait_for_ready(timeout=90)
-    kernel = AttachedKernel(str(notebook.connection_file))
+    kernel = attached(notebook, tmp_path)
     channels, gone = join(kernel, remote=True)
     try:
         os.kill(notebook.pid, signal.SIGKILL)
         assert gone.wait(HEARTBEAT_GRACE + 30), "a dead remote kernel was not noticed"
-        assert "heartbeat" in kernel.why_gone()
+        assert "heartbeat" in kernel.exit_reason()
     finally:
         channels.close()
-        kernel.close()
+        kernel.shutdown()

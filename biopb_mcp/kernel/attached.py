@@ -20,12 +20,16 @@ import signal
 import socket
 import threading
 import time
-from dataclasses import dataclass, field
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from biopb_mcp.kernel.existing import find_existing, read_connection_info
+from biopb_mcp.kernel.process import Connection, KernelProcess
 from biopb_mcp.runtime_files import pid_alive
+
+if TYPE_CHECKING:
+    from biopb_mcp.config import Settings
 
 logger = logging.getLogger(__name__)
 
@@ -71,42 +75,44 @@ class Heartbeat:
         self._ctx.term()
 
 
-@dataclass
-class AttachedKernel:
-    """What the server knows of a kernel it joined: where, which process, how to interrupt it.
+class AttachedKernel(KernelProcess):
+    """A kernel this server joins through an existing connection file and does not own.
 
-    Args:
-        spec: the connection file as configured (``kernel.existing`` / ``--existing``): a path,
-            a name looked up in Jupyter's runtime dir, or ``kernel-*.json`` for the newest.
+    ``start`` finds and reads the connection file (again at every start: a frontend restart may
+    have rewritten it); the host then connects and calls :meth:`identify` with the kernel's own
+    answer to ``IDENTITY_EXPRESSION``. ``shutdown`` only stops watching: the kernel is left to
+    its frontend.
     """
 
-    spec: str
-    connection_file: Path | None = None
-    info: dict[str, Any] = field(default_factory=dict)
-    pid: int | None = None
-    """The kernel's pid, when it runs on this machine and is alive; else None."""
-    reported_pid: int | None = None
-    host: str | None = None
-    interrupt_mode: str = "signal"
-    kernel_name: str = ""
-    session: str | None = None
-    """The kernel's session id (on every message it sends): a new one means it was restarted."""
-    restarted: threading.Event = field(default_factory=threading.Event)
-    _heartbeat: Heartbeat | None = None
+    owned = False
 
-    def locate(self) -> dict[str, Any]:
-        """Find and read the connection file (again: a restart may have rewritten it).
+    def __init__(self, settings: Settings) -> None:
+        self.spec = settings.kernel.existing
+        self.connection_file: Path | None = None
+        self.info: dict[str, Any] = {}
+        self.kernel_name = ""
+        self.reported_pid: int | None = None
+        self.host: str | None = None
+        self.session: str | None = None
+        """The kernel's session id (on every message it sends): a new one means it was restarted."""
+        self.restarted = threading.Event()
+        self._pid: int | None = None
+        self._heartbeat: Heartbeat | None = None
 
-        Raises:
-            KernelError: no file, or not a connection file; the message says which.
-        """
+    @property
+    def pid(self) -> int | None:
+        """The kernel's pid when it runs on this machine and was alive when joined; else None."""
+        return self._pid
+
+    def start(self, remaining: Callable[[], float]) -> Connection:
+        """Find and read the connection file (raises KernelError naming what is missing)."""
         self.connection_file = find_existing(self.spec)
         self.info = read_connection_info(self.connection_file)
         self.kernel_name = str(self.info.get("kernel_name") or "")
         self.interrupt_mode = _interrupt_mode(self.kernel_name)
-        self.pid = self.reported_pid = self.host = self.session = None
-        self.restarted.clear()
-        return self.info
+        desc = f"joined kernel {self.kernel_name}" if self.kernel_name else "joined kernel"
+        self.connection = Connection(dict(self.info), self.connection_file, desc, is_python=True)
+        return self.connection
 
     def identify(self, answer: Any, session: str | None) -> None:
         """Take the kernel's answer to ``IDENTITY_EXPRESSION`` and the session id of its reply."""
@@ -116,8 +122,8 @@ class AttachedKernel:
             # a tunnelled kernel also shows a loopback address, but the name of another machine
             here = self.info.get("transport") == "ipc" or _is_loopback(str(self.info.get("ip", "")))
             local = here and self.host == socket.gethostname()
-            self.pid = self.reported_pid if local and pid_alive(self.reported_pid) else None
-        if self.pid is None:
+            self._pid = self.reported_pid if local and pid_alive(self.reported_pid) else None
+        if self._pid is None:
             self._heartbeat = Heartbeat(self.info)
 
     def saw_message(self, msg: dict[str, Any]) -> None:
@@ -130,53 +136,53 @@ class AttachedKernel:
         """Still the kernel that was joined: same process (or heartbeat), not restarted."""
         if self.restarted.is_set():
             return False
-        if self.pid is not None:
-            return pid_alive(self.pid)
+        if self._pid is not None:
+            return pid_alive(self._pid)
         return self._heartbeat.alive() if self._heartbeat is not None else True
 
-    def interrupt_by_signal(self) -> bool:
-        """Send SIGINT when the kernel's mode is ``signal`` and its pid is local; False otherwise.
+    def exit_reason(self) -> str:
+        """Why the joined kernel is no longer there."""
+        if self.restarted.is_set():
+            return "the kernel was restarted from its frontend (its namespace is new)"
+        if self._pid is not None:
+            return f"the kernel process (pid {self._pid}) exited: its frontend shut it down or restarted it"
+        return (f"the kernel stopped answering its heartbeat for {HEARTBEAT_GRACE:g} s (shut down, "
+                "restarted, or the tunnel to it closed)")
+
+    def interrupt(self, send_interrupt_request: Callable[[], None]) -> None:
+        """SIGINT when the spec's mode is ``signal`` and the pid is local; else ``interrupt_request``.
 
         Like jupyter-client, signal the kernel's process group when the kernel leads one (so its
         subprocesses stop too), never this server's own group.
         """
-        if self.interrupt_mode != "signal" or self.pid is None:
-            return False
-        try:
-            pgid = os.getpgid(self.pid)
-            if pgid == self.pid and pgid != os.getpgrp():
-                os.killpg(pgid, signal.SIGINT)
-            else:
-                os.kill(self.pid, signal.SIGINT)
-        except ProcessLookupError:
-            return False
-        return True
+        if self.interrupt_mode == "signal" and self._pid is not None:
+            with contextlib.suppress(ProcessLookupError):
+                pgid = os.getpgid(self._pid)
+                if pgid == self._pid and pgid != os.getpgrp():
+                    os.killpg(pgid, signal.SIGINT)
+                else:
+                    os.kill(self._pid, signal.SIGINT)
+                return
+        send_interrupt_request()
 
-    def why_gone(self) -> str:
-        """Why the joined kernel is no longer there (for the not-ready message)."""
-        if self.restarted.is_set():
-            return "the kernel was restarted from its frontend (its namespace is new)"
-        if self.pid is not None:
-            return f"the kernel process (pid {self.pid}) exited: its frontend shut it down or restarted it"
-        return (f"the kernel stopped answering its heartbeat for {HEARTBEAT_GRACE:g} s (shut down, "
-                "restarted, or the tunnel to it closed)")
-
-    def close(self) -> None:
-        """Stop watching the kernel (the kernel itself is left alone)."""
+    def shutdown(self) -> None:
+        """Stop watching the kernel; the kernel itself, its file and its namespace are left alone."""
         if self._heartbeat is not None:
             self._heartbeat.close()
             self._heartbeat = None
 
-    def describe(self) -> dict[str, Any]:
-        """The attach part of the kernel status."""
-        return {
-            "mode": "attached",
-            "owner": "its frontend (a notebook, console or remote Jupyter); this server only joined it",
-            "existing": self.spec,
-            "kernel_host": self.host,
-            "interrupt": ("signal" if self.interrupt_mode == "signal" and self.pid is not None
-                          else "interrupt_request on the control channel"),
-        }
+    def status(self) -> dict[str, Any]:
+        out = super().status()
+        out.update(
+            pid=self._pid if self._pid is not None else self.reported_pid,
+            mode="attached",
+            owner="its frontend (a notebook, console or remote Jupyter); this server only joined it",
+            existing=self.spec,
+            kernel_host=self.host,
+            interrupt=("signal" if self.interrupt_mode == "signal" and self._pid is not None
+                       else "interrupt_request on the control channel"),
+        )
+        return out
 
 
 def _is_loopback(ip: str) -> bool:

@@ -16,10 +16,17 @@ import os
 import threading
 import time
 import weakref
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from biopb_mcp.errors import KernelError, KernelNotReady
+from biopb_mcp.errors import KernelError, KernelNotOwned, KernelNotReady
+from biopb_mcp.kernel import compute
+from biopb_mcp.kernel.attached import (
+    IDENTITY_EXPRESSION,
+    AttachedKernel,
+    bootstrap_code,
+)
 from biopb_mcp.kernel.client import KernelClient
 from biopb_mcp.kernel.executions import Execution, Rendered
 from biopb_mcp.kernel.process import (
@@ -30,6 +37,7 @@ from biopb_mcp.kernel.process import (
     wait_deadline,
 )
 from biopb_mcp.kernel.states import ExecutionStatus, KernelState
+from biopb_mcp.kernel_link import KernelLink, link_id
 
 if TYPE_CHECKING:
     from biopb_mcp.config import Settings
@@ -65,6 +73,7 @@ class KernelHost:
         self._spec_desc = ""
         self._started_at: float | None = None
         self._bootstrap: dict[str, Any] = {}
+        self._link: KernelLink | None = None
         self._client = KernelClient(settings, self._not_ready, recorder)
         ref = weakref.ref(self)
         atexit.register(_shutdown_at_exit, ref)
@@ -88,6 +97,11 @@ class KernelHost:
             text = "The kernel is still starting: call start_kernel (it waits until ready), then retry."
         elif state == KernelState.DEAD:
             text = f"{self._message} Call start_kernel to start a fresh kernel (the namespace was lost)."
+        elif state == KernelState.GONE or (state == KernelState.ERROR and not self.owns_kernel):
+            lead = self._message if state == KernelState.GONE else f"Could not join the kernel: {self._message}"
+            text = (f"{lead} Call start_kernel to join it again once its frontend runs it "
+                    f"(this server joins --existing {self._settings.kernel.existing}; for another "
+                    "kernel, restart the server with --existing <its connection file>).")
         else:
             text = f"The kernel could not start: {self._message} Call start_kernel to try again."
         return KernelNotReady(text, state=state)
@@ -97,8 +111,21 @@ class KernelHost:
             raise self._not_ready()
 
     def _new_process(self) -> KernelProcess:
-        """The process side for the next start: a kernel this server launches and owns."""
+        """The process side for the next start: the kernel ``kernel.existing`` names (joined, not
+        owned), else a kernel this server launches and owns."""
+        if self._settings.kernel.existing:
+            return AttachedKernel(self._settings)
         return LaunchedKernel(self._settings)
+
+    @property
+    def owns_kernel(self) -> bool:
+        """False when the server joins a kernel its frontend owns (``kernel.existing``)."""
+        return not self._settings.kernel.existing
+
+    @property
+    def link(self) -> KernelLink | None:
+        """The files shared with the ``%biopb`` magics in the current kernel; None before ready."""
+        return self._link
 
     # -- lifecycle ---------------------------------------------------------------------------------
     def start(self) -> str:
@@ -137,6 +164,12 @@ class KernelHost:
         Raises:
             KernelNotReady: the new kernel could not start (state ``error``).
         """
+        if not self.owns_kernel:
+            raise KernelNotOwned(
+                "Refused: this kernel belongs to its frontend (the scientist's notebook or console); "
+                "this server only joined it, so it never restarts or shuts it down. Ask the user to "
+                "restart it there if needed, then call start_kernel to join it again."
+            )
         if not self._life.acquire(timeout=self._settings.kernel.startup_timeout):
             raise KernelNotReady("The kernel is starting; retry restart_kernel shortly.", state=KernelState.STARTING)
         try:
@@ -191,11 +224,14 @@ class KernelHost:
             with self._lock:
                 self._spec_desc = conn.description
                 self._started_at = time.time()
-            self._client.connect(conn.info, is_alive=process.is_alive, on_death=lambda: self._on_death(generation))
-            self._client.wait_ready(remaining)
+            joined = process if isinstance(process, AttachedKernel) else None
+            self._client.connect(conn.info, is_alive=process.is_alive, on_death=lambda: self._on_death(generation),
+                                 observe=joined.saw_message if joined else None)
+            # a joined kernel may be running its notebook's cell: control answers meanwhile
+            self._client.wait_ready(remaining, channel="control" if joined else "shell")
             process.post_start()
-            boot = self._client.fetch_bootstrap(remaining)
-            if boot is None and conn.is_python:
+            boot = self._join(joined, remaining) if joined else self._client.fetch_bootstrap(remaining)
+            if boot is None and conn.is_python and not joined:
                 logger.warning("kernel bootstrap did not run via exec_files; running it now")
                 self._client.run_silent(BOOTSTRAP_FILE.read_text(encoding="utf-8"), remaining())
                 boot = self._client.fetch_bootstrap(remaining)
@@ -211,6 +247,8 @@ class KernelHost:
                 logger.warning("kernel bootstrap problem: %s", err)
             logger.info("kernel ready: pid %s, %s", process.pid, conn.file)
             self._client.start_notebook(process.pid, conn.description)
+            with self._lock:
+                self._link = KernelLink(Path(self._settings.runtime_dir), link_id(conn.info, conn.file))
             return self._summary()
         except (StartFailed, OSError, KernelError) as exc:
             log = process.log_tail()
@@ -222,12 +260,24 @@ class KernelHost:
             logger.error("kernel start failed: %s", self._message)
             raise self._not_ready() from None
 
+    def _join(self, joined: AttachedKernel, remaining: Callable[[], float]) -> dict[str, Any] | None:
+        """Learn who the joined kernel is; push the bootstrap only when ``kernel.existing_plugins``."""
+        answer, session = self._client.evaluate(IDENTITY_EXPRESSION, remaining())
+        joined.identify(answer, session)
+        if not self._settings.kernel.existing_plugins:
+            return {}
+        env = {"BIOPB_MCP_PLUGINS_DIR": str(self._settings.plugins_dir),
+               "BIOPB_MCP_KERNEL_LOG": str(self._settings.kernel_log_file), **compute.kernel_env(self._settings)}
+        self._client.run_silent(bootstrap_code(BOOTSTRAP_FILE.read_text(encoding="utf-8"), env), remaining())
+        return self._client.fetch_bootstrap(remaining) or {"errors": ["the bootstrap did not run in the joined kernel"]}
+
     def _teardown(self, note: str = "") -> None:
         """Forget the current kernel and run its stop phases (caller holds ``_life``)."""
         with self._lock:
             self._generation += 1  # a death report from the old IO thread is now ignored
             process, self._process = self._process, None
             self._bootstrap = {}
+            self._link = None
         self._client.abandon(ExecutionStatus.ABORTED, note)
         self._client.disconnect()
         if process is not None:
@@ -240,13 +290,17 @@ class KernelHost:
             if generation != self._generation or process is None:
                 return
             how = process.exit_reason()
-            tail = process.log_tail()
-            self._state = KernelState.DEAD
-            self._message = f"The kernel died ({how}). Last kernel log lines:\n{tail}\n"
-            message = self._message
-        logger.error("kernel died (%s)", how)
-        self._client.abandon(ExecutionStatus.DEAD,
-                             note=message + "Call start_kernel to start a fresh kernel (namespace lost).")
+            if not process.owned:
+                self._state = KernelState.GONE
+                self._message = f"The joined kernel is gone: {how}."
+                message = self._not_ready().args[0]
+            else:
+                tail = process.log_tail()
+                self._state = KernelState.DEAD
+                self._message = f"The kernel died ({how}). Last kernel log lines:\n{tail}\n"
+                message = self._message + "Call start_kernel to start a fresh kernel (namespace lost)."
+        logger.error("kernel %s (%s)", "gone" if not process.owned else "died", how)
+        self._client.abandon(ExecutionStatus.DEAD, note=message)
 
     # -- executions --------------------------------------------------------------------------------
     def submit(self, code: str) -> Execution:
@@ -351,9 +405,14 @@ class KernelHost:
             return {
                 "state": self._state,
                 "message": self._message,
+                "mode": "owned" if self.owns_kernel else "attached",
+                "owner": proc.get("owner", "this server (it started the kernel and ends it)"),
+                "interrupt": proc.get("interrupt", process.interrupt_mode if process else None),
+                "kernel_host": proc.get("kernel_host"),
                 "pid": proc.get("pid"),
                 "connection_file": conn,
-                "connect_command": f"biopb-mcp console --pid {os.getpid()}" if conn else None,
+                "connect_command": (f"biopb-mcp console --pid {os.getpid()}" if self.owns_kernel
+                                    else f"jupyter console --existing {conn}") if conn else None,
                 "transport": proc.get("transport", "ipc"),
                 "socket_dir": proc.get("socket_dir"),
                 "kernel_spec": self._spec_desc or (self._settings.kernel.name or "this server's Python"),
@@ -374,8 +433,15 @@ class KernelHost:
 
     def _summary(self) -> str:
         st = self.status()
-        parts = [f"Kernel ready (pid {st['pid']}, {st['kernel_spec']})."]
-        parts.append(f"Connection file: {st['connection_file']} (share it: {st['connect_command']}).")
+        if not self.owns_kernel:
+            where = f"pid {st['pid']}" if st["pid"] else "pid unknown"
+            parts = [(f"Attached to an existing kernel ({where} on {st['kernel_host'] or 'an unknown host'}; "
+                      f"connection file {st['connection_file']}). It belongs to its frontend: variables "
+                      "there are shared with you, restart_kernel is refused, interrupt_kernel stops only "
+                      "your own running code.")]
+        else:
+            parts = [f"Kernel ready (pid {st['pid']}, {st['kernel_spec']})."]
+            parts.append(f"Connection file: {st['connection_file']} (share it: {st['connect_command']}).")
         loaded, failed = st["plugins"]["loaded"], st["plugins"]["failed"]
         if loaded:
             parts.append(f"Plugins loaded: {', '.join(Path(p).name if '/' in p else p for p in loaded)}.")
