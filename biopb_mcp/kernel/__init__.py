@@ -6,7 +6,7 @@ in named phases), ``client.py`` the client side (channels, executions, jobs, ins
 ``host.py`` the small facade composing both. ``states.py`` holds the kernel states and execution
 statuses as ``StrEnum``s.
 
-The server adapts this API into MCP tools; it calls every method from worker threads
+``biopb_mcp.server`` adapts this API into MCP tools; it calls every method from worker threads
 (``anyio.to_thread.run_sync``). Every method returns within ``settings.kernel.request_timeout``
 (``start``/``restart``: ``startup_timeout``) and none of them writes to stdout.
 
