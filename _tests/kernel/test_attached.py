@@ -26,9 +26,11 @@ from biopb_mcp.kernel.channels import KernelChannels
 from biopb_mcp.kernel.rendering import parse_expression_json
 
 
-@pytest.fixture
-def notebook(tmp_path: Path) -> Iterator[NotebookKernel]:
-    kernel = NotebookKernel(isolated_env(tmp_path), tmp_path / "kernel-remote.json")
+@pytest.fixture(scope="module")
+def notebook(tmp_path_factory: pytest.TempPathFactory) -> Iterator[NotebookKernel]:
+    """One notebook kernel for the module: the local test leaves it running, the remote one ends it."""
+    root = tmp_path_factory.mktemp("notebook")
+    kernel = NotebookKernel(isolated_env(root), root / "kernel-remote.json")
     try:
         yield kernel
     finally:
@@ -69,13 +71,12 @@ def test_a_remote_kernel_restart_and_death_are_seen_without_its_pid(notebook: No
     try:
         assert kernel.pid is None and "interrupt_request" in kernel.status()["interrupt"]
         assert kernel.is_alive()
-        notebook.manager.restart_kernel(now=True)
+        notebook.restart()
         assert gone.wait(60), "a restarted remote kernel was not noticed"
         assert "restarted from its frontend" in kernel.exit_reason()
     finally:
         channels.close()
         kernel.shutdown()
-    notebook.client.wait_for_ready(timeout=90)
     kernel = attached(notebook, tmp_path)
     channels, gone = join(kernel, remote=True)
     try:

@@ -166,13 +166,12 @@ def test_a_copied_connection_file_found_by_lookup_and_sigkill_leaves_the_kernel(
         server.proc.wait(10)
     finally:
         server.close()
-    assert world.notebook.manager.is_alive()
+    assert world.notebook.is_alive()
     assert world.notebook.run("print(cells[-1])").stdout == "5\n"
 
 
 async def test_a_frontend_restart_is_rejoined_by_start_kernel(world: World, agent: Client) -> None:
-    world.notebook.manager.restart_kernel(now=True)
-    world.notebook.client.wait_for_ready(timeout=90)
+    world.notebook.restart()
     with anyio.fail_after(60):
         while (await status(agent))["state"] == "ready":
             await anyio.sleep(0.2)
@@ -188,7 +187,7 @@ async def test_a_frontend_restart_is_rejoined_by_start_kernel(world: World, agen
 
 async def test_a_kernel_that_exits_is_reported_gone(world: World, agent: Client) -> None:
     pid = world.notebook.pid
-    world.notebook.manager.shutdown_kernel(now=True)
+    world.notebook.shutdown()
     assert wait_gone(pid, 30)
     with anyio.fail_after(60):
         while (kernel := await status(agent))["state"] == "ready":

@@ -6,12 +6,18 @@ file of its own, and driven by a KernelClient the way a notebook frontend drives
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import os
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from jupyter_client import BlockingKernelClient, KernelManager
+
+T = TypeVar("T")
 
 
 def isolated_env(root: Path, runtime_dir: Path | None = None, extra_config: str = "") -> dict[str, str]:
@@ -53,14 +59,28 @@ class Ran:
 
 
 class NotebookKernel:
-    """A kernel started and owned by a KernelManager, as a notebook server does."""
+    """A kernel started and owned by a KernelManager, as a notebook server does.
+
+    jupyter-client runs its coroutines on an event loop of the calling thread (or, inside a
+    running loop such as an async test's, on a helper thread it never closes). Every call here
+    goes through one thread of our own instead, whose loop ``close`` closes: no loop or socket is
+    left for the interpreter to warn about.
+    """
 
     def __init__(self, env: dict[str, str], connection_file: Path, **launch: Any) -> None:
+        self._thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="notebook")
         self.manager = KernelManager(connection_file=str(connection_file), **launch)
+        self.client: BlockingKernelClient = self._call(self._start, env)
+
+    def _call(self, fn: Callable[..., T], *args: Any) -> T:
+        return self._thread.submit(fn, *args).result()
+
+    def _start(self, env: dict[str, str]) -> BlockingKernelClient:
         self.manager.start_kernel(env={**os.environ, **env})
-        self.client: BlockingKernelClient = self.manager.client()
-        self.client.start_channels()
-        self.client.wait_for_ready(timeout=90)
+        client = self.manager.client()
+        client.start_channels()
+        client.wait_for_ready(timeout=90)
+        return client
 
     @property
     def connection_file(self) -> Path:
@@ -73,11 +93,30 @@ class NotebookKernel:
     def run(self, code: str, timeout: float = 60) -> Ran:
         """Execute ``code`` as a notebook cell; everything the frontend would show."""
         ran = Ran()
-        self.client.execute_interactive(code, output_hook=ran.add, timeout=timeout)
+        self._call(lambda: self.client.execute_interactive(code, output_hook=ran.add, timeout=timeout))
         return ran
 
+    def restart(self) -> None:
+        """Restart the kernel as the notebook's Restart button does (same connection file)."""
+        self._call(lambda: (self.manager.restart_kernel(now=True), self.client.wait_for_ready(timeout=90)))
+
+    def shutdown(self) -> None:
+        """Shut the kernel down as the notebook's Shut Down does (its connection file is removed)."""
+        self._call(lambda: self.manager.shutdown_kernel(now=True))
+
+    def is_alive(self) -> bool:
+        return self._call(self.manager.is_alive)
+
     def close(self) -> None:
-        self.client.stop_channels()
-        if self.manager.is_alive():
-            self.manager.shutdown_kernel(now=True)
-        self.manager.cleanup_resources()
+        def stop() -> None:
+            self.client.stop_channels()
+            if self.manager.is_alive():
+                self.manager.shutdown_kernel(now=True)
+            self.manager.cleanup_resources()
+            with contextlib.suppress(RuntimeError):
+                asyncio.get_event_loop_policy().get_event_loop().close()
+
+        try:
+            self._call(stop)
+        finally:
+            self._thread.shutdown(wait=True)
