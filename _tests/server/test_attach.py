@@ -28,6 +28,8 @@ from _tests.support.stdio_procs import RawServer, result_text
 pytestmark = pytest.mark.anyio
 
 CONFIG = "[kernel]\npromote_after = 2.0\nrequest_timeout = 20.0\n"
+GOOD_PLUGIN = "PLUGIN_VALUE = 41\n"
+BAD_PLUGIN = "raise RuntimeError('this plugin is broken')\n"
 
 
 @dataclass
@@ -46,6 +48,8 @@ def anyio_backend() -> str:
 def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
     root = tmp_path_factory.mktemp("attach")
     env = isolated_env(root, extra_config=CONFIG)
+    (root / "config" / "kernel").mkdir()
+    (root / "config" / "kernel" / "good.py").write_text(GOOD_PLUGIN)  # not pushed: existing_plugins is off
     jupyter_rt = root / "jupyter-runtime"
     jupyter_rt.mkdir(mode=0o700)
     env = {**env, "JUPYTER_RUNTIME_DIR": str(jupyter_rt)}
@@ -86,6 +90,7 @@ async def test_the_printed_command_attaches_and_the_namespace_is_shared(world: W
     started = await call(agent, "start_kernel")
     assert not started.is_error, text_of(started)
     assert "attached" in text_of(started).lower()
+    assert world.notebook.run("print('PLUGIN_VALUE' in dir(), '__biopb_bootstrap__' in dir())").stdout == "False False\n"
     ran = await call(agent, "execute_code", code="print(sum(cells)); agent_mean = 2.5")
     assert text_of(ran).strip() == "12", text_of(ran)
     assert world.notebook.run("print(agent_mean * 2)").stdout == "5.0\n"
@@ -149,19 +154,29 @@ async def test_interrupt_stops_the_agents_job_and_keeps_the_kernel(world: World,
 
 def test_a_copied_connection_file_found_by_lookup_and_sigkill_leaves_the_kernel(world: World) -> None:
     """--existing with no file takes the newest in Jupyter's runtime dir (here: a copy, as scp
-    makes it for a tunnelled kernel); killing that server with SIGKILL leaves the kernel be."""
+    makes it for a tunnelled kernel); with kernel.existing_plugins the plugins load, a broken one
+    is reported; killing that server with SIGKILL leaves the kernel be."""
     lookup_rt = world.root / "lookup-runtime"
     lookup_rt.mkdir(mode=0o700)
     shutil.copy(world.notebook.connection_file, lookup_rt / "kernel-hpc.json")
-    env = {**world.env, "JUPYTER_RUNTIME_DIR": str(lookup_rt)}
+    other = world.root / "other-config"
+    env = {**isolated_env(other, extra_config="[kernel]\nexisting_plugins = true\n"),
+           "JUPYTER_RUNTIME_DIR": str(lookup_rt)}
+    (other / "config" / "kernel").mkdir()
+    (other / "config" / "kernel" / "good.py").write_text(GOOD_PLUGIN)
+    (other / "config" / "kernel" / "bad.py").write_text(BAD_PLUGIN)
     server = RawServer(env, world.root / "lookup-server.err", "--existing")
     try:
         server.initialize()
         started = server.call("start_kernel", timeout=90)
         assert not started.get("isError"), result_text(started)
         assert "kernel-hpc.json" in result_text(started)
-        ran = server.call("execute_code", {"code": "print(cells[0])"}, timeout=90)
-        assert result_text(ran).strip() == "3"
+        assert "good.py" in result_text(started) and "this plugin is broken" in result_text(started)
+        ran = server.call("execute_code", {"code": "print(cells[0], PLUGIN_VALUE)"}, timeout=90)
+        assert result_text(ran).strip() == "3 41"
+        guard = world.notebook.run(
+            "import os; print(__biopb_bootstrap__['shutdown_guard'], [k for k in os.environ if 'BIOPB_MCP' in k])")
+        assert guard.stdout == "False []\n"  # the kernel's shutdown stays its frontend's; its env is as it was
         server.proc.send_signal(signal.SIGKILL)
         server.proc.wait(10)
     finally:
@@ -198,3 +213,10 @@ async def test_a_kernel_that_exits_is_reported_gone(world: World, agent: Client)
     again = await call(agent, "start_kernel")
     assert again.is_error and "--existing" in text_of(again), text_of(again)
     assert os.path.exists(world.root)  # nothing of the notebook's was removed by the server
+
+
+def test_an_empty_existing_file_is_refused(capsys: pytest.CaptureFixture[str]) -> None:
+    from biopb_mcp.cli import main
+
+    assert main(["--existing", ""]) == 2
+    assert "--existing takes a connection file" in capsys.readouterr().err
