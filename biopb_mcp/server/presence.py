@@ -9,8 +9,11 @@ execute_code runs nothing and answers so, in text and in structured content.
 from __future__ import annotations
 
 import datetime as _dt
+import functools
 import logging
 import os
+import threading
+from collections.abc import Callable
 
 from mcp.types import CallToolResult, TextContent
 
@@ -43,11 +46,43 @@ def announce(state: AppState) -> None:
         logger.warning("could not write the presence file for %%biopb in %s: %s", link.runtime_dir, exc)
 
 
+class _NewestNote:
+    """One daemon thread writing the newest note; a note superseded before its turn is dropped.
+
+    A file replace can take tens of milliseconds on a busy disk (the filesystem flushes data
+    replaced by rename): far more than execute_code's own overhead, so it never runs on the call.
+    """
+
+    def __init__(self) -> None:
+        self._cond = threading.Condition()
+        self._pending: Callable[[], None] | None = None
+        self._thread: threading.Thread | None = None
+
+    def put(self, write: Callable[[], None]) -> None:
+        with self._cond:
+            self._pending = write
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._run, name="biopb-presence", daemon=True)
+                self._thread.start()
+            self._cond.notify()
+
+    def _run(self) -> None:
+        while True:
+            with self._cond:
+                while self._pending is None:
+                    self._cond.wait()
+                write, self._pending = self._pending, None
+            write()  # KernelLink.note_submitted never raises
+
+
+_notes = _NewestNote()
+
+
 def note_submitted(state: AppState, execution: Execution) -> None:
-    """Record the code just submitted, for ``%biopb status``."""
+    """Record the code just submitted, for ``%biopb status`` (written off the call's path)."""
     link = state.kernel.link
     if link is not None:
-        link.note_submitted(execution.job_id, execution.code)
+        _notes.put(functools.partial(link.note_submitted, execution.job_id, execution.code))
 
 
 def paused_result(state: AppState) -> CallToolResult | None:

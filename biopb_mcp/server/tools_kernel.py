@@ -106,15 +106,15 @@ def register_kernel_tools(mcp: MCPServer, state: AppState) -> None:
         execution runs at a time; a call while a job runs answers busy with the job id.
         Long output is truncated with a note on how to page through the rest. If the user paused
         you from their notebook (%biopb pause), nothing runs and the answer says so."""
-        paused = presence.paused_result(state)
-        if paused is not None:
-            return paused
         promote_after = float(state.settings.kernel.promote_after)
         submitted: list[Any] = []  # the execution, known even if the call is cancelled mid-hop
 
         def wait_slice(seconds: float) -> Any:
             """One worker-thread hop per slice (submit, wait, render): each hop costs ~1 ms."""
             if not submitted:
+                paused = presence.paused_result(state)  # the scientist's pause: nothing is sent
+                if paused is not None:
+                    return paused
                 submitted.append(host.submit(code))
                 presence.note_submitted(state, submitted[0])
             return host.render(submitted[0]) if host.wait(submitted[0], seconds) else None
@@ -126,6 +126,8 @@ def register_kernel_tools(mcp: MCPServer, state: AppState) -> None:
                 if slice_seconds <= 0 and submitted:
                     break
                 rendered = await anyio.to_thread.run_sync(wait_slice, slice_seconds)
+                if isinstance(rendered, CallToolResult):
+                    return rendered
                 if rendered is not None:
                     return _rendered_result(rendered)
                 waited += slice_seconds
