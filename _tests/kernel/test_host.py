@@ -13,6 +13,7 @@ import pytest
 from _tests.support.kernel_helpers import make_settings, png_bytes
 from biopb_mcp.errors import JobNotFound, KernelBusy, KernelError
 from biopb_mcp.kernel import Execution, KernelHost, Rendered
+from biopb_mcp.server.kernel_text import interrupted
 
 pytestmark = pytest.mark.slow
 
@@ -117,7 +118,7 @@ def test_long_job_promotes_answers_busy_and_interrupts(host: KernelHost) -> None
         host.inspect("time")
     assert busy_inspect.value.job_id == job_id
     assert host.status()["current_job"]["job_id"] == job_id
-    said = host.interrupt()
+    said = interrupted(host.interrupt())
     assert f"Interrupted {job_id}" in said
     final = host.poll(job_id)
     assert final.status == "interrupted"
@@ -138,7 +139,7 @@ def test_interrupt_sent_before_the_kernel_picks_up_the_code_still_stops_it(host:
     try:
         ex = host.submit("import time\nwhile True:\n    time.sleep(0.05)")
         said: list[str] = []
-        caller = threading.Thread(target=lambda: said.append(host.interrupt()))
+        caller = threading.Thread(target=lambda: said.append(interrupted(host.interrupt())))
         caller.start()
         caller.join(0.5)  # the interrupt call is under way while the kernel is still stalled
     finally:
@@ -152,7 +153,7 @@ def test_interrupt_sent_before_the_kernel_picks_up_the_code_still_stops_it(host:
 
 
 def test_interrupt_with_nothing_running_says_so(host: KernelHost) -> None:
-    assert host.interrupt() == "No code is running; nothing to interrupt."
+    assert interrupted(host.interrupt()) == "No code is running; nothing to interrupt."
 
 
 def test_flood_is_bounded_and_pages_back_to_the_full_output(host: KernelHost) -> None:

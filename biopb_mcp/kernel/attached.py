@@ -24,8 +24,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from biopb_mcp.errors import KernelError
 from biopb_mcp.kernel.existing import find_existing, read_connection_info
-from biopb_mcp.kernel.process import Connection, KernelProcess
+from biopb_mcp.kernel.process import Connection, KernelProcess, StartFailed
 from biopb_mcp.runtime_files import pid_alive
 
 if TYPE_CHECKING:
@@ -105,9 +106,15 @@ class AttachedKernel(KernelProcess):
         return self._pid
 
     def start(self, remaining: Callable[[], float]) -> Connection:
-        """Find and read the connection file (raises KernelError naming what is missing)."""
-        self.connection_file = find_existing(self.spec)
-        self.info = read_connection_info(self.connection_file)
+        """Find and read the connection file (raises StartFailed naming what is missing)."""
+        try:
+            self.connection_file = find_existing(self.spec)
+            self.info = read_connection_info(self.connection_file)
+        except KernelError as exc:
+            raise StartFailed(
+                f"cannot join the existing kernel: {exc} If its frontend shut it down, start it there "
+                "again; for another kernel, restart the server with --existing <its connection file>."
+            ) from None
         self.kernel_name = str(self.info.get("kernel_name") or "")
         self.interrupt_mode = _interrupt_mode(self.kernel_name)
         desc = f"joined kernel {self.kernel_name}" if self.kernel_name else "joined kernel"

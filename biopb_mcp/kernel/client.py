@@ -206,7 +206,7 @@ class KernelClient:
         """
         timeout = self._settings.kernel.request_timeout
         if not self._inspect_lock.acquire(timeout=timeout):
-            raise KernelBusy("inspect_object is running; retry in a moment.", job_id="")
+            raise KernelBusy("An inspection is running.", job_id="")
         try:
             with self._lock:
                 channels = self._require_channels()
@@ -258,10 +258,7 @@ class KernelClient:
             known = list(self._executions)[-5:]
         if ex is None:
             hint = f" Recent ids: {', '.join(known)}." if known else " No code has run yet."
-            raise JobNotFound(
-                f"No job {job_id!r} (ids have the form job-<N>, as execute_code returns them; only the "
-                f"last {MAX_KEPT_EXECUTIONS} executions are kept).{hint}"
-            )
+            raise JobNotFound(f"No job {job_id!r}.{hint}", job_id=job_id, recent=known, kept=MAX_KEPT_EXECUTIONS)
         if offset < 0:
             raise KernelError(f"offset must be 0 or more, got {offset}.")
         return rendering.render(ex, offset, self._settings.kernel.max_output_chars, header=True)
@@ -309,12 +306,10 @@ class KernelClient:
         """
         path = path.strip()
         if not _PATH_RE.fullmatch(path):
-            raise KernelError(
-                f"inspect_object takes a dotted Python name such as 'img' or 'np.ndarray', got {path!r}."
-            )
+            raise KernelError(f"{path!r} is not a dotted Python name such as 'img' or 'np.ndarray'.")
         timeout = self._settings.kernel.request_timeout
         if not self._inspect_lock.acquire(timeout=timeout):
-            raise KernelError("Another inspect_object call did not finish; retry.")
+            raise KernelError("Another inspection did not finish; retry.")
         try:
             with self._lock:
                 channels = self._require_channels()
@@ -327,7 +322,7 @@ class KernelClient:
             self._inspect_lock.release()
         if reply is None:
             self._require_channels()
-            raise KernelError(f"The kernel did not answer inspect_object within {timeout} s.")
+            raise KernelError(f"The kernel did not answer the inspection within {timeout} s.")
         expr = reply["content"].get("user_expressions", {}).get("r", {})
         if expr.get("status") != "ok":
             raise KernelError(f"Inspecting {path!r} failed: {expr.get('ename')}: {expr.get('evalue')}")
@@ -475,8 +470,5 @@ def _silent(code: str) -> dict[str, Any]:
 
 
 def _busy(ex: Execution) -> KernelBusy:
-    return KernelBusy(
-        f"Busy: {ex.job_id} is still running ({ex.elapsed():.0f} s). poll_job(\"{ex.job_id}\") shows its "
-        "output; interrupt_kernel stops it.",
-        job_id=ex.job_id,
-    )
+    seconds = ex.elapsed()
+    return KernelBusy(f"Busy: code is already running ({seconds:.0f} s).", job_id=ex.job_id, seconds=seconds)

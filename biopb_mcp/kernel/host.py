@@ -17,6 +17,8 @@ import threading
 import time
 import weakref
 from collections.abc import Callable
+from dataclasses import dataclass
+from enum import StrEnum
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -46,6 +48,36 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 
+class StartOutcome(StrEnum):
+    """What ``start``/``restart`` did."""
+
+    STARTED = "started"
+    ALREADY_RUNNING = "already_running"
+    RESTARTED = "restarted"
+    """A kernel ran and was replaced: its namespace is lost."""
+    STARTED_BY_RESTART = "started_by_restart"
+    """``restart`` found no kernel and started one."""
+
+
+@dataclass(frozen=True)
+class KernelStart:
+    """The result of ``start``/``restart``: what happened, and the ready kernel's ``status()``."""
+
+    outcome: StartOutcome
+    status: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class Interruption:
+    """The result of ``interrupt``: the job it targeted (None: nothing ran) and whether it stopped
+    within ``waited`` seconds (``status`` is its status then)."""
+
+    job_id: str | None
+    status: ExecutionStatus | None = None
+    stopped: bool = False
+    waited: float = 0.0
+
+
 class KernelHost:
     """The server's one kernel: lazy start, executions, jobs, inspection, clean shutdown.
 
@@ -71,7 +103,6 @@ class KernelHost:
         self._generation = 0
         self._process: KernelProcess | None = None
         self._spec_desc = ""
-        self._started_at: float | None = None
         self._bootstrap: dict[str, Any] = {}
         self._link: KernelLink | None = None
         self._client = KernelClient(settings, self._not_ready, recorder)
@@ -89,22 +120,15 @@ class KernelHost:
         """The session notebook writer, if recording."""
         return self._client.recorder
 
-    def _not_ready(self) -> KernelNotReady:
-        state = self._state
-        if state == KernelState.NOT_STARTED:
-            text = "No kernel is running: call start_kernel first."
-        elif state == KernelState.STARTING:
-            text = "The kernel is still starting: call start_kernel (it waits until ready), then retry."
-        elif state == KernelState.DEAD:
-            text = f"{self._message} Call start_kernel to start a fresh kernel (the namespace was lost)."
-        elif state == KernelState.GONE or (state == KernelState.ERROR and not self.owns_kernel):
-            lead = self._message if state == KernelState.GONE else f"Could not join the kernel: {self._message}"
-            text = (f"{lead} Call start_kernel to join it again once its frontend runs it "
-                    f"(this server joins --existing {self._settings.kernel.existing}; for another "
-                    "kernel, restart the server with --existing <its connection file>).")
-        else:
-            text = f"The kernel could not start: {self._message} Call start_kernel to try again."
-        return KernelNotReady(text, state=state)
+    def _not_ready(self, state: KernelState | None = None) -> KernelNotReady:
+        state = state or self._state
+        reason = self._message if state in (KernelState.DEAD, KernelState.ERROR, KernelState.GONE) else ""
+        text = {
+            KernelState.NOT_STARTED: "No kernel is running.",
+            KernelState.STARTING: "The kernel is still starting.",
+            KernelState.ERROR: f"The kernel could not start: {reason}",
+        }.get(state, reason or f"The kernel is {state}.")
+        return KernelNotReady(text, state=state, reason=reason)
 
     def _require_ready(self) -> None:
         if self._state != KernelState.READY:
@@ -128,63 +152,53 @@ class KernelHost:
         return self._link
 
     # -- lifecycle ---------------------------------------------------------------------------------
-    def start(self) -> str:
+    def start(self) -> KernelStart:
         """Start the kernel if none is running; the recovery path after ``dead``/``error``.
 
         Idempotent: with a ready kernel it only reports it. Blocks until the kernel answers and
         its bootstrap (plugins) ran, at most ``kernel.startup_timeout`` seconds.
 
         Returns:
-            A short status text: pid, connection file, plugins loaded/failed.
+            What happened, with the kernel's status (pid, connection file, plugins loaded/failed).
 
         Raises:
             KernelNotReady: the kernel could not start (state ``error``); the message says why
                 (bad ``kernel.name``, the kernel's last log lines, a timeout) and what to do.
         """
         if not self._life.acquire(timeout=self._settings.kernel.startup_timeout):
-            raise KernelNotReady("The kernel is still starting; call start_kernel again.", state=KernelState.STARTING)
+            raise self._not_ready(KernelState.STARTING)
         try:
             with self._lock:
                 process = self._process
                 if self._state == KernelState.READY and process is not None and process.is_alive():
-                    return "Kernel already running. " + self._summary()
+                    return KernelStart(StartOutcome.ALREADY_RUNNING, self.status())
             self._teardown()
-            return self._launch()
+            return KernelStart(StartOutcome.STARTED, self._launch())
         finally:
             self._life.release()
 
-    def restart(self) -> str:
+    def restart(self) -> KernelStart:
         """Kill the kernel (its whole process group) and start a fresh one.
 
         The running job, if any, ends as ``aborted``.
 
         Returns:
-            Text that says the namespace was lost, plus the new kernel's status.
+            ``restarted`` (a namespace was lost) or ``started_by_restart``, with the new kernel's status.
 
         Raises:
             KernelNotReady: the new kernel could not start (state ``error``).
         """
         if not self.owns_kernel:
-            raise KernelNotOwned(
-                "Refused: this kernel belongs to its frontend (the scientist's notebook or console); "
-                "this server only joined it, so it never restarts or shuts it down. Ask the user to "
-                "restart it there if needed, then call start_kernel to join it again."
-            )
+            raise KernelNotOwned("the kernel belongs to its frontend", action="restart")
         if not self._life.acquire(timeout=self._settings.kernel.startup_timeout):
-            raise KernelNotReady("The kernel is starting; retry restart_kernel shortly.", state=KernelState.STARTING)
+            raise self._not_ready(KernelState.STARTING)
         try:
             had = self._process is not None
             self._teardown(note="The kernel was restarted while this ran; its namespace is gone.")
-            text = self._launch()
+            status = self._launch()
         finally:
             self._life.release()
-        lost = (
-            "Kernel restarted: the namespace was lost (variables, imports and loaded data are gone; "
-            "re-run the setup code). "
-            if had
-            else "Kernel started (there was no previous kernel). "
-        )
-        return lost + text
+        return KernelStart(StartOutcome.RESTARTED if had else StartOutcome.STARTED_BY_RESTART, status)
 
     def reconfigure(self, settings: Settings) -> None:
         """Use ``settings`` from the next start on (a running kernel keeps running as it is)."""
@@ -205,7 +219,7 @@ class KernelHost:
             if acquired:
                 self._life.release()
 
-    def _launch(self) -> str:
+    def _launch(self) -> dict[str, Any]:
         """Start phases, then connect and wait until ready; on failure clean up and raise KernelNotReady."""
         ks = self._settings.kernel
         process = self._new_process()
@@ -223,7 +237,6 @@ class KernelHost:
             conn = process.start(remaining)
             with self._lock:
                 self._spec_desc = conn.description
-                self._started_at = time.time()
             joined = process if isinstance(process, AttachedKernel) else None
             self._client.connect(conn.info, is_alive=process.is_alive, on_death=lambda: self._on_death(generation),
                                  observe=joined.saw_message if joined else None)
@@ -249,7 +262,7 @@ class KernelHost:
             self._client.start_notebook(process.pid, conn.description)
             with self._lock:
                 self._link = KernelLink(Path(self._settings.runtime_dir), link_id(conn.info, conn.file))
-            return self._summary()
+            return self.status()
         except (StartFailed, OSError, KernelError) as exc:
             log = process.log_tail()
             tail = f"\nLast kernel log lines:\n{log}" if log else ""
@@ -293,7 +306,7 @@ class KernelHost:
             if not process.owned:
                 self._state = KernelState.GONE
                 self._message = f"The joined kernel is gone: {how}."
-                message = self._not_ready().args[0]
+                message = self._message + " Call start_kernel to join it again once its frontend runs it."
             else:
                 tail = process.log_tail()
                 self._state = KernelState.DEAD
@@ -340,11 +353,11 @@ class KernelHost:
         """
         return self._client.poll(job_id, offset)
 
-    def interrupt(self) -> str:
+    def interrupt(self) -> Interruption:
         """Interrupt the running code (as the kernel's spec says) and wait briefly for it to stop.
 
         Returns:
-            What happened: the job stopped (interrupted), is still running, or nothing ran.
+            The job it targeted and whether it stopped (``job_id`` None: nothing ran).
 
         Raises:
             KernelNotReady: no running kernel.
@@ -354,20 +367,15 @@ class KernelHost:
             process = self._process
             ex = self._client.current
         if ex is None or process is None:
-            return "No code is running; nothing to interrupt."
+            return Interruption(None)
         wait = min(10.0, self._settings.kernel.request_timeout)
         # ipykernel ignores SIGINT until it starts handling a request, so a signal sent while the
         # request is still queued (a loaded machine) is dropped and the code runs on: send it once
         # the kernel has announced the code; a kernel that never announces gets it after the wait.
         ex.began.wait(wait)
         process.interrupt(self._client.send_interrupt_request)
-        if self._client.wait_interrupted(ex, wait):
-            return f"Interrupted {ex.job_id}: it ended as {ex.status}. poll_job(\"{ex.job_id}\") shows its output."
-        return (
-            f"Sent SIGINT, but {ex.job_id} is still running after {wait:.0f} s (native code may ignore "
-            f"it until it returns). Check with poll_job(\"{ex.job_id}\"), or restart_kernel to kill it "
-            "(the namespace is lost)."
-        )
+        stopped = self._client.wait_interrupted(ex, wait)
+        return Interruption(ex.job_id, ex.status, stopped, wait)
 
     def inspect(self, path: str) -> str:
         """Describe ``path`` (a dotted name like ``img`` or ``np.ndarray.shape``) from the kernel.
@@ -430,29 +438,6 @@ class KernelHost:
                 "runtime_dir": str(self._settings.runtime_dir),
                 "session_notebook": self._client.notebook_status(),
             }
-
-    def _summary(self) -> str:
-        st = self.status()
-        if not self.owns_kernel:
-            where = f"pid {st['pid']}" if st["pid"] else "pid unknown"
-            parts = [(f"Attached to an existing kernel ({where} on {st['kernel_host'] or 'an unknown host'}; "
-                      f"connection file {st['connection_file']}). It belongs to its frontend: variables "
-                      "there are shared with you, restart_kernel is refused, interrupt_kernel stops only "
-                      "your own running code.")]
-        else:
-            parts = [f"Kernel ready (pid {st['pid']}, {st['kernel_spec']})."]
-            parts.append(f"Connection file: {st['connection_file']} (share it: {st['connect_command']}).")
-        loaded, failed = st["plugins"]["loaded"], st["plugins"]["failed"]
-        if loaded:
-            parts.append(f"Plugins loaded: {', '.join(Path(p).name if '/' in p else p for p in loaded)}.")
-        if failed:
-            names = "; ".join(f"{f['plugin']} ({f['error']})" for f in failed)
-            parts.append(f"Plugins that failed and were skipped: {names}; see {st['kernel_log']}.")
-        if st["bootstrap_errors"]:
-            parts.append(f"Bootstrap problems logged in {st['kernel_log']}.")
-        if st["session_notebook"]:
-            parts.append(f"Session notebook: {st['session_notebook']}.")
-        return " ".join(parts)
 
 
 def _shutdown_at_exit(ref: weakref.ReferenceType[KernelHost]) -> None:
