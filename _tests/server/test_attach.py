@@ -12,7 +12,8 @@ import os
 import shutil
 import signal
 import threading
-from collections.abc import AsyncIterator, Iterator
+import time
+from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -81,6 +82,15 @@ async def call(client: Client, tool: str, **arguments: object) -> CallToolResult
         return await client.call_tool(tool, arguments)
 
 
+def until(read: Callable[[], str], wanted: str, within: float = 20.0) -> str:
+    """``read()`` until it contains ``wanted`` (or ``within`` seconds passed); its last value."""
+    deadline = time.monotonic() + within
+    while wanted not in (text := read()) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert wanted in text, text
+    return text
+
+
 async def status(client: Client) -> dict[str, object]:
     return json.loads(text_of(await call(client, "server_status")))["kernel"]
 
@@ -116,10 +126,11 @@ async def test_the_scientists_cells_never_reach_the_agent(world: World, agent: C
 async def test_status_log_and_pause_from_the_notebook(world: World, agent: Client) -> None:
     nb = world.notebook
     await call(agent, "execute_code", code="logged = 6 * 7\nprint('the answer', logged)")
-    st = nb.run("%biopb status").stdout
-    assert "Agent attached" in st and "the kernel stays yours" in st and "logged = 6 * 7" in st, st
-    log = nb.run("%biopb log 1").stdout
-    assert "logged = 6 * 7" in log and "the answer 42" in log, log
+    # the server writes its note and the session notebook off the call's path: allow them a moment
+    st = until(lambda: nb.run("%biopb status").stdout, "logged = 6 * 7")
+    assert "Agent attached" in st and "the kernel stays yours" in st, st
+    log = until(lambda: nb.run("%biopb log 1").stdout, "logged = 6 * 7")
+    assert "the answer 42" in log, log
     assert "Paused" in nb.run("%biopb pause checking the masks").stdout
     paused = await call(agent, "execute_code", code="touched_while_paused = True")
     assert paused.structured_content is not None and paused.structured_content.get("paused") is True
