@@ -205,10 +205,8 @@ def _write(text: str, *, err: bool = False) -> None:
     stream.flush()
 
 
-def _replay(cells: list[Any]) -> None:
-    """Show each cell as it ran for the agent: code, streams, rich outputs, errors."""
-    from IPython.display import display
-
+def _replay(ip: Any, cells: list[Any]) -> None:
+    """Show each cell as it ran for the agent: code, streams, rich outputs (images too), errors."""
     for cell in cells:
         _write(f"{cell_header(cell)}\n{cell.source.rstrip()}\n")
         for out in cell.get("outputs", []):
@@ -216,22 +214,21 @@ def _replay(cells: list[Any]) -> None:
             if kind == "stream":
                 _write(out.get("text", ""), err=out.get("name") == "stderr")
             elif kind in ("execute_result", "display_data"):
-                display(dict(out.get("data", {})), metadata=dict(out.get("metadata", {})), raw=True)
+                # the frontend renders the bundle as it rendered the agent's own output
+                ip.display_pub.publish(data=dict(out.get("data", {})), metadata=dict(out.get("metadata", {})))
             elif kind == "error":
                 _write("\n".join(out.get("traceback", [])) + "\n", err=True)
         _write("\n")
 
 
-def biopb_magic(line: str) -> None:
+def biopb_magic(ip: Any, line: str) -> None:
     """%biopb status | log [N] | pause [reason] | resume — the agent working in this kernel."""
-    from IPython import get_ipython
-
     words = line.split(None, 1)
     command, rest = (words[0].lower(), words[1] if len(words) > 1 else "") if words else ("status", "")
     if command not in ("status", "log", "pause", "resume"):
         _write(f"%biopb: unknown command {command!r}.\n{USAGE}", err=True)
         return
-    _conn, link, problem = _kernel_link(get_ipython())
+    _conn, link, problem = _kernel_link(ip)
     if link is None:
         _write(problem or "", err=True)
         return
@@ -248,7 +245,7 @@ def biopb_magic(line: str) -> None:
             cells, why = agent_cells_of(link.presence(), count)
             if why:
                 _write(why)
-            _replay(cells)
+            _replay(ip, cells)
         elif command == "pause":
             _write(pause_text(link.pause(rest)))
         elif link.resume():
@@ -261,7 +258,11 @@ def biopb_magic(line: str) -> None:
 
 def load(ip: Any) -> None:
     """Register ``%biopb`` and print how to attach an agent to this kernel."""
-    ip.register_magic_function(biopb_magic, "line", "biopb")
+    def biopb(line: str) -> None:
+        biopb_magic(ip, line)
+
+    biopb.__doc__ = biopb_magic.__doc__
+    ip.register_magic_function(biopb, "line", "biopb")
     conn, _link, problem = _kernel_link(ip)
     if conn is None or problem:
         _write(problem or "", err=True)

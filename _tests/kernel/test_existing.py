@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from pathlib import Path
 
 import pytest
@@ -54,7 +55,7 @@ def test_a_path_is_taken_as_is(runtime: Path, tmp_path: Path) -> None:
 
 
 def test_nothing_to_find_names_where_it_looked(runtime: Path) -> None:
-    with pytest.raises(KernelError, match="no kernel-\\*.json in the current directory or Jupyter's runtime dir"):
+    with pytest.raises(KernelError, match=re.escape("no kernel-*.json in the current directory or Jupyter's runtime dir")):
         find_existing(None)
     with pytest.raises(KernelError, match="no kernel connection file matching 'abc'"):
         find_existing("abc")
