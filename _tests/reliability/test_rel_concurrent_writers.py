@@ -20,8 +20,8 @@ import anyio
 import pytest
 from mcp import Client
 from mcp.types import TextContent
-from _tests.support.rel_helpers import history_texts, stdio_params, write_config
 
+from _tests.support.rel_helpers import history_texts, stdio_params, write_config
 from biopb_mcp.docs.store import DocStore
 
 pytestmark = pytest.mark.anyio

@@ -20,7 +20,6 @@ from pathlib import Path
 
 from _tests.support.rel_helpers import big_body, created_body, fork_writer, write_config
 from _tests.support.stdio_procs import RawServer
-
 from biopb_mcp.docs import index as index_mod
 from biopb_mcp.docs.frontmatter import parse
 from biopb_mcp.docs.resources import walk

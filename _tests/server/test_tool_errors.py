@@ -29,9 +29,9 @@ def probe_server() -> MCPServer:
     mcp = MCPServer("probe")
 
     @tool(mcp, READ_ONLY)
-    def sync_missing(id: str) -> str:  # noqa: A002 - mirrors read_doc's parameter
+    def sync_missing(doc_id: str) -> str:
         """Raise DocNotFound from a sync body."""
-        raise DocNotFound(f"no doc {id!r}; closest: authoring", doc_id=id, suggestions=["authoring"])
+        raise DocNotFound(f"no doc {doc_id!r}; closest: authoring", doc_id=doc_id, suggestions=["authoring"])
 
     @tool(mcp, READ_ONLY)
     async def async_busy_off_loop() -> str:
@@ -72,7 +72,7 @@ async def call(name: str, arguments: dict[str, str] | None = None) -> CallToolRe
 
 
 async def test_a_sync_tool_answers_a_domain_error_with_its_text_under_the_tool_name() -> None:
-    result = await call("sync_missing", {"id": "autoring"})
+    result = await call("sync_missing", {"doc_id": "autoring"})
     assert result.is_error
     assert text_of(result) == "Error executing tool sync_missing: no doc 'autoring'; closest: authoring"
 
@@ -106,6 +106,6 @@ async def test_a_tool_that_succeeds_is_untouched_and_failures_are_logged_once(
 ) -> None:
     assert text_of(await call("fine")) == "all good"
     with caplog.at_level(logging.INFO, logger="biopb_mcp.server.tool"):
-        await call("sync_missing", {"id": "x"})
+        await call("sync_missing", {"doc_id": "x"})
     failed = [r.getMessage() for r in caplog.records if r.name == "biopb_mcp.server.tool"]
     assert failed == ["Tool 'sync_missing' failed: \"no doc 'x'; closest: authoring\""]

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from mcp import StdioServerParameters
+
 from _tests.support.stdio_procs import stdio_params as shared_stdio_params
 
 

@@ -175,7 +175,7 @@ class Execution:
             self._append(line + "\n")
             self._last_stream = None if self._last_stream is None else "image"
 
-    def finish(self, status: ExecutionStatus, note: str = "") -> None:
+    def finish(self, status: ExecutionStatus | str, note: str = "") -> None:
         """Mark the execution finished (idempotent: the first terminal status wins)."""
         with self._lock:
             if self.done.is_set():

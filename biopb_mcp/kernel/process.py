@@ -84,7 +84,8 @@ class KernelProcess(ABC):
         the start must give up."""
 
     def post_start(self) -> None:
-        """Called once the kernel answered on every channel."""
+        """Called once the kernel answered on every channel; nothing to do unless overridden."""
+        return None
 
     @abstractmethod
     def is_alive(self) -> bool:
