@@ -35,6 +35,7 @@ examples:
   biopb-mcp demo                          see it work end to end (temporary config, a few seconds)
   biopb-mcp                               serve over stdio (what an MCP client launches)
   biopb-mcp --transport http --port 8765  serve streamable HTTP on 127.0.0.1 with a bearer token
+  biopb-mcp --existing kernel-1234.json   join a notebook's kernel (%load_ext biopb_mcp prints this)
   biopb-mcp docs index                    the doc index the agent sees
   biopb-mcp docs check                    lint the docs after editing them by hand
   biopb-mcp config init                   write a commented config.toml with every default
@@ -45,6 +46,9 @@ Without a command, biopb-mcp serves: `biopb-mcp --transport http` = `biopb-mcp s
 The config dir is $BIOPB_CONFIG_DIR, else the platform one (Linux: ~/.config/biopb).
 """
 
+
+EXISTING_NEWEST = "kernel-*.json"
+"""What ``--existing`` without a file means: jupyter-client's pattern for the newest kernel."""
 
 TTY_HINT = (
     "biopb-mcp speaks MCP (JSON-RPC) on stdin/stdout for an MCP client to launch, e.g. "
@@ -83,7 +87,8 @@ def _build_parser() -> _Parser:
         "  biopb-mcp serve\n"
         "  biopb-mcp --transport http --port 9000\n"
         "  biopb-mcp --transport http --no-auth      # no bearer token: any local user can connect\n"
-        "  biopb-mcp --trace /tmp/calls.jsonl         # one JSON line per tool call\n")
+        "  biopb-mcp --trace /tmp/calls.jsonl         # one JSON line per tool call\n"
+        "  biopb-mcp --existing                       # join the newest notebook kernel\n")
     serve.add_argument("--transport", choices=("stdio", "http"), default="stdio",
                        help="stdio (default; what MCP clients launch) or http (streamable HTTP)")
     serve.add_argument("--port", type=_port, default=None,
@@ -92,6 +97,10 @@ def _build_parser() -> _Parser:
                        help="HTTP without the bearer token (every local user can then run code as you)")
     serve.add_argument("--rotate-token", action="store_true",
                        help="HTTP: replace the stable bearer token with a new one (clients must update)")
+    serve.add_argument("--existing", nargs="?", const=EXISTING_NEWEST, default=None, metavar="FILE",
+                       help="join an existing Jupyter kernel (a notebook's) instead of starting one: "
+                       "its connection file, or a name looked up in Jupyter's runtime dir; no FILE = "
+                       "the newest kernel there (as `jupyter console --existing`)")
     serve.add_argument("--trace", type=Path, default=None, metavar="FILE",
                        help="append one JSON line per tool call to FILE; a relative FILE is under "
                        "the config dir, as in the config file (default: server.trace)")
@@ -282,11 +291,23 @@ def _serve(args: argparse.Namespace) -> int:
                           "which makes a new token at every start anyway")
     if args.transport == "stdio" and sys.stdin.isatty():
         print(TTY_HINT, file=sys.stderr)  # a person ran it by hand: silence would look like a hang
+    if args.existing is not None:
+        settings = _with_existing(settings, args.existing)
     from biopb_mcp.server import serve  # sets up logging (file + stderr) itself
 
     trace = args.trace if args.trace is not None else settings.trace_file
     return serve(settings, transport=args.transport, port=args.port, auth=not args.no_auth,
                  trace=trace, rotate_token=args.rotate_token)
+
+
+def _with_existing(settings: Settings, spec: str) -> Settings:
+    """``--existing`` overrides ``kernel.existing`` (an empty FILE is refused, not read as "off")."""
+    from dataclasses import replace
+
+    if not spec.strip():
+        raise _UsageError("--existing takes a connection file or a kernel name; leave FILE out for the newest")
+    return replace(settings, kernel=replace(settings.kernel, existing=spec),
+                   sources={**settings.sources, "kernel.existing": "--existing"})
 
 
 def _config(args: argparse.Namespace) -> int:

@@ -153,6 +153,11 @@ class KernelSettings:
         "Seconds start_kernel waits for the kernel to become ready.", minimum=0.1))
     request_timeout: float = field(default=30.0, metadata=_about(
         "Seconds to wait for a kernel reply (inspect, interrupt) before giving up.", minimum=0.1))
+    existing: str = field(default="", metadata=_about(
+        'Join this kernel instead of starting one: its connection file, a name in Jupyter\'s runtime '
+        'dir, or "kernel-*.json" for the newest (biopb-mcp --existing overrides); "" = start our own.'))
+    existing_plugins: bool = field(default=False, metadata=_about(
+        "Load the kernel plugins into a joined kernel too (once per attach); false = leave it as it is."))
 
 
 @dataclass(frozen=True)

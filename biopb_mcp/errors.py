@@ -15,6 +15,7 @@ reaches the agent, the CLI into one ``error: …`` line and an exit code.
     + KernelNotReady     no usable kernel: state is not_started, starting, dead or error
     + KernelBusy         code is already running (carries its job id)
     + JobNotFound        no job by that id
+    + KernelNotOwned     restart/shutdown of a kernel the server joined but does not own
 """
 
 from __future__ import annotations
@@ -104,4 +105,13 @@ class JobNotFound(KernelError):
         self.job_id = job_id
         self.recent = recent or []
         self.kept = kept
+        super().__init__(message)
+
+
+class KernelNotOwned(KernelError):
+    """A restart or shutdown asked of a kernel the server joined: it belongs to its frontend.
+    ``action`` names what was refused."""
+
+    def __init__(self, message: str, *, action: str) -> None:
+        self.action = action
         super().__init__(message)

@@ -44,10 +44,10 @@ def stdio_params(env: dict[str, str], *extra_args: str) -> StdioServerParameters
 class RawServer:
     """The server as a subprocess spoken to in raw JSON-RPC lines (handshake era)."""
 
-    def __init__(self, env: dict[str, str], stderr_path: Path) -> None:
+    def __init__(self, env: dict[str, str], stderr_path: Path, *extra_args: str) -> None:
         self._stderr = stderr_path.open("wb")
         self.proc = subprocess.Popen(
-            [sys.executable, *SERVER_ARGS],
+            [sys.executable, *SERVER_ARGS, *extra_args],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=self._stderr,

@@ -13,9 +13,10 @@ statuses as ``StrEnum``s.
 Public API (see the docstrings in ``host.py`` and ``executions.py`` for details)::
 
     host = KernelHost(settings)          # starts nothing (lazy start)
-    host.state                           # KernelState: not_started | starting | ready | dead | error
-    host.start() -> KernelStart          # idempotent (outcome already_running); recovers dead/error
-    host.restart() -> KernelStart        # kill + respawn (outcome restarted: the namespace was lost)
+    host.state                           # KernelState: not_started | starting | ready | dead | error | gone
+    host.start() -> KernelStart          # idempotent (outcome already_running); recovers dead/error/gone
+    host.restart() -> KernelStart        # kill + respawn (outcome restarted: the namespace was lost);
+                                         # KernelNotOwned when kernel.existing names a joined kernel
     host.interrupt() -> Interruption     # as the spec says (SIGINT); waits briefly for the job to stop
     ex = host.submit(code)               # -> Execution; KernelNotReady / KernelBusy(job_id)
     host.wait(ex, timeout) -> bool       # True once ex finished (all its output collected)

@@ -89,6 +89,9 @@ def _biopb_bootstrap(ns):  # type: ignore[no-untyped-def]  # runs in the kernel'
     #     shut down (it kills the process group, which no message can prevent), so every
     #     shutdown_request comes from another client: refuse it, on both channels. A session
     #     id would not do as a credential: every client sees the server's on iopub.
+    #     A kernel the server only joined (BIOPB_MCP_ATTACHED) belongs to its frontend: its
+    #     shutdown stays the frontend's, so the guard is not installed there.
+    attached = bool(os.environ.get("BIOPB_MCP_ATTACHED"))
     try:
         shell = get_ipython()  # type: ignore[name-defined]  # noqa: F821
         kernel = shell.kernel
@@ -106,7 +109,7 @@ def _biopb_bootstrap(ns):  # type: ignore[no-untyped-def]  # runs in the kernel'
             log(f"refused a shutdown_request (restart={restart}) from session "
                 f"{parent.get('header', {}).get('session', '?')}")
 
-        for handlers in (kernel.shell_handlers, kernel.control_handlers):
+        for handlers in () if attached else (kernel.shell_handlers, kernel.control_handlers):
             if "shutdown_request" in handlers:
                 handlers["shutdown_request"] = refuse_shutdown
 
@@ -117,8 +120,9 @@ def _biopb_bootstrap(ns):  # type: ignore[no-untyped-def]  # runs in the kernel'
             shell.keepkernel_on_exit = True
             ask_exit()
 
-        shell.ask_exit = keep_kernel_on_exit
-        record["shutdown_guard"] = True
+        if not attached:
+            shell.ask_exit = keep_kernel_on_exit
+        record["shutdown_guard"] = not attached
     except Exception:
         record["errors"].append("shutdown guard: " + traceback.format_exc())
 

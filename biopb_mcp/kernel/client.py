@@ -94,10 +94,17 @@ class KernelClient:
             self._settings = settings
 
     # -- connection (host) -------------------------------------------------------------------------
-    def connect(self, info: dict[str, Any], is_alive: Callable[[], bool], on_death: Callable[[], None]) -> None:
+    def connect(self, info: dict[str, Any], is_alive: Callable[[], bool], on_death: Callable[[], None],
+                observe: Callable[[dict[str, Any]], None] | None = None) -> None:
         """Open channels to the kernel described by ``info`` (connection-file fields); code is
-        accepted only after ``open``, once the host declared the kernel ready."""
-        channels = KernelChannels(dict(info), on_message=self._on_message, is_alive=is_alive, on_death=on_death)
+        accepted only after ``open``, once the host declared the kernel ready. ``observe`` sees
+        every message not claimed by a waiting call (on the IO thread) before it is dispatched."""
+        on_message = self._on_message
+        if observe is not None:
+            def on_message(channel: str, msg: dict[str, Any]) -> None:
+                observe(msg)
+                self._on_message(channel, msg)
+        channels = KernelChannels(dict(info), on_message=on_message, is_alive=is_alive, on_death=on_death)
         with self._lock:
             self._channels, self._open = channels, False
 
@@ -128,7 +135,7 @@ class KernelClient:
         return self._channels
 
     # -- start-up (host) ---------------------------------------------------------------------------
-    def wait_ready(self, remaining: Callable[[], float]) -> None:
+    def wait_ready(self, remaining: Callable[[], float], channel: str = "shell") -> None:
         """Ask kernel_info until answered with iopub idle (proves every channel is connected).
 
         Short attempts: an idle published before our iopub subscription took effect is lost, and
@@ -138,8 +145,28 @@ class KernelClient:
         assert self._channels is not None
         while True:
             left = remaining()
-            if self._channels.call("shell", "kernel_info_request", {}, min(left, READY_POLL_SECONDS), want_idle=True):
+            if self._channels.call(channel, "kernel_info_request", {}, min(left, READY_POLL_SECONDS), want_idle=True):
                 return
+
+    def evaluate(self, expression: str, timeout: float) -> tuple[Any, str | None]:
+        """(decoded value of ``expression``, which yields JSON; the kernel's session id) at start-up.
+
+        Raises:
+            StartFailed: the kernel did not answer within ``timeout``.
+        """
+        assert self._channels is not None
+        content = _silent("")
+        content["user_expressions"] = {"e": expression}
+        reply = self._channels.call("shell", "execute_request", content, timeout)
+        if reply is None:
+            raise StartFailed(f"the kernel did not answer within {timeout:.0f} s (is a cell still running "
+                              "in its notebook?).")
+        session = reply.get("header", {}).get("session")
+        expr = reply["content"].get("user_expressions", {}).get("e", {})
+        try:
+            return rendering.parse_expression_json(expr["data"]["text/plain"]), session
+        except (ValueError, KeyError, SyntaxError):
+            return None, session
 
     def fetch_bootstrap(self, remaining: Callable[[], float]) -> dict[str, Any] | None:
         """The bootstrap's record from the kernel namespace; None when the bootstrap never ran."""

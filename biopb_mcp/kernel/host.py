@@ -16,11 +16,19 @@ import os
 import threading
 import time
 import weakref
+from collections.abc import Callable
 from dataclasses import dataclass
 from enum import StrEnum
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from biopb_mcp.errors import KernelError, KernelNotReady
+from biopb_mcp.errors import KernelError, KernelNotOwned, KernelNotReady
+from biopb_mcp.kernel import compute
+from biopb_mcp.kernel.attached import (
+    IDENTITY_EXPRESSION,
+    AttachedKernel,
+    bootstrap_code,
+)
 from biopb_mcp.kernel.client import KernelClient
 from biopb_mcp.kernel.executions import Execution, Rendered
 from biopb_mcp.kernel.process import (
@@ -31,6 +39,7 @@ from biopb_mcp.kernel.process import (
     wait_deadline,
 )
 from biopb_mcp.kernel.states import ExecutionStatus, KernelState
+from biopb_mcp.kernel_link import KernelLink, link_id
 
 if TYPE_CHECKING:
     from biopb_mcp.config import Settings
@@ -95,6 +104,7 @@ class KernelHost:
         self._process: KernelProcess | None = None
         self._spec_desc = ""
         self._bootstrap: dict[str, Any] = {}
+        self._link: KernelLink | None = None
         self._client = KernelClient(settings, self._not_ready, recorder)
         ref = weakref.ref(self)
         atexit.register(_shutdown_at_exit, ref)
@@ -112,7 +122,7 @@ class KernelHost:
 
     def _not_ready(self, state: KernelState | None = None) -> KernelNotReady:
         state = state or self._state
-        reason = self._message if state in (KernelState.DEAD, KernelState.ERROR) else ""
+        reason = self._message if state in (KernelState.DEAD, KernelState.ERROR, KernelState.GONE) else ""
         text = {
             KernelState.NOT_STARTED: "No kernel is running.",
             KernelState.STARTING: "The kernel is still starting.",
@@ -125,8 +135,21 @@ class KernelHost:
             raise self._not_ready()
 
     def _new_process(self) -> KernelProcess:
-        """The process side for the next start: a kernel this server launches and owns."""
+        """The process side for the next start: the kernel ``kernel.existing`` names (joined, not
+        owned), else a kernel this server launches and owns."""
+        if self._settings.kernel.existing:
+            return AttachedKernel(self._settings)
         return LaunchedKernel(self._settings)
+
+    @property
+    def owns_kernel(self) -> bool:
+        """False when the server joins a kernel its frontend owns (``kernel.existing``)."""
+        return not self._settings.kernel.existing
+
+    @property
+    def link(self) -> KernelLink | None:
+        """The files shared with the ``%biopb`` magics in the current kernel; None before ready."""
+        return self._link
 
     # -- lifecycle ---------------------------------------------------------------------------------
     def start(self) -> KernelStart:
@@ -165,6 +188,8 @@ class KernelHost:
         Raises:
             KernelNotReady: the new kernel could not start (state ``error``).
         """
+        if not self.owns_kernel:
+            raise KernelNotOwned("the kernel belongs to its frontend", action="restart")
         if not self._life.acquire(timeout=self._settings.kernel.startup_timeout):
             raise self._not_ready(KernelState.STARTING)
         try:
@@ -212,11 +237,14 @@ class KernelHost:
             conn = process.start(remaining)
             with self._lock:
                 self._spec_desc = conn.description
-            self._client.connect(conn.info, is_alive=process.is_alive, on_death=lambda: self._on_death(generation))
-            self._client.wait_ready(remaining)
+            joined = process if isinstance(process, AttachedKernel) else None
+            self._client.connect(conn.info, is_alive=process.is_alive, on_death=lambda: self._on_death(generation),
+                                 observe=joined.saw_message if joined else None)
+            # a joined kernel may be running its notebook's cell: control answers meanwhile
+            self._client.wait_ready(remaining, channel="control" if joined else "shell")
             process.post_start()
-            boot = self._client.fetch_bootstrap(remaining)
-            if boot is None and conn.is_python:
+            boot = self._join(joined, remaining) if joined else self._client.fetch_bootstrap(remaining)
+            if boot is None and conn.is_python and not joined:
                 logger.warning("kernel bootstrap did not run via exec_files; running it now")
                 self._client.run_silent(BOOTSTRAP_FILE.read_text(encoding="utf-8"), remaining())
                 boot = self._client.fetch_bootstrap(remaining)
@@ -232,6 +260,8 @@ class KernelHost:
                 logger.warning("kernel bootstrap problem: %s", err)
             logger.info("kernel ready: pid %s, %s", process.pid, conn.file)
             self._client.start_notebook(process.pid, conn.description)
+            with self._lock:
+                self._link = KernelLink(Path(self._settings.runtime_dir), link_id(conn.info, conn.file))
             return self.status()
         except (StartFailed, OSError, KernelError) as exc:
             log = process.log_tail()
@@ -243,12 +273,24 @@ class KernelHost:
             logger.error("kernel start failed: %s", self._message)
             raise self._not_ready() from None
 
+    def _join(self, joined: AttachedKernel, remaining: Callable[[], float]) -> dict[str, Any] | None:
+        """Learn who the joined kernel is; push the bootstrap only when ``kernel.existing_plugins``."""
+        answer, session = self._client.evaluate(IDENTITY_EXPRESSION, remaining())
+        joined.identify(answer, session)
+        if not self._settings.kernel.existing_plugins:
+            return {}
+        env = {"BIOPB_MCP_PLUGINS_DIR": str(self._settings.plugins_dir),
+               "BIOPB_MCP_KERNEL_LOG": str(self._settings.kernel_log_file), **compute.kernel_env(self._settings)}
+        self._client.run_silent(bootstrap_code(BOOTSTRAP_FILE.read_text(encoding="utf-8"), env), remaining())
+        return self._client.fetch_bootstrap(remaining) or {"errors": ["the bootstrap did not run in the joined kernel"]}
+
     def _teardown(self, note: str = "") -> None:
         """Forget the current kernel and run its stop phases (caller holds ``_life``)."""
         with self._lock:
             self._generation += 1  # a death report from the old IO thread is now ignored
             process, self._process = self._process, None
             self._bootstrap = {}
+            self._link = None
         self._client.abandon(ExecutionStatus.ABORTED, note)
         self._client.disconnect()
         if process is not None:
@@ -261,13 +303,17 @@ class KernelHost:
             if generation != self._generation or process is None:
                 return
             how = process.exit_reason()
-            tail = process.log_tail()
-            self._state = KernelState.DEAD
-            self._message = f"The kernel died ({how}). Last kernel log lines:\n{tail}\n"
-            message = self._message
-        logger.error("kernel died (%s)", how)
-        self._client.abandon(ExecutionStatus.DEAD,
-                             note=message + "Call start_kernel to start a fresh kernel (namespace lost).")
+            if not process.owned:
+                self._state = KernelState.GONE
+                self._message = f"The joined kernel is gone: {how}."
+                message = self._message + " Call start_kernel to join it again once its frontend runs it."
+            else:
+                tail = process.log_tail()
+                self._state = KernelState.DEAD
+                self._message = f"The kernel died ({how}). Last kernel log lines:\n{tail}\n"
+                message = self._message + "Call start_kernel to start a fresh kernel (namespace lost)."
+        logger.error("kernel %s (%s)", "gone" if not process.owned else "died", how)
+        self._client.abandon(ExecutionStatus.DEAD, note=message)
 
     # -- executions --------------------------------------------------------------------------------
     def submit(self, code: str) -> Execution:
@@ -367,9 +413,14 @@ class KernelHost:
             return {
                 "state": self._state,
                 "message": self._message,
+                "mode": "owned" if self.owns_kernel else "attached",
+                "owner": proc.get("owner", "this server (it started the kernel and ends it)"),
+                "interrupt": proc.get("interrupt", process.interrupt_mode if process else None),
+                "kernel_host": proc.get("kernel_host"),
                 "pid": proc.get("pid"),
                 "connection_file": conn,
-                "connect_command": f"biopb-mcp console --pid {os.getpid()}" if conn else None,
+                "connect_command": (f"biopb-mcp console --pid {os.getpid()}" if self.owns_kernel
+                                    else f"jupyter console --existing {conn}") if conn else None,
                 "transport": proc.get("transport", "ipc"),
                 "socket_dir": proc.get("socket_dir"),
                 "kernel_spec": self._spec_desc or (self._settings.kernel.name or "this server's Python"),

@@ -15,6 +15,9 @@ class KernelState(StrEnum):
     """The process exited without being asked; its namespace is lost."""
     ERROR = "error"
     """The last start did not reach ready."""
+    GONE = "gone"
+    """A joined kernel (not ours) went away or was restarted by its frontend: start_kernel joins
+    it again, nothing here can bring it back."""
 
 
 class ExecutionStatus(StrEnum):

@@ -9,7 +9,13 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from biopb_mcp.errors import JobNotFound, KernelBusy, KernelError, KernelNotReady
+from biopb_mcp.errors import (
+    JobNotFound,
+    KernelBusy,
+    KernelError,
+    KernelNotOwned,
+    KernelNotReady,
+)
 from biopb_mcp.kernel import (
     Interruption,
     KernelStart,
@@ -18,7 +24,7 @@ from biopb_mcp.kernel import (
     StartOutcome,
 )
 
-__all__ = ["error_text", "interrupted", "job_structure", "started", "summary"]
+__all__ = ["error_text", "interrupted", "job_structure", "not_owned", "started", "summary"]
 
 
 def not_ready(exc: KernelNotReady) -> str:
@@ -30,6 +36,9 @@ def not_ready(exc: KernelNotReady) -> str:
         text = "The kernel is still starting. Call start_kernel (it waits until ready), then retry."
     elif state == KernelState.DEAD:
         text = f"{reason} Call start_kernel to start a fresh kernel (the namespace was lost)."
+    elif state == KernelState.GONE:
+        text = (f"{reason} Call start_kernel to join it again once its frontend runs it; for another "
+                "kernel, restart the server with --existing <its connection file>.")
     else:
         text = f"The kernel could not start: {reason} Call start_kernel to try again."
     if state not in text:
@@ -52,10 +61,19 @@ def job_not_found(exc: JobNotFound) -> str:
             f"last {exc.kept} executions are kept).{hint}")
 
 
+def not_owned(exc: KernelNotOwned) -> str:
+    """Why a joined kernel is not restarted here, and what to do instead."""
+    return (f"Refused to {exc.action} the kernel: it belongs to its frontend (the user's notebook or "
+            "console); this server only joined it. Ask the user to restart it there if it must be, "
+            "then call start_kernel to join it again.")
+
+
 def error_text(exc: KernelError) -> str:
     """The agent's text for any kernel failure."""
     if isinstance(exc, KernelNotReady):
         return not_ready(exc)
+    if isinstance(exc, KernelNotOwned):
+        return not_owned(exc)
     if isinstance(exc, KernelBusy):
         return busy(exc)
     if isinstance(exc, JobNotFound):
@@ -65,8 +83,15 @@ def error_text(exc: KernelError) -> str:
 
 def summary(status: dict[str, Any]) -> str:
     """The ready kernel in a few sentences: pid, spec, connection file, plugins, notebook."""
-    parts = [f"Kernel ready (pid {status['pid']}, {status['kernel_spec']})."]
-    parts.append(f"Connection file: {status['connection_file']} (share it: {status['connect_command']}).")
+    if status.get("mode") == "attached":
+        where = f"pid {status['pid']}" if status["pid"] else "pid unknown"
+        parts = [(f"Attached to an existing kernel ({where} on {status['kernel_host'] or 'an unknown host'}; "
+                  f"connection file {status['connection_file']}). It belongs to its frontend: its variables "
+                  "are shared with you, restart_kernel is refused, interrupt_kernel stops only your own "
+                  "running code.")]
+    else:
+        parts = [f"Kernel ready (pid {status['pid']}, {status['kernel_spec']})."]
+        parts.append(f"Connection file: {status['connection_file']} (share it: {status['connect_command']}).")
     loaded, failed = status["plugins"]["loaded"], status["plugins"]["failed"]
     if loaded:
         parts.append(f"Plugins loaded: {', '.join(Path(p).name if '/' in p else p for p in loaded)}.")

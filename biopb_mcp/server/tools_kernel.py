@@ -28,7 +28,7 @@ import biopb_mcp
 from biopb_mcp.config import load_settings
 from biopb_mcp.errors import BiopbMcpError, ConfigError
 from biopb_mcp.kernel import Rendered, compute
-from biopb_mcp.server import kernel_text
+from biopb_mcp.server import kernel_text, presence
 from biopb_mcp.server.state import SERVER_NAME, AppState
 from biopb_mcp.server.tool import READ_ONLY, tool
 
@@ -94,7 +94,9 @@ def register_kernel_tools(mcp: MCPServer, state: AppState) -> None:
         and again whenever a tool answers that the kernel is not started, dead or in error.
         Idempotent: a running kernel is left alone. Returns the kernel's status in one or two lines."""
         _reread_kernel_name(state)
-        return kernel_text.started(host.start())
+        text = kernel_text.started(host.start())
+        presence.announce(state)
+        return text
 
     @tool(mcp, ToolAnnotations(read_only_hint=False, destructive_hint=True, open_world_hint=True))
     async def execute_code(code: str, ctx: Context) -> CallToolResult:
@@ -105,14 +107,19 @@ def register_kernel_tools(mcp: MCPServer, state: AppState) -> None:
         A call still running after kernel.promote_after seconds (default 10) becomes a background
         job: you get its id, follow it with poll_job, stop it with interrupt_kernel. Only one
         execution runs at a time; a call while a job runs answers busy with the job id.
-        Long output is truncated with a note on how to page through the rest."""
+        Long output is truncated with a note on how to page through the rest. If the user paused
+        you from their notebook (%biopb pause), nothing runs and the answer says so."""
         promote_after = float(state.settings.kernel.promote_after)
         submitted: list[Any] = []  # the execution, known even if the call is cancelled mid-hop
 
         def wait_slice(seconds: float) -> Any:
             """One worker-thread hop per slice (submit, wait, render): each hop costs ~1 ms."""
             if not submitted:
+                paused = presence.paused_result(state)  # the scientist's pause: nothing is sent
+                if paused is not None:
+                    return paused
                 submitted.append(host.submit(code))
+                presence.note_submitted(state, submitted[0])
             return host.render(submitted[0]) if host.wait(submitted[0], seconds) else None
 
         waited = 0.0
@@ -122,6 +129,8 @@ def register_kernel_tools(mcp: MCPServer, state: AppState) -> None:
                 if slice_seconds <= 0 and submitted:
                     break
                 rendered = await anyio.to_thread.run_sync(wait_slice, slice_seconds)
+                if isinstance(rendered, CallToolResult):
+                    return rendered
                 if rendered is not None:
                     return _rendered_result(rendered)
                 waited += slice_seconds
@@ -160,9 +169,12 @@ def register_kernel_tools(mcp: MCPServer, state: AppState) -> None:
     def restart_kernel() -> str:
         """Kill and restart the kernel: every variable, import and loaded dataset is lost. Use it only
         when the kernel is wedged and interrupt_kernel did not help, or the user asks; ask the user
-        first if the namespace holds unsaved work."""
+        first if the namespace holds unsaved work. Refused when this server joined the user's own
+        kernel (server_status: kernel.mode "attached"): that kernel belongs to its frontend."""
         _reread_kernel_name(state)
-        return kernel_text.started(host.restart())
+        text = kernel_text.started(host.restart())
+        presence.announce(state)
+        return text
 
     @tool(mcp, READ_ONLY)
     def inspect_object(path: str) -> str:
@@ -173,7 +185,8 @@ def register_kernel_tools(mcp: MCPServer, state: AppState) -> None:
 
     @tool(mcp, READ_ONLY)
     def server_status() -> str:
-        """Report the server's state: versions, transport, kernel state and pid, the running job,
+        """Report the server's state: versions, transport, kernel state and pid, whether the kernel
+        is this server's or the user's own that it joined (kernel.mode, kernel.owner), the running job,
         the kernel connection file (the user can watch and join with `biopb-mcp console`), the
         session notebook recording your execute_code calls, loaded kernel plugins and failures,
         the dask cluster (compute: mode, scheduler address, workers, threads, memory, dashboard,

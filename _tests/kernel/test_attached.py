@@ -1,0 +1,88 @@
+"""Watching a joined kernel that is not on this machine: restart by session id, death by heartbeat.
+
+The end-to-end attach tests run a local kernel (its pid is watched); here the same notebook
+kernel is taken for a remote one (the identity it reports names another machine), so only what
+works across a tunnel is left: the session id on its messages and its heartbeat.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from _tests.support.kernel_helpers import make_settings
+from _tests.support.notebook_kernel import NotebookKernel, isolated_env
+from biopb_mcp.kernel.attached import (
+    HEARTBEAT_GRACE,
+    IDENTITY_EXPRESSION,
+    AttachedKernel,
+)
+from biopb_mcp.kernel.channels import KernelChannels
+from biopb_mcp.kernel.rendering import parse_expression_json
+
+
+@pytest.fixture(scope="module")
+def notebook(tmp_path_factory: pytest.TempPathFactory) -> Iterator[NotebookKernel]:
+    """One notebook kernel for the module: the local test leaves it running, the remote one ends it."""
+    root = tmp_path_factory.mktemp("notebook")
+    kernel = NotebookKernel(isolated_env(root), root / "kernel-remote.json")
+    try:
+        yield kernel
+    finally:
+        kernel.close()
+
+
+def attached(notebook: NotebookKernel, root: Path) -> AttachedKernel:
+    return AttachedKernel(make_settings(root, kernel=f'existing = "{notebook.connection_file}"\n'))
+
+
+def join(kernel: AttachedKernel, *, remote: bool) -> tuple[KernelChannels, threading.Event]:
+    info = kernel.start(lambda: 60.0).info
+    gone = threading.Event()
+    channels = KernelChannels(info, on_message=lambda _c, m: kernel.saw_message(m),
+                              is_alive=kernel.is_alive, on_death=gone.set)
+    content = {"code": "", "silent": True, "store_history": False, "allow_stdin": False,
+               "stop_on_error": False, "user_expressions": {"q": IDENTITY_EXPRESSION}}
+    reply = channels.call("shell", "execute_request", content, 60)
+    assert reply is not None
+    answer = parse_expression_json(reply["content"]["user_expressions"]["q"]["data"]["text/plain"])
+    kernel.identify([answer[0], "another-machine"] if remote else answer, reply["header"]["session"])
+    return channels, gone
+
+
+def test_a_local_kernel_is_watched_by_its_pid(notebook: NotebookKernel, tmp_path: Path) -> None:
+    kernel = attached(notebook, tmp_path)
+    channels, _gone = join(kernel, remote=False)
+    try:
+        assert kernel.pid == notebook.pid and kernel.status()["interrupt"] == "signal"
+    finally:
+        channels.close()
+        kernel.shutdown()
+
+
+def test_a_remote_kernel_restart_and_death_are_seen_without_its_pid(notebook: NotebookKernel, tmp_path: Path) -> None:
+    kernel = attached(notebook, tmp_path)
+    channels, gone = join(kernel, remote=True)
+    try:
+        assert kernel.pid is None and "interrupt_request" in kernel.status()["interrupt"]
+        assert kernel.is_alive()
+        notebook.restart()
+        assert gone.wait(60), "a restarted remote kernel was not noticed"
+        assert "restarted from its frontend" in kernel.exit_reason()
+    finally:
+        channels.close()
+        kernel.shutdown()
+    kernel = attached(notebook, tmp_path)
+    channels, gone = join(kernel, remote=True)
+    try:
+        os.kill(notebook.pid, signal.SIGKILL)
+        assert gone.wait(HEARTBEAT_GRACE + 30), "a dead remote kernel was not noticed"
+        assert "heartbeat" in kernel.exit_reason()
+    finally:
+        channels.close()
+        kernel.shutdown()

@@ -1,0 +1,76 @@
+"""Naming the kernel to join: --existing [FILE] / kernel.existing, as jupyter console --existing does."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from pathlib import Path
+
+import pytest
+
+from biopb_mcp.errors import KernelError
+from biopb_mcp.kernel.existing import find_existing, read_connection_info
+
+INFO = {"transport": "tcp", "ip": "127.0.0.1", "key": "k", "signature_scheme": "hmac-sha256",
+        "shell_port": 5001, "iopub_port": 5002, "stdin_port": 5003, "control_port": 5004, "hb_port": 5005}
+
+
+@pytest.fixture
+def runtime(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    rt = tmp_path / "jupyter-runtime"
+    rt.mkdir()
+    monkeypatch.setenv("JUPYTER_RUNTIME_DIR", str(rt))
+    monkeypatch.chdir(tmp_path)
+    return rt
+
+
+def write(path: Path, stamp: float) -> Path:
+    path.write_text(json.dumps(INFO))
+    os.utime(path, (stamp, stamp))
+    return path
+
+
+def test_no_name_picks_the_most_recently_used_kernel(runtime: Path) -> None:
+    write(runtime / "kernel-old.json", 1_000_000)
+    newest = write(runtime / "kernel-new.json", 2_000_000)
+    write(runtime / "kernel-older.json", 500_000)
+    assert find_existing(None) == newest.resolve()
+    assert find_existing("") == newest.resolve()
+
+
+def test_a_bare_name_or_part_of_it_is_looked_up_in_the_runtime_dir(runtime: Path) -> None:
+    one = write(runtime / "kernel-3f2a.json", 1_000_000)
+    write(runtime / "kernel-9999.json", 2_000_000)
+    assert find_existing("kernel-3f2a.json") == one.resolve()
+    assert find_existing("3f2a") == one.resolve()
+
+
+def test_a_path_is_taken_as_is(runtime: Path, tmp_path: Path) -> None:
+    (tmp_path / "copies").mkdir()
+    copied = write(tmp_path / "copies" / "kernel-hpc.json", 1)
+    assert find_existing(str(copied)) == copied.resolve()
+    with pytest.raises(KernelError, match="no kernel connection file at"):
+        find_existing(str(tmp_path / "copies" / "nope.json"))
+
+
+def test_nothing_to_find_names_where_it_looked(runtime: Path) -> None:
+    with pytest.raises(KernelError, match=re.escape("no kernel-*.json in the current directory or Jupyter's runtime dir")):
+        find_existing(None)
+    with pytest.raises(KernelError, match="no kernel connection file matching 'abc'"):
+        find_existing("abc")
+
+
+def test_read_connection_info_checks_the_shape(tmp_path: Path) -> None:
+    good = tmp_path / "k.json"
+    good.write_text(json.dumps(INFO))
+    assert read_connection_info(good)["shell_port"] == 5001
+    for text, message in [("[1]", "not a JSON object"), ("{", "cannot read"),
+                          (json.dumps({**INFO, "hb_port": "x"}), "bad port numbers for hb_port"),
+                          (json.dumps({k: v for k, v in INFO.items() if k != "key"}), "no key"),
+                          (json.dumps({**INFO, "transport": "udp"}), "unknown transport")]:
+        good.write_text(text)
+        with pytest.raises(KernelError, match=message):
+            read_connection_info(good)
+    with pytest.raises(KernelError, match="is gone"):
+        read_connection_info(tmp_path / "missing.json")

@@ -1,0 +1,143 @@
+"""``%load_ext biopb_mcp`` and ``%biopb`` in a real notebook kernel (KernelManager, own process).
+
+The agent's side is played by the same files a server writes (``kernel_link``) and a session
+notebook written by the real recorder; the full path through a running server is in the attach
+tests.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from _tests.support.notebook_kernel import NotebookKernel, isolated_env
+from biopb_mcp.config import load_settings
+from biopb_mcp.extension import attach_text, status_text
+from biopb_mcp.kernel_link import AgentPresence, KernelLink, link_id
+from biopb_mcp.record import SessionRecorder
+
+
+@pytest.fixture(scope="module")
+def notebook(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[NotebookKernel, KernelLink, Path]]:
+    root = tmp_path_factory.mktemp("notebook")
+    env = isolated_env(root)
+    kernel = NotebookKernel(env, root / "kernel-nb.json")
+    try:
+        kernel.run("%load_ext biopb_mcp")
+        info = json.loads(kernel.connection_file.read_text())
+        settings = load_settings(Path(env["BIOPB_CONFIG_DIR"]))
+        yield kernel, KernelLink(settings.runtime_dir, link_id(info)), root
+    finally:
+        kernel.close()
+
+
+def test_load_ext_prints_the_attach_command_for_this_kernel(notebook: tuple[NotebookKernel, KernelLink, Path]) -> None:
+    kernel, _link, root = notebook
+    ran = kernel.run("%reload_ext biopb_mcp")
+    assert ran.error is None and not ran.stderr, ran
+    conn = str(kernel.connection_file.resolve())
+    lines = ran.stdout.splitlines()
+    shell = next(line.strip() for line in lines if "--existing" in line and not line.strip().startswith(("claude", "{")))
+    argv = shlex.split(shell)
+    assert argv[0] == f"BIOPB_CONFIG_DIR={root / 'config'}"
+    assert argv[-2:] == ["--existing", conn]
+    assert os.access(argv[1], os.X_OK), f"the printed server command is not executable: {argv[1]}"
+    claude = next(line.strip() for line in lines if line.strip().startswith("claude mcp add"))
+    assert shlex.split(claude)[-2:] == ["--existing", conn]
+    entry = json.loads(next(line for line in lines if line.strip().startswith("{")))["mcpServers"]["biopb"]
+    assert entry["args"][-2:] == ["--existing", conn]
+    assert entry["env"] == {"BIOPB_CONFIG_DIR": str(root / "config")}
+    assert "%biopb status" in ran.stdout and "%biopb pause" in ran.stdout
+
+
+def test_pause_and_resume_reach_the_server_side_file(notebook: tuple[NotebookKernel, KernelLink, Path]) -> None:
+    kernel, link, _root = notebook
+    assert link.paused() is None
+    ran = kernel.run("%biopb pause checking the segmentation by hand")
+    assert ran.error is None and "Paused" in ran.stdout, ran
+    pause = link.paused()
+    assert pause is not None and pause.reason == "checking the segmentation by hand"
+    assert "Paused by you" in kernel.run("%biopb status").stdout
+    ran = kernel.run("%biopb resume")
+    assert "Resumed" in ran.stdout and link.paused() is None
+    assert "was not paused" in kernel.run("%biopb resume").stdout
+
+
+def test_status_and_log_show_what_the_agent_ran(notebook: tuple[NotebookKernel, KernelLink, Path]) -> None:
+    kernel, link, root = notebook
+    assert "No agent has attached" in kernel.run("%biopb status").stdout
+    recorder = SessionRecorder(root / "notebooks")
+    path = recorder.start_notebook(kernel_name="python3", display_name="Python 3", about="test")
+    for n, code in enumerate(["a = 1", "print('agent says hi')\nmean = 41 + a"], start=1):
+        collector = recorder.collector()
+        if "print" in code:
+            collector.add("stream", {"name": "stdout", "text": "agent says hi\n"})
+            collector.add("execute_result", {"data": {"text/plain": "42"}, "execution_count": n})
+        recorder.code_cell(code, collector, {"job_id": f"job-{n}", "status": "ok", "seconds": 0.1})
+    assert recorder.flush()
+    recorder.close()
+    link.announce(AgentPresence(server_pid=os.getpid(), transport="stdio", owns_kernel=False,
+                                connection_file=str(kernel.connection_file), session_notebook=str(path)))
+    link.note_submitted("job-2", "print('agent says hi')\nmean = 41 + a")
+    status = kernel.run("%biopb status").stdout
+    assert f"biopb-mcp pid {os.getpid()}" in status and "the kernel stays yours" in status
+    assert "job-2" in status and "print('agent says hi')  (+1 lines)" in status
+    ran = kernel.run("%biopb log 1")
+    assert ran.error is None, ran
+    assert "job-2" in ran.stdout and "mean = 41 + a" in ran.stdout and "agent says hi" in ran.stdout
+    assert "a = 1" not in ran.stdout  # one cell asked for: only the last
+    assert {"text/plain": "42"} in ran.results
+    assert "a = 1" in kernel.run("%biopb log").stdout
+    bad = kernel.run("%biopb log many")
+    assert "positive number" in bad.stderr
+
+
+def test_a_gone_server_is_reported_as_gone(notebook: tuple[NotebookKernel, KernelLink, Path]) -> None:
+    kernel, link, _root = notebook
+    presence = AgentPresence(server_pid=2**22 + 12345, transport="stdio", owns_kernel=False,
+                             connection_file=str(kernel.connection_file))
+    link.announce(presence)
+    assert "has exited" in kernel.run("%biopb status").stdout
+
+
+def test_unknown_magic_command_shows_usage(notebook: tuple[NotebookKernel, KernelLink, Path]) -> None:
+    kernel, _link, _root = notebook
+    ran = kernel.run("%biopb frobnicate")
+    assert "unknown command 'frobnicate'" in ran.stderr and "%biopb resume" in ran.stderr
+
+
+def test_outside_a_kernel_the_extension_says_no_agent_can_attach() -> None:
+    import contextlib
+    import io
+
+    from IPython.testing.globalipapp import get_ipython
+
+    import biopb_mcp
+
+    ip = get_ipython()
+    err = io.StringIO()
+    with contextlib.redirect_stderr(err):
+        biopb_mcp.load_ipython_extension(ip)
+    assert "not a Jupyter kernel" in err.getvalue()
+    biopb_mcp.unload_ipython_extension(ip)
+
+
+def test_attach_text_quotes_paths_with_spaces(tmp_path: Path) -> None:
+    conn = tmp_path / "my kernels" / "kernel-1.json"
+    text = attach_text(conn, ["/opt/my env/bin/biopb-mcp"])
+    shell = next(line.strip() for line in text.splitlines() if line.strip().startswith("/opt") or line.strip().startswith("'"))
+    assert shlex.split(shell) == ["/opt/my env/bin/biopb-mcp", "--existing", str(conn)]
+    assert "BIOPB_CONFIG_DIR" not in text
+
+
+def test_status_text_without_a_notebook_says_recording_is_off() -> None:
+    presence = AgentPresence(server_pid=os.getpid(), transport="http", owns_kernel=True,
+                             connection_file="/x.json", since=time.time())
+    text = status_text(presence, None)
+    assert "it owns this kernel" in text and "records no session notebook" in text

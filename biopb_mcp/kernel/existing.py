@@ -1,0 +1,75 @@
+"""Finding and reading the connection file of a kernel the server joins but does not own.
+
+``biopb-mcp --existing [FILE]`` and ``kernel.existing`` name it the way ``jupyter console
+--existing`` does: a path; a bare name looked up in the current directory and Jupyter's runtime
+dir; or nothing, for the most recently used ``kernel-*.json`` there. jupyter-client's own
+``find_connection_file`` does the lookup, so both tools pick the same kernel.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from biopb_mcp.errors import KernelError
+
+__all__ = ["find_existing", "read_connection_info"]
+
+_PORTS = ("shell_port", "iopub_port", "stdin_port", "control_port", "hb_port")
+
+
+def find_existing(spec: str | None) -> Path:
+    """The connection file ``spec`` names (None or "": the newest kernel in Jupyter's runtime dir).
+
+    Raises:
+        KernelError: nothing matches; the message names where it looked.
+    """
+    from jupyter_client.connect import find_connection_file
+    from jupyter_core.paths import jupyter_runtime_dir
+
+    spec = (spec or "").strip()
+    given = Path(spec).expanduser() if spec else None
+    if given is not None and (given.is_absolute() or len(given.parts) > 1):
+        if not given.is_file():
+            raise KernelError(f"no kernel connection file at {given}.")
+        return given.resolve()
+    try:
+        found = find_connection_file(spec or "kernel-*.json")
+    except OSError:
+        where = f"the current directory or Jupyter's runtime dir {jupyter_runtime_dir()}"
+        what = f"no kernel connection file matching {spec!r}" if spec else "no kernel-*.json"
+        raise KernelError(
+            f"{what} in {where}. Give the file's path (in a notebook, %load_ext biopb_mcp or "
+            "%connect_info shows it), or start the notebook's kernel first."
+        ) from None
+    return Path(found).resolve()
+
+
+def read_connection_info(path: Path) -> dict[str, Any]:
+    """The connection info in ``path``, checked enough that connecting cannot fail on its shape.
+
+    Raises:
+        KernelError: unreadable, not JSON, or missing what a client needs; the message says which.
+    """
+    try:
+        info = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise KernelError(
+            f"the kernel connection file {path} is gone: the kernel was shut down (or its "
+            "frontend removed the file)."
+        ) from None
+    except (OSError, ValueError) as exc:
+        raise KernelError(f"cannot read the kernel connection file {path}: {exc}") from None
+    if not isinstance(info, dict):
+        raise KernelError(f"{path} is not a kernel connection file (not a JSON object).")
+    missing = [k for k in ("transport", "ip", "key", *_PORTS) if k not in info]
+    if missing:
+        raise KernelError(f"{path} is not a kernel connection file (no {', '.join(missing)}).")
+    if info["transport"] not in ("tcp", "ipc"):
+        raise KernelError(f"{path}: unknown transport {info['transport']!r} (tcp or ipc expected).")
+    bad = [k for k in _PORTS if not isinstance(info[k], int) or not 0 < info[k] < 65536]
+    if bad:
+        raise KernelError(f"{path}: bad port numbers for {', '.join(bad)}.")
+    info.setdefault("signature_scheme", "hmac-sha256")
+    return info
