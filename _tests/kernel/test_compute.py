@@ -133,15 +133,21 @@ def test_local_cluster_starts_on_first_use_inside_the_kernels_process_group(loca
     assert after["tasks_in_flight"] == 0
 
 
-def test_interrupt_during_compute_cancels_the_clusters_tasks_and_keeps_the_workers(local_host: KernelHost) -> None:
+def test_interrupt_during_compute_cancels_the_clusters_tasks_and_keeps_the_workers(
+    local_host: KernelHost, tmp_path: Path
+) -> None:
     pids = worker_pids(local_host)
+    gathering = tmp_path / "gathering"
     code = (
         "import time, dask\n"
         "c = dask_client()\n"
         "futs = c.compute([dask.delayed(time.sleep)(0.3, dask_key_name=f'nap-{i}') for i in range(400)])\n"
+        f"open({str(gathering)!r}, 'w').close()\n"
         "c.gather(futs)\n"
     )
     ex = local_host.submit(code)
+    # interrupt only once the futures exist: an earlier interrupt stops the cell before it submits anything
+    assert wait_until(gathering.exists, within=60.0)
     # tasks the scheduler still has to run (results computed before the interrupt stay in memory)
     count = ("dask_client().run_on_scheduler(lambda dask_scheduler: sum(ts.state not in "
              "('memory', 'erred', 'released', 'forgotten') for ts in dask_scheduler.tasks.values()))")
