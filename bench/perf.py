@@ -408,23 +408,8 @@ async def _kernel_on_session(c: Any, tree: Any, scale: Scale) -> dict[str, Any]:
         out["start_raw"].append(raw.start())
         await _call(c, "execute_code", {"code": "1+1"})
         raw.execute("1+1")
-        ours: list[float] = []
-        theirs: list[float] = []
-        pings: list[float] = []
-        for i in range(scale.execute_reps + 3):  # interleaved; the first 3 of each are warm-up
-            t0 = clock()
-            text = await _call(c, "execute_code", {"code": "1+1"})
-            t_ours = (clock() - t0) * 1000
-            t_raw = raw.execute("1+1")[0]
-            t0 = clock()
-            await c.session.send_ping()
-            t_ping = (clock() - t0) * 1000
-            if "2" not in text:
-                raise RuntimeError(f"execute_code('1+1') returned {text!r}")
-            if i >= 3:
-                ours.append(t_ours)
-                theirs.append(t_raw)
-                pings.append(t_ping)
+        ours, theirs, pings, bare = await _execute_1_plus_1(c, raw, tree, scale.execute_reps)
+        out["bare_tool"] = bare
         out["exec"], out["exec_raw"], out["ping"] = ours, theirs, pings
         lines = max(1, scale.print_bytes // 100)
         code = f"for _i in range({lines}):\n    print('x' * 99)\n"
@@ -445,6 +430,43 @@ async def _kernel_on_session(c: Any, tree: Any, scale: Scale) -> dict[str, Any]:
     finally:
         raw.shutdown()
     return out
+
+
+async def _execute_1_plus_1(c: Any, raw: _RawKernel, tree: Any, reps: int) -> tuple[list[float], list[float], list[float], list[float]]:
+    """execute_code 1+1, raw execute_interactive, a stdio ping and a bare MCPServer tool call, interleaved.
+
+    The bare server is the floor of any tool call over the same stdio transport and client (spawned
+    once, called like ours), so what execute_code adds is ours - raw - bare.
+    """
+    from bench.perf_fixtures import child_env
+
+    bare_file = tree.root / "bare_tool_server.py"
+    bare_file.write_text(BARE_SERVER, encoding="utf-8")
+    ours: list[float] = []
+    theirs: list[float] = []
+    pings: list[float] = []
+    bares: list[float] = []
+    async with _stdio_client([sys.executable, str(bare_file)], child_env(tree)) as bare:
+        await _call(bare, "ping", {})
+        for i in range(reps + 3):  # interleaved; the first 3 of each are warm-up
+            t0 = clock()
+            text = await _call(c, "execute_code", {"code": "1+1"})
+            t_ours = (clock() - t0) * 1000
+            t_raw = raw.execute("1+1")[0]
+            t0 = clock()
+            await c.session.send_ping()
+            t_ping = (clock() - t0) * 1000
+            t0 = clock()
+            pong = await _call(bare, "ping", {})
+            t_bare = (clock() - t0) * 1000
+            if "2" not in text or "pong" not in pong:
+                raise RuntimeError(f"execute_code('1+1') returned {text!r}, the bare tool {pong!r}")
+            if i >= 3:
+                ours.append(t_ours)
+                theirs.append(t_raw)
+                pings.append(t_ping)
+                bares.append(t_bare)
+    return ours, theirs, pings, bares
 
 
 async def _cold_starts(tree: Any, scale: Scale) -> tuple[list[float], list[float]]:
@@ -596,6 +618,11 @@ async def _run(root: Path, scale: Scale) -> tuple[list[Figure], dict[str, Any]]:
     figs.append(series("kernel: execute_code 1+1 (stdio round trip)", k["exec"]))
     figs.append(series("kernel: raw execute_interactive 1+1", k["exec_raw"]))
     figs.append(series("kernel: stdio ping round trip (JSON-RPC transport floor)", k["ping"]))
+    figs.append(series("kernel: bare MCPServer tool call (stdio round trip)", k["bare_tool"]))
+    beyond = [a - b - c for a, b, c in zip(k["exec"], k["exec_raw"], k["bare_tool"])]
+    med_beyond = statistics.median(k["exec"]) - statistics.median(k["exec_raw"]) - statistics.median(k["bare_tool"])
+    figs.append(Figure("kernel: execute 1+1 beyond raw + bare tool call", "ms", med_beyond, _p95(beyond), "<= 1 ms",
+                       med_beyond <= 1.0, len(beyond), "median(ours) - median(raw) - median(bare tool call)"))
     overhead = [a - b for a, b in zip(k["exec"], k["exec_raw"])]
     med_over = statistics.median(k["exec"]) - statistics.median(k["exec_raw"])
     figs.append(Figure("kernel: execute 1+1 added overhead", "ms", med_over, _p95(overhead), "<= 3 ms", med_over <= 3.0, len(overhead), "median(ours) - median(raw)"))
