@@ -20,6 +20,7 @@ import anyio
 import pytest
 from mcp import Client
 from mcp.types import CallToolResult, TextContent
+
 from _tests.support.rel_helpers import stdio_params, write_config
 
 pytestmark = pytest.mark.anyio
