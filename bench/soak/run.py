@@ -14,6 +14,8 @@ import sys
 import tempfile
 import time
 from collections import Counter
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from random import Random
@@ -44,7 +46,7 @@ class SoakScale:
 
 
 FULL = SoakScale()
-QUICK = SoakScale(store_ids=60, mcp_ids=20, kills=6, server_kill_every=3, minutes=0.0, calls=40, kernel_kills=1)
+QUICK = SoakScale(store_ids=30, mcp_ids=10, kills=4, server_kill_every=4, minutes=0.0, calls=20, kernel_kills=1)
 """Seconds of each phase: the suite runs it so the soak cannot rot; it checks the harness, not the product at scale."""
 
 FOUND = {
@@ -88,9 +90,17 @@ LOG_LEVEL = "ERROR"
 """The servers' and the store's log level: refusals and skipped symlinks are the point, not news."""
 
 
-def _quiet_logs() -> None:
-    for name in ("biopb_mcp", "mcp"):
-        logging.getLogger(name).setLevel(LOG_LEVEL)
+@contextmanager
+def _quiet_logs() -> Iterator[None]:
+    loggers = [logging.getLogger(name) for name in ("biopb_mcp", "mcp")]
+    saved = [logger.level for logger in loggers]
+    for logger in loggers:
+        logger.setLevel(LOG_LEVEL)
+    try:
+        yield
+    finally:
+        for logger, level in zip(loggers, saved, strict=True):
+            logger.setLevel(level)
 
 
 def _progress(msg: str) -> None:
@@ -248,12 +258,18 @@ PHASES = ("hostile-store", "hostile-mcp", "crash", "writers", "noise")
 
 def run_soak(scale: SoakScale, workdir: Path | None = None, phases: tuple[str, ...] = PHASES) -> SoakResult:
     """Every phase in a short-named temp root (kernel IPC socket paths must fit in sun_path)."""
+    out = SoakResult()
+    root = Path(tempfile.mkdtemp(prefix="soak-", dir=workdir or ("/tmp" if Path("/tmp").is_dir() else None)))
+    with _quiet_logs():
+        _run_phases(root, scale, phases, out)
+    for kind in FOUND:
+        out.counts.setdefault(kind, 0)
+    return out
+
+
+def _run_phases(root: Path, scale: SoakScale, phases: tuple[str, ...], out: SoakResult) -> None:
     import anyio
 
-
-    out = SoakResult()
-    _quiet_logs()
-    root = Path(tempfile.mkdtemp(prefix="soak-", dir=workdir or ("/tmp" if Path("/tmp").is_dir() else None)))
     try:
         for phase in phases:
             t0 = time.monotonic()
@@ -279,9 +295,6 @@ def run_soak(scale: SoakScale, workdir: Path | None = None, phases: tuple[str, .
         _kill(leftovers)
     finally:
         shutil.rmtree(root, ignore_errors=True)
-    for kind in FOUND:
-        out.counts.setdefault(kind, 0)
-    return out
 
 
 def _kill(pids: list[int]) -> None:
