@@ -125,6 +125,8 @@ def hostile_store(root: Path, scale: SoakScale, out: SoakResult) -> None:
     for k, doc_id in enumerate(ids):
         for problem in hostile.store_id_round(store, local, doc_id, k, tally):
             out.found("escapes" if problem.startswith("escape") else "unclear refusals", problem)
+        if (k + 1) % 1000 == 0:
+            _progress(f"hostile-store: {k + 1} of {len(ids)} ids")
     for problem in hostile.escapes_after(local, sentinel, sentinel_before, base, outside_before):
         out.found("escapes", problem)
     out.counts["hostile ids tried (store)"] += tally["ids"]
@@ -149,9 +151,11 @@ async def hostile_mcp(root: Path, scale: SoakScale, out: SoakResult) -> None:
     tally: Counter[str] = Counter()
     try:
         async with Client(server, mode="legacy") as client:
-            for doc_id in ids:
+            for k, doc_id in enumerate(ids):
                 for problem in await hostile.mcp_id_round(client, local, doc_id, tally):
                     out.found("escapes" if problem.startswith("escape") else "unclear refusals", problem)
+                if (k + 1) % 250 == 0:
+                    _progress(f"hostile-mcp: {k + 1} of {len(ids)} ids")
             if (await client.call_tool("read_doc", {"id": "index"})).is_error:
                 out.found("unclear refusals", "the session did not survive the hostile calls")
     finally:
