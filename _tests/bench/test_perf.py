@@ -37,6 +37,7 @@ EXPECTED_PREFIXES = [
     "kernel: execute 1+1 added overhead",
     "kernel: bare MCPServer tool call",
     "kernel: execute 1+1 beyond raw + bare tool call",
+    "kernel: execute 1+1 CPU beyond raw + bare tool call",
     "kernel: execute_code",
     "prints tool result size",
 ]
