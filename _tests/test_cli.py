@@ -157,7 +157,7 @@ def test_docs_commands_follow_the_old_key_and_warn_about_it(
     code, out, err = run(["docs", "index"], capsys)
     assert code == 0 and "## References" in out
     assert sorted(p.name for p in isolated_dirs.iterdir()) == ["config.toml"]
-    assert [line for line in err.splitlines() if "deprecated" in line][0].startswith("warning: ")
+    assert next(line for line in err.splitlines() if "deprecated" in line).startswith("warning: ")
 
 
 def test_docs_check_is_clean_then_reports_a_dangling_entry(

@@ -224,12 +224,12 @@ def test_unknown_key_is_refused_with_a_suggestion(tmp_path: Path) -> None:
 
 
 def test_unknown_dotted_key_at_top_level_is_located(tmp_path: Path) -> None:
-    err, cfile = load_error(tmp_path, "# x\nkernel.nmae = 'py'\n")
+    err, _ = load_error(tmp_path, "# x\nkernel.nmae = 'py'\n")
     assert err.line == 2 and err.key == "kernel.nmae"
 
 
 def test_section_that_is_not_a_table_is_refused(tmp_path: Path) -> None:
-    err, cfile = load_error(tmp_path, "kernel = 'python3'\n")
+    err, _ = load_error(tmp_path, "kernel = 'python3'\n")
     assert err.line == 1 and err.key == "kernel" and "must be a table" in str(err)
 
 
@@ -245,6 +245,12 @@ def test_an_error_inside_an_inline_table_or_array_of_tables_still_names_a_line(
 ) -> None:
     err, _ = load_error(tmp_path, body)
     assert err.key == key and err.line == 2, str(err)
+
+
+def test_a_key_is_located_by_toml_structure_not_by_text_that_looks_like_one(tmp_path: Path) -> None:
+    # a multi-line string may hold "key = value" lines; the bad value is on the real key's line
+    err, _ = load_error(tmp_path, '[kernel]\nname = """\npromote_after = 1\n"""\n"promote_after" = "x"\n')
+    assert (err.line, err.key) == (5, "kernel.promote_after"), str(err)
 
 
 _WRONG: dict[str, list[Any]] = {
@@ -286,7 +292,7 @@ def test_every_key_with_a_wrong_type_is_one_clear_error(tmp_path: Path, key: Key
     ],
 )
 def test_out_of_range_values_are_refused(tmp_path: Path, body: str, expected: str) -> None:
-    err, cfile = load_error(tmp_path, body)
+    err, _ = load_error(tmp_path, body)
     assert err.line == 2 and expected in str(err)
 
 
@@ -325,7 +331,7 @@ def test_unwritable_log_location_is_a_config_error_naming_the_keys(
     (tmp_path / "blocker").write_text("", encoding="utf-8")
     write_config(tmp_path / "cfg", f"[server]\nstate_dir = '{tmp_path / 'blocker' / 'state'}'\n")
     settings = load_settings(tmp_path / "cfg")
-    with pytest.raises(ConfigError, match="server.log_file or server.state_dir") as info:
+    with pytest.raises(ConfigError, match=r"server.log_file or server.state_dir") as info:
         setup_logging(settings, stderr=False)
     assert str(settings.log_file) in str(info.value)
 

@@ -7,12 +7,12 @@ from pathlib import Path
 
 import pytest
 
-from biopb_mcp.config import load_settings, render_show
+from biopb_mcp.config import Settings, load_settings, render_show
 from biopb_mcp.errors import ConfigError
 from biopb_mcp.kernel import compute
 
 
-def load(tmp_path: Path, body: str):  # type: ignore[no-untyped-def]
+def load(tmp_path: Path, body: str) -> Settings:
     (tmp_path / "config.toml").write_text("[compute]\n" + body, encoding="utf-8")
     return load_settings(tmp_path)
 

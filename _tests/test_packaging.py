@@ -6,6 +6,7 @@ import shutil
 import subprocess
 import sys
 import sysconfig
+import tomllib
 import zipfile
 from pathlib import Path
 
@@ -100,6 +101,18 @@ def test_wheel_installs_into_a_fresh_venv_and_its_script_runs(wheel: Path, tmp_p
     assert installed.is_relative_to(venv), installed
     for rel in seed_files():
         assert (installed.parent / rel).is_file(), rel
+
+
+def test_ci_fails_on_a_ruff_or_mypy_finding_after_the_suite() -> None:
+    ci = (REPO / ".ci" / "run").read_text(encoding="utf-8")
+    tests_at, ruff_at, mypy_at = ci.index('"$PY" -m pytest'), ci.index('"$PY" -m ruff check'), ci.index('"$PY" -m mypy')
+    assert tests_at < ruff_at < mypy_at
+    assert ci.rstrip().endswith('exit "$lint"'), "a lint or type finding must fail the run"
+    project = tomllib.loads((REPO / "pyproject.toml").read_text(encoding="utf-8"))
+    dev = " ".join(project["project"]["optional-dependencies"]["dev"])
+    assert "ruff" in dev and "mypy" in dev, "the dev extra installs what .ci/run calls"
+    assert {"biopb_mcp", "bench", "_tests"} <= set(project["tool"]["mypy"]["files"])
+    assert project["tool"]["mypy"]["strict"] is True
 
 
 def test_ci_runs_exactly_the_readme_test_command() -> None:

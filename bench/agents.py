@@ -76,7 +76,7 @@ def make_agent(spec: str) -> Agent:
     """
     python = sys.executable
     if spec == "scripted":
-        argv = (python, "-m", "bench.scripted", "--case", "{case}", "--workdir", "{workdir}", "--mcp-config", "{mcp_config}")
+        argv: tuple[str, ...] = (python, "-m", "bench.scripted", "--case", "{case}", "--workdir", "{workdir}", "--mcp-config", "{mcp_config}")
         return Agent("scripted", argv)
     if spec == "docs-blind":
         return Agent("docs-blind", (*make_agent("scripted").argv, "--blind"))

@@ -224,14 +224,14 @@ async def _search_figures(tree: Any, scale: Scale) -> tuple[float, list[float]]:
     """(cold first query ms, warm query samples ms) through a real in-process session."""
     from mcp import Client
 
+    from bench.perf_fixtures import LITERALS
     from biopb_mcp.config import load_settings
     from biopb_mcp.server import build_server
-    from bench.perf_fixtures import LITERALS
 
     server, state = build_server(load_settings(tree.config_dir))
     _quiet_logs()
     vocab_words = (tree.docs / f"{tree.ids[0]}.md").read_text(encoding="utf-8").split()[20:60]
-    queries = [f"{a} {b}" for a, b in zip(vocab_words[::2], vocab_words[1::2])] + LITERALS
+    queries = [f"{a} {b}" for a, b in zip(vocab_words[::2], vocab_words[1::2], strict=False)] + LITERALS
     queries = [q.strip(".,:") for q in queries if q.strip(".,:")]
     it = iter(queries * 100)
     async with Client(server, mode="legacy", cache=None) as c:
@@ -291,7 +291,7 @@ def _fsync_floor(where: Path, reps: int) -> list[float]:
 
 def _render_figures(tree: Any, reps: int) -> tuple[float, list[float]]:
     from biopb_mcp.docs.store import DocStore
-    from biopb_mcp.handshake import compose_instructions
+    from biopb_mcp.server.instructions import compose_instructions
 
     store = DocStore(tree.docs)
     t0 = clock()
@@ -638,7 +638,7 @@ async def _run(root: Path, scale: Scale) -> tuple[list[Figure], dict[str, Any]]:
     figs.append(series("kernel: raw execute_interactive 1+1", k["exec_raw"]))
     figs.append(series("kernel: stdio ping round trip (JSON-RPC transport floor)", k["ping"]))
     figs.append(series("kernel: bare MCPServer tool call (stdio round trip)", k["bare_tool"]))
-    beyond = [a - b - c for a, b, c in zip(k["exec"], k["exec_raw"], k["bare_tool"])]
+    beyond = [a - b - c for a, b, c in zip(k["exec"], k["exec_raw"], k["bare_tool"], strict=True)]
     med_beyond = statistics.median(k["exec"]) - statistics.median(k["exec_raw"]) - statistics.median(k["bare_tool"])
     figs.append(Figure("kernel: execute 1+1 beyond raw + bare tool call", "ms", med_beyond, _p95(beyond), "<= 1 ms",
                        med_beyond <= 1.0, len(beyond), "median(ours) - median(raw) - median(bare tool call)"))
@@ -646,7 +646,7 @@ async def _run(root: Path, scale: Scale) -> tuple[list[Figure], dict[str, Any]]:
     figs.append(Figure("kernel: execute 1+1 CPU beyond raw + bare tool call", "ms", cpu["ours"] - cpu["bare"] - cpu["raw"], None,
                        "(report)", None, len(k["exec"]),
                        f"per call: server {cpu['ours']:.2f} - bare server {cpu['bare']:.2f} - raw client {cpu['raw']:.2f} ms CPU"))
-    overhead = [a - b for a, b in zip(k["exec"], k["exec_raw"])]
+    overhead = [a - b for a, b in zip(k["exec"], k["exec_raw"], strict=False)]
     med_over = statistics.median(k["exec"]) - statistics.median(k["exec_raw"])
     figs.append(Figure("kernel: execute 1+1 added overhead", "ms", med_over, _p95(overhead), "<= 3 ms", med_over <= 3.0, len(overhead), "median(ours) - median(raw)"))
     mb = scale.print_bytes / 1e6
@@ -692,7 +692,7 @@ def table(figs: list[Figure]) -> str:
         ok = "-" if f.ok is None else ("ok" if f.ok else "MISS")
         rows.append((f.name, _fmt(f.median, f.unit), _fmt(f.p95, f.unit), f.target, ok, str(f.n), f.note))
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
-    lines = ["  ".join(c.ljust(w) if i in (0, 3, 6) else c.rjust(w) for i, (c, w) in enumerate(zip(r, widths))).rstrip() for r in rows]
+    lines = ["  ".join(c.ljust(w) if i in (0, 3, 6) else c.rjust(w) for i, (c, w) in enumerate(zip(r, widths, strict=True))).rstrip() for r in rows]
     lines.insert(1, "-" * len(lines[0]))
     return "\n".join(lines)
 

@@ -74,7 +74,7 @@ def _direct_us(root: Path, reps: int) -> float:
 
     rec = SessionRecorder(root / "direct")
     rec.start_notebook(kernel_name="python3", display_name="Python", about="bench")
-    messages = [
+    messages: list[tuple[str, dict[str, Any]]] = [
         ("status", {"execution_state": "busy"}),
         ("execute_input", {"code": "1+1", "execution_count": 1}),
         ("execute_result", {"data": {"text/plain": "2"}, "metadata": {}, "execution_count": 1}),

@@ -148,7 +148,8 @@ def run_one(spec: RunSpec, case: Case, arm: str, repeat: int) -> dict[str, Any]:
     }
     try:
         run_dir.mkdir(parents=True)
-        extra = {"kernel": {"promote_after": spec.promote_after}} if spec.promote_after is not None else None
+        extra: dict[str, dict[str, object]] | None = (
+            {"kernel": {"promote_after": spec.promote_after}} if spec.promote_after is not None else None)
         tree = prepare_tree(run_dir / "config", bench_docs=ARMS[arm], extra_config=extra)
         workdir = run_dir / "work"
         workdir.mkdir()

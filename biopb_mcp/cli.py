@@ -27,7 +27,6 @@ __all__ = ["main"]
 
 logger = logging.getLogger(__name__)
 
-COMMANDS = ("serve", "docs", "config", "console", "demo")
 DEBUG_ENV = "BIOPB_DEBUG"
 """Set to 1 to get the traceback of an unexpected error instead of the one-line message."""
 

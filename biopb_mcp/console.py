@@ -15,6 +15,7 @@ import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import NoReturn
 
 from biopb_mcp.errors import KernelError
 from biopb_mcp.runtime_files import private_runtime_dir
@@ -106,7 +107,7 @@ def console_argv(connection_file: Path) -> list[str]:
     ]
 
 
-def run(runtime_dir: Path, pid: int | None, announce: Callable[[str], None]) -> int:
+def run(runtime_dir: Path, pid: int | None, announce: Callable[[str], None]) -> NoReturn:
     """Replace this process with the console after `announce`-ing what it attached to (the CLI
     writes that to the terminal); returns only on error (exit code 2 via KernelError)."""
     kernel = find_kernel(runtime_dir, pid)
@@ -122,7 +123,6 @@ def run(runtime_dir: Path, pid: int | None, announce: Callable[[str], None]) -> 
     )
     argv = console_argv(kernel.connection_file)
     os.execv(argv[0], argv)
-    return 0  # not reached
 
 
 def _launch_jupyter_console(argv: list[str]) -> None:
@@ -139,7 +139,7 @@ def _launch_jupyter_console(argv: list[str]) -> None:
         count = self.execution_count if ec is None else ec
         sys.stdout.write(f"{self.other_output_prefix}In [{count}]: ")
 
-    ZMQTerminalInteractiveShell.print_remote_prompt = print_remote_prompt  # type: ignore[method-assign]
+    ZMQTerminalInteractiveShell.print_remote_prompt = print_remote_prompt
     ZMQTerminalIPythonApp.launch_instance(argv=argv)
 
 

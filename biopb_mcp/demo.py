@@ -293,7 +293,7 @@ def run_demo(out: TextIO = sys.stdout, image_path: Path = DEFAULT_IMAGE) -> int:
         while isinstance(inner, BaseExceptionGroup):
             inner = inner.exceptions[0]
         failure = str(inner) if isinstance(inner, StepFailed) else f"{type(inner).__name__}: {inner}"
-    except Exception as exc:  # noqa: BLE001 - the demo's top level: any failure is reported as the step's
+    except Exception as exc:  # the demo's top level: any failure is reported as the step's
         failure = f"{type(exc).__name__}: {exc}"
     finally:
         log = _server_log(root) if failure else ""

@@ -14,7 +14,7 @@ import os
 import threading
 import time
 from collections.abc import Mapping
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -67,7 +67,7 @@ class Tracer:
     ) -> None:
         """Append one line; a trace that cannot be written is logged, never fatal to the call."""
         entry: dict[str, Any] = {
-            "time": datetime.now(timezone.utc).isoformat(timespec="milliseconds"),
+            "time": datetime.now(UTC).isoformat(timespec="milliseconds"),
             "tool": tool,
             "args": summarize_arguments(arguments),
             "duration_ms": round(duration_ms, 3),

@@ -29,7 +29,9 @@ async def _play_host(handoff: dict, code: str) -> int:
     ):
         assert "start_kernel" in (client.instructions or "")
         assert not (await client.call_tool("start_kernel", {})).is_error
-        status = json.loads((await client.call_tool("server_status", {})).content[0].text)
+        status_part = (await client.call_tool("server_status", {})).content[0]
+        assert isinstance(status_part, TextContent)
+        status = json.loads(status_part.text)
         result = await client.call_tool("execute_code", {"code": f"import os\nos.chdir({handoff['workdir']!r})\n" + code})
         text = "\n".join(part.text for part in result.content if isinstance(part, TextContent))
         assert not result.is_error, text

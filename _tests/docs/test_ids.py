@@ -59,7 +59,7 @@ def test_unknown_views_and_bad_ids_before_the_view_are_refused(ref: str) -> None
 
 
 def test_a_view_is_refused_as_a_write_target_naming_the_doc() -> None:
-    with pytest.raises(InvalidDocId, match="read-only view.*'x'"):
+    with pytest.raises(InvalidDocId, match=r"read-only view.*'x'"):
         check_write_id("x@diff")
 
 

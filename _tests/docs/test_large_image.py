@@ -13,10 +13,10 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from _tests.support import seedlib
 import tifffile
 from scipy import ndimage as ndi
 
+from _tests.support import seedlib
 from biopb_mcp.config import load_settings
 from biopb_mcp.kernel import KernelHost
 

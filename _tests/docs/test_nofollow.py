@@ -196,7 +196,7 @@ def test_a_folder_swapped_for_a_link_after_the_walk_never_shows_an_outside_descr
     store = DocStore(local_dir=local, shipped_dir=shipped)
     located = store._locate
 
-    def locate_then_swap(doc_id: str):  # type: ignore[no-untyped-def]
+    def locate_then_swap(doc_id: str):
         found = located(doc_id)
         (local / "sub").rename(local / "moved")
         (local / "sub").symlink_to(outside, target_is_directory=True)

@@ -11,8 +11,9 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from _tests.support import seedlib
 import tifffile
+
+from _tests.support import seedlib
 from _tests.support.sweeplib import run_doc
 
 pytestmark = pytest.mark.slow

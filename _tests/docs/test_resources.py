@@ -10,7 +10,6 @@ from pathlib import Path
 import pytest
 
 from _tests.support.doc_corpus import make_corpus as make_local_corpus
-
 from biopb_mcp.docs.resources import (
     INDEX_URI,
     PAGE_SIZE,

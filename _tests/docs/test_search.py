@@ -419,7 +419,7 @@ def test_concurrent_searches_and_writes_stay_consistent(store: DocStore) -> None
             for _ in range(30):
                 for hit in search_docs(store, "racedoc"):
                     assert hit.doc_id.startswith("race/")
-        except BaseException as exc:  # noqa: BLE001 - reported to the main thread
+        except BaseException as exc:  # reported to the main thread
             errors.append(exc)
 
     threads = [threading.Thread(target=searcher) for _ in range(3)]

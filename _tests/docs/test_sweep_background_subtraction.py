@@ -12,6 +12,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+
 from _tests.support import seedlib
 from _tests.support.sweeplib import Inputs, Outputs, disc, replace_once, run_doc, scatter
 
@@ -56,7 +57,7 @@ def check(out: Outputs, truth: dict[str, Any]) -> dict[str, float]:
 
 
 # (id, seed, make kwargs)
-CONDITIONS = [
+CONDITIONS: list[tuple[str, int, dict[str, Any]]] = [
     ("issue20-edge-ramp-and-glow", 201, {"edge_rise": 40.0, "glow": 150.0, "glow_sigma": 40.0, "at_edge": 3}),
     ("flat-float-128px-small", 202, {"size": 128, "diameter": 8, "n": 20, "slope": 0.0, "noise": 2.0,
                                      "dtype": np.float32}),
@@ -77,7 +78,7 @@ def test_background_sweep(kernel: seedlib.KernelRunner, tmp_path: Path, seed: in
 def test_radius_too_small_stops(kernel: seedlib.KernelRunner, tmp_path: Path) -> None:
     inputs, _ = make(207, size=128, n=12, diameter=16)
     inputs["object_diameter_px"] = 3.0
-    with pytest.raises(seedlib.KernelError, match="objects cover .* check object_diameter_px"):
+    with pytest.raises(seedlib.KernelError, match=r"objects cover .* check object_diameter_px"):
         run_doc(kernel, "background-subtraction", inputs, PRODUCES, tmp_path)
 
 

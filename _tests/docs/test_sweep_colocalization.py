@@ -11,6 +11,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+
 from _tests.support import seedlib
 from _tests.support.sweeplib import Inputs, disc, replace_once, run_doc, scatter, texture
 
@@ -37,8 +38,8 @@ def make_spots(seed: int, size: int = 200, n1: int = 40, n2: int = 30, shared: i
         clean2 += rng.uniform(250, 400) * d
         pos2 |= d
     mask = np.ones(shape, bool) if whole else disc(shape, (size / 2, size / 2), 0.4 * size)
-    ch1 = clean1 + rng.normal(0, noise, shape)
-    ch2 = clean2 + rng.normal(0, noise, shape)
+    ch1: np.ndarray = clean1 + rng.normal(0, noise, shape)
+    ch2: np.ndarray = clean2 + rng.normal(0, noise, shape)
     if np.issubdtype(dtype, np.integer):
         ch1, ch2 = np.round(np.clip(ch1, 0, None)), np.round(np.clip(ch2, 0, None))
     m1 = clean1[mask & pos2].sum() / clean1[mask].sum()

@@ -15,6 +15,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+
 from _tests.support import seedlib
 from _tests.support.sweeplib import Inputs, Outputs, replace_once, run_doc, scatter
 
@@ -49,7 +50,7 @@ def spot_image(rng: np.random.Generator, centers: np.ndarray, amps: np.ndarray, 
     sigma = fwhm / 2.355
     img = np.zeros(SHAPE)
     r = int(np.ceil(4 * sigma))
-    for (y, x), a in zip(centers, amps):
+    for (y, x), a in zip(centers, amps, strict=True):
         y0, x0 = int(y) - r, int(x) - r
         yy, xx = np.mgrid[y0 : y0 + 2 * r + 1, x0 : x0 + 2 * r + 1]
         patch = a * np.exp(-((yy - y) ** 2 + (xx - x) ** 2) / (2 * sigma**2))
@@ -120,5 +121,5 @@ def test_count_spots_sweep_fails_without_the_noise_threshold(kernel: seedlib.Ker
     case = CASES["n120-snr3-dim"]
     inputs, truth = make_spots(case)
     edit = replace_once("threshold = 4.5 * noise ", "threshold = 0.5 * noise ")
-    with pytest.raises(AssertionError, match="spots, truth|merge"):
+    with pytest.raises(AssertionError, match=r"spots, truth|merge"):
         check(case, run_doc(kernel, "count-spots", inputs, PRODUCES, tmp_path, edit=edit), truth)

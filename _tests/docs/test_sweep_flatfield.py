@@ -14,8 +14,9 @@ from typing import Any
 
 import numpy as np
 import pytest
-from _tests.support import seedlib
 from scipy import ndimage as ndi
+
+from _tests.support import seedlib
 from _tests.support.sweeplib import Inputs, Outputs, disc, replace_once, run_doc, scatter
 
 pytestmark = pytest.mark.slow
@@ -82,7 +83,7 @@ def background_spread(img: np.ndarray, background: np.ndarray, block: int = 32) 
     return float((max(means) - min(means)) / np.mean(means))
 
 
-def check(out: Outputs, inputs: Inputs, truth: dict[str, Any]) -> dict[str, float]:
+def check(out: Outputs, inputs: Inputs, truth: dict[str, Any]) -> dict[str, Any]:
     before = background_spread(inputs["image"].astype(float) - inputs["dark_level"], truth["background"])
     after = background_spread(out["corrected"].astype(float), truth["background"])
     means = np.array([out["corrected"][disc(SHAPE, c, 5)].mean() for c in truth["centers"]])
@@ -118,5 +119,5 @@ def test_flatfield_sweep_fails_without_the_division(kernel: seedlib.KernelRunner
     """Core step removed (no division by the profile): the truth check and the doc's own gate both see it."""
     inputs, truth = make_field(CASES["vig2-cover30-dark100"])
     edit = replace_once("corrected = (img / flat).astype(np.float32)", "corrected = img.astype(np.float32)")
-    with pytest.raises(AssertionError, match="left a|still varies"):
+    with pytest.raises(AssertionError, match=r"left a|still varies"):
         check(run_doc(kernel, "flatfield", inputs, PRODUCES, tmp_path, edit=edit), inputs, truth)

@@ -14,8 +14,9 @@ from typing import Any
 
 import numpy as np
 import pytest
-from _tests.support import seedlib
 from scipy import ndimage as ndi
+
+from _tests.support import seedlib
 from _tests.support.sweeplib import Inputs, Outputs, replace_once, run_doc, scatter
 
 pytestmark = pytest.mark.slow

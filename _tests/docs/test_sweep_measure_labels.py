@@ -13,6 +13,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+
 from _tests.support import seedlib
 from _tests.support.sweeplib import Inputs, Outputs, replace_once, run_doc
 
@@ -61,7 +62,7 @@ def check(out: Outputs, inputs: Inputs, truth: list[tuple]) -> None:
         rows = list(csv.DictReader(f))
     assert len(rows) == len(truth)
     px = inputs["pixel_size_um"]
-    for row, (lab, area, cy, cx, mean) in zip(rows, sorted(truth)):
+    for row, (lab, area, cy, cx, mean) in zip(rows, sorted(truth), strict=True):
         assert int(float(row["label"])) == lab
         assert float(row["area_um2"]) == pytest.approx(area * px**2, rel=1e-9)
         assert float(row["centroid_y_um"]) == pytest.approx(cy * px, rel=1e-9)

@@ -9,8 +9,9 @@ from pathlib import Path
 import imageio.v3 as iio
 import numpy as np
 import pytest
-from _tests.support import seedlib
 import tifffile
+
+from _tests.support import seedlib
 from _tests.support.sweeplib import disc, run_doc
 
 pytestmark = pytest.mark.slow

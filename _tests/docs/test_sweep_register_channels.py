@@ -12,8 +12,9 @@ from typing import Any
 
 import numpy as np
 import pytest
-from _tests.support import seedlib
 from scipy import ndimage as ndi
+
+from _tests.support import seedlib
 from _tests.support.sweeplib import Inputs, Outputs, replace_once, run_doc, scatter, texture
 
 pytestmark = pytest.mark.slow
@@ -79,7 +80,7 @@ def test_blank_channel_stops_naming_what_to_check(kernel: seedlib.KernelRunner, 
     inputs, _ = make(107, [(3.0, 2.0)])
     rng = np.random.default_rng(7)
     inputs["channels"][1] = 100 + rng.normal(0, 5, inputs["channels"][1].shape)   # camera noise only
-    with pytest.raises(seedlib.KernelError, match="image 1: no shared structure.*not blank"):
+    with pytest.raises(seedlib.KernelError, match=r"image 1: no shared structure.*not blank"):
         run_doc(kernel, "register-channels", inputs, PRODUCES, tmp_path)
 
 

@@ -17,9 +17,10 @@ from typing import Any
 
 import numpy as np
 import pytest
-from _tests.support import seedlib
 import tifffile
 from scipy import ndimage as ndi
+
+from _tests.support import seedlib
 from _tests.support.sweeplib import Inputs, Outputs, disc, replace_once, run_doc
 
 pytestmark = pytest.mark.slow
@@ -95,12 +96,12 @@ def make_nuclei(case: Case) -> tuple[Inputs, dict[str, Any]]:
     scene = np.zeros(case.shape)
     owner = np.zeros(case.shape, np.int32)
     for k, nuc in enumerate(nuclei):
-        d = disc(case.shape, nuc["c"], nuc["r"])
-        nuc["area"] = int(np.count_nonzero(d & (owner == 0)))
+        inside = disc(case.shape, nuc["c"], nuc["r"])
+        nuc["area"] = int(np.count_nonzero(inside & (owner == 0)))
         nuc["dim"] = k in dim_ids
-        nuc["touches_edge"] = bool(d[0].any() or d[-1].any() or d[:, 0].any() or d[:, -1].any())
-        owner[d & (owner == 0)] = k + 1
-        scene = np.maximum(scene, d * rng.uniform(0.85, 1.15) * (1 / 3 if nuc["dim"] else 1.0))
+        nuc["touches_edge"] = bool(inside[0].any() or inside[-1].any() or inside[:, 0].any() or inside[:, -1].any())
+        owner[inside & (owner == 0)] = k + 1
+        scene = np.maximum(scene, inside * rng.uniform(0.85, 1.15) * (1 / 3 if nuc["dim"] else 1.0))
     image = 100 + ndi.gaussian_filter(900 * scene, 1.5) + rng.normal(0, 15, case.shape)
     diameter = 2 * float(np.mean(case.radius)) if case.diameter_given else None
     inputs: Inputs = {"image": image.astype(case.dtype), "nucleus_diameter_px": diameter,
@@ -161,7 +162,7 @@ def test_segment_nuclei_stops_on_a_wrong_diameter(kernel: seedlib.KernelRunner, 
     inputs, _ = make_nuclei(CASES["n60-touching40"])
     inputs["nucleus_diameter_px"] = 54.0
     inputs["source_path"] = str(tmp_path / "raw.tif")
-    with pytest.raises(seedlib.KernelError, match="odd sizes.*nucleus_diameter_px"):
+    with pytest.raises(seedlib.KernelError, match=r"odd sizes.*nucleus_diameter_px"):
         run_doc(kernel, "segment-nuclei", inputs, PRODUCES, tmp_path)
 
 
@@ -169,6 +170,6 @@ def test_segment_nuclei_sweep_fails_without_watershed(kernel: seedlib.KernelRunn
     """Core step removed (plain connected components instead of the watershed): the check must fail."""
     edit = replace_once("labels = segmentation.watershed(-distance, markers, mask=mask)",
                         "labels = measure.label(mask)")
-    with pytest.raises(AssertionError, match="pairs split|nuclei, truth|odd sizes"):
+    with pytest.raises(AssertionError, match=r"pairs split|nuclei, truth|odd sizes"):
         case = CASES["n60-touching40"]
         check(case, *run(kernel, tmp_path, case, edit=edit))

@@ -12,6 +12,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+
 from _tests.support import seedlib
 from _tests.support.sweeplib import Inputs, Outputs, disc, replace_once, run_doc, scatter, texture
 
@@ -121,7 +122,7 @@ def test_stitch_drops_the_pair_that_breaks_two_loops(kernel: seedlib.KernelRunne
 def test_stitch_stops_when_a_broken_loop_has_no_single_culprit(kernel: seedlib.KernelRunner, tmp_path: Path) -> None:
     """The same wrong match in a 2x2 grid: one loop, four suspects; the procedure stops."""
     inputs, _ = make_tiles(Case(110, (2, 2), 0.2, 0.2, 0), ghost=(1, 0))
-    with pytest.raises(seedlib.KernelError, match="do not add up.*check the tile order"):
+    with pytest.raises(seedlib.KernelError, match=r"do not add up.*check the tile order"):
         run_doc(kernel, "stitch-tiles", inputs, PRODUCES, tmp_path)
 
 

@@ -12,6 +12,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+
 from _tests.support import seedlib
 from _tests.support.sweeplib import Inputs, Outputs, replace_once, run_doc
 
@@ -73,7 +74,7 @@ def test_timelapse_sweep(kernel: seedlib.KernelRunner, tmp_path: Path, seed: int
     out = run_doc(kernel, "timelapse-intensity", inputs, PRODUCES, tmp_path)
     check(out, truth)
     notes = [str(n) for n in out["notes"]]
-    assert len(notes) == len(expected_notes) and all(e in n for e, n in zip(expected_notes, notes)), notes
+    assert len(notes) == len(expected_notes) and all(e in n for e, n in zip(expected_notes, notes, strict=True)), notes
 
 
 def test_two_component_decay_is_flagged(kernel: seedlib.KernelRunner, tmp_path: Path) -> None:

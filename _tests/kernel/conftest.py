@@ -6,8 +6,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from _tests.support.kernel_helpers import make_settings
 
+from _tests.support.kernel_helpers import make_settings
 from biopb_mcp.kernel import KernelHost
 
 

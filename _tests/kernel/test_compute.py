@@ -18,11 +18,11 @@ from typing import Any
 import anyio
 import psutil
 import pytest
-from _tests.support.kernel_helpers import make_settings
-from _tests.support.stdio_procs import RawServer, make_env
 from mcp import Client
 from mcp.types import TextContent
 
+from _tests.support.kernel_helpers import make_settings
+from _tests.support.stdio_procs import RawServer, make_env
 from biopb_mcp.config import Settings
 from biopb_mcp.kernel import KernelHost, compute
 from biopb_mcp.server import build_server

@@ -6,6 +6,7 @@ import os
 import signal
 import stat
 import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -117,6 +118,9 @@ def test_long_job_promotes_answers_busy_and_interrupts(host: KernelHost) -> None
         host.inspect("time")
     assert busy_inspect.value.job_id == job_id
     assert host.status()["current_job"]["job_id"] == job_id
+    deadline = time.monotonic() + 60  # interrupt once the code runs: earlier, none of it would have run
+    while "started" not in host.poll(job_id).text and time.monotonic() < deadline:
+        time.sleep(0.05)
     said = host.interrupt()
     assert f"Interrupted {job_id}" in said
     final = host.poll(job_id)

@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from _tests.support.kernel_helpers import make_settings, stop_process, wait_gone
+from _tests.support.kernel_helpers import make_settings, stop_process
+from _tests.support.processes import wait_gone
 from biopb_mcp.kernel import KernelHost
 
 pytestmark = pytest.mark.slow

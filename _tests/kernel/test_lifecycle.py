@@ -12,7 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from _tests.support.kernel_helpers import gone, make_settings, stop_process, wait_gone
+from _tests.support.kernel_helpers import make_settings, stop_process
+from _tests.support.processes import gone, wait_gone
 from biopb_mcp.errors import KernelNotReady
 from biopb_mcp.kernel import KernelHost
 
@@ -126,7 +127,7 @@ def test_kernel_that_never_gets_ready_or_exits_at_once_ends_in_error(
     _kernelspec(tmp_path, "crashes", [sys.executable, "-c", "import sys; print('boom at start'); sys.exit(3)"])
     monkeypatch.setenv("JUPYTER_PATH", str(tmp_path / "jupyter"))
     h = KernelHost(make_settings(tmp_path / "a", kernel='name = "hangs"\nstartup_timeout = 1.5\n'))
-    with pytest.raises(KernelNotReady, match="did not become ready within kernel.startup_timeout"):
+    with pytest.raises(KernelNotReady, match=r"did not become ready within kernel.startup_timeout"):
         h.start()
     assert h.state == "error" and h.status()["pid"] is None
     h2 = KernelHost(make_settings(tmp_path / "b", kernel='name = "crashes"\n'))

@@ -34,7 +34,7 @@ def test_planted_symlinks_are_refused(tmp_path: Path) -> None:
     before = hostile.snapshot(sentinel)
     store = DocStore(local)
     for doc_id in ["evil", "absfile", "dangle", "evildir/secret", "evildir/sub/deeper", "danglingdir/x"]:
-        with pytest.raises(InvalidDocId, match="outside the docs tier|resolves outside"):
+        with pytest.raises(InvalidDocId, match=r"outside the docs tier|resolves outside"):
             store.write_doc(doc_id, body="# pwned\n\noverwrite\n")
         with pytest.raises(BiopbMcpError) as read_err:
             store.read_doc(doc_id)
@@ -83,7 +83,7 @@ def test_generated_ids_through_mcp_tools_and_uris(tmp_path: Path, counts: Counte
     mcp, _state = build_server(load_settings(Path(env["BIOPB_CONFIG_DIR"])))
     tally: Counter[str] = Counter()
 
-    with anyio.from_thread.start_blocking_portal() as portal:  # noqa: SIM117 - the client needs the portal
+    with anyio.from_thread.start_blocking_portal() as portal:  # nested: the client needs the portal
         with portal.wrap_async_context_manager(Client(mcp, mode="legacy")) as client:
 
             @settings(max_examples=300, deadline=None, database=None, suppress_health_check=list(HealthCheck))

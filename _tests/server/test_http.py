@@ -19,6 +19,7 @@ import psutil
 import pytest
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
+from mcp.types import TextContent
 
 from _tests.support.stdio_procs import make_env
 
@@ -150,7 +151,9 @@ async def test_an_mcp_client_with_the_token_works_and_sigterm_cleans_up(server: 
             async with Client(streamable_http_client(server.url, http_client=http), mode="legacy") as client:
                 assert "start_kernel" in (client.instructions or "")
                 assert not (await client.call_tool("start_kernel", {})).is_error
-                status = json.loads((await client.call_tool("server_status", {})).content[0].text)
+                status_part = (await client.call_tool("server_status", {})).content[0]
+                assert isinstance(status_part, TextContent)
+                status = json.loads(status_part.text)
     assert status["server"]["transport"] == "http"
     kernel_pid = status["kernel"]["pid"]
     assert psutil.pid_exists(kernel_pid)

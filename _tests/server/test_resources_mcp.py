@@ -1,7 +1,7 @@
 """Docs as MCP resources through real client sessions, in both protocol eras.
 
 Most tests serve a bare ``MCPServer`` with ``install_resources`` and a small write tool that does
-what server.py's write_doc does (store.write_doc, then ``notifier.after_write``): a real server,
+what the server's write_doc does (store.write_doc, then ``notifier.after_write``): a real server,
 not a mock, with a fast watcher poll. ``test_resources_server.py`` goes through build_server and real stdio.
 """
 
@@ -23,10 +23,10 @@ from mcp.types import TextResourceContents
 
 from _tests.support.doc_corpus import make_corpus
 from _tests.support.inbox import Inbox, wait_listen
-
 from biopb_mcp.docs.resources import INDEX_URI, doc_uri
 from biopb_mcp.docs.store import DocStore
-from biopb_mcp.subscriptions import DocNotifier, changes, install_resources
+from biopb_mcp.server.resources import install_resources
+from biopb_mcp.server.subscriptions import DocNotifier, changes
 
 MODES = ["legacy", "auto"]
 
@@ -34,7 +34,7 @@ WAIT = 10.0  # upper bound on any awaited event; passing runs take milliseconds 
 
 
 def make_server(local: Path, shipped: Path, poll: float = 0.05) -> tuple[MCPServer[Any], DocStore, DocNotifier]:
-    """A real server over the two tiers: resources installed, plus write_doc wired as server.py wires it."""
+    """A real server over the two tiers: resources installed, plus write_doc wired as the server wires it."""
     mcp: MCPServer[Any] = MCPServer("biopb-test")
     store = DocStore(local, shipped_dir=shipped)
     notifier = install_resources(mcp, store, poll_interval=poll)
@@ -221,7 +221,7 @@ async def test_legacy_subscriber_hears_another_clients_write(tmp_path: Path) -> 
     inbox_a, inbox_c = Inbox(WAIT), Inbox(WAIT)
     async with (
         Client(mcp, mode="legacy", cache=None, message_handler=inbox_a) as a,
-        Client(mcp, mode="legacy", cache=None, message_handler=inbox_c) as c,
+        Client(mcp, mode="legacy", cache=None, message_handler=inbox_c),
         Client(mcp, mode="legacy", cache=None) as b,
     ):
         await legacy_subscribe(a, INDEX_URI)
@@ -240,7 +240,7 @@ async def test_legacy_subscriber_hears_another_clients_write(tmp_path: Path) -> 
 
 @pytest.mark.anyio
 async def test_modern_listener_hears_another_clients_write(tmp_path: Path) -> None:
-    local, shipped, ids = make_corpus(tmp_path, 3)
+    local, shipped, _ = make_corpus(tmp_path, 3)
     mcp, _, notifier = make_server(local, shipped, poll=60)
     async with Client(mcp, cache=None) as a, Client(mcp, cache=None) as b:
         async with a.listen(resource_subscriptions=[INDEX_URI], resources_list_changed=True) as sub:

@@ -17,11 +17,9 @@ from mcp.shared.exceptions import MCPDeprecationWarning
 from mcp.types import TextResourceContents
 
 from _tests.support.inbox import Inbox, wait_listen
-
 from biopb_mcp.config import load_settings
 from biopb_mcp.docs.resources import INDEX_URI, doc_uri
 from biopb_mcp.server import build_server
-
 
 WAIT = 20.0  # bound on any awaited event; the watcher polls every second
 

@@ -14,8 +14,8 @@ from mcp.types import CallToolResult, TextContent
 
 from biopb_mcp.config import load_settings
 from biopb_mcp.docs.store import DocStore
-from biopb_mcp.handshake import ASK_FIRST_LINE, GUARDRAILS, INDEX_HEADER, READ_FIRST_LINE, START_LINE
 from biopb_mcp.server import build_server
+from biopb_mcp.server.instructions import ASK_FIRST_LINE, GUARDRAILS, INDEX_HEADER, READ_FIRST_LINE, START_LINE
 
 pytestmark = pytest.mark.anyio
 
@@ -52,8 +52,9 @@ async def test_tools_are_listed_with_when_to_use_and_read_only_annotations(built
         assert tool.description and len(tool.description) > 60, name
         read_only = bool(tool.annotations and tool.annotations.read_only_hint)
         assert read_only == (name in READ_ONLY_TOOLS), name
-    assert tools["restart_kernel"].annotations.destructive_hint is True
-    write = tools["write_doc"].description
+    restart_annotations, write = tools["restart_kernel"].annotations, tools["write_doc"].description
+    assert restart_annotations is not None and write is not None and tools["execute_code"].description is not None
+    assert restart_annotations.destructive_hint is True
     assert "[[" in write and "index" in write and "old" in write
     assert write.count("\n- ") >= 5  # the five authoring bullets
     assert "\n        " not in tools["execute_code"].description  # dedented for the agent
@@ -169,14 +170,18 @@ async def test_loop_stays_free_while_code_runs(built: Any, mode: str, tmp_path: 
     mode the file is made once a progress notification arrived; in the modern era interrupt_kernel
     ends it (and the open call returns the KeyboardInterrupt).
     """
-    mcp, state = built
+    mcp, _ = built
     flag = tmp_path / f"flag-{mode}"
-    code = f"import os, time\nwhile not os.path.exists({str(flag)!r}):\n    time.sleep(0.05)\nprint('released')"
-    progress: list[float] = []
+    started = tmp_path / f"started-{mode}"
+    # The code marks its own start: an interrupt sent before the code runs is (rightly) reported as
+    # "none of it ran", so the test interrupts only once the loop is really running.
+    code = (f"import os, time\nopen({str(started)!r}, 'w').close()\n"
+            f"while not os.path.exists({str(flag)!r}):\n    time.sleep(0.05)\nprint('released')")
+    seen: list[float] = []
     first_progress = anyio.Event()
 
-    async def on_progress(value: float, total: float | None, message: str | None) -> None:
-        progress.append(value)
+    async def on_progress(progress: float, total: float | None, message: str | None) -> None:
+        seen.append(progress)
         first_progress.set()
 
     results: dict[str, CallToolResult] = {}
@@ -198,11 +203,13 @@ async def test_loop_stays_free_while_code_runs(built: Any, mode: str, tmp_path: 
                     await first_progress.wait()  # progress arrives while the call is open
                     flag.write_text("")
                 else:
+                    while not started.exists():
+                        await anyio.sleep(0.05)
                     stopped = await client.call_tool("interrupt_kernel", {})
                     assert not stopped.is_error, text_of(stopped)
             if mode == "legacy":
                 assert "released" in text_of(results["exec"])
-                assert progress and progress == sorted(progress)
+                assert seen and seen == sorted(seen)
             else:
                 assert "KeyboardInterrupt" in text_of(results["exec"])
 

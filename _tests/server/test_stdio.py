@@ -19,9 +19,8 @@ import pytest
 from mcp import Client
 from mcp.types import CallToolResult, ImageContent, TextContent
 
-from biopb_mcp.docs.store import DocStore
-
 from _tests.support.stdio_procs import make_env, stdio_params
+from biopb_mcp.docs.store import DocStore
 
 pytestmark = pytest.mark.anyio
 
@@ -164,6 +163,9 @@ async def test_long_run_becomes_a_job_that_poll_and_interrupt_handle(session: tu
     assert "running" in text_of(polled)
     busy = await run(client, "1")
     assert busy.is_error and job_id in text_of(busy)
+    with anyio.fail_after(60):  # interrupt once the code runs: earlier, none of it would have run
+        while "started" not in text_of(await client.call_tool("poll_job", {"job_id": job_id})):
+            await anyio.sleep(0.1)
     interrupted = await client.call_tool("interrupt_kernel", {})
     assert not interrupted.is_error, text_of(interrupted)
     with anyio.fail_after(20):
@@ -199,7 +201,7 @@ async def test_kernel_death_is_reported_and_start_kernel_recovers(session: tuple
 
 
 async def test_a_plugin_that_prints_at_load_leaves_the_session_working(session: tuple[Client, Path]) -> None:
-    client, root = session
+    client, _ = session
     await started(client)
     result = await run_to_end(client, "NOISY_PLUGIN_VALUE * 6")
     assert not result.is_error and "42" in text_of(result)

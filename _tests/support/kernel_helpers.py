@@ -9,8 +9,7 @@ import subprocess
 import zlib
 from pathlib import Path
 
-from _tests.support.processes import gone, wait_gone  # noqa: F401  (re-exported to the tests here)
-
+from _tests.support.processes import gone
 from biopb_mcp.config import Settings, load_settings
 
 

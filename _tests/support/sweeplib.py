@@ -14,8 +14,9 @@ from typing import Any
 
 import numpy as np
 import pytest
-from _tests.support import seedlib
 from scipy import ndimage as ndi
+
+from _tests.support import seedlib
 
 Inputs = dict[str, Any]
 Outputs = dict[str, np.ndarray]
@@ -48,7 +49,7 @@ def run_doc(
 ) -> Outputs:
     """Set `inputs` in a fresh namespace, run the doc's blocks in order, return `produces`."""
     kernel.reset()
-    arrays = {k: v for k, v in inputs.items() if isinstance(v, np.ndarray)}
+    arrays: dict[str, Any] = {k: v for k, v in inputs.items() if isinstance(v, np.ndarray)}
     in_file = workdir / f"{doc_id}-inputs.npz"
     np.savez(in_file, **arrays)
     lines = ["import numpy as _np", f"_d = _np.load({str(in_file)!r})"]

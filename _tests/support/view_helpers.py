@@ -4,8 +4,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from _tests.support.processes import gone, wait_gone  # noqa: F401  (re-exported to the tests here)
-
 from biopb_mcp.config import Settings, load_settings
 
 

@@ -11,9 +11,9 @@ import anyio
 import pytest
 from mcp import Client
 from mcp.types import CallToolResult, TextContent
+
 from _tests.support.pty_console import PtyProgram
 from _tests.support.stdio_procs import make_env, stdio_params
-
 from biopb_mcp.cli import main
 
 pytestmark = pytest.mark.anyio

@@ -18,9 +18,10 @@ import pytest
 import tifffile
 from mcp import Client
 from mcp.types import CallToolResult, TextContent
-from _tests.support.stdio_procs import RawServer, make_env, result_text
-from _tests.support.view_helpers import make_settings, wait_gone
 
+from _tests.support.processes import wait_gone
+from _tests.support.stdio_procs import RawServer, make_env, result_text
+from _tests.support.view_helpers import make_settings
 from biopb_mcp.record import agent_cells, read_session
 from biopb_mcp.server import build_server
 
@@ -210,9 +211,9 @@ def test_a_sigkilled_server_leaves_a_valid_notebook_with_every_completed_cell(tm
         path = Path(status["kernel"]["session_notebook"])
         os.kill(server.proc.pid, signal.SIGKILL)  # mid-session: a job is running
         server.proc.wait(30)
-        code = agent_cells(read_session(path))
-        assert [c.source for c in code] == done
-        assert [c.outputs[0].text for c in code] == [f"step {n * 10}\n" for n in range(3)]
+        cells = agent_cells(read_session(path))
+        assert [c.source for c in cells] == done
+        assert [c.outputs[0].text for c in cells] == [f"step {n * 10}\n" for n in range(3)]
         assert not list(path.parent.glob(".*.tmp"))
     finally:
         server.close()

@@ -6,7 +6,6 @@ import time
 from pathlib import Path
 
 from _tests.support.view_helpers import make_settings
-
 from biopb_mcp.kernel import KernelHost
 from biopb_mcp.record import OutputCollector, SessionRecorder, agent_cells, read_session
 
@@ -67,6 +66,7 @@ def test_a_promoted_job_is_recorded_when_it_ends_and_a_restart_records_the_abort
         assert [c.metadata["biopb"]["status"] for c in cells] == ["ok", "aborted"]
         assert cells[0].metadata["biopb"]["promoted"] is True
         assert cells[0].outputs[0]["text"] == "job done\n"
+        assert rec.path is not None
         assert rec.path != first and read_session(rec.path).cells[0].cell_type == "markdown"
         assert first.stat().st_mode & 0o777 == 0o600  # code and outputs: private like the logs
     finally:

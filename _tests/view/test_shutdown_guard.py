@@ -5,8 +5,9 @@ from __future__ import annotations
 from pathlib import Path
 
 from jupyter_client import BlockingKernelClient
-from _tests.support.view_helpers import make_settings, wait_gone
 
+from _tests.support.processes import wait_gone
+from _tests.support.view_helpers import make_settings
 from biopb_mcp.kernel import KernelHost
 
 

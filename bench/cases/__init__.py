@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import importlib
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -58,7 +58,6 @@ class Case:
     check: Callable[[Path, Truth], tuple[bool, str]]
     solution: str
     docs: tuple[str, ...] = ()
-    tags: tuple[str, ...] = field(default=())
     category: str = "textbook"
     blind_solution: str | None = None
     first_request: str = ""

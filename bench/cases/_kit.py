@@ -125,7 +125,7 @@ def read_csv(path: Path, columns: tuple[str, ...]) -> list[dict[str, float]]:
         if not any(cell.strip() for cell in row):
             continue
         try:
-            table.append({name: float(row[i]) for name, i in zip(columns, index)})
+            table.append({name: float(row[i]) for name, i in zip(columns, index, strict=True)})
         except (ValueError, IndexError):
             raise CheckFailed(f"{path.name} line {number} is not numeric in {columns}: {row}") from None
     return table

@@ -263,7 +263,7 @@ def _setup_stitch_faint(workdir: Path, rng: np.random.Generator) -> Truth:
 def _check_stitch_faint(workdir: Path, truth: Truth) -> tuple[bool, str]:
     expected = truth["canvas"]
     got = load_tiff(workdir / "stitched.tif", ndim=2)
-    if any(abs(a - b) > 4 for a, b in zip(got.shape, expected.shape)):
+    if any(abs(a - b) > 4 for a, b in zip(got.shape, expected.shape, strict=True)):
         return False, f"stitched.tif is {got.shape}, the covered area is {expected.shape} (±4 px)"
     # the tiles are noisy: compare denoised images, the canvas's empty corners (0 or NaN) filled
     # first so the blur does not smear an edge into the sample

@@ -27,9 +27,8 @@ from bench.cases.nuclei import nuclei_image
 SHAPE = (256, 256)
 PIXEL_UM = 0.325
 OFFSET = 500.0
-GFP, MCHERRY = 2, 1
+GFP = 2  # channel order: DAPI, mCherry, GFP
 POSITIVE_ABOVE_OFFSET = 1000.0
-DEBRIS_UM2 = 40.0
 
 _SCOPE = ("lab/microscope",)
 

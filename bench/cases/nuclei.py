@@ -166,7 +166,7 @@ def _setup_measure(workdir: Path, rng: np.random.Generator) -> Truth:
     ids = np.arange(1, labels.max() + 1)
     area = ndi.sum_labels(np.ones_like(labels), labels, ids)
     mean = ndi.mean(image.astype(np.float64), labels, ids)
-    return {"area": dict(zip(ids.tolist(), area.tolist())), "mean": dict(zip(ids.tolist(), mean.tolist()))}
+    return {"area": dict(zip(ids.tolist(), area.tolist(), strict=True)), "mean": dict(zip(ids.tolist(), mean.tolist(), strict=True))}
 
 
 def _check_measure(workdir: Path, truth: Truth) -> tuple[bool, str]:

@@ -15,7 +15,7 @@ def spot_image(shape: tuple[int, int], points: np.ndarray, rng: np.random.Genera
     """Diffraction-limited spots (Gaussian, sigma 1.5 px) of varied brightness on a noisy floor."""
     image = np.zeros(shape, np.float64)
     for y, x in points:
-        image[int(round(y)), int(round(x))] += rng.uniform(2500, 5000)
+        image[round(y), round(x)] += rng.uniform(2500, 5000)
     return to_uint16(100 + ndi.gaussian_filter(image, 1.5) + rng.normal(0, 8, shape))
 
 
@@ -157,7 +157,7 @@ def _two_channels(workdir: Path, rng: np.random.Generator) -> tuple[np.ndarray, 
     mix = rng.uniform(0.5, 0.8)
     ch1 = 100 + mask * 2000 * shared
     ch2 = 100 + mask * 2000 * (mix * shared + (1 - mix) * own)
-    image = to_uint16(np.stack([ch1, ch2]) + rng.normal(0, 20, (2,) + shape))
+    image = to_uint16(np.stack([ch1, ch2]) + rng.normal(0, 20, (2, *shape)))
     save_tiff(workdir / "coloc.tif", image, axes="CYX")
     save_tiff(workdir / "cell_mask.tif", mask.astype(np.uint8) * 255)
     return image.astype(np.float64), mask

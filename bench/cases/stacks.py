@@ -135,7 +135,7 @@ def _setup_stitch(workdir: Path, rng: np.random.Generator) -> Truth:
 def _check_stitch(workdir: Path, truth: Truth) -> tuple[bool, str]:
     expected = truth["canvas"]
     got = load_tiff(workdir / "stitched.tif", ndim=2)
-    if any(abs(a - b) > 4 for a, b in zip(got.shape, expected.shape)):
+    if any(abs(a - b) > 4 for a, b in zip(got.shape, expected.shape, strict=True)):
         return False, f"stitched.tif is {got.shape}, the covered area is {expected.shape} (±4 px)"
     score, shift = best_shift_ncc(got, expected, max_shift=4, mask=truth["covered"])
     if score < 0.95:
@@ -264,7 +264,7 @@ def _setup_timelapse_intensity(workdir: Path, rng: np.random.Generator) -> Truth
     tau = rng.uniform(8, 15)
     amplitude = rng.uniform(800, 1200)
     level = amplitude * np.exp(-np.arange(frames) / tau)
-    stack = 100 + level[:, None, None] * body[None] + rng.normal(0, 8, (frames,) + shape)
+    stack = 100 + level[:, None, None] * body[None] + rng.normal(0, 8, (frames, *shape))
     save_tiff(workdir / "timelapse.tif", to_uint16(stack), axes="TYX")
     # the truth is the mean over the true outline, where the blurred edge is a little dimmer
     return {"level": (level * body[labels > 0].mean()).tolist()}
