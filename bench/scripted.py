@@ -35,10 +35,6 @@ from bench.cases import Case, get_case
 __all__ = ["job_to_follow", "listed_ids", "main", "play"]
 
 _ENTRY = re.compile(r"^\s*[-*]\s+([A-Za-z0-9._/-]+)\s*:", re.MULTILINE)
-# A promoted call says "… continues in the background as job-3; …"; a poll of a running job
-# starts "job-3: running for 2.0 s; …".
-_RUNNING = re.compile(r"^(job-\d+): running for ", re.MULTILINE)
-_PROMOTED = re.compile(r"in the background as (job-\d+)")
 POLL_INTERVAL = 0.5
 """Seconds between poll_job calls while a promoted solution runs."""
 
@@ -55,18 +51,13 @@ def _text(result: CallToolResult) -> str:
 def job_to_follow(result: CallToolResult) -> str | None:
     """The id of a job that is still running, from a result of execute_code or poll_job.
 
-    Structured content (``job_id`` and ``status``) is used when the server sends it; the text
-    is the fallback.
+    Read from the structured content (``job_id``, ``status``), never from the text: the text is
+    prose for a model and may be reworded at any time.
     """
     structured = result.structured_content or {}
-    if isinstance(structured, dict) and structured.get("job_id"):
-        return str(structured["job_id"]) if structured.get("status") == "running" else None
-    text = _text(result)
-    running = _RUNNING.search(text)
-    if running:
-        return running.group(1)
-    promoted = _PROMOTED.search(text)
-    return promoted.group(1) if promoted else None
+    if structured.get("status") == "running" and structured.get("job_id"):
+        return str(structured["job_id"])
+    return None
 
 
 def _log(message: str) -> None:

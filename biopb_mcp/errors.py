@@ -78,20 +78,30 @@ class KernelError(BiopbMcpError):
 
 
 class KernelNotReady(KernelError):
-    """No usable kernel; ``state`` is one of not_started, starting, dead, error."""
+    """No usable kernel; ``state`` is one of not_started, starting, dead, error, and ``reason``
+    says why it died or could not start (the kernel's last log lines included), else ""."""
 
-    def __init__(self, message: str, *, state: str) -> None:
+    def __init__(self, message: str, *, state: str, reason: str = "") -> None:
         self.state = state
+        self.reason = reason
         super().__init__(message)
 
 
 class KernelBusy(KernelError):
-    """Code is already running; ``job_id`` names it."""
+    """Code is already running; ``job_id`` names it ("" while an inspection holds the kernel)
+    and ``seconds`` is how long it has run."""
 
-    def __init__(self, message: str, *, job_id: str) -> None:
+    def __init__(self, message: str, *, job_id: str, seconds: float = 0.0) -> None:
         self.job_id = job_id
+        self.seconds = seconds
         super().__init__(message)
 
 
 class JobNotFound(KernelError):
-    """No job by that id."""
+    """No job by that id; ``recent`` holds the last few ids, ``kept`` how many are kept."""
+
+    def __init__(self, message: str, *, job_id: str = "", recent: list[str] | None = None, kept: int = 0) -> None:
+        self.job_id = job_id
+        self.recent = recent or []
+        self.kept = kept
+        super().__init__(message)

@@ -14,6 +14,7 @@ import pytest
 from _tests.support.kernel_helpers import make_settings, png_bytes
 from biopb_mcp.errors import JobNotFound, KernelBusy, KernelError
 from biopb_mcp.kernel import Execution, KernelHost, Rendered
+from biopb_mcp.server.kernel_text import interrupted
 
 pytestmark = pytest.mark.slow
 
@@ -62,13 +63,13 @@ def test_kept_images_count_against_the_kept_output_bound(
     host: KernelHost, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Finished executions keep their images for poll_job; past the bound the oldest go, as for text."""
-    from biopb_mcp.kernel import host as host_module
+    from biopb_mcp.kernel import client as client_module
 
     data = png_bytes(5, 4)
     show = f"from IPython.display import Image, display\ndisplay(Image(data={data!r}))"
     first, _ = run(host, show)
     second, _ = run(host, show)
-    monkeypatch.setattr(host_module, "MAX_KEPT_IMAGE_BYTES", len(data))  # room for one
+    monkeypatch.setattr(client_module, "MAX_KEPT_IMAGE_BYTES", len(data))  # room for one
     run(host, "'no image'")
     with pytest.raises(JobNotFound):
         host.poll(first.job_id)
@@ -121,7 +122,7 @@ def test_long_job_promotes_answers_busy_and_interrupts(host: KernelHost) -> None
     deadline = time.monotonic() + 60  # interrupt once the code runs: earlier, none of it would have run
     while "started" not in host.poll(job_id).text and time.monotonic() < deadline:
         time.sleep(0.05)
-    said = host.interrupt()
+    said = interrupted(host.interrupt())
     assert f"Interrupted {job_id}" in said
     final = host.poll(job_id)
     assert final.status == "interrupted"
@@ -142,7 +143,7 @@ def test_interrupt_sent_before_the_kernel_picks_up_the_code_still_stops_it(host:
     try:
         ex = host.submit("import time\nwhile True:\n    time.sleep(0.05)")
         said: list[str] = []
-        caller = threading.Thread(target=lambda: said.append(host.interrupt()))
+        caller = threading.Thread(target=lambda: said.append(interrupted(host.interrupt())))
         caller.start()
         caller.join(0.5)  # the interrupt call is under way while the kernel is still stalled
     finally:
@@ -156,7 +157,7 @@ def test_interrupt_sent_before_the_kernel_picks_up_the_code_still_stops_it(host:
 
 
 def test_interrupt_with_nothing_running_says_so(host: KernelHost) -> None:
-    assert host.interrupt() == "No code is running; nothing to interrupt."
+    assert interrupted(host.interrupt()) == "No code is running; nothing to interrupt."
 
 
 def test_flood_is_bounded_and_pages_back_to_the_full_output(host: KernelHost) -> None:

@@ -12,6 +12,7 @@ import pytest
 from _tests.support.kernel_helpers import make_settings, stop_process
 from _tests.support.processes import wait_gone
 from biopb_mcp.kernel import KernelHost
+from biopb_mcp.server.kernel_text import started
 
 pytestmark = pytest.mark.slow
 
@@ -71,7 +72,7 @@ def test_entry_point_plugins_load_into_the_namespace_and_a_broken_one_is_skipped
     monkeypatch.setenv("PYTHONPATH", str(site))
     host = KernelHost(make_settings(tmp_path / "srv"))
     try:
-        said = host.start()
+        said = started(host.start())
         plugins = host.status()["plugins"]
         assert any("labtools" in json.dumps(p) for p in plugins["loaded"]), plugins
         assert any("broken" in json.dumps(p) and "ImportError" in json.dumps(p) for p in plugins["failed"]), plugins

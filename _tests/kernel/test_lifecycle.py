@@ -16,6 +16,7 @@ from _tests.support.kernel_helpers import make_settings, stop_process
 from _tests.support.processes import gone, wait_gone
 from biopb_mcp.errors import KernelNotReady
 from biopb_mcp.kernel import KernelHost
+from biopb_mcp.server.kernel_text import error_text, started
 
 pytestmark = pytest.mark.slow
 
@@ -23,10 +24,10 @@ pytestmark = pytest.mark.slow
 def test_start_is_idempotent_and_restart_loses_the_namespace(host: KernelHost) -> None:
     host.start()
     pid = host.status()["pid"]
-    assert "already running" in host.start() and host.status()["pid"] == pid
+    assert "already running" in started(host.start()) and host.status()["pid"] == pid
     ex = host.submit("kept = 'value'")
     assert host.wait(ex, 30)
-    said = host.restart()
+    said = started(host.restart())
     assert "namespace was lost" in said
     new_pid = host.status()["pid"]
     assert new_pid != pid and wait_gone(pid, 5)
@@ -51,7 +52,7 @@ def test_os_exit_gives_dead_with_log_lines_and_start_recovers(host: KernelHost) 
     with pytest.raises(KernelNotReady) as not_ready:
         host.submit("1+1")
     assert not_ready.value.state == "dead"
-    assert "start_kernel" in str(not_ready.value) and "last words" in str(not_ready.value)
+    assert "start_kernel" in error_text(not_ready.value) and "last words" in error_text(not_ready.value)
     assert "Last kernel log lines" in host.status()["message"]
     host.start()
     assert host.state == "ready"
@@ -79,7 +80,7 @@ def test_unknown_kernel_name_is_an_error_state_with_a_clear_message(tmp_path: Pa
     with pytest.raises(KernelNotReady) as err:
         h.start()
     assert err.value.state == "error" and h.state == "error"
-    message = str(err.value)
+    message = error_text(err.value)
     assert "no Jupyter kernel spec named 'no-such-kernel-xyz'" in message
     assert "kernel.name" in message and "start_kernel" in message
     with pytest.raises(KernelNotReady, match="could not start"):
@@ -97,7 +98,7 @@ def test_a_kernel_dying_under_inspect_object_answers_dead_not_a_timeout(tmp_path
             assert h.wait(ex, 30)
             with pytest.raises(KernelNotReady) as err:
                 h.inspect("k")
-            assert err.value.state == "dead" and "start_kernel" in str(err.value)
+            assert err.value.state == "dead" and "start_kernel" in error_text(err.value)
     finally:
         h.shutdown()
 
@@ -149,7 +150,7 @@ def test_plugins_load_print_to_the_log_and_a_broken_one_is_skipped(
     (plugins / "_private.py").write_text("SKIPPED = True\n")
     h = KernelHost(settings)
     try:
-        said = h.start()
+        said = started(h.start())
         assert "broken.py (RuntimeError: plugin is broken)" in said
         st = h.status()
         assert [Path(p).name for p in st["plugins"]["loaded"]] == ["hello.py"]

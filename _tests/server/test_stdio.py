@@ -159,8 +159,13 @@ async def test_long_run_becomes_a_job_that_poll_and_interrupt_handle(session: tu
     text = text_of(result)
     assert "job-" in text and "poll_job" in text
     job_id = "job-" + text.split("job-", 1)[1].split()[0].rstrip(".:;,)\"'")
+    # beside the text, the facts a client follows the job by
+    assert result.structured_content is not None
+    assert result.structured_content["job_id"] == job_id and result.structured_content["status"] == "running"
+    assert isinstance(result.structured_content["next_offset"], int)
     polled = await client.call_tool("poll_job", {"job_id": job_id})
     assert "running" in text_of(polled)
+    assert polled.structured_content is not None and polled.structured_content["status"] == "running"
     busy = await run(client, "1")
     assert busy.is_error and job_id in text_of(busy)
     with anyio.fail_after(60):  # interrupt once the code runs: earlier, none of it would have run
@@ -172,6 +177,9 @@ async def test_long_run_becomes_a_job_that_poll_and_interrupt_handle(session: tu
         while "running" in (final := text_of(await client.call_tool("poll_job", {"job_id": job_id}))).split("\n", 1)[0]:
             await anyio.sleep(0.1)
     assert "interrupted" in final and "KeyboardInterrupt" in final
+    ended = await client.call_tool("poll_job", {"job_id": job_id})
+    assert ended.structured_content is not None
+    assert ended.structured_content["status"] == "interrupted" and ended.structured_content["next_offset"] is None
     assert "2" in text_of(await run_to_end(client, "1 + 1"))
 
 

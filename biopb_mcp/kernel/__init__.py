@@ -1,5 +1,11 @@
 """The kernel host: one IPython kernel per server, driven through a synchronous, thread-safe API.
 
+Laid out as jupyter_client separates manager and client: ``process.py`` is the process side
+(``KernelProcess``: where the kernel runs and who owns it; ``LaunchedKernel`` starts and owns one
+in named phases), ``client.py`` the client side (channels, executions, jobs, inspection), and
+``host.py`` the small facade composing both. ``states.py`` holds the kernel states and execution
+statuses as ``StrEnum``s.
+
 ``biopb_mcp.server`` adapts this API into MCP tools; it calls every method from worker threads
 (``anyio.to_thread.run_sync``). Every method returns within ``settings.kernel.request_timeout``
 (``start``/``restart``: ``startup_timeout``) and none of them writes to stdout.
@@ -7,16 +13,17 @@
 Public API (see the docstrings in ``host.py`` and ``executions.py`` for details)::
 
     host = KernelHost(settings)          # starts nothing (lazy start)
-    host.state                           # "not_started" | "starting" | "ready" | "dead" | "error"
-    host.start() -> str                  # idempotent; also the recovery path from dead/error
-    host.restart() -> str                # kill + respawn; the text says the namespace was lost
-    host.interrupt() -> str              # SIGINT to the kernel; waits briefly for the job to stop
+    host.state                           # KernelState: not_started | starting | ready | dead | error
+    host.start() -> KernelStart          # idempotent (outcome already_running); recovers dead/error
+    host.restart() -> KernelStart        # kill + respawn (outcome restarted: the namespace was lost)
+    host.interrupt() -> Interruption     # as the spec says (SIGINT); waits briefly for the job to stop
     ex = host.submit(code)               # -> Execution; KernelNotReady / KernelBusy(job_id)
     host.wait(ex, timeout) -> bool       # True once ex finished (all its output collected)
     host.promote(ex) -> str              # "job-N": keep collecting in the background
     host.render(ex, offset=0) -> Rendered   # bounded text + images of one execution
     host.poll(job_id, offset=0) -> Rendered # same, by id, with a status header; JobNotFound
     host.inspect(path) -> str            # type, repr, signature, doc, shape/dtype; KernelBusy
+    host.query_when_idle(expr) -> Any    # a JSON value from an idle kernel, else None at once
     host.status() -> dict                # state, pid, connection file, job, plugins, paths
     host.shutdown() -> None              # idempotent; kills the kernel's process group
 
@@ -41,6 +48,16 @@ saved under ``<state_dir>/images/`` and named in the text instead).
 from __future__ import annotations
 
 from biopb_mcp.kernel.executions import Execution, Rendered
-from biopb_mcp.kernel.host import KernelHost
+from biopb_mcp.kernel.host import Interruption, KernelHost, KernelStart, StartOutcome
+from biopb_mcp.kernel.states import ExecutionStatus, KernelState
 
-__all__ = ["Execution", "KernelHost", "Rendered"]
+__all__ = [
+    "Execution",
+    "ExecutionStatus",
+    "Interruption",
+    "KernelHost",
+    "KernelStart",
+    "KernelState",
+    "Rendered",
+    "StartOutcome",
+]

@@ -16,13 +16,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from biopb_mcp.kernel.states import FINISHED, ExecutionStatus
+
 MAX_TRANSCRIPT_CHARS = 64 * 1024 * 1024
 """Characters of output kept per execution; beyond this the output is dropped with a note."""
 
 _ANSI_RE = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)")
 
-FINISHED_STATES = frozenset({"ok", "error", "interrupted", "dead", "aborted"})
-"""Terminal statuses; ``running`` is the only other one."""
 
 
 def strip_ansi(text: str) -> str:
@@ -53,7 +53,7 @@ class Rendered:
         images: PNG bytes of the images whose placeholders fall inside this page, each at
             most ``max_image_bytes``.
         job_id: the execution's id (``job-N``).
-        status: ``running`` | ``ok`` | ``error`` | ``interrupted`` | ``dead`` | ``aborted``.
+        status: where the execution is (``running`` until it finished).
         offset: where this page starts in the full transcript.
         next_offset: where the next page starts, or None when this page reached the end.
         total_chars: transcript length so far.
@@ -62,7 +62,7 @@ class Rendered:
     text: str
     images: list[bytes] = field(default_factory=list)
     job_id: str = ""
-    status: str = "ok"
+    status: ExecutionStatus = ExecutionStatus.OK
     offset: int = 0
     next_offset: int | None = None
     total_chars: int = 0
@@ -70,7 +70,7 @@ class Rendered:
     @property
     def done(self) -> bool:
         """True when the execution has finished (any terminal status)."""
-        return self.status in FINISHED_STATES
+        return self.status in FINISHED
 
 
 class Execution:
@@ -86,7 +86,7 @@ class Execution:
         self.job_id = job_id
         self.code = code
         self.msg_id = msg_id
-        self.status = "running"
+        self.status = ExecutionStatus.RUNNING
         self.promoted = False
         self.started = time.monotonic()
         self.finished: float | None = None
@@ -175,12 +175,12 @@ class Execution:
             self._append(line + "\n")
             self._last_stream = None if self._last_stream is None else "image"
 
-    def finish(self, status: str, note: str = "") -> None:
+    def finish(self, status: ExecutionStatus | str, note: str = "") -> None:
         """Mark the execution finished (idempotent: the first terminal status wins)."""
         with self._lock:
             if self.done.is_set():
                 return
-            self.status = status
+            self.status = ExecutionStatus(status)
             if note:
                 self.note = note
             self.finished = time.monotonic()

@@ -6,6 +6,7 @@ One concept per module:
 * ``state``         AppState: what the tools of one server share
 * ``tool``          how a function becomes a tool; domain errors become error results
 * ``tools_kernel``  the kernel tools (start, execute, poll, interrupt, restart, inspect, status)
+* ``kernel_text``   the prose the agent reads over the kernel host's data (states, outcomes, errors)
 * ``tools_docs``    the docs tools (read, search, write)
 * ``instructions``  the ``initialize`` instructions, composed from the docs store
 * ``resources``     the docs as resources: registration and the paged listing

@@ -17,7 +17,8 @@ from typing import Any, TypeVar
 from mcp.server.mcpserver import MCPServer
 from mcp.types import CallToolResult, TextContent, ToolAnnotations
 
-from biopb_mcp.errors import BiopbMcpError, KernelBusy, KernelNotReady
+from biopb_mcp.errors import BiopbMcpError, KernelError, KernelNotReady
+from biopb_mcp.server import kernel_text
 
 logger = logging.getLogger(__name__)
 
@@ -31,15 +32,9 @@ _F = TypeVar("_F", bound=Callable[..., Any])
 
 def _agent_text(exc: BiopbMcpError) -> str:
     """The failure as the agent reads it, with the next step in it."""
-    text = str(exc)
-    if isinstance(exc, KernelNotReady):
-        if exc.state not in text:
-            text = f"Kernel not ready (state: {exc.state}). {text}"
-        if "start_kernel" not in text:
-            text += " Call start_kernel to start it."
-    elif isinstance(exc, KernelBusy) and exc.job_id not in text:
-        text += f" ({exc.job_id} is running: poll_job('{exc.job_id}') to follow it, interrupt_kernel to stop it.)"
-    return text
+    if isinstance(exc, KernelError):
+        return kernel_text.error_text(exc)
+    return str(exc)
 
 
 def error_result(tool_name: str, exc: BiopbMcpError) -> CallToolResult:

@@ -27,7 +27,8 @@ from mcp.types import (
 import biopb_mcp
 from biopb_mcp.config import load_settings
 from biopb_mcp.errors import BiopbMcpError, ConfigError
-from biopb_mcp.kernel import compute
+from biopb_mcp.kernel import Rendered, compute
+from biopb_mcp.server import kernel_text
 from biopb_mcp.server.state import SERVER_NAME, AppState
 from biopb_mcp.server.tool import READ_ONLY, tool
 
@@ -52,13 +53,16 @@ def _versions() -> dict[str, str]:
     return found
 
 
-def _rendered_result(rendered: Any, *, prefix: str = "") -> CallToolResult:
-    """Text plus PNG images as MCP content; an error in the agent's code marks the result as an error."""
+def _rendered_result(rendered: Rendered, *, prefix: str = "") -> CallToolResult:
+    """Text plus PNG images as MCP content, and the job's facts as structured content (a client
+    follows a running job by its ``job_id`` and ``status``, not by parsing the text); an error
+    in the agent's code marks the result as an error."""
     text = f"{prefix}{rendered.text}" if prefix else rendered.text
     content: list[ContentBlock] = [TextContent(type="text", text=text or "(no output)")]
     for png in rendered.images:
         content.append(ImageContent(type="image", data=base64.b64encode(png).decode("ascii"), mime_type="image/png"))
-    return CallToolResult(content=content, is_error=getattr(rendered, "status", "ok") in _ERROR_STATUSES)
+    return CallToolResult(content=content, structured_content=kernel_text.job_structure(rendered),
+                          is_error=rendered.status in _ERROR_STATUSES)
 
 
 def _reread_kernel_name(state: AppState) -> None:
@@ -90,7 +94,7 @@ def register_kernel_tools(mcp: MCPServer, state: AppState) -> None:
         and again whenever a tool answers that the kernel is not started, dead or in error.
         Idempotent: a running kernel is left alone. Returns the kernel's status in one or two lines."""
         _reread_kernel_name(state)
-        return host.start()
+        return kernel_text.started(host.start())
 
     @tool(mcp, ToolAnnotations(read_only_hint=False, destructive_hint=True, open_world_hint=True))
     async def execute_code(code: str, ctx: Context) -> CallToolResult:
@@ -150,7 +154,7 @@ def register_kernel_tools(mcp: MCPServer, state: AppState) -> None:
     def interrupt_kernel() -> str:
         """Stop the code running in the kernel (like Ctrl-C; raises KeyboardInterrupt in it). Use
         it when a job runs too long or was started by mistake. The namespace is kept."""
-        return host.interrupt()
+        return kernel_text.interrupted(host.interrupt())
 
     @tool(mcp, ToolAnnotations(read_only_hint=False, destructive_hint=True))
     def restart_kernel() -> str:
@@ -158,7 +162,7 @@ def register_kernel_tools(mcp: MCPServer, state: AppState) -> None:
         when the kernel is wedged and interrupt_kernel did not help, or the user asks; ask the user
         first if the namespace holds unsaved work."""
         _reread_kernel_name(state)
-        return host.restart()
+        return kernel_text.started(host.restart())
 
     @tool(mcp, READ_ONLY)
     def inspect_object(path: str) -> str:

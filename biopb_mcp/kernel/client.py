@@ -1,0 +1,447 @@
+"""The client side of the kernel: channels, message dispatch, executions and jobs.
+
+``KernelClient`` talks to whatever kernel the process side connected it to (started here or
+joined through a connection file): it submits code, collects every message whose parent is one
+of its own requests into that request's Execution (so other frontends' cells never leak in),
+pages output, inspects objects and asks idle-time queries. It outlives kernel starts: job ids
+keep counting and finished executions stay pageable after a restart.
+"""
+
+from __future__ import annotations
+
+import base64
+import logging
+import os
+import re
+import threading
+import time
+import uuid
+from collections import OrderedDict
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from biopb_mcp.errors import JobNotFound, KernelBusy, KernelError
+from biopb_mcp.kernel import rendering
+from biopb_mcp.kernel.channels import KernelChannels
+from biopb_mcp.kernel.executions import Execution, Rendered
+from biopb_mcp.kernel.process import StartFailed
+from biopb_mcp.kernel.states import ExecutionStatus
+
+if TYPE_CHECKING:
+    from biopb_mcp.config import Settings
+    from biopb_mcp.record import SessionRecorder
+
+logger = logging.getLogger(__name__)
+
+READY_POLL_SECONDS = 0.2
+"""One kernel_info attempt while waiting for a starting kernel (see ``wait_ready``)."""
+
+_REPLY_GRACE = 0.5
+"""Seconds an interrupted request may stay idle without its reply before it counts as ended
+(the reply travels on another socket than the idle status, so it can trail it a little)."""
+
+MAX_KEPT_EXECUTIONS = 100
+"""Finished executions kept for paging; older ones are forgotten (JobNotFound says so)."""
+
+MAX_KEPT_CHARS = 256 * 1024 * 1024
+"""Total transcript characters kept across finished executions."""
+
+MAX_KEPT_IMAGE_BYTES = 64 * 1024 * 1024
+"""Total bytes of inline images kept across finished executions (they stay pageable by poll_job);
+past it the oldest executions are forgotten, as for text."""
+
+_PATH_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*")
+
+_BOOTSTRAP_EXPR = "__import__('json').dumps(__biopb_bootstrap__)"
+
+
+class KernelClient:
+    """Channels to one kernel at a time, and every execution submitted through them.
+
+    Args:
+        settings: read for ``kernel`` (max_output_chars, max_image_bytes, max_images,
+            request_timeout) and ``state_dir`` (where oversized images are saved).
+        not_ready: builds the error raised when no kernel is connected (the host knows why).
+        recorder: writes the session notebook; None records nothing.
+
+    Thread-safe. ``connect``/``disconnect`` are the host's; the rest is for tool threads.
+    """
+
+    def __init__(
+        self,
+        settings: Settings,
+        not_ready: Callable[[], KernelError],
+        recorder: SessionRecorder | None = None,
+    ) -> None:
+        self._settings = settings
+        self._not_ready = not_ready
+        self.recorder = recorder
+        self._lock = threading.RLock()  # guards the fields below; never held while waiting
+        self._inspect_lock = threading.Lock()
+        self._channels: KernelChannels | None = None
+        self._open = False
+        """True from ``open`` until the kernel is abandoned: only then is code accepted."""
+        self._executions: OrderedDict[str, Execution] = OrderedDict()
+        self._by_msg: dict[str, Execution] = {}
+        self._current: Execution | None = None
+        self._counter = 0
+        self._image_stem = f"{os.getpid()}-{uuid.uuid4().hex[:6]}"
+        """Prefix of saved images: job ids restart at job-1 in every server sharing the state dir."""
+
+    def reconfigure(self, settings: Settings) -> None:
+        with self._lock:
+            self._settings = settings
+
+    # -- connection (host) -------------------------------------------------------------------------
+    def connect(self, info: dict[str, Any], is_alive: Callable[[], bool], on_death: Callable[[], None]) -> None:
+        """Open channels to the kernel described by ``info`` (connection-file fields); code is
+        accepted only after ``open``, once the host declared the kernel ready."""
+        channels = KernelChannels(dict(info), on_message=self._on_message, is_alive=is_alive, on_death=on_death)
+        with self._lock:
+            self._channels, self._open = channels, False
+
+    def open(self) -> None:
+        """Accept code from now on (the kernel is ready)."""
+        with self._lock:
+            self._open = self._channels is not None
+
+    def abandon(self, status: ExecutionStatus, note: str = "") -> None:
+        """Stop accepting code and end the running execution as ``status`` (safe on the IO thread)."""
+        with self._lock:
+            self._open = False
+            current, self._current = self._current, None
+            self._by_msg.clear()
+        if current is not None:
+            current.finish(status, note=note)
+
+    def disconnect(self) -> None:
+        """Close the channels (after ``abandon``)."""
+        with self._lock:
+            channels, self._channels, self._open = self._channels, None, False
+        if channels is not None:
+            channels.close()
+
+    def _require_channels(self) -> KernelChannels:
+        if not self._open or self._channels is None:
+            raise self._not_ready()
+        return self._channels
+
+    # -- start-up (host) ---------------------------------------------------------------------------
+    def wait_ready(self, remaining: Callable[[], float]) -> None:
+        """Ask kernel_info until answered with iopub idle (proves every channel is connected).
+
+        Short attempts: an idle published before our iopub subscription took effect is lost, and
+        the wait for it only ends at the attempt's timeout, so a 1 s attempt made starts land at
+        ~0.55 s or ~1.05 s by chance. Unanswered requests queue harmlessly in the kernel.
+        """
+        assert self._channels is not None
+        while True:
+            left = remaining()
+            if self._channels.call("shell", "kernel_info_request", {}, min(left, READY_POLL_SECONDS), want_idle=True):
+                return
+
+    def fetch_bootstrap(self, remaining: Callable[[], float]) -> dict[str, Any] | None:
+        """The bootstrap's record from the kernel namespace; None when the bootstrap never ran."""
+        assert self._channels is not None
+        content = _silent("")
+        content["user_expressions"] = {"b": _BOOTSTRAP_EXPR}
+        reply = self._channels.call("shell", "execute_request", content, remaining())
+        if reply is None:
+            remaining()
+            raise StartFailed("the kernel stopped answering during start-up.")
+        expr = reply["content"].get("user_expressions", {}).get("b", {})
+        if expr.get("status") != "ok":
+            return None
+        try:
+            result = rendering.parse_expression_json(expr["data"]["text/plain"])
+        except (ValueError, KeyError, SyntaxError):
+            return {"errors": ["bootstrap record unreadable"]}
+        return result if isinstance(result, dict) else None
+
+    def run_silent(self, source: str, timeout: float) -> None:
+        """Run ``source`` without recording or output (the bootstrap when exec_files missed it)."""
+        assert self._channels is not None
+        self._channels.call("shell", "execute_request", _silent(source), timeout)
+
+    # -- executions --------------------------------------------------------------------------------
+    @property
+    def current(self) -> Execution | None:
+        """The running execution, if any."""
+        return self._current
+
+    def submit(self, code: str) -> Execution:
+        """Send ``code`` to the kernel and return its Execution at once.
+
+        Raises:
+            KernelNotReady: no connected kernel.
+            KernelBusy: code is already running; ``job_id`` names it.
+        """
+        timeout = self._settings.kernel.request_timeout
+        if not self._inspect_lock.acquire(timeout=timeout):
+            raise KernelBusy("An inspection is running.", job_id="")
+        try:
+            with self._lock:
+                channels = self._require_channels()
+                if self._current is not None:
+                    raise _busy(self._current)
+                self._counter += 1
+                msg = channels.new_msg(
+                    "execute_request",
+                    {"code": code, "silent": False, "store_history": True, "user_expressions": {},
+                     "allow_stdin": False, "stop_on_error": True},
+                )
+                ex = Execution(f"job-{self._counter}", code, str(msg["header"]["msg_id"]))
+                if self.recorder is not None:
+                    ex.record = self.recorder.collector()
+                    ex.on_finish = self._record_finished
+                self._by_msg[ex.msg_id] = ex
+                self._executions[ex.job_id] = ex
+                self._current = ex
+                self._evict()
+                channels.send("shell", msg)
+            return ex
+        finally:
+            self._inspect_lock.release()
+
+    def _evict(self) -> None:
+        finished = [k for k, e in self._executions.items() if e.done.is_set()]
+        total = sum(len(self._executions[k].snapshot()[0]) for k in finished)
+        images = sum(self._executions[k].inline_bytes for k in finished)
+        while finished and (len(self._executions) > MAX_KEPT_EXECUTIONS or total > MAX_KEPT_CHARS
+                            or images > MAX_KEPT_IMAGE_BYTES):
+            old = self._executions.pop(finished.pop(0))
+            total -= len(old.snapshot()[0])
+            images -= old.inline_bytes
+
+    def render(self, ex: Execution, offset: int = 0) -> Rendered:
+        """Bounded text and images of ``ex`` from ``offset``; see ``Rendered``."""
+        if offset < 0:
+            raise KernelError(f"offset must be 0 or more, got {offset}.")
+        return rendering.render(ex, offset, self._settings.kernel.max_output_chars, header=ex.promoted)
+
+    def poll(self, job_id: str, offset: int = 0) -> Rendered:
+        """Status and output of any execution by id (``job-N``), from ``offset``.
+
+        Raises:
+            JobNotFound: no such id (unknown, or forgotten: only the last 100 are kept).
+        """
+        with self._lock:
+            ex = self._executions.get(job_id.strip())
+            known = list(self._executions)[-5:]
+        if ex is None:
+            hint = f" Recent ids: {', '.join(known)}." if known else " No code has run yet."
+            raise JobNotFound(f"No job {job_id!r}.{hint}", job_id=job_id, recent=known, kept=MAX_KEPT_EXECUTIONS)
+        if offset < 0:
+            raise KernelError(f"offset must be 0 or more, got {offset}.")
+        return rendering.render(ex, offset, self._settings.kernel.max_output_chars, header=True)
+
+    def send_interrupt_request(self) -> None:
+        """``interrupt_request`` on control, for kernels whose spec asks for message interrupts."""
+        channels = self._require_channels()
+        channels.send("control", channels.new_msg("interrupt_request", {}))
+
+    def wait_interrupted(self, ex: Execution, timeout: float) -> bool:
+        """Wait for ``ex`` to end after an interrupt; True once it did.
+
+        A SIGINT landing after the kernel took the request but before the code began is caught
+        by ipykernel itself, which then goes idle without ever replying: without this the job
+        would show ``running`` forever and block every later execute_code.
+        """
+        deadline = time.monotonic() + timeout
+        idle_since: float | None = None
+        while not ex.done.wait(0.05):
+            now = time.monotonic()
+            if ex.idle_seen and not ex.reply_seen:
+                idle_since = idle_since or now
+                if now - idle_since >= _REPLY_GRACE:
+                    with self._lock:
+                        self._by_msg.pop(ex.msg_id, None)
+                        if self._current is ex:
+                            self._current = None
+                    ex.finish(ExecutionStatus.INTERRUPTED, note="The interrupt arrived before the code started: "
+                              "none of it ran.")
+            if now >= deadline:
+                break
+        return ex.done.is_set()
+
+    # -- queries -----------------------------------------------------------------------------------
+    def inspect(self, path: str) -> str:
+        """Describe ``path`` (a dotted name like ``img`` or ``np.ndarray.shape``) from the kernel.
+
+        Returns type, bounded repr, signature, bounded docstring, shape/dtype for arrays. The
+        lookup runs in the kernel without adding names to the user's namespace.
+
+        Raises:
+            KernelNotReady: no connected kernel.
+            KernelBusy: code is running (inspection would wait behind it).
+            KernelError: ``path`` is not a dotted name, is not defined, or the kernel did not answer.
+        """
+        path = path.strip()
+        if not _PATH_RE.fullmatch(path):
+            raise KernelError(f"{path!r} is not a dotted Python name such as 'img' or 'np.ndarray'.")
+        timeout = self._settings.kernel.request_timeout
+        if not self._inspect_lock.acquire(timeout=timeout):
+            raise KernelError("Another inspection did not finish; retry.")
+        try:
+            with self._lock:
+                channels = self._require_channels()
+                if self._current is not None:
+                    raise _busy(self._current)
+            content = _silent("")
+            content["user_expressions"] = {"r": rendering.inspect_expression(path)}
+            reply = channels.call("shell", "execute_request", content, timeout)
+        finally:
+            self._inspect_lock.release()
+        if reply is None:
+            self._require_channels()
+            raise KernelError(f"The kernel did not answer the inspection within {timeout} s.")
+        expr = reply["content"].get("user_expressions", {}).get("r", {})
+        if expr.get("status") != "ok":
+            raise KernelError(f"Inspecting {path!r} failed: {expr.get('ename')}: {expr.get('evalue')}")
+        info = rendering.parse_expression_json(expr["data"]["text/plain"])
+        if "error" in info:
+            raise KernelError(f"Cannot inspect {path!r}: {info['error']}.")
+        return rendering.format_inspection(info)
+
+    def query_when_idle(self, expression: str, timeout: float = 2.0) -> Any:
+        """The decoded value of ``expression`` (which yields a JSON string) in an idle kernel.
+
+        None at once when no kernel is connected, code runs or an inspection is in flight (a
+        status must never wait behind user code), and None on any failure.
+        """
+        if not self._inspect_lock.acquire(blocking=False):
+            return None
+        try:
+            with self._lock:
+                if not self._open or self._channels is None or self._current is not None:
+                    return None
+                channels = self._channels
+            content = _silent("")
+            content["user_expressions"] = {"q": expression}
+            reply = channels.call("shell", "execute_request", content, timeout)
+        finally:
+            self._inspect_lock.release()
+        if reply is None:
+            return None
+        expr = reply["content"].get("user_expressions", {}).get("q", {})
+        if expr.get("status") != "ok":
+            return None
+        try:
+            return rendering.parse_expression_json(expr["data"]["text/plain"])
+        except (ValueError, KeyError, SyntaxError):
+            return None
+
+    def current_job(self) -> dict[str, Any] | None:
+        """The running execution for status: job_id, status, seconds, promoted."""
+        ex = self._current
+        if ex is None:
+            return None
+        return {"job_id": ex.job_id, "status": ex.status, "seconds": round(ex.elapsed(), 1), "promoted": ex.promoted}
+
+    # -- messages from the kernel (IO thread) ------------------------------------------------------
+    def _on_message(self, channel: str, msg: dict[str, Any]) -> None:
+        parent = msg.get("parent_header", {}).get("msg_id")
+        with self._lock:
+            ex = self._by_msg.get(parent) if parent else None
+        if ex is None:
+            logger.debug("kernel %s message %s outside any execution dropped", channel, msg.get("msg_type"))
+            return
+        kind, content = msg["msg_type"], msg["content"]
+        if channel == "iopub":
+            if ex.record is not None:
+                ex.record.add(kind, content)
+            if kind == "execute_input":
+                ex.began.set()
+            elif kind == "stream":
+                ex.add_stream(content.get("name", "stdout"), content.get("text", ""))
+            elif kind in ("execute_result", "display_data", "update_display_data"):
+                self._add_display(ex, content.get("data", {}))
+            elif kind == "error":
+                ex.add_error(content.get("ename", ""), content.get("evalue", ""), content.get("traceback", []))
+            elif kind == "status" and content.get("execution_state") == "idle":
+                ex.idle_seen = True
+        elif channel == "shell" and kind == "execute_reply":
+            ex.reply_seen = True
+            ex.reply_content = content
+        if ex.reply_seen and ex.idle_seen:
+            self._complete(ex)
+
+    def _add_display(self, ex: Execution, data: dict[str, Any]) -> None:
+        png = data.get("image/png")
+        if isinstance(png, str):
+            try:
+                raw = base64.b64decode(png)
+            except ValueError:
+                ex.add_text("[an image/png display could not be decoded]")
+                return
+            ks = self._settings.kernel
+            image_dir = Path(self._settings.state_dir) / "images"
+            stem = f"{self._image_stem}-{ex.job_id}"
+            full = ex.inline_images >= ks.max_images  # only this IO thread adds images
+            ex.add_image(rendering.image_factory(raw, stem, ks.max_image_bytes, image_dir,
+                                                 max_images=ks.max_images if full else None))
+        elif "text/plain" in data:
+            ex.add_text(str(data["text/plain"]))
+
+    def _complete(self, ex: Execution) -> None:
+        content = ex.reply_content
+        status = content.get("status", "ok")
+        if status == "error":
+            if ex.error is None:
+                ex.add_error(content.get("ename", ""), content.get("evalue", ""), content.get("traceback", []))
+            ename = ex.error[0] if ex.error else ""
+            final = ExecutionStatus.INTERRUPTED if ename == "KeyboardInterrupt" else ExecutionStatus.ERROR
+            if ename == "StdinNotImplementedError":
+                ex.note = (
+                    "input() is not available here: agent code cannot read from stdin. Pass the "
+                    "value in the code instead, or ask the user in the conversation."
+                )
+        elif status == "aborted":
+            final = ExecutionStatus.ABORTED
+        else:
+            final = ExecutionStatus.OK
+        with self._lock:
+            self._by_msg.pop(ex.msg_id, None)
+            if self._current is ex:
+                self._current = None
+        ex.finish(final)
+
+    # -- session notebook --------------------------------------------------------------------------
+    def start_notebook(self, pid: int | None, desc: str) -> None:
+        """Begin a new session notebook for a freshly started kernel."""
+        if self.recorder is None:
+            return
+        name = self._settings.kernel.name or "python3"
+        about = (f"Recorded by biopb-mcp: each code cell is one execute_code call of the agent, in order, "
+                 f"with its outputs; markdown cells note doc reads and writes. Kernel pid {pid}, {desc}.")
+        self.recorder.start_notebook(kernel_name=name, display_name=f"Python ({name})", about=about)
+
+    def _record_finished(self, ex: Execution) -> None:
+        """Execution hook: queue the finished cell for the notebook writer (jobs too, when they end)."""
+        if self.recorder is None or ex.record is None:
+            return
+        count = ex.reply_content.get("execution_count")
+        ex.record.execution_count = count if isinstance(count, int) else None
+        meta = {"job_id": ex.job_id, "status": ex.status, "seconds": round(ex.elapsed(), 3),
+                "promoted": ex.promoted}
+        if ex.note:
+            meta["note"] = ex.note
+        self.recorder.code_cell(ex.code, ex.record, meta)
+
+    def notebook_status(self) -> str | None:
+        """The session notebook's path (with why it is not being written, if so); None when off."""
+        rec = self.recorder
+        if rec is None or rec.path is None:
+            return None
+        return f"{rec.path} (not written: {rec.error})" if rec.error else str(rec.path)
+
+
+def _silent(code: str) -> dict[str, Any]:
+    return {"code": code, "silent": True, "store_history": False, "user_expressions": {},
+            "allow_stdin": False, "stop_on_error": False}
+
+
+def _busy(ex: Execution) -> KernelBusy:
+    seconds = ex.elapsed()
+    return KernelBusy(f"Busy: code is already running ({seconds:.0f} s).", job_id=ex.job_id, seconds=seconds)

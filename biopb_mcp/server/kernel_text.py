@@ -1,0 +1,120 @@
+"""What the agent reads about the kernel: the prose over the kernel host's data.
+
+The host returns states, outcomes and errors carrying their facts; only here are they turned into
+sentences that name the tool to call next.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from biopb_mcp.errors import JobNotFound, KernelBusy, KernelError, KernelNotReady
+from biopb_mcp.kernel import (
+    Interruption,
+    KernelStart,
+    KernelState,
+    Rendered,
+    StartOutcome,
+)
+
+__all__ = ["error_text", "interrupted", "job_structure", "started", "summary"]
+
+
+def not_ready(exc: KernelNotReady) -> str:
+    """Why no kernel can take the call, and that start_kernel is the way on."""
+    state, reason = exc.state, exc.reason or str(exc)
+    if state == KernelState.NOT_STARTED:
+        text = "No kernel is running. Call start_kernel first."
+    elif state == KernelState.STARTING:
+        text = "The kernel is still starting. Call start_kernel (it waits until ready), then retry."
+    elif state == KernelState.DEAD:
+        text = f"{reason} Call start_kernel to start a fresh kernel (the namespace was lost)."
+    else:
+        text = f"The kernel could not start: {reason} Call start_kernel to try again."
+    if state not in text:
+        text = f"Kernel not ready (state: {state}). {text}"
+    return text
+
+
+def busy(exc: KernelBusy) -> str:
+    """Which job holds the kernel, and how to follow or stop it."""
+    job = exc.job_id
+    if not job:
+        return "inspect_object is running; retry in a moment."
+    return f"{exc} ({job} is running: poll_job('{job}') to follow it, interrupt_kernel to stop it.)"
+
+
+def job_not_found(exc: JobNotFound) -> str:
+    """What a job id looks like, and the ones that exist."""
+    hint = f" Recent ids: {', '.join(exc.recent)}." if exc.recent else " No code has run yet."
+    return (f"No job {exc.job_id!r} (ids have the form job-<N>, as execute_code returns them; only the "
+            f"last {exc.kept} executions are kept).{hint}")
+
+
+def error_text(exc: KernelError) -> str:
+    """The agent's text for any kernel failure."""
+    if isinstance(exc, KernelNotReady):
+        return not_ready(exc)
+    if isinstance(exc, KernelBusy):
+        return busy(exc)
+    if isinstance(exc, JobNotFound):
+        return job_not_found(exc)
+    return str(exc)
+
+
+def summary(status: dict[str, Any]) -> str:
+    """The ready kernel in a few sentences: pid, spec, connection file, plugins, notebook."""
+    parts = [f"Kernel ready (pid {status['pid']}, {status['kernel_spec']})."]
+    parts.append(f"Connection file: {status['connection_file']} (share it: {status['connect_command']}).")
+    loaded, failed = status["plugins"]["loaded"], status["plugins"]["failed"]
+    if loaded:
+        parts.append(f"Plugins loaded: {', '.join(Path(p).name if '/' in p else p for p in loaded)}.")
+    if failed:
+        names = "; ".join(f"{f['plugin']} ({f['error']})" for f in failed)
+        parts.append(f"Plugins that failed and were skipped: {names}; see {status['kernel_log']}.")
+    if status["bootstrap_errors"]:
+        parts.append(f"Bootstrap problems logged in {status['kernel_log']}.")
+    if status["session_notebook"]:
+        parts.append(f"Session notebook: {status['session_notebook']}.")
+    return " ".join(parts)
+
+
+_START_LEADS = {
+    StartOutcome.STARTED: "",
+    StartOutcome.ALREADY_RUNNING: "Kernel already running. ",
+    StartOutcome.RESTARTED: ("Kernel restarted: the namespace was lost (variables, imports and loaded data are "
+                             "gone; re-run the setup code). "),
+    StartOutcome.STARTED_BY_RESTART: "Kernel started (there was no previous kernel). ",
+}
+
+
+def started(start: KernelStart) -> str:
+    """What start_kernel or restart_kernel did, then the kernel's summary."""
+    return _START_LEADS[start.outcome] + summary(start.status)
+
+
+def interrupted(result: Interruption) -> str:
+    """Whether the interrupt stopped the job, and where to look next."""
+    job = result.job_id
+    if job is None:
+        return "No code is running; nothing to interrupt."
+    if result.stopped:
+        return f"Interrupted {job}: it ended as {result.status}. poll_job(\"{job}\") shows its output."
+    return (
+        f"Sent SIGINT, but {job} is still running after {result.waited:.0f} s (native code may ignore "
+        f"it until it returns). Check with poll_job(\"{job}\"), or restart_kernel to kill it "
+        "(the namespace is lost)."
+    )
+
+
+def job_structure(rendered: Rendered) -> dict[str, Any]:
+    """The structured content beside an execution's text: what a client needs to follow or page it."""
+    return {
+        "job_id": rendered.job_id,
+        "status": str(rendered.status),
+        "offset": rendered.offset,
+        "next_offset": rendered.next_offset,
+        "total_chars": rendered.total_chars,
+        "images": len(rendered.images),
+    }
