@@ -195,6 +195,10 @@ def build_parser() -> tuple[argparse.ArgumentParser, argparse._SubParsersAction]
         from bench import ooc
 
         ooc.register(sub)
+    if importlib.util.find_spec("bench.soak") is not None:
+        from bench import soak
+
+        soak.register(sub)
     return parser, sub
 
 

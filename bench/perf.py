@@ -436,24 +436,7 @@ async def _kernel_on_session(c: Any, tree: Any, scale: Scale) -> dict[str, Any]:
         out["start_raw"].append(raw.start())
         await _call(c, "execute_code", {"code": "1+1"})
         raw.execute("1+1")
-        ours: list[float] = []
-        theirs: list[float] = []
-        pings: list[float] = []
-        for i in range(scale.execute_reps + 3):  # interleaved; the first 3 of each are warm-up
-            t0 = clock()
-            text = await _call(c, "execute_code", {"code": "1+1"})
-            t_ours = (clock() - t0) * 1000
-            t_raw = raw.execute("1+1")[0]
-            t0 = clock()
-            await c.session.send_ping()
-            t_ping = (clock() - t0) * 1000
-            if "2" not in text:
-                raise RuntimeError(f"execute_code('1+1') returned {text!r}")
-            if i >= 3:
-                ours.append(t_ours)
-                theirs.append(t_raw)
-                pings.append(t_ping)
-        out["exec"], out["exec_raw"], out["ping"] = ours, theirs, pings
+        out.update(await _execute_1_plus_1(c, raw, tree, scale.execute_reps))
         lines = max(1, scale.print_bytes // 100)
         code = f"for _i in range({lines}):\n    print('x' * 99)\n"
         out["prints"], out["prints_raw"], out["prints_chars"], out["prints_raw_chars"] = [], [], 0, 0
@@ -473,6 +456,64 @@ async def _kernel_on_session(c: Any, tree: Any, scale: Scale) -> dict[str, Any]:
     finally:
         raw.shutdown()
     return out
+
+
+async def _execute_1_plus_1(c: Any, raw: _RawKernel, tree: Any, reps: int) -> dict[str, Any]:
+    """execute_code 1+1, raw execute_interactive, a stdio ping and a bare MCPServer tool call, interleaved.
+
+    The bare server is the floor of any tool call over the same stdio transport and client (spawned
+    once, called like ours), so what execute_code adds is ours - raw - bare. The same in CPU time:
+    each server's CPU over the loop and this process's CPU inside the raw calls, per call; unlike
+    wall time it barely moves with the machine's load.
+    """
+    import psutil
+
+    from bench.perf_fixtures import child_env
+
+    bare_file = tree.root / "bare_tool_server.py"
+    bare_file.write_text(BARE_SERVER, encoding="utf-8")
+    ours: list[float] = []
+    theirs: list[float] = []
+    pings: list[float] = []
+    bares: list[float] = []
+    server = psutil.Process(int(json.loads(await _call(c, "server_status", {}))["server"]["pid"]))
+    async with _stdio_client([sys.executable, str(bare_file)], child_env(tree)) as bare:
+        await _call(bare, "ping", {})
+        bare_proc = next(p for p in psutil.Process().children(recursive=True) if str(bare_file) in " ".join(p.cmdline()))
+        cpu_raw = 0.0
+        for i in range(reps + 3):  # interleaved; the first 3 of each are warm-up
+            if i == 3:
+                cpu_ours0, cpu_bare0 = _cpu_s(server), _cpu_s(bare_proc)
+            t0 = clock()
+            text = await _call(c, "execute_code", {"code": "1+1"})
+            t_ours = (clock() - t0) * 1000
+            p0 = time.process_time()
+            t_raw = raw.execute("1+1")[0]
+            p_raw = time.process_time() - p0
+            t0 = clock()
+            await c.session.send_ping()
+            t_ping = (clock() - t0) * 1000
+            t0 = clock()
+            pong = await _call(bare, "ping", {})
+            t_bare = (clock() - t0) * 1000
+            if "2" not in text or "pong" not in pong:
+                raise RuntimeError(f"execute_code('1+1') returned {text!r}, the bare tool {pong!r}")
+            if i >= 3:
+                ours.append(t_ours)
+                theirs.append(t_raw)
+                pings.append(t_ping)
+                bares.append(t_bare)
+                cpu_raw += p_raw
+        n = len(ours)
+        cpu = {"ours": (_cpu_s(server) - cpu_ours0) * 1000 / n, "bare": (_cpu_s(bare_proc) - cpu_bare0) * 1000 / n,
+               "raw": cpu_raw * 1000 / n}
+    return {"exec": ours, "exec_raw": theirs, "ping": pings, "bare_tool": bares, "exec_cpu": cpu}
+
+
+def _cpu_s(proc: Any) -> float:
+    """User + system CPU seconds of a process, all its threads."""
+    times = proc.cpu_times()
+    return float(times.user + times.system)
 
 
 async def _cold_starts(tree: Any, scale: Scale) -> tuple[list[float], list[float]]:
@@ -627,6 +668,15 @@ async def _run(root: Path, scale: Scale) -> tuple[list[Figure], dict[str, Any]]:
     figs.append(series("kernel: execute_code 1+1 (stdio round trip)", k["exec"]))
     figs.append(series("kernel: raw execute_interactive 1+1", k["exec_raw"]))
     figs.append(series("kernel: stdio ping round trip (JSON-RPC transport floor)", k["ping"]))
+    figs.append(series("kernel: bare MCPServer tool call (stdio round trip)", k["bare_tool"]))
+    beyond = [a - b - c for a, b, c in zip(k["exec"], k["exec_raw"], k["bare_tool"], strict=True)]
+    med_beyond = statistics.median(k["exec"]) - statistics.median(k["exec_raw"]) - statistics.median(k["bare_tool"])
+    figs.append(Figure("kernel: execute 1+1 beyond raw + bare tool call", "ms", med_beyond, _p95(beyond), "<= 1 ms",
+                       med_beyond <= 1.0, len(beyond), "median(ours) - median(raw) - median(bare tool call)"))
+    cpu = k["exec_cpu"]
+    figs.append(Figure("kernel: execute 1+1 CPU beyond raw + bare tool call", "ms", cpu["ours"] - cpu["bare"] - cpu["raw"], None,
+                       "(report)", None, len(k["exec"]),
+                       f"per call: server {cpu['ours']:.2f} - bare server {cpu['bare']:.2f} - raw client {cpu['raw']:.2f} ms CPU"))
     overhead = [a - b for a, b in zip(k["exec"], k["exec_raw"], strict=False)]
     med_over = statistics.median(k["exec"]) - statistics.median(k["exec_raw"])
     figs.append(Figure("kernel: execute 1+1 added overhead", "ms", med_over, _p95(overhead), "<= 3 ms", med_over <= 3.0, len(overhead), "median(ours) - median(raw)"))
