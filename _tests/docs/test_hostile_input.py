@@ -182,7 +182,7 @@ def test_snippet_survives_text_whose_case_folding_changes_length() -> None:
 
 @pytest.mark.timeout(20)
 def test_the_link_pattern_stays_linear_on_a_run_of_brackets() -> None:
-    from biopb_mcp.docs.store import _LINK
+    from biopb_mcp.docs.lint import _LINK
 
     assert _LINK.findall("[[" * 40_000 + "[[a]]") == ["a"]
     assert _LINK.findall("see [[a/b]] and [[c]]") == ["a/b", "c"]

@@ -14,7 +14,8 @@ import stat
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from biopb_mcp.docs import FILE_MAX_BYTES
+from biopb_mcp.docs import nofollow
+from biopb_mcp.docs.limits import FILE_MAX_BYTES
 from biopb_mcp.errors import DocUnreadable
 
 DESCRIPTION_MAX_CHARS = 200
@@ -71,8 +72,6 @@ def read_text_in(root: Path, rel: str) -> str:
         FileNotFoundError: no file there.
         DocUnreadable: a link on the way, a directory, not a regular file, unreadable, not UTF-8.
     """
-    from biopb_mcp.docs import nofollow
-
     path = root / rel
     try:
         raw, _ = nofollow.read_bytes(root, rel, max_bytes=FILE_MAX_BYTES)

@@ -22,9 +22,10 @@ import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from biopb_mcp.docs import FILE_MAX_BYTES, nofollow
+from biopb_mcp.docs import nofollow
+from biopb_mcp.docs.limits import FILE_MAX_BYTES
 from biopb_mcp.docs.frontmatter import decode, one_line
-from biopb_mcp.errors import DocNotFound, DocUnreadable
+from biopb_mcp.errors import DocNotFound, DocProblem, DocUnreadable
 
 logger = logging.getLogger(__name__)
 
@@ -198,13 +199,12 @@ class History:
         if match is None:
             if not kept:
                 raise DocNotFound(
-                    f"No history for {doc_id!r}: versions are kept from its first write_doc on.",
-                    doc_id=f"{doc_id}@v{n}",
+                    f"No history for {doc_id!r}: versions are kept from its first write on.",
+                    kind=DocProblem.NO_HISTORY, doc_id=doc_id, version=n,
                 )
             raise DocNotFound(
-                f"No version {n} of {doc_id!r}: the kept versions are v{kept[0].n}–v{kept[-1].n} "
-                f"(see read_doc(\"{doc_id}@history\")).",
-                doc_id=f"{doc_id}@v{n}",
+                f"No version {n} of {doc_id!r}: the kept versions are v{kept[0].n}–v{kept[-1].n}.",
+                kind=DocProblem.NO_VERSION, doc_id=doc_id, version=n, first=kept[0].n, last=kept[-1].n,
             )
         path = self.dir_for(doc_id) / f"v{n}.txt"
         try:

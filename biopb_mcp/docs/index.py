@@ -29,6 +29,14 @@ STALE_TAIL_SENTENCE = (
     "want into your copy with write_doc (or leave it as it is)."
 )
 
+def unreadable_note(problem: str) -> str:
+    """The line a rendered index opens with when the local index file cannot be read."""
+    return (
+        f"> The local index could not be read ({problem}) Showing the shipped index instead; "
+        "fix the file, or replace it with write_doc(\"index\", body=…)."
+    )
+
+
 IGNORED_NOTE = "shipped docs this index chose not to list; each is still readable by id"
 """Said after an `ignored:` line that names docs: agents read the bare word as "do not use"."""
 

@@ -26,7 +26,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from biopb_mcp.docs import QUERY_MAX_CHARS
+from biopb_mcp.docs.limits import QUERY_MAX_CHARS
 from biopb_mcp.docs.filecache import is_settled, stamp_of
 from biopb_mcp.docs.frontmatter import heading_text
 from biopb_mcp.errors import DocError, DocNotFound, InvalidQuery
