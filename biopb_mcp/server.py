@@ -35,7 +35,8 @@ from pydantic import BaseModel
 import biopb_mcp
 from biopb_mcp.config import Settings, load_settings, resolve_user_path
 from biopb_mcp.docs.store import AUTHORING_GATE, DocStore
-from biopb_mcp.errors import BiopbMcpError, ConfigError, KernelBusy, KernelNotReady
+from biopb_mcp import doc_messages
+from biopb_mcp.errors import BiopbMcpError, ConfigError, DocError, KernelBusy, KernelNotReady
 from biopb_mcp.handshake import compose_instructions
 from biopb_mcp.kernel import KernelHost, compute
 from biopb_mcp.trace import Tracer
@@ -89,6 +90,8 @@ def _tool_error(exc: BiopbMcpError) -> ToolError:
             text += " Call start_kernel to start it."
     elif isinstance(exc, KernelBusy) and exc.job_id not in text:
         text += f" ({exc.job_id} is running: poll_job('{exc.job_id}') to follow it, interrupt_kernel to stop it.)"
+    elif isinstance(exc, DocError):
+        text = doc_messages.refusal(exc, doc_messages.FOR_AGENT)
     return ToolError(text)
 
 
@@ -401,9 +404,9 @@ def _register_doc_tools(mcp: MCPServer, state: AppState) -> None:
         Use it for a literal you hit — an exception name, a config key, a log line, a function —
         or when no index entry matches the request. Returns doc id, section and a snippet per hit;
         read_doc the hit to see it whole."""
-        from biopb_mcp.docs.search import format_hits, search_docs as run_search
+        from biopb_mcp.docs.search import search_docs as run_search
 
-        return _call(lambda: format_hits(run_search(store, query, max_results), query))
+        return _call(lambda: doc_messages.format_hits(run_search(store, query, max_results), query, doc_messages.FOR_AGENT))
 
     write_description = (
         "Create or edit a doc in the local docs tier (the index too: id \"index\"). body alone creates or "

@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 from biopb_mcp.docs import QUERY_MAX_CHARS
 from biopb_mcp.docs.frontmatter import first_h1, heading_text, parse
 from biopb_mcp.docs.history import HISTORY_DIR, VERSIONS_FILE
-from biopb_mcp.docs.search import format_hits, search_docs, snippet, split_sections
+from biopb_mcp.docs.search import search_docs, snippet, split_sections
 from biopb_mcp.docs.store import DocStore
 from biopb_mcp.errors import InvalidQuery, WriteRefused
 
@@ -144,12 +144,6 @@ def test_a_2_mb_query_gets_a_short_clear_error(store: DocStore) -> None:
     assert f"{QUERY_MAX_CHARS:,}" in message and "2,000,000" in message
     assert len(message) < 400
     assert search_docs(store, ("threshold " * 200)[:QUERY_MAX_CHARS])  # at the cap: searched
-
-
-def test_answers_quote_a_long_query_cut_short() -> None:
-    query = "a" * QUERY_MAX_CHARS
-    text = format_hits([], query)
-    assert "No matches for 'aaa" in text and "…" in text and len(text) < 300
 
 
 @pytest.mark.timeout(60)
