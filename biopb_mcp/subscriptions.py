@@ -50,7 +50,6 @@ from mcp.types import (
     UnsubscribeRequestParams,
 )
 
-from biopb_mcp.doc_messages import FOR_AGENT, refusal
 from biopb_mcp.docs.resources import (
     DOC_URI_TEMPLATE,
     INDEX_DESCRIPTION,
@@ -136,9 +135,9 @@ def _read(store: DocStore, ref: str) -> str:
     try:
         return store.read_doc(ref)
     except (DocNotFound, InvalidDocId) as exc:
-        raise ResourceNotFoundError(refusal(exc, FOR_AGENT)) from exc
+        raise ResourceNotFoundError(str(exc)) from exc
     except DocError as exc:  # DocUnreadable and the like: the file exists but cannot be served
-        raise ResourceError(refusal(exc, FOR_AGENT)) from exc
+        raise ResourceError(str(exc)) from exc
 
 
 def _check_uri(uri: str) -> None:
