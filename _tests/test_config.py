@@ -247,6 +247,12 @@ def test_an_error_inside_an_inline_table_or_array_of_tables_still_names_a_line(
     assert err.key == key and err.line == 2, str(err)
 
 
+def test_a_key_is_located_by_toml_structure_not_by_text_that_looks_like_one(tmp_path: Path) -> None:
+    # a multi-line string may hold "key = value" lines; the bad value is on the real key's line
+    err, cfile = load_error(tmp_path, '[kernel]\nname = """\npromote_after = 1\n"""\n"promote_after" = "x"\n')
+    assert (err.line, err.key) == (5, "kernel.promote_after"), str(err)
+
+
 _WRONG: dict[str, list[Any]] = {
     "str": [5, True, ["a"]],
     "int": ["5", 5.5, True],

@@ -291,7 +291,7 @@ def _fsync_floor(where: Path, reps: int) -> list[float]:
 
 def _render_figures(tree: Any, reps: int) -> tuple[float, list[float]]:
     from biopb_mcp.docs.store import DocStore
-    from biopb_mcp.handshake import compose_instructions
+    from biopb_mcp.server.instructions import compose_instructions
 
     store = DocStore(tree.docs)
     t0 = clock()

@@ -1,20 +1,25 @@
-"""Settings: defaults in one schema, TOML load with deep merge, key aliases, platform paths.
+"""Settings: each key declared once, TOML load with deep merge, key aliases, platform paths.
 
-Every key is declared once, in ``SCHEMA``. The schema drives everything else: the defaults, type
-validation, ``config.example.toml`` / ``biopb-mcp config init`` (``render_example``) and
-``biopb-mcp config show`` (``render_show``). The environment is read here only (``BIOPB_CONFIG_DIR``
-and the platform dirs); the rest of the package takes a ``Settings``.
+Every key is a field of one section dataclass, declared once with its default and, in the
+field's metadata, the comment line it gets and the bounds it must keep. ``SCHEMA`` is read off
+those fields, and drives the rest: type validation, ``config.example.toml`` / ``biopb-mcp config
+init`` (``render_example``) and ``biopb-mcp config show`` (``render_show``). The environment is
+read here only (``BIOPB_CONFIG_DIR`` and the platform dirs); the rest of the package takes a
+``Settings``.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import difflib
 import math
 import os
 import re
 import threading
 import tomllib
+import typing
 import warnings as _warnings
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -23,6 +28,7 @@ import platformdirs
 import tomli_w
 
 from biopb_mcp.errors import ConfigError
+from biopb_mcp.toml_lines import key_lines, leading_key
 
 __all__ = [
     "ALIASES",
@@ -37,6 +43,7 @@ __all__ = [
     "Key",
     "RecordSettings",
     "ServerSettings",
+    "ServicesSettings",
     "Settings",
     "config_dir",
     "defaults",
@@ -62,175 +69,167 @@ _TYPE_NAMES = {
     "list[str]": "a list of strings",
 }
 
-
-@dataclass(frozen=True)
-class Key:
-    """One config key: where it lives, its type, default and the comment line it gets."""
-
-    section: str
-    name: str
-    type: str  # one of _TYPE_NAMES
-    default: Any
-    doc: str
-    choices: tuple[str, ...] = ()
-    minimum: float | None = None
-
-    @property
-    def dotted(self) -> str:
-        return f"{self.section}.{self.name}"
-
-
-SECTIONS: dict[str, str] = {
-    "services": "Where the agent-editable docs live.",
-    "server": "Server process: state, runtime and log locations, log level, tool-call trace.",
-    "kernel": "The IPython kernel the server manages.",
-    "docs": "The docs store.",
-    "http": "Streamable HTTP transport (biopb-mcp --transport http); always bound to 127.0.0.1.",
-    "record": "The session notebook: every execute_code and doc read/write, one notebook per kernel start.",
-    "compute": "Dask in the kernel: dask_client() connects to this cluster on first use.",
-}
-"""Section name -> the comment line above it in the example file."""
-
-SCHEMA: tuple[Key, ...] = (
-    Key("services", "docs_local_dir", "str", "",
-        'Local (writable) docs tier; "" = <config dir>/docs. ~ expands; relative = under the config dir.'),
-    Key("server", "state_dir", "str", "",
-        'Logs live here; "" = the platform state dir (Linux: ~/.local/state/biopb).'),
-    Key("server", "runtime_dir", "str", "",
-        'Kernel connection files and HTTP token files; one that others can enter gets a private '
-        'biopb-mcp-<uid> subdir (its own mode is never changed); "" = the platform runtime dir.'),
-    Key("server", "log_file", "str", "",
-        'Server log file; "" = <state_dir>/server.log.'),
-    Key("server", "log_level", "str", "INFO",
-        "Log level: DEBUG, INFO, WARNING, ERROR or CRITICAL.", choices=LOG_LEVELS),
-    Key("server", "trace", "str", "",
-        'Write one JSON line per tool call to this file; "" = off (biopb-mcp --trace overrides).'),
-    Key("kernel", "name", "str", "",
-        'Jupyter kernel spec to run (see `jupyter kernelspec list`); "" = the Python running the server.'),
-    Key("kernel", "promote_after", "float", 10.0,
-        "Seconds execute_code waits before turning the run into a background job (poll_job).",
-        minimum=0.0),
-    Key("kernel", "max_output_chars", "int", 20000,
-        "Text output kept per call; the rest is cut with a note saying how much.", minimum=1),
-    Key("kernel", "max_image_bytes", "int", 1_000_000,
-        "Largest PNG returned inline; bigger ones are saved to a file named in the output.",
-        minimum=1),
-    Key("kernel", "max_images", "int", 10,
-        "PNGs returned inline per execution; the rest are saved to files named in the output.",
-        minimum=0),
-    Key("kernel", "startup_timeout", "float", 60.0,
-        "Seconds start_kernel waits for the kernel to become ready.", minimum=0.1),
-    Key("kernel", "request_timeout", "float", 30.0,
-        "Seconds to wait for a kernel reply (inspect, interrupt) before giving up.", minimum=0.1),
-    Key("docs", "history_keep", "int", 50,
-        "Previous versions kept per doc in the hidden history folder.", minimum=1),
-    Key("http", "port", "int", 8765,
-        "TCP port on 127.0.0.1 (biopb-mcp --port overrides).", minimum=0),
-    Key("http", "allowed_hosts", "list[str]", [],
-        "Extra Host header values accepted (localhost and 127.0.0.1 always are).", ),
-    Key("http", "allowed_origins", "list[str]", [],
-        "Extra Origin header values accepted (browser clients).", ),
-    Key("http", "auth", "bool", True,
-        "Require the per-server bearer token (biopb-mcp --no-auth overrides).", ),
-    Key("http", "token", "str", "stable",
-        'Bearer token: "stable" (kept 0600 in the state dir, reused; --rotate-token renews it) '
-        'or "per-start" (new every start).', choices=("stable", "per-start")),
-    Key("record", "enabled", "bool", True,
-        "Record the session as a notebook (false = off).", ),
-    Key("record", "dir", "str", "",
-        'Where the session notebooks go; "" = <state_dir>/notebooks.'),
-    Key("record", "max_output_chars", "int", 100_000,
-        "Text output kept per notebook cell; the rest is replaced by a note.", minimum=1),
-    Key("compute", "scheduler", "str", "none",
-        '"none" (dask in the kernel process), "local" (a cluster the kernel starts) or an '
-        'address ("tcp://host:8786").'),
-    Key("compute", "workers", "int", 0,
-        'Local cluster: worker processes; 0 = dask\'s choice (about one per core).', minimum=0),
-    Key("compute", "threads_per_worker", "int", 0,
-        "Local cluster: threads in each worker; 0 = dask's choice.", minimum=0),
-    Key("compute", "memory_limit", "str", "auto",
-        'Local cluster: memory per worker, e.g. "4GB" or "512MiB"; "auto" = system memory / workers.'),
-    Key("compute", "connect_timeout", "float", 10.0,
-        "Seconds dask_client() waits for the scheduler before saying it is unreachable.",
-        minimum=0.1),
-)
-"""Every config key, in file order. The only place a default is written down."""
-
-_BY_DOTTED: dict[str, Key] = {k.dotted: k for k in SCHEMA}
-
-ALIASES: dict[str, str] = {"services.skills_local_dir": "services.docs_local_dir"}
-"""Old key -> new key, accepted for one release with a deprecation warning; the new key wins."""
-
 _MAX_PORT = 65535
 
 _MAX_SECONDS = int(threading.TIMEOUT_MAX)
 """Largest float value (every float key is seconds): nan never compares and a bigger timeout
 overflows a lock wait, so either would break a tool call instead of bounding it."""
 
+_SCHEDULER_ADDRESS = re.compile(r"(tcp|tls|ws|wss|inproc|ucx)://\S+")
+_MEMORY = re.compile(r"(auto|\d+(\.\d+)?\s*([kKMGT]i?B|[kKMGT]|B)?)")
 
-@dataclass(frozen=True)
-class KernelSettings:
-    """[kernel]: which kernel to run and the bounds on what a call returns."""
-
-    name: str = ""
-    promote_after: float = 10.0
-    max_output_chars: int = 20000
-    max_image_bytes: int = 1_000_000
-    max_images: int = 10
-    startup_timeout: float = 60.0
-    request_timeout: float = 30.0
+Check = Callable[[Any], str | None]
+"""A key's own rule beyond type, choices and minimum: the value -> what it must be, or None if fine."""
 
 
-@dataclass(frozen=True)
-class ComputeSettings:
-    """[compute]: where dask computations started in the kernel run."""
-
-    scheduler: str = "none"
-    workers: int = 0
-    threads_per_worker: int = 0
-    memory_limit: str = "auto"
-    connect_timeout: float = 10.0
+def _about(
+    doc: str, *, choices: tuple[str, ...] = (), minimum: float | None = None, check: Check | None = None
+) -> dict[str, Any]:
+    """A config key's field metadata: the comment line above it in the example file, its bounds."""
+    return {"doc": doc, "choices": choices, "minimum": minimum, "check": check}
 
 
-@dataclass(frozen=True)
-class DocsSettings:
-    """[docs]: docs store limits."""
-
-    history_keep: int = 50
+def _port_in_range(value: int) -> str | None:
+    return f"at most {_MAX_PORT}" if value > _MAX_PORT else None
 
 
-@dataclass(frozen=True)
-class HttpSettings:
-    """[http]: the streamable HTTP transport."""
+# dask would reject these only at first use, inside the kernel, far from the config file
+def _scheduler(value: str) -> str | None:
+    if value in ("none", "local") or _SCHEDULER_ADDRESS.fullmatch(value):
+        return None
+    return '"none", "local" or a scheduler address such as "tcp://host:8786"'
 
-    port: int = 8765
-    allowed_hosts: list[str] = field(default_factory=list)
-    allowed_origins: list[str] = field(default_factory=list)
-    auth: bool = True
-    token: str = "stable"
+
+def _memory_size(value: str) -> str | None:
+    return None if _MEMORY.fullmatch(value.strip()) else '"auto" or a size such as "4GB" or "512MiB"'
+
+
+# A section's docstring is the comment line above it in the example file. A `Path | None` field is
+# a path key: a string in the file, "" (None here) meaning the default the loader derives.
 
 
 @dataclass(frozen=True)
-class RecordSettings:
-    """[record]: the session notebook (``dir`` resolved: never None once loaded)."""
+class ServicesSettings:
+    """Where the agent-editable docs live."""
 
-    enabled: bool = True
-    dir: Path | None = None
-    max_output_chars: int = 100_000
+    docs_local_dir: Path | None = field(default=None, metadata=_about(
+        'Local (writable) docs tier; "" = <config dir>/docs. ~ expands; relative = under the config dir.'))
 
 
 @dataclass(frozen=True)
 class ServerSettings:
-    """[server]: values that stay as given (the paths are resolved onto Settings)."""
+    """Server process: state, runtime and log locations, log level, tool-call trace."""
 
-    log_level: str = "INFO"
+    state_dir: Path | None = field(default=None, metadata=_about(
+        'Logs live here; "" = the platform state dir (Linux: ~/.local/state/biopb).'))
+    runtime_dir: Path | None = field(default=None, metadata=_about(
+        'Kernel connection files and HTTP token files; one that others can enter gets a private '
+        'biopb-mcp-<uid> subdir (its own mode is never changed); "" = the platform runtime dir.'))
+    log_file: Path | None = field(default=None, metadata=_about(
+        'Server log file; "" = <state_dir>/server.log.'))
+    log_level: str = field(default="INFO", metadata=_about(
+        "Log level: DEBUG, INFO, WARNING, ERROR or CRITICAL.", choices=LOG_LEVELS))
+    trace: Path | None = field(default=None, metadata=_about(
+        'Write one JSON line per tool call to this file; "" = off (biopb-mcp --trace overrides).'))
+
+
+@dataclass(frozen=True)
+class KernelSettings:
+    """The IPython kernel the server manages."""
+
+    name: str = field(default="", metadata=_about(
+        'Jupyter kernel spec to run (see `jupyter kernelspec list`); "" = the Python running the server.'))
+    promote_after: float = field(default=10.0, metadata=_about(
+        "Seconds execute_code waits before turning the run into a background job (poll_job).",
+        minimum=0.0))
+    max_output_chars: int = field(default=20000, metadata=_about(
+        "Text output kept per call; the rest is cut with a note saying how much.", minimum=1))
+    max_image_bytes: int = field(default=1_000_000, metadata=_about(
+        "Largest PNG returned inline; bigger ones are saved to a file named in the output.", minimum=1))
+    max_images: int = field(default=10, metadata=_about(
+        "PNGs returned inline per execution; the rest are saved to files named in the output.",
+        minimum=0))
+    startup_timeout: float = field(default=60.0, metadata=_about(
+        "Seconds start_kernel waits for the kernel to become ready.", minimum=0.1))
+    request_timeout: float = field(default=30.0, metadata=_about(
+        "Seconds to wait for a kernel reply (inspect, interrupt) before giving up.", minimum=0.1))
+
+
+@dataclass(frozen=True)
+class DocsSettings:
+    """The docs store."""
+
+    history_keep: int = field(default=50, metadata=_about(
+        "Previous versions kept per doc in the hidden history folder.", minimum=1))
+
+
+@dataclass(frozen=True)
+class HttpSettings:
+    """Streamable HTTP transport (biopb-mcp --transport http); always bound to 127.0.0.1."""
+
+    port: int = field(default=8765, metadata=_about(
+        "TCP port on 127.0.0.1 (biopb-mcp --port overrides).", minimum=0, check=_port_in_range))
+    allowed_hosts: list[str] = field(default_factory=list, metadata=_about(
+        "Extra Host header values accepted (localhost and 127.0.0.1 always are)."))
+    allowed_origins: list[str] = field(default_factory=list, metadata=_about(
+        "Extra Origin header values accepted (browser clients)."))
+    auth: bool = field(default=True, metadata=_about(
+        "Require the per-server bearer token (biopb-mcp --no-auth overrides)."))
+    token: str = field(default="stable", metadata=_about(
+        'Bearer token: "stable" (kept 0600 in the state dir, reused; --rotate-token renews it) '
+        'or "per-start" (new every start).', choices=("stable", "per-start")))
+
+
+@dataclass(frozen=True)
+class RecordSettings:
+    """The session notebook: every execute_code and doc read/write, one notebook per kernel start."""
+
+    enabled: bool = field(default=True, metadata=_about(
+        "Record the session as a notebook (false = off)."))
+    # filled in by load_settings (never None once loaded): the recorder is handed this section alone
+    dir: Path | None = field(default=None, metadata=_about(
+        'Where the session notebooks go; "" = <state_dir>/notebooks.'))
+    max_output_chars: int = field(default=100_000, metadata=_about(
+        "Text output kept per notebook cell; the rest is replaced by a note.", minimum=1))
+
+
+@dataclass(frozen=True)
+class ComputeSettings:
+    """Dask in the kernel: dask_client() connects to this cluster on first use."""
+
+    scheduler: str = field(default="none", metadata=_about(
+        '"none" (dask in the kernel process), "local" (a cluster the kernel starts) or an '
+        'address ("tcp://host:8786").', check=_scheduler))
+    workers: int = field(default=0, metadata=_about(
+        "Local cluster: worker processes; 0 = dask's choice (about one per core).", minimum=0))
+    threads_per_worker: int = field(default=0, metadata=_about(
+        "Local cluster: threads in each worker; 0 = dask's choice.", minimum=0))
+    memory_limit: str = field(default="auto", metadata=_about(
+        'Local cluster: memory per worker, e.g. "4GB" or "512MiB"; "auto" = system memory / workers.',
+        check=_memory_size))
+    connect_timeout: float = field(default=10.0, metadata=_about(
+        "Seconds dask_client() waits for the scheduler before saying it is unreachable.", minimum=0.1))
+
+
+_SECTION_TYPES: dict[str, type[Any]] = {
+    "services": ServicesSettings,
+    "server": ServerSettings,
+    "kernel": KernelSettings,
+    "docs": DocsSettings,
+    "http": HttpSettings,
+    "record": RecordSettings,
+    "compute": ComputeSettings,
+}
+"""Section name -> its dataclass, in file order; ``Settings`` has an attribute of each name."""
 
 
 @dataclass(frozen=True)
 class Settings:
     """The merged, validated configuration with every path resolved.
 
-    ``sources`` maps each dotted key to ``"default"``, ``"<file>:<line>"`` or
+    Each section holds the keys as the file set them (a path key: resolved, or None when unset);
+    the paths in effect, defaults derived, are the attributes here (``state_dir``, ``log_file``,
+    ...). ``sources`` maps each dotted key to ``"default"``, ``"<file>:<line>"`` or
     ``"alias services.skills_local_dir (<file>:<line>)"``; ``warnings`` holds messages (such as
     deprecations) for whoever sets up logging to log.
     """
@@ -250,8 +249,63 @@ class Settings:
     server: ServerSettings = field(default_factory=ServerSettings)
     record: RecordSettings = field(default_factory=RecordSettings)
     compute: ComputeSettings = field(default_factory=ComputeSettings)
+    services: ServicesSettings = field(default_factory=ServicesSettings)
     sources: dict[str, str] = field(default_factory=dict)
     warnings: list[str] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class Key:
+    """One config key, read off its section's field: where it lives, its type, default and comment."""
+
+    section: str
+    name: str
+    type: str  # one of _TYPE_NAMES
+    default: Any  # as written in the file: "" for a path key left to its derived default
+    doc: str
+    choices: tuple[str, ...] = ()
+    minimum: float | None = None
+    check: Check | None = None
+    is_path: bool = False
+
+    @property
+    def dotted(self) -> str:
+        return f"{self.section}.{self.name}"
+
+
+_FILE_TYPES: dict[Any, str] = {str: "str", int: "int", float: "float", bool: "bool", list[str]: "list[str]"}
+
+
+def _keys_of(section: str, cls: type[Any]) -> list[Key]:
+    """The keys a section dataclass declares; a field the file cannot hold fails at import."""
+    hints = typing.get_type_hints(cls)
+    keys = []
+    for f in dataclasses.fields(cls):
+        hint = hints[f.name]
+        if "doc" not in f.metadata or (hint != Path | None and hint not in _FILE_TYPES):
+            raise TypeError(f"{cls.__name__}.{f.name}: a config key needs metadata=_about(...) and one "
+                            f"of the types {', '.join(_TYPE_NAMES)} or Path | None, not {hint}")
+        default: Any
+        if hint == Path | None:
+            file_type, default, is_path = "str", "", True
+        else:
+            file_type, is_path = _FILE_TYPES[hint], False
+            default = f.default_factory() if f.default_factory is not dataclasses.MISSING else f.default
+        keys.append(Key(section, f.name, file_type, default, f.metadata["doc"], f.metadata["choices"],
+                        f.metadata["minimum"], f.metadata["check"], is_path))
+    return keys
+
+
+SECTIONS: dict[str, str] = {name: " ".join((cls.__doc__ or "").split()) for name, cls in _SECTION_TYPES.items()}
+"""Section name -> the comment line above it in the example file."""
+
+SCHEMA: tuple[Key, ...] = tuple(k for name, cls in _SECTION_TYPES.items() for k in _keys_of(name, cls))
+"""Every config key, in file order, read off the section dataclasses (where each default is written)."""
+
+_BY_DOTTED: dict[str, Key] = {k.dotted: k for k in SCHEMA}
+
+ALIASES: dict[str, str] = {"services.skills_local_dir": "services.docs_local_dir"}
+"""Old key -> new key, accepted for one release with a deprecation warning; the new key wins."""
 
 
 def config_dir() -> Path:
@@ -288,66 +342,41 @@ def load_settings(config_dir: Path | None = None) -> Settings:
     cfile = cdir / CONFIG_FILE_NAME
     merged = defaults()
     sources = {k.dotted: "default" for k in SCHEMA}
+    lines: dict[str, int | None] = {}
     warnings: list[str] = []
-    lines: dict[str, int] = {}
 
     text = _read_text(cfile)
     if text is not None:
         data = _parse(text, cfile)
-        lines = _key_lines(text)
-        _merge(data, merged, sources, warnings, cfile, lines)
+        lines = _merge(data, merged, sources, warnings, cfile, key_lines(text))
 
-    def path_value(dotted: str) -> Path | None:
-        section, name = dotted.split(".")
-        raw = merged[section][name]
-        if raw == "":
-            return None
-        return _resolve_path(raw, cdir, cfile, dotted, lines_of(dotted))
+    def section(name: str) -> Any:
+        values = {}
+        for key in (k for k in SCHEMA if k.section == name):
+            raw = merged[name][key.name]
+            if key.is_path:
+                raw = None if raw == "" else _resolve_path(raw, cdir, cfile, key.dotted, lines.get(key.dotted))
+            values[key.name] = raw
+        return _SECTION_TYPES[name](**values)
 
-    def lines_of(dotted: str) -> int | None:
-        src = sources[dotted]
-        m = re.search(r":(\d+)\)?$", src)
-        return int(m.group(1)) if m else None
-
-    state_dir = path_value("server.state_dir") or Path(platformdirs.user_state_dir(APP_NAME))
-    runtime_dir = path_value("server.runtime_dir") or _platform_runtime_dir(warnings)
-    k, h = merged["kernel"], merged["http"]
+    sections = {name: section(name) for name in _SECTION_TYPES}
+    server: ServerSettings = sections["server"]
+    state_dir = server.state_dir or Path(platformdirs.user_state_dir(APP_NAME))
+    record: RecordSettings = sections["record"]
+    sections["record"] = dataclasses.replace(record, dir=record.dir or state_dir / "notebooks")
     return Settings(
         config_dir=cdir,
         config_file=cfile,
-        docs_local_dir=path_value("services.docs_local_dir") or cdir / "docs",
+        docs_local_dir=sections["services"].docs_local_dir or cdir / "docs",
         state_dir=state_dir,
-        runtime_dir=runtime_dir,
-        log_file=path_value("server.log_file") or state_dir / "server.log",
+        runtime_dir=server.runtime_dir or _platform_runtime_dir(warnings),
+        log_file=server.log_file or state_dir / "server.log",
         kernel_log_file=state_dir / "kernel.log",
         plugins_dir=cdir / "kernel",
-        trace_file=path_value("server.trace"),
-        kernel=KernelSettings(
-            name=k["name"],
-            promote_after=k["promote_after"],
-            max_output_chars=k["max_output_chars"],
-            max_image_bytes=k["max_image_bytes"],
-            max_images=k["max_images"],
-            startup_timeout=k["startup_timeout"],
-            request_timeout=k["request_timeout"],
-        ),
-        docs=DocsSettings(history_keep=merged["docs"]["history_keep"]),
-        http=HttpSettings(
-            port=h["port"],
-            allowed_hosts=list(h["allowed_hosts"]),
-            allowed_origins=list(h["allowed_origins"]),
-            auth=h["auth"],
-            token=h["token"],
-        ),
-        server=ServerSettings(log_level=merged["server"]["log_level"]),
-        record=RecordSettings(
-            enabled=merged["record"]["enabled"],
-            dir=path_value("record.dir") or state_dir / "notebooks",
-            max_output_chars=merged["record"]["max_output_chars"],
-        ),
-        compute=ComputeSettings(**merged["compute"]),
+        trace_file=server.trace,
         sources=sources,
         warnings=warnings,
+        **sections,
     )
 
 
@@ -389,47 +418,27 @@ def _parse(text: str, cfile: Path) -> dict[str, Any]:
     try:
         return tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
-        msg = str(exc)
-        m = re.search(r"\(at line (\d+), column \d+\)", msg)
-        line = int(m.group(1)) if m else None
-        reason = re.sub(r"\s*\(at (line \d+, column \d+|end of document)\)", "", msg)
-        key = None
-        if line is not None:
-            src = text.splitlines()[line - 1] if line <= len(text.splitlines()) else ""
-            km = re.match(r"\s*([A-Za-z0-9_.\-\"' ]+?)\s*=", src)
-            key = km.group(1).strip() if km else None
+        reason, line = _decode_error(exc)
+        lines = text.split("\n")  # as TOML counts lines: str.splitlines also breaks at \x85 and more
+        key = leading_key(lines[line - 1]) if line is not None and line <= len(lines) else None
         what = f" (key {key})" if key else ""
         raise ConfigError(f"invalid TOML{what}: {reason}; fix that line", path=cfile, line=line,
                           key=key) from None
 
 
-_HEADER = re.compile(r"^\s*\[\[?\s*([^\[\]]+?)\s*\]\]?\s*(#.*)?$")  # [table] or [[array]]
-_ASSIGN = re.compile(r"^\s*([A-Za-z0-9_\-\"'. ]+?)\s*=")
+_DECODE_POSITION = re.compile(r"\s*\(at (?:line (\d+), column \d+|end of document)\)$")
 
 
-def _key_lines(text: str) -> dict[str, int]:
-    """Map dotted keys (and section names) to the line defining them (best effort, first wins)."""
-    found: dict[str, int] = {}
-    section = ""
-    for no, line in enumerate(text.splitlines(), start=1):
-        hm = _HEADER.match(line)
-        if hm:
-            section = _unquote_dotted(hm.group(1))
-            found.setdefault(section, no)
-            continue
-        am = _ASSIGN.match(line)
-        if am:
-            key = _unquote_dotted(am.group(1))
-            full = f"{section}.{key}" if section else key
-            found.setdefault(full, no)
-            # a top-level `kernel.name = ...` or `kernel = {...}` also locates its section
-            found.setdefault(full.split(".")[0], no)
-    return found
-
-
-def _unquote_dotted(raw: str) -> str:
-    parts = [p.strip().strip("\"'") for p in raw.split(".")]
-    return ".".join(parts)
+def _decode_error(exc: tomllib.TOMLDecodeError) -> tuple[str, int | None]:
+    """tomllib's reason and line: attributes from Python 3.14, before that only in the message."""
+    lineno = getattr(exc, "lineno", None)
+    if isinstance(lineno, int):
+        return str(getattr(exc, "msg", exc)), lineno
+    message = str(exc)
+    m = _DECODE_POSITION.search(message)
+    if m is None:
+        return message, None
+    return message[: m.start()], int(m.group(1)) if m.group(1) else None
 
 
 def _merge(
@@ -439,9 +448,13 @@ def _merge(
     warnings: list[str],
     cfile: Path,
     lines: dict[str, int],
-) -> None:
-    """Deep-merge the file over the defaults: a partial section overrides only its own keys."""
-    alias_values: dict[str, tuple[str, Any]] = {}
+) -> dict[str, int | None]:
+    """Deep-merge the file over the defaults: a partial section overrides only its own keys.
+
+    Returns the line each key the file sets is on (None where it cannot be told).
+    """
+    key_line: dict[str, int | None] = {}
+    alias_values: dict[str, tuple[str, Any, int | None]] = {}
     for section, body in data.items():
         if section not in SECTIONS:
             hint = _closest(section, SECTIONS)
@@ -454,10 +467,10 @@ def _merge(
                 path=cfile, line=lines.get(section), key=section)
         for name, value in body.items():
             dotted = f"{section}.{name}"
-            line = lines.get(dotted, lines.get(section))  # inside `kernel = {...}`: the table's line
+            line = lines.get(dotted, lines.get(section))
             if dotted in ALIASES:
-                alias_values[dotted] = (_where(cfile, line), value)
-                _check_type(_BY_DOTTED[ALIASES[dotted]], value, cfile, line, shown=dotted)
+                checked = _check_type(_BY_DOTTED[ALIASES[dotted]], value, cfile, line, shown=dotted)
+                alias_values[dotted] = (_where(cfile, line), checked, line)
                 continue
             key = _BY_DOTTED.get(dotted)
             if key is None:
@@ -468,12 +481,14 @@ def _merge(
                     path=cfile, line=line, key=dotted)
             merged[section][name] = _check_type(key, value, cfile, line)
             sources[dotted] = _where(cfile, line)
-    for old, (where, value) in alias_values.items():
+            key_line[dotted] = line
+    for old, (where, value, line) in alias_values.items():
         new = ALIASES[old]
         if sources[new] == "default":
             section, name = new.split(".")
             merged[section][name] = value
             sources[new] = f"alias {old} ({where})"
+            key_line[new] = line
             warnings.append(
                 f"{where}: {old} is deprecated and will stop working in the next release; "
                 f"rename it to {new.split('.')[1]} (same value)")
@@ -481,6 +496,7 @@ def _merge(
             warnings.append(
                 f"{where}: {old} is deprecated and ignored because {new} is also set "
                 f"({sources[new]}); delete the {old} line")
+    return key_line
 
 
 def _check_type(key: Key, value: Any, cfile: Path, line: int | None, *, shown: str | None = None) -> Any:
@@ -515,31 +531,13 @@ def _check_type(key: Key, value: Any, cfile: Path, line: int | None, *, shown: s
     if key.minimum is not None and value < key.minimum:
         raise ConfigError(f"{dotted} must be at least {key.minimum:g}, got {value!r}",
                           path=cfile, line=line, key=dotted)
-    if key.dotted == "http.port" and value > _MAX_PORT:
-        raise ConfigError(f"{dotted} must be at most {_MAX_PORT}, got {value!r}",
-                          path=cfile, line=line, key=dotted)
-    if key.section == "compute" and key.type == "str":
-        _check_compute(key, value, cfile, line)
+    wanted = key.check(value) if key.check is not None else None
+    if wanted is not None:
+        raise ConfigError(f"{dotted} must be {wanted}, got {value!r}", path=cfile, line=line, key=dotted)
     if key.type == "str" and "\x00" in value:
         raise ConfigError(f"{dotted} must not contain a NUL character", path=cfile, line=line,
                           key=dotted)
     return value
-
-
-_SCHEDULER_ADDRESS = re.compile(r"(tcp|tls|ws|wss|inproc|ucx)://\S+")
-_MEMORY = re.compile(r"(auto|\d+(\.\d+)?\s*([kKMGT]i?B|[kKMGT]|B)?)")
-
-
-def _check_compute(key: Key, value: str, cfile: Path, line: int | None) -> None:
-    """Refuse what dask would only reject at first use, inside the kernel, far from this file."""
-    if key.name == "scheduler" and value not in ("none", "local") and not _SCHEDULER_ADDRESS.fullmatch(value):
-        raise ConfigError(
-            f'compute.scheduler must be "none", "local" or a scheduler address such as '
-            f'"tcp://host:8786", got {value!r}', path=cfile, line=line, key=key.dotted)
-    if key.name == "memory_limit" and not _MEMORY.fullmatch(value.strip()):
-        raise ConfigError(
-            f'compute.memory_limit must be "auto" or a size such as "4GB" or "512MiB", got {value!r}',
-            path=cfile, line=line, key=key.dotted)
 
 
 def _describe(value: Any) -> str:
@@ -659,23 +657,12 @@ def render_show(settings: Settings) -> str:
 
 
 def _current_values(settings: Settings) -> dict[str, Any]:
-    """Dotted key -> the value in effect, as written in TOML (paths as given, not resolved)."""
+    """Dotted key -> the value in effect, as TOML writes it (a path key: "" while left to its default)."""
     values: dict[str, Any] = {}
-    sub = {"kernel": settings.kernel, "docs": settings.docs, "http": settings.http,
-           "server": settings.server, "record": settings.record, "compute": settings.compute}
-    path_fields: dict[str, Path | None] = {
-        "services.docs_local_dir": settings.docs_local_dir,
-        "server.state_dir": settings.state_dir,
-        "server.runtime_dir": settings.runtime_dir,
-        "server.log_file": settings.log_file,
-        "server.trace": settings.trace_file,
-        "record.dir": settings.record.dir,
-    }
     for key in SCHEMA:
-        if key.dotted in path_fields:
-            value = path_fields[key.dotted]
+        value = getattr(getattr(settings, key.section), key.name)
+        if key.is_path:
             from_default = settings.sources.get(key.dotted, "default") == "default"
-            values[key.dotted] = "" if (from_default or value is None) else str(value)
-        else:
-            values[key.dotted] = getattr(sub[key.section], key.name)
+            value = "" if (from_default or value is None) else str(value)
+        values[key.dotted] = value
     return values

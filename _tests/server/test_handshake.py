@@ -6,7 +6,7 @@ from pathlib import Path
 
 from biopb_mcp.docs.index import IGNORED_NOTE
 from biopb_mcp.docs.store import DocStore
-from biopb_mcp.handshake import (
+from biopb_mcp.server.instructions import (
     ASK_FIRST_LINE,
     GUARDRAILS,
     INDEX_HEADER,

@@ -23,10 +23,10 @@ from mcp.types import TextResourceContents
 
 from _tests.support.doc_corpus import make_corpus
 from _tests.support.inbox import Inbox, wait_listen
-
 from biopb_mcp.docs.resources import INDEX_URI, doc_uri
 from biopb_mcp.docs.store import DocStore
-from biopb_mcp.subscriptions import DocNotifier, changes, install_resources
+from biopb_mcp.server.resources import install_resources
+from biopb_mcp.server.subscriptions import DocNotifier, changes
 
 MODES = ["legacy", "auto"]
 

@@ -11,7 +11,7 @@ Cost per page: the sorted listed ids, a bisect to the cursor, then the entries o
 by stats, so a page stays cheap with 10,000 listed docs; the caches never decide what a cursor
 means.
 
-This module imports nothing from mcp: ``biopb_mcp.subscriptions`` adapts it to the protocol.
+This module imports nothing from mcp: ``biopb_mcp.server.resources`` adapts it to the protocol.
 """
 
 from __future__ import annotations

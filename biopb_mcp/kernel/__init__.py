@@ -1,6 +1,6 @@
 """The kernel host: one IPython kernel per server, driven through a synchronous, thread-safe API.
 
-``server.py`` adapts this API into MCP tools; it calls every method from worker threads
+``biopb_mcp.server`` adapts this API into MCP tools; it calls every method from worker threads
 (``anyio.to_thread.run_sync``). Every method returns within ``settings.kernel.request_timeout``
 (``start``/``restart``: ``startup_timeout``) and none of them writes to stdout.
 

@@ -1,17 +1,5 @@
-"""The docs as MCP resources: registration, the paged listing, change notifications in both eras.
+"""Docs change notifications to resource subscribers, in both protocol eras.
 
-``install_resources(mcp, store)`` is the whole interface for ``server.py``; call it once after
-building the ``MCPServer`` and keep the returned ``DocNotifier``. build_server passes nothing
-else: the modern-era events go through the server's own subscription bus (the default
-``InMemorySubscriptionBus`` ``MCPServer`` creates, or whatever was passed as
-``MCPServer(subscriptions=...)``); pass ``bus=`` only to override that. The write_doc tool calls
-``await notifier.after_write(result)`` after every successful write.
-
-What it installs (the SDK hooks used here are private and pinned to mcp 2.3):
-
-* ``biopb://docs/index`` and the one template ``biopb://docs/{+id}``; a read IS
-  ``store.read_doc`` (same header, same errors, ``@diff``/``@history``/``@v<N>`` work).
-* ``resources/list`` replaced by the paged walk of ``biopb_mcp.docs.resources``.
 * Legacy (handshake) era: ``resources/subscribe``/``unsubscribe`` with per-connection tracking
   dropped on disconnect, and ``listChanged: true`` patched into the ``initialize`` result.
 * Modern (2026-07-28) era: events published on the bus reach ``subscriptions/listen`` streams.
@@ -35,109 +23,33 @@ import anyio.lowlevel
 import anyio.to_thread
 from mcp import MCPError
 from mcp.server import ServerRequestContext
-from mcp.server.mcpserver import MCPServer
-from mcp.server.mcpserver.exceptions import ResourceError, ResourceNotFoundError
-from mcp.server.mcpserver.resources import ResourceSecurity
 from mcp.server.session import ServerSession
-from mcp.server.subscriptions import ResourcesListChanged, ResourceUpdated, SubscriptionBus
+from mcp.server.subscriptions import (
+    ResourcesListChanged,
+    ResourceUpdated,
+    SubscriptionBus,
+)
 from mcp.types import (
     INVALID_PARAMS,
     EmptyResult,
-    ListResourcesResult,
-    PaginatedRequestParams,
-    Resource,
     SubscribeRequestParams,
     UnsubscribeRequestParams,
 )
 
-from biopb_mcp.docs.resources import (
-    DOC_URI_TEMPLATE,
-    INDEX_DESCRIPTION,
-    INDEX_NAME,
-    INDEX_URI,
-    MIME_TYPE,
-    URI_PREFIX,
-    InvalidCursor,
-    Listing,
-    doc_uri,
-)
+from biopb_mcp.docs.resources import INDEX_URI, URI_PREFIX, doc_uri
 from biopb_mcp.docs.store import DocStore, WriteResult
-from biopb_mcp.errors import DocError, DocNotFound, InvalidDocId
+from biopb_mcp.errors import DocError
+from biopb_mcp.server.sdk import session_connection
 
 logger = logging.getLogger(__name__)
 
+__all__ = ["POLL_INTERVAL", "DocNotifier", "changes"]
+
 POLL_INTERVAL = 1.0
-"""Seconds between two looks at the local tier while anyone is subscribed (the issue: 1–2 s)."""
+"""Seconds between two looks at the local tier while anyone is subscribed (1–2 s: soon enough for a person editing by hand, cheap on disk)."""
 
 CallNext = Callable[[ServerRequestContext[Any, Any]], Awaitable[Any]]
 Snapshot = dict[str, tuple[int, int]]
-
-
-def install_resources(
-    mcp: MCPServer[Any],
-    store: DocStore,
-    *,
-    bus: SubscriptionBus | None = None,
-    poll_interval: float = POLL_INTERVAL,
-) -> DocNotifier:
-    """Serve the docs store as resources on ``mcp`` and return the notifier write_doc must call.
-
-    Args:
-        mcp: the server; resources, handlers and one middleware are added to it.
-        store: the docs store every read and listing goes through.
-        bus: the modern-era subscription bus; defaults to the server's own.
-        poll_interval: seconds between watcher polls of the local tier.
-    """
-    notifier = DocNotifier(store, bus if bus is not None else mcp._subscriptions, poll_interval=poll_interval)
-
-    def read_index() -> str:
-        return _read(store, "index")
-
-    def read_doc(id: str) -> str:  # noqa: A002 - the parameter name must equal the template variable
-        return _read(store, id)
-
-    mcp.resource(INDEX_URI, name=INDEX_NAME, description=INDEX_DESCRIPTION, mime_type=MIME_TYPE)(read_index)
-    # The store is the one gate on ids (grammar, traversal, symlink escape) and its refusals name
-    # the fix; the SDK's generic path checks would answer "Unknown resource" before it, so opt out.
-    mcp.resource(
-        DOC_URI_TEMPLATE,
-        name="doc",
-        description=(
-            "A doc by id, exactly as read_doc returns it (header, then body). "
-            "Views: <id>@diff, <id>@history, <id>@v<N>."
-        ),
-        mime_type=MIME_TYPE,
-        security=ResourceSecurity(exempt_params={"id"}),
-    )(read_doc)
-
-    listing = Listing(store)  # one per server: its caches are what keep a page cheap
-
-    async def list_resources(ctx: ServerRequestContext[Any, Any], params: PaginatedRequestParams) -> ListResourcesResult:
-        try:
-            page = await anyio.to_thread.run_sync(listing.page, params.cursor)
-        except InvalidCursor as exc:
-            raise MCPError(code=INVALID_PARAMS, message=str(exc)) from None
-        resources = [
-            Resource(uri=e.uri, name=e.name, description=e.description, mime_type=e.mime_type) for e in page.entries
-        ]
-        return ListResourcesResult(resources=resources, next_cursor=page.next_cursor)
-
-    low = mcp._lowlevel_server
-    low.add_request_handler("resources/list", PaginatedRequestParams, list_resources)
-    low.add_request_handler("resources/subscribe", SubscribeRequestParams, notifier.subscribe)
-    low.add_request_handler("resources/unsubscribe", UnsubscribeRequestParams, notifier.unsubscribe)
-    mcp.middleware.append(notifier.middleware)
-    return notifier
-
-
-def _read(store: DocStore, ref: str) -> str:
-    """read_doc with the store's refusals mapped to resource errors (-32602 / -32603), text kept."""
-    try:
-        return store.read_doc(ref)
-    except (DocNotFound, InvalidDocId) as exc:
-        raise ResourceNotFoundError(str(exc)) from exc
-    except DocError as exc:  # DocUnreadable and the like: the file exists but cannot be served
-        raise ResourceError(str(exc)) from exc
 
 
 def _check_uri(uri: str) -> None:
@@ -195,7 +107,7 @@ class DocNotifier:
     # -- legacy subscriptions -----------------------------------------------------------------
 
     def _track(self, session: ServerSession) -> object:
-        conn = session._connection
+        conn = session_connection(session)
         if conn not in self._sessions:
             self._sessions[conn] = session
             self._subs[conn] = set()
@@ -216,7 +128,7 @@ class DocNotifier:
         return EmptyResult()
 
     async def unsubscribe(self, ctx: ServerRequestContext[Any, Any], params: UnsubscribeRequestParams) -> EmptyResult:
-        """``resources/unsubscribe`` (handshake era); unknown URIs are a no-op, as the spec allows."""
+        """``resources/unsubscribe`` (handshake era); an unknown URI is a no-op: there is nothing to undo."""
         conn = self._track(ctx.session)
         self._subs[conn].discard(params.uri)
         self._update_watcher_demand()

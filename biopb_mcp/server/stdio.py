@@ -1,10 +1,11 @@
-"""Stdio hygiene: the JSON-RPC wire gets private descriptors; fd 0/1 stop being the wire.
+"""Serving stdio: the JSON-RPC wire gets private descriptors; fd 0/1 stop being the wire.
 
 Under stdio, fd 1 *is* the JSON-RPC channel, and anything in the process can write to it: a
 ``print`` in a plugin, a C extension writing to fd 1, a child process inheriting it. Rather than
 hoping nobody does, :func:`claim_stdio` duplicates fd 0 and fd 1 to private close-on-exec
 descriptors for the transport, then points fd 1 at the server log and fd 0 at the null device.
 A stray write lands in the log; a stray read sees EOF; children never inherit the wire.
+:func:`serve_stdio` then runs the server over those descriptors until stdin closes.
 """
 
 from __future__ import annotations
@@ -22,14 +23,19 @@ from pathlib import Path
 from typing import Any, Self
 
 import anyio
+from mcp.server.mcpserver import MCPServer
 from mcp.server.stdio import stdio_server
 from mcp.shared.message import SessionMessage
 from mcp.types import ErrorData, JSONRPCError
 from pydantic import ValidationError
 
+from biopb_mcp.server.run import exit_on_signal, shutdown_and_exit
+from biopb_mcp.server.sdk import lowlevel_server, sender_context
+from biopb_mcp.server.state import AppState
+
 logger = logging.getLogger(__name__)
 
-__all__ = ["AnsweringReadStream", "StdioWire", "claim_stdio", "error_reply", "wire_streams"]
+__all__ = ["AnsweringReadStream", "StdioWire", "claim_stdio", "error_reply", "serve_stdio", "wire_streams"]
 
 
 @dataclass(frozen=True)
@@ -155,7 +161,7 @@ class AnsweringReadStream:
     @property
     def last_context(self) -> Any:
         """The sender's context snapshot of the last message (the dispatcher reads it)."""
-        return getattr(self._inner, "last_context", None)
+        return sender_context(self._inner)
 
     async def receive(self) -> Any:
         while True:
@@ -188,3 +194,18 @@ class AnsweringReadStream:
 
     async def __aexit__(self, *exc_info: object) -> None:
         await self.aclose()
+
+
+async def serve_stdio(mcp: MCPServer, state: AppState, wire: Any) -> None:
+    lowlevel = lowlevel_server(mcp)
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(exit_on_signal, state)
+        async with wire_streams(wire) as (read_stream, write_stream):
+            # Leave from inside the transport: its teardown may wait on a reader thread forever.
+            try:
+                await lowlevel.run(read_stream, write_stream, lowlevel.create_initialization_options())
+            except Exception:
+                logger.exception("The stdio transport failed; shutting the kernel down")
+                shutdown_and_exit(state, 1)
+            logger.info("stdin closed; shutting the kernel down")
+            shutdown_and_exit(state, 0)

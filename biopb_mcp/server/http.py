@@ -1,9 +1,10 @@
-"""HTTP transport guards: Host/Origin allowlist and a per-server bearer token.
+"""Serving streamable HTTP on loopback, behind a Host/Origin allowlist and a bearer token.
 
 A loopback port is reachable by every user of the machine and by any web page the user opens
 (DNS rebinding), and ``execute_code`` runs code as the user. So every HTTP request must name an
 allowed Host, carry an allowed Origin when it carries one, and present the bearer token written
 0600 in the runtime dir; anything else is refused before it reaches the MCP app.
+:func:`serve_http` runs the guarded app under uvicorn until a signal or a stop.
 """
 
 from __future__ import annotations
@@ -13,6 +14,8 @@ import json
 import logging
 import os
 import secrets
+import signal
+import socket
 import stat
 import threading
 import time
@@ -21,9 +24,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from mcp.server.mcpserver import MCPServer
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from biopb_mcp.config import Settings
+from biopb_mcp.errors import ConfigError
 from biopb_mcp.runtime_files import private_runtime_dir
+from biopb_mcp.server.app import log_level
+from biopb_mcp.server.run import shutdown_and_exit, stderr_line
+from biopb_mcp.server.state import AppState
 
 logger = logging.getLogger(__name__)
 
@@ -34,8 +43,11 @@ __all__ = [
     "HttpGuard",
     "RefusalLog",
     "allowlists",
+    "bind_loopback",
     "client_config_lines",
+    "http_token",
     "new_token",
+    "serve_http",
     "stable_token",
     "write_token_file",
 ]
@@ -257,3 +269,111 @@ class GuardMiddleware:
         response_headers.append((b"content-length", str(len(body)).encode()))
         await send({"type": "http.response.start", "status": status, "headers": response_headers})
         await send({"type": "http.response.body", "body": body})
+
+
+def bind_loopback(port: int) -> socket.socket:
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind((LOOPBACK_HOST, port))
+    sock.listen(128)
+    sock.set_inheritable(False)
+    return sock
+
+
+def http_token(settings: Settings, rotate: bool = False) -> tuple[str, Path, tuple[Path, str] | None]:
+    """The bearer token, this server's 0600 file holding it, and (path, how) of the stable token.
+
+    With ``http.token = "stable"`` (the default) the token is the one kept in the state dir,
+    reused across restarts (``rotate`` renews it); with ``"per-start"`` it is new every start
+    and the third item is None. An unwritable dir is a ConfigError.
+    Done before the event loop starts, so the failure is one ``error:`` line and exit 2, not a traceback.
+    """
+    if settings.http.token == "stable":
+        try:
+            token, stable_path, how = stable_token(settings.state_dir, rotate=rotate)
+        except OSError as exc:
+            raise ConfigError(
+                f"cannot keep the HTTP token in {settings.state_dir}: {exc.strerror or exc}; set "
+                f"server.state_dir in {settings.config_file} to a writable directory, or "
+                f'http.token = "per-start"', key="server.state_dir") from None
+        if how == "replaced":
+            logger.warning("the stored HTTP token %s was not a private file of this user; made a new one", stable_path)
+        stable: tuple[Path, str] | None = (stable_path, how)
+    else:
+        token, stable = new_token(), None
+    try:
+        return token, write_token_file(settings.runtime_dir, token), stable
+    except OSError as exc:
+        raise ConfigError(
+            f"cannot write the HTTP token file in {settings.runtime_dir}: {exc.strerror or exc}; set "
+            f"server.runtime_dir in {settings.config_file} to a writable directory (or use --no-auth)",
+            key="server.runtime_dir",
+        ) from None
+
+
+def _token_lines(token: str, token_file: Path, stable: tuple[Path, str] | None) -> list[str]:
+    """What the person who started the server reads about the token; the token on its own line."""
+    if stable is not None:
+        path, how = stable
+        kept = {"reused": "the stable token, reused", "rotated": "a new stable token (rotated)"}.get(how, "a new stable token")
+        return [f"Bearer token ({kept}; kept in {path}, mode 0600; renew it with --rotate-token):", token]
+    return [f"Bearer token (new at every start; also in {token_file}, mode 0600):", token]
+
+
+async def serve_http(
+    mcp: MCPServer, state: AppState, sock: socket.socket, token: str | None, token_file: Path | None,
+    stable: tuple[Path, str] | None = None,
+) -> None:
+    import uvicorn
+    from mcp.server.transport_security import TransportSecuritySettings
+
+    settings = state.settings
+    port = sock.getsockname()[1]
+    hosts, origins = allowlists(port, settings.http.allowed_hosts, settings.http.allowed_origins)
+    app = mcp.streamable_http_app(
+        host="127.0.0.1",
+        transport_security=TransportSecuritySettings(
+            enable_dns_rebinding_protection=True, allowed_hosts=sorted(hosts), allowed_origins=sorted(origins)
+        ),
+    )
+    guarded = GuardMiddleware(app, HttpGuard(allowed_hosts=hosts, allowed_origins=origins, token=token))
+    url = f"http://127.0.0.1:{port}/mcp"
+    state.extra_status["http"] = {"url": url, "auth": token is not None, "token_file": str(token_file) if token_file else None}
+    stderr_line(f"biopb-mcp serving streamable HTTP at {url} (loopback only)")
+    if token_file is not None and token is not None:
+        for line in _token_lines(token, token_file, stable):
+            stderr_line(line)
+        if stable is not None:
+            state.extra_status["http"]["stable_token_file"] = str(stable[0])
+    else:
+        warning = (
+            "WARNING: --no-auth: any local user and any web page that reaches this port can run code as you "
+            "through execute_code. Use it only on a single-user machine."
+        )
+        logger.warning(warning)
+        stderr_line(warning)
+    for line in client_config_lines(url, token):
+        stderr_line(line)
+
+    if token_file is not None:
+        state.at_exit.append(lambda: token_file.unlink(missing_ok=True))
+
+    def on_signal(signum: int, _frame: object) -> None:
+        logger.info("Received signal %d; shutting the kernel down", signum)
+        shutdown_and_exit(state, 0)
+
+    # uvicorn captures SIGINT/SIGTERM while serving, then restores these handlers and re-raises
+    # the signal it caught: so a signal ends in on_signal (kernel down, token removed), never in
+    # the default action that would orphan the kernel.
+    for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+        signal.signal(signum, on_signal)
+    # No access log: one line per request is a disk-filling channel for anyone who can reach the
+    # port; refusals are logged (rate-limited) by the guard.
+    config = uvicorn.Config(
+        guarded, log_config=None, log_level=log_level(settings).lower(), timeout_graceful_shutdown=2, lifespan="on",
+        access_log=False,
+    )
+    server = uvicorn.Server(config)
+    await server.serve(sockets=[sock])
+    logger.info("HTTP server stopped; shutting the kernel down")
+    shutdown_and_exit(state, 0)

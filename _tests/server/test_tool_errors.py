@@ -1,0 +1,111 @@
+"""Domain errors become the tool's error result in one place, for sync and async tools alike.
+
+Tools here raise the domain's errors straight from their bodies (and from a worker thread), as
+the server's tools do, and are called through a real in-process MCP client.
+"""
+
+from __future__ import annotations
+
+import logging
+
+import anyio
+import anyio.to_thread
+import pytest
+from mcp import Client
+from mcp.server.mcpserver import MCPServer
+from mcp.types import CallToolResult, TextContent
+
+from biopb_mcp.errors import DocNotFound, KernelBusy, KernelNotReady
+from biopb_mcp.server.tool import READ_ONLY, tool
+
+pytestmark = pytest.mark.anyio
+
+
+def text_of(result: CallToolResult) -> str:
+    return "\n".join(block.text for block in result.content if isinstance(block, TextContent))
+
+
+def probe_server() -> MCPServer:
+    mcp = MCPServer("probe")
+
+    @tool(mcp, READ_ONLY)
+    def sync_missing(id: str) -> str:  # noqa: A002 - mirrors read_doc's parameter
+        """Raise DocNotFound from a sync body."""
+        raise DocNotFound(f"no doc {id!r}; closest: authoring", doc_id=id, suggestions=["authoring"])
+
+    @tool(mcp, READ_ONLY)
+    async def async_busy_off_loop() -> str:
+        """Raise KernelBusy from a worker thread under an async body."""
+
+        def blocked() -> str:
+            raise KernelBusy("code is already running", job_id="job-7")
+
+        return await anyio.to_thread.run_sync(blocked)
+
+    @tool(mcp, READ_ONLY)
+    def sync_not_ready() -> str:
+        """Raise KernelNotReady from a sync body."""
+        raise KernelNotReady("the kernel died", state="dead")
+
+    @tool(mcp, READ_ONLY)
+    async def async_not_ready() -> str:
+        """Raise KernelNotReady from an async body."""
+        raise KernelNotReady("no kernel yet", state="not_started")
+
+    @tool(mcp, READ_ONLY)
+    async def async_crash() -> str:
+        """Raise something that is not a domain error."""
+        raise RuntimeError("internal detail /secret/path")
+
+    @tool(mcp, READ_ONLY)
+    def fine() -> str:
+        """Succeed."""
+        return "all good"
+
+    return mcp
+
+
+async def call(name: str, arguments: dict[str, str] | None = None) -> CallToolResult:
+    with anyio.fail_after(20):
+        async with Client(probe_server()) as client:
+            return await client.call_tool(name, arguments or {})
+
+
+async def test_a_sync_tool_answers_a_domain_error_with_its_text_under_the_tool_name() -> None:
+    result = await call("sync_missing", {"id": "autoring"})
+    assert result.is_error
+    assert text_of(result) == "Error executing tool sync_missing: no doc 'autoring'; closest: authoring"
+
+
+async def test_an_async_tool_answers_a_domain_error_from_a_worker_thread_with_the_next_step() -> None:
+    result = await call("async_busy_off_loop")
+    assert result.is_error
+    text = text_of(result)
+    assert text.startswith("Error executing tool async_busy_off_loop: code is already running")
+    assert "poll_job('job-7')" in text and "interrupt_kernel" in text
+
+
+@pytest.mark.parametrize(("name", "state"), [("sync_not_ready", "dead"), ("async_not_ready", "not_started")])
+async def test_a_kernel_not_ready_is_a_structured_answer_in_sync_and_async_tools(name: str, state: str) -> None:
+    result = await call(name)
+    assert result.is_error
+    assert result.structured_content == {"kernel_state": state, "next_step": "start_kernel"}
+    text = text_of(result)
+    assert f"state: {state}" in text and "Call start_kernel" in text and "Error executing tool" not in text
+
+
+async def test_anything_else_is_a_crash_whose_detail_stays_on_the_server(caplog: pytest.LogCaptureFixture) -> None:
+    with caplog.at_level(logging.ERROR):
+        result = await call("async_crash")
+    assert result.is_error and "/secret/path" not in text_of(result) and "Traceback" not in text_of(result)
+    assert any("/secret/path" in (r.exc_text or "") or r.exc_info for r in caplog.records)
+
+
+async def test_a_tool_that_succeeds_is_untouched_and_failures_are_logged_once(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    assert text_of(await call("fine")) == "all good"
+    with caplog.at_level(logging.INFO, logger="biopb_mcp.server.tool"):
+        await call("sync_missing", {"id": "x"})
+    failed = [r.getMessage() for r in caplog.records if r.name == "biopb_mcp.server.tool"]
+    assert failed == ["Tool 'sync_missing' failed: \"no doc 'x'; closest: authoring\""]
