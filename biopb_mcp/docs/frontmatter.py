@@ -72,7 +72,7 @@ def read_text_in(root: Path, rel: str) -> str:
         FileNotFoundError: no file there.
         DocUnreadable: a link on the way, a directory, not a regular file, unreadable, not UTF-8.
     """
-    path = root / rel
+    path = os.path.join(root, rel)  # for messages; a string join, as this runs per listed doc
     try:
         raw, _ = nofollow.read_bytes(root, rel, max_bytes=FILE_MAX_BYTES)
     except FileNotFoundError:

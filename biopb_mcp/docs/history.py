@@ -111,6 +111,8 @@ class History:
         self.local_dir = local_dir
         self.root = local_dir / HISTORY_DIR
         self.keep = keep
+        self._seen: tuple[str, list[Version]] | None = None
+        """The log `before_write` just parsed, for the `record` of the same write (one parse, not two)."""
 
     @property
     def enabled(self) -> bool:
@@ -224,21 +226,30 @@ class History:
         """
         if not self.enabled or current is None:
             return None
-        last = self.latest(doc_id)
+        logged = self._log(doc_id)
+        last = logged[-1] if logged else None
+        self._seen = (doc_id, logged)
         if last is None:
             return self.record(doc_id, current, SOURCE_ON_DISK, when=mtime)
         if last.sha != sha(current):
             return self.record(doc_id, current, SOURCE_HAND_EDIT, when=mtime)
         return None
 
+    def forget(self) -> None:
+        """Drop the log kept between `before_write` and `record`: called when a write ends."""
+        self._seen = None
+
     def record(self, doc_id: str, text: str, source: str, *, when: float | None = None) -> Version | None:
         """Append `text` as the newest version (unless it already is), then prune to `keep`."""
         if not self.enabled:
             return None
-        logged = self._log(doc_id)  # parsed once: this runs on every write (was three parses)
+        seen, self._seen = self._seen, None
+        # The log before_write parsed in this same locked write, else parsed now.
+        logged = seen[1] if seen is not None and seen[0] == doc_id else self._log(doc_id)
         kept = logged[-self.keep :]
         digest = sha(text)
         if kept and kept[-1].sha == digest:
+            self._seen = (doc_id, logged)
             return None
         before: str | None = None
         if kept:
@@ -254,12 +265,14 @@ class History:
         nofollow.write_new(self.local_dir, self._rel(doc_id, f"v{n}.txt"), data)
         version = Version(n, _stamp(when), len(data), source, digest, first_change(before, text))
         logged.append(version)
+        self._seen = (doc_id, logged)
         for old in logged[: max(0, len(logged) - self.keep)]:
             nofollow.unlink(self.local_dir, self._rel(doc_id, f"v{old.n}.txt"))
         if len(logged) > 2 * self.keep:
             # Compact now and then rather than on every write.
             lines = "".join(json.dumps(asdict(v)) + "\n" for v in logged[-self.keep :])
             nofollow.write_atomic(self.local_dir, self._rel(doc_id, VERSIONS_FILE), lines.encode(), durable=False)
+            self._seen = (doc_id, logged[-self.keep :])
         else:
             nofollow.append(self.local_dir, self._rel(doc_id, VERSIONS_FILE), (json.dumps(asdict(version)) + "\n").encode())
         return version

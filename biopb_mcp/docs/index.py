@@ -11,6 +11,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from functools import lru_cache
 
 from biopb_mcp.docs.ids import is_valid_id
 
@@ -83,8 +84,13 @@ class IndexFile:
         return {e.doc_id for e in self.entries if not e.collection}
 
 
+@lru_cache(maxsize=4)
 def parse(text: str) -> IndexFile:
-    """Parse index text (already normalised to `\\n`). Lines inside code fences are prose."""
+    """Parse index text (already normalised to `\\n`). Lines inside code fences are prose.
+
+    Memoised on the text: one write parses the index it read (the text the last write left) and
+    the text it leaves, and every render parses it again. Callers copy `lines` before changing it.
+    """
     lines = text.split("\n")
     entries: list[Entry] = []
     ignored: list[str] = []

@@ -69,7 +69,7 @@ def check(store: DocStore) -> list[str]:
             continue
         if entry.doc_id == INDEX_ID:
             problems.append(f"index line {entry.line + 1}: 'index' is the index itself, not a doc; remove the line.")
-        elif entry.doc_id not in shipped_ids and not store.local.has_file(entry.doc_id):
+        elif entry.doc_id not in shipped_ids and not store.local.exists(entry.doc_id):
             problems.append(f"index line {entry.line + 1}: {entry.doc_id!r} resolves to no doc (missing).")
         else:
             try:

@@ -222,11 +222,13 @@ class DocStore:
             InvalidDocId: the id resolves outside a tier.
             DocNotFound: neither tier has it.
         """
-        if self.local.exists(doc_id):
-            shadow = self.shipped.has_file(doc_id)
-            return (ORIGIN_SHADOW if shadow else ORIGIN_LOCAL), self.local.path(doc_id)
-        if self.shipped.exists(doc_id):
-            return ORIGIN_SHIPPED, self.shipped.path(doc_id)
+        local = self.local.path(doc_id)
+        if os.path.exists(local):
+            shadow = self.shipped.exists(doc_id)
+            return (ORIGIN_SHADOW if shadow else ORIGIN_LOCAL), local
+        shipped = self.shipped.path(doc_id)
+        if os.path.exists(shipped):
+            return ORIGIN_SHIPPED, shipped
         raise self.not_found(doc_id)
 
     def _tier_of(self, origin: str) -> Tier:
@@ -376,7 +378,7 @@ class DocStore:
 
         def local_exists(doc_id: str) -> bool:
             if doc_id not in local_cache:
-                local_cache[doc_id] = self.local.has_file(doc_id)
+                local_cache[doc_id] = self.local.exists(doc_id)
             return local_cache[doc_id]
 
         def exists(doc_id: str) -> bool:
@@ -468,10 +470,13 @@ class DocStore:
         writes.check_args(body, old, new)
         try:
             with tier_lock(self.local_dir):
-                self._ensure()
-                if doc_id == INDEX_ID:
-                    return writes.write_index(self, body, old, new)
-                return writes.write_doc(self, doc_id, body, old, new)
+                try:
+                    self._ensure()
+                    if doc_id == INDEX_ID:
+                        return writes.write_index(self, body, old, new)
+                    return writes.write_doc(self, doc_id, body, old, new)
+                finally:
+                    self.history.forget()
         except OSError as exc:
             raise WriteRefused(
                 f"Cannot write {doc_id!r} in {self.local_dir}: {exc}.", kind=DocProblem.WRITE_FAILED, doc_id=doc_id

@@ -140,6 +140,8 @@ def strip_render_marks(index_text: str) -> str:
     They are the loader's knowledge, not the agent's text: an index written back from a read of
     the rendered index must not pile them up.
     """
+    if index_mod.MISSING not in index_text and index_mod.LOCAL_COPY not in index_text:
+        return index_text
     parsed = index_mod.parse(index_text)
     lines = list(parsed.lines)
     for entry in parsed.entries:
