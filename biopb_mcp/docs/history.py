@@ -214,11 +214,6 @@ class History:
         except OSError as exc:
             raise DocUnreadable(f"Cannot read history file {path}: {exc}.") from exc
 
-    def latest(self, doc_id: str) -> Version | None:
-        """The newest kept version, or None."""
-        kept = self.versions(doc_id)
-        return kept[-1] if kept else None
-
     def before_write(self, doc_id: str, current: str | None, mtime: float | None) -> Version | None:
         """Keep the on-disk text as its own version when the server has not seen it yet.
 
