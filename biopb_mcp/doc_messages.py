@@ -12,13 +12,16 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from biopb_mcp.docs.index import UNFILED_HEADING
+from biopb_mcp.docs.limits import INDEX_MAX_ENTRIES
 from biopb_mcp.docs.search import shown_query
+from biopb_mcp.docs.writes import WriteResult
 from biopb_mcp.errors import DocError, DocProblem
 
 if TYPE_CHECKING:
     from biopb_mcp.docs.search import Hit
 
-__all__ = ["FOR_AGENT", "FOR_TERMINAL", "Calls", "format_hits", "refusal"]
+__all__ = ["FOR_AGENT", "FOR_TERMINAL", "Calls", "format_hits", "refusal", "write_report"]
 
 
 @dataclass(frozen=True)
@@ -89,3 +92,35 @@ def format_hits(hits: Sequence[Hit], query: str, calls: Calls) -> str:
             f"{n}. {hit.doc_id} — § {hit.heading}  [{hit.origin}, score {hit.score:g}]\n   {hit.snippet}"
         )
     return "\n\n".join(blocks)
+
+
+def write_report(result: WriteResult, calls: Calls) -> str:
+    """What a write did: what changed, the diff, and where a new doc's index line went."""
+    doc_id = result.doc_id
+    if not result.changed:
+        if doc_id == "index":
+            return "No change: the index already equals this text; nothing was written.\n"
+        what = "the shipped text (no local copy was made)" if result.from_shipped else "its local copy"
+        return f"No change: {doc_id!r} already equals this text in {what}; nothing was written.\n"
+    if result.index_entries is not None:
+        n = result.index_entries
+        return (f"Updated the index ({n} {'entry' if n == 1 else 'entries'} of at most {INDEX_MAX_ENTRIES}).\n\n"
+                + result.diff + "\n")
+    if result.created and result.from_shipped:
+        head = (f"Created a local copy of shipped doc {doc_id!r}: it now shadows the shipped text, "
+                "which stays untouched.")
+    elif result.created:
+        head = f"Created local doc {doc_id!r}."
+    else:
+        head = f"Updated {doc_id!r}."
+    parts = [head]
+    if result.kept_hand_edit is not None:
+        n = result.kept_hand_edit
+        parts.append(f"The file had been edited outside the server; that text is kept as v{n} "
+                     f"({calls.read(f'{doc_id}@v{n}')}).")
+    parts += ["", result.diff]
+    if result.index_diff is not None:
+        parts += ["", f"Index: filed under {UNFILED_HEADING} (move the line where it belongs):", result.index_diff]
+    elif result.created:
+        parts += ["", f"Index: {doc_id!r} already has an entry; left as it is."]
+    return "\n".join(parts) + "\n"

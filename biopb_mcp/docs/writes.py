@@ -30,16 +30,21 @@ __all__ = ["WriteResult", "check_args", "write_doc", "write_index"]
 
 @dataclass(frozen=True)
 class WriteResult:
-    """What write_doc did; `text` is what the agent sees (the diff, plus the index append)."""
+    """What a write did, as data: an adapter words it for its reader."""
 
     doc_id: str
     created: bool
     changed: bool
-    text: str
-
-
-def _plural(n: int, singular: str, plural: str) -> str:
-    return f"{n} {singular if n == 1 else plural}"
+    diff: str = ""
+    """Unified diff of the doc (of the index, for an index write); empty when nothing changed."""
+    from_shipped: bool = False
+    """The text written over was the shipped one: a created local copy, or no change to it."""
+    kept_hand_edit: int | None = None
+    """The version a hand edit found on disk was kept as before the write."""
+    index_diff: str | None = None
+    """The new doc's index line, appended under the Unfiled heading, as a diff of the index."""
+    index_entries: int | None = None
+    """Entries in the index after an index write."""
 
 
 def check_args(body: str | None, old: str | None, new: str | None) -> None:
@@ -172,9 +177,7 @@ def write_doc(store: DocStore, doc_id: str, body: str | None, old: str | None, n
     after = _apply(doc_id, base, body, old, new)
     _check_body_cap(doc_id, after)
     if base is not None and after == base:
-        what = "its local copy" if current is not None else "the shipped text (no local copy was made)"
-        return WriteResult(doc_id, created=False, changed=False,
-                           text=f"No change: {doc_id!r} already equals this text in {what}; nothing was written.\n")
+        return WriteResult(doc_id, created=False, changed=False, from_shipped=current is None)
     created = current is None
     index_before = index_after = None
     if created:
@@ -186,34 +189,25 @@ def write_doc(store: DocStore, doc_id: str, body: str | None, old: str | None, n
             hook = info.description or info.title or doc_id
             index_after = index_mod.append_unfiled(index_before, index_mod.entry_line(doc_id, hook))
     # Everything is checked: now write, history first so a hand edit is never lost.
-    notes: list[str] = []
+    kept: int | None = None
     if current is not None:
         kept = _keep_hand_edit(store, doc_id, current, local_path)
-        if kept:
-            notes.append(kept)
     elif shipped is not None:
         store.history.record(doc_id, shipped, SOURCE_SHIPPED)
     write_atomic(local_path, after, before_replace=_late_edit_guard(store, doc_id, local_path, current), root=local.root)
     store.history.record(doc_id, after, SOURCE_WRITE)
-    if created and shipped is not None:
-        head = (f"Created a local copy of shipped doc {doc_id!r}: it now shadows the shipped text, "
-                "which stays untouched.")
-    elif created:
-        head = f"Created local doc {doc_id!r}."
-    else:
-        head = f"Updated {doc_id!r}."
     before = base if base is not None else ""
     before_name = f"{doc_id} (shipped)" if created and shipped is not None else f"{doc_id} (before)"
     if created and shipped is None:
         before_name = "/dev/null"
-    parts = [head, *notes, "", unified_diff(before, after, before_name, f"{doc_id} (after)")]
+    index_diff: str | None = None
     if index_after is not None and index_before is not None:
         _store_index(store, index_before, index_after)
-        parts += ["", f"Index: filed under {index_mod.UNFILED_HEADING} (move the line where it belongs):",
-                  unified_diff(index_before, index_after, "index (before)", "index (after)")]
-    elif created:
-        parts += ["", f"Index: {doc_id!r} already has an entry; left as it is."]
-    return WriteResult(doc_id, created=created, changed=True, text="\n".join(parts) + "\n")
+        index_diff = unified_diff(index_before, index_after, "index (before)", "index (after)")
+    return WriteResult(
+        doc_id, created=created, changed=True, diff=unified_diff(before, after, before_name, f"{doc_id} (after)"),
+        from_shipped=created and shipped is not None, kept_hand_edit=kept, index_diff=index_diff,
+    )
 
 
 def write_index(store: DocStore, body: str | None, old: str | None, new: str | None) -> WriteResult:
@@ -229,27 +223,24 @@ def write_index(store: DocStore, body: str | None, old: str | None, new: str | N
     base = current if current is not None else store.shipped_index_text()
     after = strip_render_marks(_apply(INDEX_ID, base, body, old, new))
     if after == base and current is not None:
-        return WriteResult(INDEX_ID, created=False, changed=False,
-                           text="No change: the index already equals this text; nothing was written.\n")
+        return WriteResult(INDEX_ID, created=False, changed=False)
     old_count = index_mod.parse(base).entry_count
     new_count = index_mod.parse(after).entry_count
     _check_index_cap(old_count, new_count)
     _store_index(store, current, after)
-    text = (f"Updated the index ({_plural(new_count, 'entry', 'entries')} of at most {INDEX_MAX_ENTRIES}).\n\n"
-            + unified_diff(base, after, "index (before)", "index (after)") + "\n")
-    return WriteResult(INDEX_ID, created=False, changed=True, text=text)
+    return WriteResult(INDEX_ID, created=False, changed=True, index_entries=new_count,
+                       diff=unified_diff(base, after, "index (before)", "index (after)"))
 
 
-def _keep_hand_edit(store: DocStore, doc_id: str, current: str, path: Path) -> str | None:
-    """Save an on-disk text the server has not seen as its own version; say so if it was a hand edit."""
+def _keep_hand_edit(store: DocStore, doc_id: str, current: str, path: Path) -> int | None:
+    """Save an on-disk text the server has not seen as its own version; its number if it was a hand edit."""
     try:
         mtime: float | None = os.stat(path).st_mtime
     except OSError:
         mtime = None
     kept = store.history.before_write(doc_id, current, mtime)
     if kept is not None and kept.source == SOURCE_HAND_EDIT:
-        return (f"The file had been edited outside the server; that text is kept as v{kept.n} "
-                f"(read_doc(\"{doc_id}@v{kept.n}\")).")
+        return kept.n
     return None
 
 

@@ -10,7 +10,7 @@ import anyio
 from mcp.server.mcpserver import MCPServer
 from mcp.types import ToolAnnotations
 
-from biopb_mcp.doc_messages import FOR_AGENT, format_hits
+from biopb_mcp.doc_messages import FOR_AGENT, format_hits, write_report
 from biopb_mcp.docs.store import AUTHORING_GATE
 from biopb_mcp.server.state import AppState
 from biopb_mcp.server.tool import READ_ONLY, tool
@@ -60,10 +60,11 @@ def register_doc_tools(mcp: MCPServer, state: AppState) -> None:
         new: str | None = None,
     ) -> str:
         result = await anyio.to_thread.run_sync(store.write_doc, id, body, old, new)
-        _note_in_notebook(state, f"**write_doc** `{id}`\n\n```diff\n{str(result.text).strip()}\n```")
+        text = write_report(result, FOR_AGENT)
+        _note_in_notebook(state, f"**write_doc** `{id}`\n\n```diff\n{text.strip()}\n```")
         if state.notifier is not None:
             await state.notifier.after_write(result)
-        return str(result.text)
+        return text
 
 
 def _note_in_notebook(state: AppState, text: str) -> None:
