@@ -48,19 +48,19 @@ AGENT_TEXT = [
     (lambda s: s.read_doc("kernell"),
      "No doc 'kernell'. Closest: kernel. read_doc(\"index\") lists the docs; write_doc(id, body=…) creates one."),
     (lambda s: s.write_doc("nope", old="a", new="b"),
-     "No doc 'nope' to edit with old/new; create it with body=…. read_doc(\"index\") lists the docs; "
-     "write_doc(id, body=…) creates one."),
+     ("No doc 'nope' to edit with old/new; create it with body=…. read_doc(\"index\") lists the docs; "
+      "write_doc(id, body=…) creates one.")),
     (lambda s: s.read_doc("kernel@v3"), "No history for 'kernel': versions are kept from its first write_doc on."),
     (lambda s: s.write_doc("kernel"),
      "write_doc needs body (the whole new text) or old and new (replace one exact occurrence); got neither."),
     (lambda s: s.write_doc("kernel", body="  \n"),
-     "body is empty. There is no delete: retire a doc by removing its index entry "
-     "(write_doc(\"index\", old=…, new=…))."),
+     ("body is empty. There is no delete: retire a doc by removing its index entry "
+      "(write_doc(\"index\", old=…, new=…)).")),
     (lambda s: s.write_doc("kernel", old="", new="b"),
      "old is empty: give the exact text to replace (copy it from read_doc)."),
     (lambda s: s.write_doc("kernel", old="no such text", new="b"),
-     "old was not found in 'kernel' (0 matches); nothing was changed. Re-read it with "
-     "read_doc(\"kernel\") and copy the exact text (whitespace included)."),
+     ("old was not found in 'kernel' (0 matches); nothing was changed. Re-read it with "
+      "read_doc(\"kernel\") and copy the exact text (whitespace included).")),
 ]
 
 

@@ -114,8 +114,7 @@ def decode(raw: bytes, path: Path | str) -> str:
 
 def normalize(text: str) -> str:
     """Drop a BOM and turn CRLF / CR line endings into LF."""
-    if text.startswith("\ufeff"):
-        text = text[1:]
+    text = text.removeprefix("\ufeff")
     if "\r" in text:
         text = text.replace("\r\n", "\n").replace("\r", "\n")
     return text

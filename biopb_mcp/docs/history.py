@@ -23,8 +23,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from biopb_mcp.docs import nofollow
-from biopb_mcp.docs.limits import FILE_MAX_BYTES
 from biopb_mcp.docs.frontmatter import decode, one_line
+from biopb_mcp.docs.limits import FILE_MAX_BYTES
 from biopb_mcp.errors import DocNotFound, DocProblem, DocUnreadable
 
 logger = logging.getLogger(__name__)

@@ -22,13 +22,13 @@ import threading
 import time
 from array import array
 from collections import Counter, OrderedDict
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from biopb_mcp.docs.limits import QUERY_MAX_CHARS
 from biopb_mcp.docs.filecache import is_settled, stamp_of
 from biopb_mcp.docs.frontmatter import heading_text
+from biopb_mcp.docs.limits import QUERY_MAX_CHARS
 from biopb_mcp.errors import DocError, DocNotFound, InvalidQuery
 
 if TYPE_CHECKING:

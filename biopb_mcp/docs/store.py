@@ -29,7 +29,13 @@ from biopb_mcp.docs.limits import BODY_MAX_LINES, INDEX_MAX_ENTRIES
 from biopb_mcp.docs.tier import Tier
 from biopb_mcp.docs.views import ORIGIN_LOCAL, ORIGIN_SHADOW, ORIGIN_SHIPPED
 from biopb_mcp.docs.writes import WriteResult
-from biopb_mcp.errors import DocNotFound, DocProblem, DocUnreadable, InvalidDocId, WriteRefused
+from biopb_mcp.errors import (
+    DocNotFound,
+    DocProblem,
+    DocUnreadable,
+    InvalidDocId,
+    WriteRefused,
+)
 
 __all__ = ["AUTHORING_GATE", "ORIGIN_LOCAL", "ORIGIN_SHADOW", "ORIGIN_SHIPPED", "SHIPPED_DIR", "DocInfo",
            "DocStore", "WriteResult"]
