@@ -63,6 +63,7 @@ class DocProblem(StrEnum):
     READ_ONLY_VIEW = "read_only_view"
     ESCAPES_TIER = "escapes_tier"
     INDEX_NOT_A_DOC = "index_not_a_doc"
+    NOT_FOUND = "not_found"
     NO_DOC = "no_doc"
     NO_DOC_TO_EDIT = "no_doc_to_edit"
     NO_HISTORY = "no_history"
@@ -109,7 +110,7 @@ class InvalidDocId(DocError):
 class DocNotFound(DocError):
     """No doc by that id; ``suggestions`` holds the closest existing ids."""
 
-    default_kind = DocProblem.NO_DOC
+    default_kind = DocProblem.NOT_FOUND
 
     def __init__(
         self,
