@@ -10,7 +10,6 @@ from __future__ import annotations
 import argparse
 import logging
 import os
-import re
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -18,7 +17,7 @@ from typing import TYPE_CHECKING, NoReturn
 
 import biopb_mcp
 from biopb_mcp.config import Settings, init_config, load_settings, render_show
-from biopb_mcp.errors import BiopbMcpError
+from biopb_mcp.errors import BiopbMcpError, DocError
 
 if TYPE_CHECKING:
     from biopb_mcp.docs.store import DocStore
@@ -219,6 +218,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _dispatch(args)
     except _UsageError as exc:
         return _fail(str(exc))
+    except DocError as exc:
+        from biopb_mcp.doc_messages import FOR_TERMINAL, refusal
+
+        return _fail(refusal(exc, FOR_TERMINAL))
     except BiopbMcpError as exc:
         return _fail(str(exc))
     except OSError as exc:
@@ -235,22 +238,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                      "the traceback)")
 
 
-_AGENT_CALLS = (
-    (re.compile(r'read_doc\("index"\)'), "biopb-mcp docs index"),
-    (re.compile(r'read_doc\("([^"]+)"\)'), r"biopb-mcp docs read \1"),
-    (re.compile(r"write_doc\([^)]*\)"), "the agent's write_doc"),
-)
-"""The store's messages name the agent's tool calls; a person at a terminal gets the command."""
-
-
-def _for_terminal(text: str) -> str:
-    for pattern, replacement in _AGENT_CALLS:
-        text = pattern.sub(replacement, text)
-    return text
-
-
 def _fail(message: str) -> int:
-    message = _for_terminal(message)
     one_line = " ".join(part.strip() for part in message.splitlines() if part.strip())
     print(f"error: {one_line}", file=sys.stderr)
     return 2
@@ -385,10 +373,11 @@ def _docs_command(args: argparse.Namespace, store: DocStore) -> int:
         also = f"; {len(warnings)} warning(s) above" if warnings else ""
         print(f"ok: {len(store.doc_ids())} docs, no problems{also}")
     elif cmd == "search":
-        from biopb_mcp.docs.search import format_hits, search_docs
+        from biopb_mcp.doc_messages import FOR_TERMINAL, format_hits
+        from biopb_mcp.docs.search import search_docs
 
         hits = search_docs(store, args.query, max_results=args.max)
-        _print_text(_for_terminal(format_hits(hits, args.query)))
+        _print_text(format_hits(hits, args.query, FOR_TERMINAL))
     else:  # pack
         from biopb_mcp.docs.pack import build_pack
 

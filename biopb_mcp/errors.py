@@ -5,7 +5,7 @@ reaches the agent, the CLI into one ``error: …`` line and an exit code.
 
 * BiopbMcpError
   x ConfigError          a config file that cannot be used (syntax, type, unknown key)
-  x DocError             anything the docs store refuses
+  x DocError             anything the docs store refuses (kind: a DocProblem, plus fields)
     + InvalidDocId       an id outside the id grammar, or a path escaping its tier
     + DocNotFound        no doc by that id (carries the closest ids)
     + DocUnreadable      a file that exists but cannot be read as UTF-8 markdown
@@ -20,6 +20,7 @@ reaches the agent, the CLI into one ``error: …`` line and an exit code.
 
 from __future__ import annotations
 
+from enum import StrEnum
 from pathlib import Path
 
 
@@ -45,8 +46,62 @@ class ConfigError(BiopbMcpError):
         super().__init__(f"{where}{message}")
 
 
+class DocProblem(StrEnum):
+    """What rule a docs refusal is about: the adapters (tools, CLI) phrase each kind for their reader."""
+
+    EMPTY_ID = "empty_id"
+    NOT_A_STRING = "not_a_string"
+    ID_TOO_LONG = "id_too_long"
+    VIEW_IN_ID = "view_in_id"
+    ABSOLUTE_ID = "absolute_id"
+    COLLECTION_ID = "collection_id"
+    BAD_CHAR = "bad_char"
+    EMPTY_SEGMENT = "empty_segment"
+    DOT_SEGMENT = "dot_segment"
+    HIDDEN_SEGMENT = "hidden_segment"
+    BAD_ID = "bad_id"
+    UNKNOWN_VIEW = "unknown_view"
+    READ_ONLY_VIEW = "read_only_view"
+    ESCAPES_TIER = "escapes_tier"
+    INDEX_NOT_A_DOC = "index_not_a_doc"
+    NOT_FOUND = "not_found"
+    NO_DOC = "no_doc"
+    NO_DOC_TO_EDIT = "no_doc_to_edit"
+    NO_HISTORY = "no_history"
+    NO_VERSION = "no_version"
+    UNREADABLE = "unreadable"
+    ARGS_BOTH = "args_both"
+    ARGS_NEITHER = "args_neither"
+    ARGS_HALF = "args_half"
+    ARG_TYPE = "arg_type"
+    BODY_EMPTY = "body_empty"
+    OLD_EMPTY = "old_empty"
+    NUL_IN_TEXT = "nul_in_text"
+    BODY_TOO_BIG = "body_too_big"
+    OLD_NOT_FOUND = "old_not_found"
+    OLD_AMBIGUOUS = "old_ambiguous"
+    BODY_CAP = "body_cap"
+    INDEX_CAP = "index_cap"
+    WRITE_FAILED = "write_failed"
+    BAD_QUERY = "bad_query"
+
+
 class DocError(BiopbMcpError):
-    """Base of everything the docs store refuses."""
+    """Base of everything the docs store refuses.
+
+    The message states the facts and names no tool; ``kind`` (a DocProblem), ``doc_id`` and
+    ``details`` (counts, limits, the offending part) let an adapter add what its reader should do.
+    """
+
+    default_kind = DocProblem.BAD_ID
+
+    def __init__(
+        self, message: str, *, kind: DocProblem | None = None, doc_id: str | None = None, **details: object
+    ) -> None:
+        self.kind = kind if kind is not None else self.default_kind
+        self.doc_id = doc_id
+        self.details = details
+        super().__init__(message)
 
 
 class InvalidDocId(DocError):
@@ -56,22 +111,37 @@ class InvalidDocId(DocError):
 class DocNotFound(DocError):
     """No doc by that id; ``suggestions`` holds the closest existing ids."""
 
-    def __init__(self, message: str, *, doc_id: str = "", suggestions: list[str] | None = None) -> None:
-        self.doc_id = doc_id
+    default_kind = DocProblem.NOT_FOUND
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        kind: DocProblem | None = None,
+        doc_id: str = "",
+        suggestions: list[str] | None = None,
+        **details: object,
+    ) -> None:
         self.suggestions = suggestions or []
-        super().__init__(message)
+        super().__init__(message, kind=kind, doc_id=doc_id, **details)
 
 
 class DocUnreadable(DocError):
     """A doc file exists but cannot be read (not UTF-8, binary, too large, permission)."""
 
+    default_kind = DocProblem.UNREADABLE
+
 
 class WriteRefused(DocError):
     """A write the store's rules forbid; nothing was changed."""
 
+    default_kind = DocProblem.WRITE_FAILED
+
 
 class InvalidQuery(DocError):
     """A search query that cannot be run, such as an empty one."""
+
+    default_kind = DocProblem.BAD_QUERY
 
 
 class KernelError(BiopbMcpError):

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from _tests.support.write_reports import as_agent_reads
 from biopb_mcp.docs.history import HISTORY_DIR, first_change
 from biopb_mcp.docs.store import DocStore
 from biopb_mcp.errors import DocNotFound, InvalidDocId
@@ -40,7 +41,7 @@ def test_three_versions_list_read_v1_and_restore(store: DocStore) -> None:
     header, text = v1.split("\n\n", 1)
     assert header.startswith("proc@v1 — version 1, saved ") and "write_doc(\"proc\", body=" in header
     assert text == V1
-    restored = store.write_doc("proc", body=text)
+    restored = as_agent_reads(store.write_doc("proc", body=text))
     assert restored.changed and "+First text." in restored.text
     assert (store.local_dir / "proc.md").read_text() == V1
     assert "- v4 (current)" in store.read_doc("proc@history")
@@ -50,7 +51,7 @@ def test_a_hand_edit_between_writes_is_kept_as_its_own_version(store: DocStore) 
     store.write_doc("proc", body=V1)
     (store.local_dir / "proc.md").write_text("# Proc\n\nEdited by hand in vim.\n")
     assert "differs from v1 (edited outside the server)" in store.read_doc("proc@history")
-    result = store.write_doc("proc", body=V2)  # a stale body write would otherwise clobber the edit
+    result = as_agent_reads(store.write_doc("proc", body=V2))  # a stale body write would otherwise clobber the edit
     assert 'kept as v2 (read_doc("proc@v2"))' in result.text
     listing = store.read_doc("proc@history")
     assert "- v2 · " in listing and "hand edit" in listing

@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 from biopb_mcp.docs import QUERY_MAX_CHARS
 from biopb_mcp.docs.frontmatter import first_h1, heading_text, parse
 from biopb_mcp.docs.history import HISTORY_DIR, VERSIONS_FILE
-from biopb_mcp.docs.search import format_hits, search_docs, snippet, split_sections
+from biopb_mcp.docs.search import search_docs, snippet, split_sections
 from biopb_mcp.docs.store import DocStore
 from biopb_mcp.errors import InvalidQuery, WriteRefused
 
@@ -146,12 +146,6 @@ def test_a_2_mb_query_gets_a_short_clear_error(store: DocStore) -> None:
     assert search_docs(store, ("threshold " * 200)[:QUERY_MAX_CHARS])  # at the cap: searched
 
 
-def test_answers_quote_a_long_query_cut_short() -> None:
-    query = "a" * QUERY_MAX_CHARS
-    text = format_hits([], query)
-    assert "No matches for 'aaa" in text and "…" in text and len(text) < 300
-
-
 @pytest.mark.timeout(60)
 def test_snippet_is_linear_on_a_repetitive_section() -> None:
     text = "a " * 300_000  # 600 KB, the query's words match everywhere but never in full
@@ -182,7 +176,7 @@ def test_snippet_survives_text_whose_case_folding_changes_length() -> None:
 
 @pytest.mark.timeout(20)
 def test_the_link_pattern_stays_linear_on_a_run_of_brackets() -> None:
-    from biopb_mcp.docs.store import _LINK
+    from biopb_mcp.docs.lint import _LINK
 
     assert _LINK.findall("[[" * 40_000 + "[[a]]") == ["a"]
     assert _LINK.findall("see [[a/b]] and [[c]]") == ["a/b", "c"]

@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 
 from biopb_mcp.docs import ID_MAX_CHARS
-from biopb_mcp.docs.ids import Ref, check_id, check_write_id, doc_path, parse_ref, walk_tier
+from biopb_mcp.docs.ids import Ref, check_id, check_write_id, parse_ref
+from biopb_mcp.docs.tier import doc_path, walk_tier
 from biopb_mcp.errors import InvalidDocId
 
 

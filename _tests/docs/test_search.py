@@ -13,7 +13,6 @@ import pytest
 from biopb_mcp.docs.fts import FtsIndex, digest
 from biopb_mcp.docs.search import (
     Hit,
-    format_hits,
     search_docs,
     snippet,
     split_sections,
@@ -233,14 +232,6 @@ def test_snippet_is_one_line_around_the_exact_match() -> None:
     assert len(cut) <= 260
     dense = snippet("a " * 300 + "otsu mask otsu mask " + "b " * 300, "mask otsu")
     assert "otsu mask otsu mask" in dense
-
-
-def test_format_hits_shows_id_heading_origin_snippet_and_says_no_matches() -> None:
-    hits = [Hit("kernel", "Config", "Set kernel.promote_after …", "local (shadows shipped)", 9.5)]
-    text = format_hits(hits, "kernel.promote_after")
-    for part in ("kernel", "Config", "local (shadows shipped)", "Set kernel.promote_after", "1 match"):
-        assert part in text
-    assert "No matches for 'zzz'" in format_hits([], "zzz")
 
 
 # ---------------------------------------------------------------------------------------------

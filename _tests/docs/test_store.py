@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from _tests.support.write_reports import as_agent_reads
 from biopb_mcp.docs import AUTHORING_GATE, BODY_MAX_LINES, FILE_MAX_BYTES, INDEX_MAX_ENTRIES
 from biopb_mcp.docs.index import NEW_TAIL_HEADING, STALE_TAIL_HEADING, parse
 from biopb_mcp.docs.store import ORIGIN_LOCAL, ORIGIN_SHADOW, ORIGIN_SHIPPED, DocStore
@@ -118,21 +119,21 @@ def test_unknown_id_names_the_closest_ids(store: DocStore) -> None:
 
 
 def test_body_write_creates_a_local_doc_and_files_it_under_unfiled(store: DocStore) -> None:
-    result = store.write_doc("my-lab/nuclei", body="# Nuclei\n\nSegment nuclei in a 3D stack.\n\n1. a\n2. b\n")
+    result = as_agent_reads(store.write_doc("my-lab/nuclei", body="# Nuclei\n\nSegment nuclei in a 3D stack.\n\n1. a\n2. b\n"))
     assert result.created and result.changed
     assert "+# Nuclei" in result.text
     assert "+## Unfiled" in result.text and "+- my-lab/nuclei: Segment nuclei in a 3D stack." in result.text
     index_text = (store.local_dir / "index.md").read_text()
     assert index_text.endswith("## Unfiled\n- my-lab/nuclei: Segment nuclei in a 3D stack.\n\nignored: smlm\n")
     assert store.doc_text("my-lab/nuclei")[1] == ORIGIN_LOCAL
-    second = store.write_doc("other", body="---\ndescription: merge two channels\n---\n# Other\n")
+    second = as_agent_reads(store.write_doc("other", body="---\ndescription: merge two channels\n---\n# Other\n"))
     assert "+- other: merge two channels" in second.text
     assert (store.local_dir / "index.md").read_text().count("## Unfiled") == 1
 
 
 def test_replace_changes_exactly_one_occurrence_and_returns_the_diff(store: DocStore) -> None:
     store.write_doc("proc", body="# Proc\n\nstep one\nstep two\n")
-    result = store.write_doc("proc", old="step two", new="step 2")
+    result = as_agent_reads(store.write_doc("proc", old="step two", new="step 2"))
     assert not result.created and result.changed
     assert "-step two\n+step 2" in result.text
     assert (store.local_dir / "proc.md").read_text() == "# Proc\n\nstep one\nstep 2\n"
@@ -176,7 +177,7 @@ def test_replace_on_a_missing_doc_is_not_found(store: DocStore) -> None:
 def test_write_to_a_shipped_id_creates_a_shadow_and_leaves_the_shipped_file_alone(store: DocStore) -> None:
     shipped_file = store.shipped_dir / "flatfield.md"
     before_bytes, before_mtime = shipped_file.read_bytes(), shipped_file.stat().st_mtime_ns
-    result = store.write_doc("flatfield", old="2. divide", new="2. divide by the flat")
+    result = as_agent_reads(store.write_doc("flatfield", old="2. divide", new="2. divide by the flat"))
     assert result.created and "shadows the shipped text" in result.text
     assert "--- flatfield (shipped)" in result.text and "+2. divide by the flat" in result.text
     assert "already has an entry" in result.text
@@ -192,9 +193,9 @@ def test_write_to_a_shipped_id_creates_a_shadow_and_leaves_the_shipped_file_alon
 def test_a_write_that_changes_nothing_says_so_and_writes_nothing(store: DocStore) -> None:
     store.write_doc("proc", body="# Proc\n\ntext\n")
     before = snapshot(store.local_dir)
-    result = store.write_doc("proc", body="# Proc\n\ntext\n")
+    result = as_agent_reads(store.write_doc("proc", body="# Proc\n\ntext\n"))
     assert not result.changed and result.text.startswith("No change")
-    same_as_shipped = store.write_doc("kernel", body=SHIPPED["kernel"])
+    same_as_shipped = as_agent_reads(store.write_doc("kernel", body=SHIPPED["kernel"]))
     assert not same_as_shipped.changed and "no local copy was made" in same_as_shipped.text
     assert snapshot(store.local_dir) == before
 
@@ -229,7 +230,7 @@ def test_symlinks_leaving_the_tier_are_refused_for_read_and_write(tmp_path: Path
 
 def test_index_edit_reaching_201_entries_is_refused_and_unchanged(store: DocStore) -> None:
     lines = "\n".join(f"- doc{i}: hook {i}" for i in range(INDEX_MAX_ENTRIES))
-    ok = store.write_doc("index", body=f"# biopb docs\n\n## Procedures\n{lines}\n")
+    ok = as_agent_reads(store.write_doc("index", body=f"# biopb docs\n\n## Procedures\n{lines}\n"))
     assert f"{INDEX_MAX_ENTRIES} entries of at most {INDEX_MAX_ENTRIES}" in ok.text
     before = snapshot(store.local_dir)
     with pytest.raises(WriteRefused, match=f"would have {INDEX_MAX_ENTRIES + 1} entries; the cap is {INDEX_MAX_ENTRIES}"):

@@ -23,6 +23,7 @@ from mcp.types import TextResourceContents
 
 from _tests.support.doc_corpus import make_corpus
 from _tests.support.inbox import Inbox, wait_listen
+from biopb_mcp.doc_messages import FOR_AGENT, write_report
 from biopb_mcp.docs.resources import INDEX_URI, doc_uri
 from biopb_mcp.docs.store import DocStore
 from biopb_mcp.server.resources import install_resources
@@ -44,7 +45,7 @@ def make_server(local: Path, shipped: Path, poll: float = 0.05) -> tuple[MCPServ
         """Write a doc and announce it."""
         result = await anyio.to_thread.run_sync(lambda: store.write_doc(doc_id, body=body))
         await notifier.after_write(result)
-        return result.text
+        return write_report(result, FOR_AGENT)
 
     return mcp, store, notifier
 

@@ -91,11 +91,6 @@ class FileCache(Generic[K, V]):
                 del self._data[next(iter(self._data))]
         return True
 
-    def discard(self, key: K) -> None:
-        """Forget `key` (a caller that knows its file just changed)."""
-        with self._lock:
-            self._data.pop(key, None)
-
     def __len__(self) -> int:
         with self._lock:
             return len(self._data)

@@ -14,7 +14,8 @@ import stat
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from biopb_mcp.docs import FILE_MAX_BYTES
+from biopb_mcp.docs import nofollow
+from biopb_mcp.docs.limits import FILE_MAX_BYTES
 from biopb_mcp.errors import DocUnreadable
 
 DESCRIPTION_MAX_CHARS = 200
@@ -71,9 +72,7 @@ def read_text_in(root: Path, rel: str) -> str:
         FileNotFoundError: no file there.
         DocUnreadable: a link on the way, a directory, not a regular file, unreadable, not UTF-8.
     """
-    from biopb_mcp.docs import nofollow
-
-    path = root / rel
+    path = os.path.join(root, rel)  # for messages; a string join, as this runs per listed doc
     try:
         raw, _ = nofollow.read_bytes(root, rel, max_bytes=FILE_MAX_BYTES)
     except FileNotFoundError:
@@ -115,8 +114,7 @@ def decode(raw: bytes, path: Path | str) -> str:
 
 def normalize(text: str) -> str:
     """Drop a BOM and turn CRLF / CR line endings into LF."""
-    if text.startswith("\ufeff"):
-        text = text[1:]
+    text = text.removeprefix("\ufeff")
     if "\r" in text:
         text = text.replace("\r\n", "\n").replace("\r", "\n")
     return text

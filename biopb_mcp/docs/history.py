@@ -22,9 +22,10 @@ import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from biopb_mcp.docs import FILE_MAX_BYTES, nofollow
+from biopb_mcp.docs import nofollow
 from biopb_mcp.docs.frontmatter import decode, one_line
-from biopb_mcp.errors import DocNotFound, DocUnreadable
+from biopb_mcp.docs.limits import FILE_MAX_BYTES
+from biopb_mcp.errors import DocNotFound, DocProblem, DocUnreadable
 
 logger = logging.getLogger(__name__)
 
@@ -110,6 +111,8 @@ class History:
         self.local_dir = local_dir
         self.root = local_dir / HISTORY_DIR
         self.keep = keep
+        self._seen: tuple[str, list[Version]] | None = None
+        """The log `before_write` just parsed, for the `record` of the same write (one parse, not two)."""
 
     @property
     def enabled(self) -> bool:
@@ -198,24 +201,18 @@ class History:
         if match is None:
             if not kept:
                 raise DocNotFound(
-                    f"No history for {doc_id!r}: versions are kept from its first write_doc on.",
-                    doc_id=f"{doc_id}@v{n}",
+                    f"No history for {doc_id!r}: versions are kept from its first write on.",
+                    kind=DocProblem.NO_HISTORY, doc_id=doc_id, version=n,
                 )
             raise DocNotFound(
-                f"No version {n} of {doc_id!r}: the kept versions are v{kept[0].n}–v{kept[-1].n} "
-                f"(see read_doc(\"{doc_id}@history\")).",
-                doc_id=f"{doc_id}@v{n}",
+                f"No version {n} of {doc_id!r}: the kept versions are v{kept[0].n}–v{kept[-1].n}.",
+                kind=DocProblem.NO_VERSION, doc_id=doc_id, version=n, first=kept[0].n, last=kept[-1].n,
             )
         path = self.dir_for(doc_id) / f"v{n}.txt"
         try:
             return match, decode(self._read(doc_id, path.name), path)
         except OSError as exc:
             raise DocUnreadable(f"Cannot read history file {path}: {exc}.") from exc
-
-    def latest(self, doc_id: str) -> Version | None:
-        """The newest kept version, or None."""
-        kept = self.versions(doc_id)
-        return kept[-1] if kept else None
 
     def before_write(self, doc_id: str, current: str | None, mtime: float | None) -> Version | None:
         """Keep the on-disk text as its own version when the server has not seen it yet.
@@ -224,21 +221,30 @@ class History:
         """
         if not self.enabled or current is None:
             return None
-        last = self.latest(doc_id)
+        logged = self._log(doc_id)
+        last = logged[-1] if logged else None
+        self._seen = (doc_id, logged)
         if last is None:
             return self.record(doc_id, current, SOURCE_ON_DISK, when=mtime)
         if last.sha != sha(current):
             return self.record(doc_id, current, SOURCE_HAND_EDIT, when=mtime)
         return None
 
+    def forget(self) -> None:
+        """Drop the log kept between `before_write` and `record`: called when a write ends."""
+        self._seen = None
+
     def record(self, doc_id: str, text: str, source: str, *, when: float | None = None) -> Version | None:
         """Append `text` as the newest version (unless it already is), then prune to `keep`."""
         if not self.enabled:
             return None
-        logged = self._log(doc_id)  # parsed once: this runs on every write (was three parses)
+        seen, self._seen = self._seen, None
+        # The log before_write parsed in this same locked write, else parsed now.
+        logged = seen[1] if seen is not None and seen[0] == doc_id else self._log(doc_id)
         kept = logged[-self.keep :]
         digest = sha(text)
         if kept and kept[-1].sha == digest:
+            self._seen = (doc_id, logged)
             return None
         before: str | None = None
         if kept:
@@ -254,12 +260,14 @@ class History:
         nofollow.write_new(self.local_dir, self._rel(doc_id, f"v{n}.txt"), data)
         version = Version(n, _stamp(when), len(data), source, digest, first_change(before, text))
         logged.append(version)
+        self._seen = (doc_id, logged)
         for old in logged[: max(0, len(logged) - self.keep)]:
             nofollow.unlink(self.local_dir, self._rel(doc_id, f"v{old.n}.txt"))
         if len(logged) > 2 * self.keep:
             # Compact now and then rather than on every write.
             lines = "".join(json.dumps(asdict(v)) + "\n" for v in logged[-self.keep :])
             nofollow.write_atomic(self.local_dir, self._rel(doc_id, VERSIONS_FILE), lines.encode(), durable=False)
+            self._seen = (doc_id, logged[-self.keep :])
         else:
             nofollow.append(self.local_dir, self._rel(doc_id, VERSIONS_FILE), (json.dumps(asdict(version)) + "\n").encode())
         return version

@@ -11,6 +11,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from functools import lru_cache
 
 from biopb_mcp.docs.ids import is_valid_id
 
@@ -28,6 +29,14 @@ STALE_TAIL_SENTENCE = (
     "shadows it: run the read_doc call on each line to see the differences, then merge what you "
     "want into your copy with write_doc (or leave it as it is)."
 )
+
+def unreadable_note(problem: str) -> str:
+    """The line a rendered index opens with when the local index file cannot be read."""
+    return (
+        f"> The local index could not be read ({problem}) Showing the shipped index instead; "
+        "fix the file, or replace it with write_doc(\"index\", body=…)."
+    )
+
 
 IGNORED_NOTE = "shipped docs this index chose not to list; each is still readable by id"
 """Said after an `ignored:` line that names docs: agents read the bare word as "do not use"."""
@@ -75,8 +84,13 @@ class IndexFile:
         return {e.doc_id for e in self.entries if not e.collection}
 
 
+@lru_cache(maxsize=4)
 def parse(text: str) -> IndexFile:
-    """Parse index text (already normalised to `\\n`). Lines inside code fences are prose."""
+    """Parse index text (already normalised to `\\n`). Lines inside code fences are prose.
+
+    Memoised on the text: one write parses the index it read (the text the last write left) and
+    the text it leaves, and every render parses it again. Callers copy `lines` before changing it.
+    """
     lines = text.split("\n")
     entries: list[Entry] = []
     ignored: list[str] = []

@@ -6,12 +6,98 @@ would otherwise pass silently; ``biopb-mcp docs check`` runs these rules to say 
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable
+from typing import TYPE_CHECKING
 
-from biopb_mcp.docs.frontmatter import _FRONTMATTER_MAX_LINES, _KEY_LINE  # what the reader accepts
+from biopb_mcp.docs import index as index_mod
+from biopb_mcp.docs.frontmatter import (  # what the reader accepts
+    _FRONTMATTER_MAX_LINES,
+    _KEY_LINE,
+    parse,
+    read_text,
+)
+from biopb_mcp.docs.ids import INDEX_ID, is_valid_id
 from biopb_mcp.docs.index import IndexFile
+from biopb_mcp.docs.limits import BODY_MAX_LINES, INDEX_MAX_ENTRIES
+from biopb_mcp.docs.textdiff import line_count
+from biopb_mcp.docs.tier import walk_tier
+from biopb_mcp.errors import DocUnreadable, InvalidDocId
 
-__all__ = ["frontmatter_problems", "unsurfaced_ids"]
+if TYPE_CHECKING:
+    from biopb_mcp.docs.store import DocStore
+
+__all__ = ["check", "check_warnings", "frontmatter_problems", "unsurfaced_ids"]
+
+_LINK = re.compile(r"\[\[([^\[\]\s|#]+)\]\]")  # "[" excluded: a run of "[[[[" stays linear
+_CODE = re.compile(r"^(```|~~~).*?^\1[^\n]*$|`[^`\n]*`", re.DOTALL | re.MULTILINE)
+"""Fenced blocks and inline code spans: a `[[x]]` quoted there is an example, not a link."""
+
+
+def check(store: DocStore) -> list[str]:
+    """Problems in both tiers: ids, readability, caps, index entries that do not resolve, shipped links."""
+    problems: list[str] = []
+    readable: dict[str, dict[str, str]] = {"shipped": {}, "local": {}}
+    for tier_name, tier in (("shipped", store.shipped_dir), ("local", store.local_dir)):
+        for doc_id, path in walk_tier(tier, include_invalid=True):
+            if doc_id is None:
+                problems.append(f"{tier_name}: {path} has a name outside the id grammar, so no id reaches it; rename it.")
+                continue
+            try:
+                text = read_text(path)
+            except (OSError, DocUnreadable) as exc:
+                problems.append(f"{tier_name}: {doc_id}: {exc}")
+                continue
+            readable[tier_name][doc_id] = text
+            problems += [f"{tier_name}: {doc_id}: {path}: {p}" for p in frontmatter_problems(text)]
+            lines = line_count(text)
+            if lines > BODY_MAX_LINES:
+                problems.append(f"{tier_name}: {doc_id} has {lines} lines; the cap is {BODY_MAX_LINES}.")
+    for doc_id, text in sorted(readable["shipped"].items()):
+        for target in _LINK.findall(_CODE.sub("", parse(text).body)):
+            if target not in readable["shipped"]:
+                problems.append(f"shipped: {doc_id} links [[{target}]], which is not a shipped doc.")
+    text, note = store.index_text()
+    if note:
+        problems.append(f"local: index: {note.lstrip('> ')}")
+    parsed = index_mod.parse(text)
+    if parsed.entry_count > INDEX_MAX_ENTRIES:
+        problems.append(f"index: {parsed.entry_count} entries; the cap is {INDEX_MAX_ENTRIES}.")
+    shipped_ids = set(store.shipped.files())
+    for entry in parsed.entries:
+        if entry.collection:
+            continue
+        if entry.doc_id == INDEX_ID:
+            problems.append(f"index line {entry.line + 1}: 'index' is the index itself, not a doc; remove the line.")
+        elif entry.doc_id not in shipped_ids and not store.local.exists(entry.doc_id):
+            problems.append(f"index line {entry.line + 1}: {entry.doc_id!r} resolves to no doc (missing).")
+        else:
+            try:
+                store.local.path(entry.doc_id)
+            except InvalidDocId as exc:  # a symlink (file or folder) leading out of the tier
+                problems.append(f"index line {entry.line + 1}: {exc}")
+    for line, token in parsed.bad_entries:
+        problems.append(
+            f"index line {line + 1}: {token!r} is not a valid id, so the line is not read as an entry."
+        )
+    for name in parsed.ignored:
+        if not is_valid_id(name):
+            problems.append(f"index: ignored: names {name!r}, which is not a valid id.")
+    return problems
+
+
+def check_warnings(store: DocStore) -> list[str]:
+    """What is legal but probably unintended: local docs the agent is never shown."""
+    parsed = index_mod.parse(store.index_text()[0])
+    warnings = []
+    for doc_id in unsurfaced_ids(parsed, store.local.ids(), store.shipped.files()):
+        hook = store.description(store.local, doc_id) or "<when to use it>"
+        warnings.append(
+            f"local: {doc_id} is in no index entry, so the agent is never shown it; add the line "
+            f"'{index_mod.entry_line(doc_id, hook)}' to {store.index_path}, or its id to the "
+            "ignored: line to hide it on purpose."
+        )
+    return warnings
 
 
 
@@ -62,5 +148,5 @@ def unsurfaced_ids(index: IndexFile, local_ids: Iterable[str], shipped_ids: Iter
     return sorted(
         doc_id for doc_id in local_ids
         if doc_id not in shipped and doc_id not in listed and doc_id not in ignored
-        and doc_id != "index" and not any(doc_id.startswith(c) for c in collections)
+        and doc_id != INDEX_ID and not any(doc_id.startswith(c) for c in collections)
     )

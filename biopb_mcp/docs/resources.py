@@ -24,8 +24,8 @@ import time
 from dataclasses import dataclass
 
 from biopb_mcp.docs.filecache import FileCache, stamps
-from biopb_mcp.docs.store import DocStore
 from biopb_mcp.docs.ids import check_id
+from biopb_mcp.docs.store import DocStore
 from biopb_mcp.errors import DocError, DocNotFound, DocUnreadable, InvalidDocId
 
 logger = logging.getLogger(__name__)

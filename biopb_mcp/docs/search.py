@@ -21,14 +21,14 @@ import sqlite3
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, TypeVar
 
-from biopb_mcp.docs import QUERY_MAX_CHARS
 from biopb_mcp.docs.filecache import Stamp, is_settled, stamp
 from biopb_mcp.docs.fts import FtsIndex, Ranked, SearchUnavailable, digest
+from biopb_mcp.docs.limits import QUERY_MAX_CHARS
 from biopb_mcp.docs.sections import ATOM, split_sections, tokenize
 from biopb_mcp.docs.store import ORIGIN_SHIPPED
 from biopb_mcp.errors import DocError, DocNotFound, InvalidQuery
@@ -39,7 +39,6 @@ if TYPE_CHECKING:
 __all__ = [
     "Hit",
     "SearchUnavailable",
-    "format_hits",
     "search_docs",
     "shown_query",
     "snippet",
@@ -383,20 +382,3 @@ QUERY_ECHO_CHARS = 80
 def shown_query(query: str, limit: int = QUERY_ECHO_CHARS) -> str:
     """The query as answers quote it: repr'd, cut to about ``limit`` characters."""
     return repr(query) if len(query) <= limit else repr(query[: limit - 1]) + "…"
-
-
-def format_hits(hits: Sequence[Hit], query: str = "") -> str:
-    """Render hits as the search_docs tool and `biopb-mcp docs search` show them."""
-    about = f" for {shown_query(query)}" if query else ""
-    if not hits:
-        return (
-            f"No matches{about}. Try fewer or different words, or read_doc(\"index\") to browse "
-            "the docs."
-        )
-    noun = "match" if len(hits) == 1 else "matches"
-    blocks = [f"{len(hits)} {noun}{about}, best first (open one with read_doc(\"<id>\")):"]
-    for n, hit in enumerate(hits, 1):
-        blocks.append(
-            f"{n}. {hit.doc_id} — § {hit.heading}  [{hit.origin}, score {hit.score:g}]\n   {hit.snippet}"
-        )
-    return "\n\n".join(blocks)

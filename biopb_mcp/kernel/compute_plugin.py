@@ -140,7 +140,7 @@ def _after_cell(result: Any) -> None:
     if isinstance(getattr(result, "error_in_exec", None), KeyboardInterrupt):
         try:
             cancel_pending()
-        except Exception as exc:  # noqa: BLE001 - the cell already failed; never add a second traceback
+        except Exception as exc:
             _state["error"] = f"cancel after interrupt failed: {type(exc).__name__}: {exc}"
 
 
@@ -159,7 +159,7 @@ def status() -> dict[str, Any]:
     if "dashboard" in services and importlib.util.find_spec("bokeh") is not None:
         try:
             dashboard = client.dashboard_link
-        except Exception:  # noqa: BLE001 - a status must not fail on the dashboard link
+        except Exception:
             dashboard = None
     out.update(
         started=True,

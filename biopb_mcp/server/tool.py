@@ -17,7 +17,8 @@ from typing import Any, TypeVar
 from mcp.server.mcpserver import MCPServer
 from mcp.types import CallToolResult, TextContent, ToolAnnotations
 
-from biopb_mcp.errors import BiopbMcpError, KernelError, KernelNotReady
+from biopb_mcp.doc_messages import FOR_AGENT, refusal
+from biopb_mcp.errors import BiopbMcpError, DocError, KernelError, KernelNotReady
 from biopb_mcp.server import kernel_text
 
 logger = logging.getLogger(__name__)
@@ -34,6 +35,8 @@ def _agent_text(exc: BiopbMcpError) -> str:
     """The failure as the agent reads it, with the next step in it."""
     if isinstance(exc, KernelError):
         return kernel_text.error_text(exc)
+    if isinstance(exc, DocError):
+        return refusal(exc, FOR_AGENT)
     return str(exc)
 
 

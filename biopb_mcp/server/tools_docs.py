@@ -10,6 +10,7 @@ import anyio
 from mcp.server.mcpserver import MCPServer
 from mcp.types import ToolAnnotations
 
+from biopb_mcp.doc_messages import FOR_AGENT, format_hits, write_report
 from biopb_mcp.docs.store import AUTHORING_GATE
 from biopb_mcp.server.state import AppState
 from biopb_mcp.server.tool import READ_ONLY, tool
@@ -37,10 +38,9 @@ def register_doc_tools(mcp: MCPServer, state: AppState) -> None:
         Use it for a literal you hit — an exception name, a config key, a log line, a function —
         or when no index entry matches the request. Returns doc id, section and a snippet per hit;
         read_doc the hit to see it whole."""
-        from biopb_mcp.docs.search import format_hits
         from biopb_mcp.docs.search import search_docs as run_search
 
-        return format_hits(run_search(store, query, max_results), query)
+        return format_hits(run_search(store, query, max_results), query, FOR_AGENT)
 
     write_description = (
         "Create or edit a doc in the local docs tier (the index too: id \"index\"). body alone creates or "
@@ -60,10 +60,11 @@ def register_doc_tools(mcp: MCPServer, state: AppState) -> None:
         new: str | None = None,
     ) -> str:
         result = await anyio.to_thread.run_sync(store.write_doc, id, body, old, new)
-        _note_in_notebook(state, f"**write_doc** `{id}`\n\n```diff\n{str(result.text).strip()}\n```")
+        text = write_report(result, FOR_AGENT)
+        _note_in_notebook(state, f"**write_doc** `{id}`\n\n```diff\n{text.strip()}\n```")
         if state.notifier is not None:
             await state.notifier.after_write(result)
-        return str(result.text)
+        return text
 
 
 def _note_in_notebook(state: AppState, text: str) -> None:

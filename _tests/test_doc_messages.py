@@ -1,0 +1,85 @@
+"""The docs refusals and search hits, worded for an agent (tool calls) or a terminal (commands).
+
+The store's own messages name no tool; the wording is added here from each error's kind and fields.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from _tests.docs.test_store import make_shipped
+from biopb_mcp.doc_messages import FOR_AGENT, FOR_TERMINAL, format_hits, refusal
+from biopb_mcp.docs import QUERY_MAX_CHARS
+from biopb_mcp.docs.search import Hit
+from biopb_mcp.docs.store import DocStore
+from biopb_mcp.errors import DocError
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> DocStore:
+    return DocStore(tmp_path / "local", shipped_dir=make_shipped(tmp_path / "shipped"))
+
+
+def test_format_hits_shows_id_heading_origin_snippet_and_says_no_matches() -> None:
+    hits = [Hit("kernel", "Config", "Set kernel.promote_after …", "local (shadows shipped)", 9.5)]
+    text = format_hits(hits, "kernel.promote_after", FOR_AGENT)
+    for part in ("kernel", "Config", "local (shadows shipped)", "Set kernel.promote_after", "1 match"):
+        assert part in text
+    assert "No matches for 'zzz'" in format_hits([], "zzz", FOR_AGENT)
+
+
+def test_answers_quote_a_long_query_cut_short() -> None:
+    query = "a" * QUERY_MAX_CHARS
+    text = format_hits([], query, FOR_AGENT)
+    assert "No matches for 'aaa" in text and "…" in text and len(text) < 300
+
+
+def _refused(call: Any) -> DocError:
+    with pytest.raises(DocError) as caught:
+        call()
+    return caught.value
+
+
+AGENT_TEXT = [
+    (lambda s: s.read_doc(""), 'Empty doc id: give the id the index lists, e.g. read_doc("index").'),
+    (lambda s: s.read_doc("kernell"),
+     "No doc 'kernell'. Closest: kernel. read_doc(\"index\") lists the docs; write_doc(id, body=…) creates one."),
+    (lambda s: s.write_doc("nope", old="a", new="b"),
+     ("No doc 'nope' to edit with old/new; create it with body=…. read_doc(\"index\") lists the docs; "
+      "write_doc(id, body=…) creates one.")),
+    (lambda s: s.read_doc("kernel@v3"), "No history for 'kernel': versions are kept from its first write_doc on."),
+    (lambda s: s.write_doc("kernel"),
+     "write_doc needs body (the whole new text) or old and new (replace one exact occurrence); got neither."),
+    (lambda s: s.write_doc("kernel", body="  \n"),
+     ("body is empty. There is no delete: retire a doc by removing its index entry "
+      "(write_doc(\"index\", old=…, new=…)).")),
+    (lambda s: s.write_doc("kernel", old="", new="b"),
+     "old is empty: give the exact text to replace (copy it from read_doc)."),
+    (lambda s: s.write_doc("kernel", old="no such text", new="b"),
+     ("old was not found in 'kernel' (0 matches); nothing was changed. Re-read it with "
+      "read_doc(\"kernel\") and copy the exact text (whitespace included).")),
+]
+
+
+@pytest.mark.parametrize(("call", "says"), AGENT_TEXT)
+def test_the_agent_is_told_the_tool_call_and_the_store_names_none(store: DocStore, call: Any, says: str) -> None:
+    exc = _refused(lambda: call(store))
+    assert refusal(exc, FOR_AGENT) == says
+    assert "read_doc" not in str(exc) and "write_doc" not in str(exc)
+
+
+def test_a_missing_version_points_at_the_history(store: DocStore) -> None:
+    for k in range(3):
+        store.write_doc("proc", body=f"# Proc\n\nversion {k}\n")
+    exc = _refused(lambda: store.read_doc("proc@v9"))
+    assert refusal(exc, FOR_AGENT) == 'No version 9 of \'proc\': the kept versions are v1–v3 (see read_doc("proc@history")).'
+    assert refusal(exc, FOR_TERMINAL).endswith("(see biopb-mcp docs read proc@history).")
+
+
+def test_a_terminal_is_told_the_command(store: DocStore) -> None:
+    exc = _refused(lambda: store.read_doc("kernell"))
+    text = refusal(exc, FOR_TERMINAL)
+    assert "biopb-mcp docs index lists the docs" in text and "read_doc(" not in text

@@ -1,0 +1,278 @@
+"""The write path: argument rules, caps, copy-on-write of a shipped doc, history, the index append.
+
+Everything is checked before anything is written; then history first (so a hand edit is never
+lost), the atomic replace, and for a new doc its index line under `## Unfiled`. Callers hold
+the local tier's lock (`DocStore.write_doc` takes it).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from biopb_mcp.docs import index as index_mod
+from biopb_mcp.docs.atomic import write_atomic
+from biopb_mcp.docs.frontmatter import normalize, parse
+from biopb_mcp.docs.history import SOURCE_HAND_EDIT, SOURCE_SHIPPED, SOURCE_WRITE
+from biopb_mcp.docs.ids import INDEX_ID
+from biopb_mcp.docs.limits import BODY_MAX_LINES, FILE_MAX_BYTES, INDEX_MAX_ENTRIES
+from biopb_mcp.docs.textdiff import line_count, matches, unified_diff
+from biopb_mcp.errors import DocError, DocProblem, DocUnreadable, WriteRefused
+
+if TYPE_CHECKING:
+    from biopb_mcp.docs.store import DocStore
+
+__all__ = ["WriteResult", "check_args", "write_doc", "write_index"]
+
+
+@dataclass(frozen=True)
+class WriteResult:
+    """What a write did, as data: an adapter words it for its reader."""
+
+    doc_id: str
+    created: bool
+    changed: bool
+    diff: str = ""
+    """Unified diff of the doc (of the index, for an index write); empty when nothing changed."""
+    from_shipped: bool = False
+    """The text written over was the shipped one: a created local copy, or no change to it."""
+    kept_hand_edit: int | None = None
+    """The version a hand edit found on disk was kept as before the write."""
+    index_diff: str | None = None
+    """The new doc's index line, appended under the Unfiled heading, as a diff of the index."""
+    index_entries: int | None = None
+    """Entries in the index after an index write."""
+
+
+def check_args(body: str | None, old: str | None, new: str | None) -> None:
+    """Refuse a wrong combination or type of arguments before any disk access.
+
+    Raises:
+        WriteRefused: saying which argument is wrong and why.
+    """
+    if body is not None and (old is not None or new is not None):
+        raise WriteRefused(
+            "Give either body (the whole new text) or old and new (one exact replace), not both.",
+            kind=DocProblem.ARGS_BOTH,
+        )
+    if body is None and old is None and new is None:
+        raise WriteRefused(
+            "A write needs body (the whole new text) or old and new (replace one exact "
+            "occurrence); got neither.",
+            kind=DocProblem.ARGS_NEITHER,
+        )
+    if body is None and (old is None or new is None):
+        given = "old" if new is None else "new"
+        raise WriteRefused(
+            f"old and new go together: got only {given}. Pass both, or body for the whole text.",
+            kind=DocProblem.ARGS_HALF, given=given,
+        )
+    for name, value in (("body", body), ("old", old), ("new", new)):
+        if value is not None and not isinstance(value, str):
+            raise WriteRefused(
+                f"{name} must be text, got {type(value).__name__}.", kind=DocProblem.ARG_TYPE, argument=name
+            )
+    if body is not None and not body.strip():
+        raise WriteRefused(
+            "body is empty. There is no delete: retire a doc by removing its index entry.",
+            kind=DocProblem.BODY_EMPTY,
+        )
+    if old is not None and old == "":
+        raise WriteRefused("old is empty: give the exact text to replace.", kind=DocProblem.OLD_EMPTY)
+    for name, value in (("body", body), ("new", new)):
+        if value is not None and "\x00" in value:
+            raise WriteRefused(
+                f"{name} contains NUL characters; a doc is markdown text.",
+                kind=DocProblem.NUL_IN_TEXT, argument=name,
+            )
+    if body is not None and len(body.encode("utf-8")) > FILE_MAX_BYTES:
+        raise WriteRefused(
+            f"body is over the {FILE_MAX_BYTES:,} bytes a doc file may have.",
+            kind=DocProblem.BODY_TOO_BIG, limit=FILE_MAX_BYTES,
+        )
+
+
+def _apply(doc_id: str, base: str | None, body: str | None, old: str | None, new: str | None) -> str:
+    """The text after the write; refuses an old that matches 0 or 2+ times."""
+    if body is not None:
+        text = normalize(body)
+        return text if text.endswith("\n") else text + "\n"
+    assert old is not None and new is not None and base is not None
+    old_n, new_n = normalize(old), normalize(new)
+    count, overlapping = matches(base, old_n)
+    if count == 0:
+        raise WriteRefused(
+            f"old was not found in {doc_id!r} (0 matches); nothing was changed.",
+            kind=DocProblem.OLD_NOT_FOUND, doc_id=doc_id, count=0,
+        )
+    if count > 1 or overlapping:
+        times = f"{count} times" if count > 1 else "2 times or more (its matches overlap)"
+        raise WriteRefused(
+            f"old matches {times} in {doc_id!r}; nothing was changed. Include more of the "
+            "surrounding text so it matches exactly once.",
+            kind=DocProblem.OLD_AMBIGUOUS, doc_id=doc_id, count=count, overlapping=overlapping,
+        )
+    return base.replace(old_n, new_n, 1)
+
+
+def _check_body_cap(doc_id: str, text: str) -> None:
+    lines = line_count(text)
+    if lines > BODY_MAX_LINES:
+        raise WriteRefused(
+            f"{doc_id!r} would be {lines} lines; a doc may have at most {BODY_MAX_LINES}. "
+            "Split it into docs that link each other with [[id]], or tighten it.",
+            kind=DocProblem.BODY_CAP, doc_id=doc_id, count=lines, limit=BODY_MAX_LINES,
+        )
+
+
+def _check_index_cap(old_count: int, new_count: int) -> None:
+    # A write that shrinks an over-cap index (a hand edit) stays allowed, so it can be fixed.
+    if new_count > INDEX_MAX_ENTRIES and new_count > old_count:
+        raise WriteRefused(
+            f"The index would have {new_count} entries; the cap is {INDEX_MAX_ENTRIES}. Nothing "
+            "was changed. Retire entries first: remove lines of local docs you no longer need, "
+            "or move shipped ids to the `ignored:` line.",
+            kind=DocProblem.INDEX_CAP, doc_id=INDEX_ID, count=new_count, limit=INDEX_MAX_ENTRIES,
+        )
+
+
+def strip_render_marks(index_text: str) -> str:
+    """Drop the `(missing)` / `(local copy)` marks the renderer appends to entry lines.
+
+    They are the loader's knowledge, not the agent's text: an index written back from a read of
+    the rendered index must not pile them up.
+    """
+    if index_mod.MISSING not in index_text and index_mod.LOCAL_COPY not in index_text:
+        return index_text
+    parsed = index_mod.parse(index_text)
+    lines = list(parsed.lines)
+    for entry in parsed.entries:
+        line = lines[entry.line].rstrip()
+        for mark in (index_mod.MISSING, index_mod.LOCAL_COPY):
+            while line.endswith(" " + mark):
+                line = line[: -len(mark) - 1].rstrip()
+        lines[entry.line] = line
+    return "\n".join(lines)
+
+
+def write_doc(store: DocStore, doc_id: str, body: str | None, old: str | None, new: str | None) -> WriteResult:
+    """Write one local doc (not the index); the caller holds the tier lock."""
+    local, shipped_tier = store.local, store.shipped
+    local_path = local.path(doc_id)
+    shipped_path = shipped_tier.path(doc_id)
+    current = store.read_local(doc_id)  # DocUnreadable: never overwrite what we cannot keep
+    shipped: str | None = None
+    if current is None and (body is None or os.path.isfile(shipped_path)):
+        try:
+            shipped = store.read_shipped(doc_id)
+        except DocUnreadable:
+            if body is None:
+                raise
+    base = current if current is not None else shipped
+    if base is None and body is None:
+        raise store.not_found(doc_id, " to edit with old/new; create it with body=…", kind=DocProblem.NO_DOC_TO_EDIT)
+    after = _apply(doc_id, base, body, old, new)
+    _check_body_cap(doc_id, after)
+    if base is not None and after == base:
+        return WriteResult(doc_id, created=False, changed=False, from_shipped=current is None)
+    created = current is None
+    index_before = index_after = None
+    if created:
+        index_before = _index_text_for_write(store)
+        parsed_index = index_mod.parse(index_before)
+        if doc_id not in parsed_index.entry_ids:
+            _check_index_cap(parsed_index.entry_count, parsed_index.entry_count + 1)
+            info = parse(after)
+            hook = info.description or info.title or doc_id
+            index_after = index_mod.append_unfiled(index_before, index_mod.entry_line(doc_id, hook))
+    # Everything is checked: now write, history first so a hand edit is never lost.
+    kept: int | None = None
+    if current is not None:
+        kept = _keep_hand_edit(store, doc_id, current, local_path)
+    elif shipped is not None:
+        store.history.record(doc_id, shipped, SOURCE_SHIPPED)
+    write_atomic(local_path, after, before_replace=_late_edit_guard(store, doc_id, local_path, current), root=local.root)
+    store.history.record(doc_id, after, SOURCE_WRITE)
+    before = base if base is not None else ""
+    before_name = f"{doc_id} (shipped)" if created and shipped is not None else f"{doc_id} (before)"
+    if created and shipped is None:
+        before_name = "/dev/null"
+    index_diff: str | None = None
+    if index_after is not None and index_before is not None:
+        _store_index(store, index_before, index_after)
+        index_diff = unified_diff(index_before, index_after, "index (before)", "index (after)")
+    return WriteResult(
+        doc_id, created=created, changed=True, diff=unified_diff(before, after, before_name, f"{doc_id} (after)"),
+        from_shipped=created and shipped is not None, kept_hand_edit=kept, index_diff=index_diff,
+    )
+
+
+def write_index(store: DocStore, body: str | None, old: str | None, new: str | None) -> WriteResult:
+    """Write the local index; the caller holds the tier lock."""
+    try:
+        current: str | None = store.index_text_at_disk()
+    except FileNotFoundError:
+        current = None
+    except DocUnreadable:
+        if body is None:
+            raise
+        current = None  # a whole-body write is how an unreadable index gets fixed
+    base = current if current is not None else store.shipped_index_text()
+    after = strip_render_marks(_apply(INDEX_ID, base, body, old, new))
+    if after == base and current is not None:
+        return WriteResult(INDEX_ID, created=False, changed=False)
+    old_count = index_mod.parse(base).entry_count
+    new_count = index_mod.parse(after).entry_count
+    _check_index_cap(old_count, new_count)
+    _store_index(store, current, after)
+    return WriteResult(INDEX_ID, created=False, changed=True, index_entries=new_count,
+                       diff=unified_diff(base, after, "index (before)", "index (after)"))
+
+
+def _keep_hand_edit(store: DocStore, doc_id: str, current: str, path: Path) -> int | None:
+    """Save an on-disk text the server has not seen as its own version; its number if it was a hand edit."""
+    try:
+        mtime: float | None = os.stat(path).st_mtime
+    except OSError:
+        mtime = None
+    kept = store.history.before_write(doc_id, current, mtime)
+    if kept is not None and kept.source == SOURCE_HAND_EDIT:
+        return kept.n
+    return None
+
+
+def _late_edit_guard(store: DocStore, doc_id: str, path: Path, seen: str | None) -> Callable[[], None]:
+    """A write_atomic hook: a hand edit that landed after `seen` was read is kept in history.
+
+    The lock keeps other servers out, but not an editor; without this, an edit saved while
+    the new text was being fsynced would be replaced without a trace.
+    """
+
+    def keep_late_edit() -> None:
+        try:
+            text = store.index_text_at_disk() if doc_id == INDEX_ID else store.local.read(doc_id)
+        except (FileNotFoundError, DocError):
+            return
+        if text != seen:
+            _keep_hand_edit(store, doc_id, text, path)
+
+    return keep_late_edit
+
+
+def _index_text_for_write(store: DocStore) -> str:
+    try:
+        return store.index_text_at_disk()
+    except FileNotFoundError:
+        return store.shipped_index_text()
+
+
+def _store_index(store: DocStore, before: str | None, after: str) -> None:
+    index_path = store.index_path
+    if before is not None and os.path.exists(index_path):
+        _keep_hand_edit(store, INDEX_ID, before, index_path)
+    write_atomic(index_path, after, before_replace=_late_edit_guard(store, INDEX_ID, index_path, before),
+                 root=store.local.root)
+    store.history.record(INDEX_ID, after, SOURCE_WRITE)
