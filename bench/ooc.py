@@ -144,6 +144,7 @@ def run(side_px: int, workers: int, memory_limit: str, workdir: Path, crop_px: i
     """One out-of-core run; returns the figures and checks as JSON-able data."""
     from biopb_mcp.config import load_settings
     from biopb_mcp.kernel import KernelHost
+    from biopb_mcp.server.kernel_text import rendered_text
 
     figures: dict[str, Any] = {"side_px": side_px, "workers": workers, "memory_limit": memory_limit}
     patch = synthetic_patch()
@@ -168,7 +169,7 @@ def run(side_px: int, workers: int, memory_limit: str, workdir: Path, crop_px: i
         ex = host.submit(code)
         if not host.wait(ex, timeout):
             raise RuntimeError(f"still running after {timeout:g} s: {code[:200]}")
-        text = host.render(ex).text
+        text = rendered_text(host.render(ex))
         if ex.status != "ok":
             raise RuntimeError(f"{ex.status}: {code[:300]}\n---\n{text[-3000:]}")
         return text

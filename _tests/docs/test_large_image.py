@@ -31,6 +31,7 @@ from bench.ooc import (
 )
 from biopb_mcp.config import load_settings
 from biopb_mcp.kernel import KernelHost
+from biopb_mcp.server.kernel_text import rendered_text
 
 SIDE = 3072
 WORKER_LIMIT = 170e6
@@ -56,7 +57,7 @@ def host(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KernelHost]:
 def run(host: KernelHost, code: str) -> tuple[str, str]:
     ex = host.submit(code)
     assert host.wait(ex, 300), f"still running: {code[:200]}"
-    return ex.status, host.render(ex).text
+    return ex.status, rendered_text(host.render(ex))
 
 
 def ok(host: KernelHost, code: str) -> str:

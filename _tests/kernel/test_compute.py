@@ -26,6 +26,7 @@ from _tests.support.stdio_procs import RawServer, make_env
 from biopb_mcp.config import Settings
 from biopb_mcp.kernel import KernelHost, compute
 from biopb_mcp.server import build_server
+from biopb_mcp.server.kernel_text import rendered_text
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -43,7 +44,7 @@ def run(host: KernelHost, code: str, timeout: float = 90.0) -> tuple[str, str]:
     """(status, text) of ``code`` run to the end in the host's kernel."""
     ex = host.submit(code)
     assert host.wait(ex, timeout), f"still running after {timeout} s: {code}"
-    return ex.status, host.render(ex).text
+    return ex.status, rendered_text(host.render(ex))
 
 
 def value(host: KernelHost, expression: str) -> Any:
@@ -154,8 +155,8 @@ def test_interrupt_during_compute_cancels_the_clusters_tasks_and_keeps_the_worke
     assert not local_host.wait(ex, 3.0)
     local_host.interrupt()
     assert local_host.wait(ex, 60.0)  # the host waits 10 s at most; a loaded machine may need more
-    assert ex.status == "interrupted", local_host.render(ex).text
-    assert "AllExit" not in local_host.render(ex).text
+    assert ex.status == "interrupted", rendered_text(local_host.render(ex))
+    assert "AllExit" not in rendered_text(local_host.render(ex))
     # the user still holds `futs`: without the cancel on interrupt the naps would all still run
     assert wait_until(lambda: value(local_host, count) == 0, within=10.0), value(local_host, count)
     assert value(local_host, "[f.status for f in futs]").count("pending") == 0

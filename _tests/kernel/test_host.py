@@ -14,7 +14,7 @@ import pytest
 from _tests.support.kernel_helpers import make_settings, png_bytes
 from biopb_mcp.errors import JobNotFound, KernelBusy, KernelError
 from biopb_mcp.kernel import Execution, KernelHost, Rendered
-from biopb_mcp.server.kernel_text import interrupted
+from biopb_mcp.server.kernel_text import interrupted, rendered_text
 
 pytestmark = pytest.mark.slow
 
@@ -29,26 +29,26 @@ def test_namespace_is_kept_and_print_and_result_both_come_back(host: KernelHost)
     run(host, "answer = 41")
     ex, r = run(host, "print('hello from the kernel')\nanswer + 1")
     assert ex.status == "ok" and r.done
-    assert r.text == "hello from the kernel\n42"
+    assert rendered_text(r) == "hello from the kernel\n42"
     assert r.job_id == ex.job_id and ex.job_id.startswith("job-")
 
 
 def test_silent_statement_says_no_output(host: KernelHost) -> None:
     _, r = run(host, "unused = 1")
-    assert r.text == "(no output)"
+    assert rendered_text(r) == "(no output)"
 
 
 def test_exception_comes_back_as_error_without_ansi(host: KernelHost) -> None:
     ex, r = run(host, "def f():\n    raise ValueError('bad threshold 7')\nf()")
     assert ex.status == "error"
     assert ex.error is not None and ex.error[:2] == ("ValueError", "bad threshold 7")
-    assert "ValueError: bad threshold 7" in r.text
-    assert "\x1b[" not in r.text and all("\x1b" not in line for line in ex.error[2])
+    assert "ValueError: bad threshold 7" in rendered_text(r)
+    assert "\x1b[" not in rendered_text(r) and all("\x1b" not in line for line in ex.error[2])
 
 
 def test_stderr_is_marked(host: KernelHost) -> None:
     _, r = run(host, "import sys; print('out'); print('warn', file=sys.stderr)")
-    assert r.text == "out\n[stderr]\nwarn"
+    assert rendered_text(r) == "out\n[stderr]\nwarn"
 
 
 def test_png_display_comes_back_as_image_bytes(host: KernelHost) -> None:
@@ -56,7 +56,7 @@ def test_png_display_comes_back_as_image_bytes(host: KernelHost) -> None:
     ex, r = run(host, f"from IPython.display import Image, display\ndisplay(Image(data={data!r}))\n'after'")
     assert ex.status == "ok"
     assert r.images == [data]
-    assert "[image 1: 5x4 PNG" in r.text and "'after'" in r.text
+    assert "[image 1: 5x4 PNG" in rendered_text(r) and "'after'" in rendered_text(r)
 
 
 def test_kept_images_count_against_the_kept_output_bound(
@@ -88,7 +88,7 @@ def test_two_servers_sharing_a_state_dir_never_overwrite_each_others_saved_image
             h.start()
             data = png_bytes(w, hgt)
             _, r = run(h, f"from IPython.display import Image, display\ndisplay(Image(data={data!r}))")
-            path = Path(r.text.split("full size saved to ")[1].split("]")[0])
+            path = Path(rendered_text(r).split("full size saved to ")[1].split("]")[0])
             saved.append((path, data))
         assert saved[0][0] != saved[1][0]
         assert all(path.read_bytes() == data for path, data in saved)
@@ -101,7 +101,7 @@ def test_input_fails_clearly_instead_of_hanging(host: KernelHost) -> None:
     ex, r = run(host, "name = input('Your name? ')")
     assert ex.status == "error" and ex.error is not None
     assert ex.error[0] == "StdinNotImplementedError"
-    assert "input() is not available" in r.text
+    assert "input() is not available" in rendered_text(r)
 
 
 def test_long_job_promotes_answers_busy_and_interrupts(host: KernelHost) -> None:
@@ -111,7 +111,7 @@ def test_long_job_promotes_answers_busy_and_interrupts(host: KernelHost) -> None
     assert job_id == ex.job_id
     polled = host.poll(job_id)
     assert polled.status == "running" and not polled.done
-    assert polled.text.startswith(f"{job_id}: running for")
+    assert rendered_text(polled).startswith(f"{job_id}: running for")
     with pytest.raises(KernelBusy) as busy:
         host.submit("1+1")
     assert busy.value.job_id == job_id
@@ -120,15 +120,15 @@ def test_long_job_promotes_answers_busy_and_interrupts(host: KernelHost) -> None
     assert busy_inspect.value.job_id == job_id
     assert host.status()["current_job"]["job_id"] == job_id
     deadline = time.monotonic() + 60  # interrupt once the code runs: earlier, none of it would have run
-    while "started" not in host.poll(job_id).text and time.monotonic() < deadline:
+    while "started" not in rendered_text(host.poll(job_id)) and time.monotonic() < deadline:
         time.sleep(0.05)
     said = interrupted(host.interrupt())
     assert f"Interrupted {job_id}" in said
     final = host.poll(job_id)
     assert final.status == "interrupted"
-    assert "started" in final.text and "KeyboardInterrupt" in final.text
+    assert "started" in rendered_text(final) and "KeyboardInterrupt" in rendered_text(final)
     _, after = run(host, "'still alive'")
-    assert after.text == "'still alive'"
+    assert rendered_text(after) == "'still alive'"
 
 
 def test_interrupt_sent_before_the_kernel_picks_up_the_code_still_stops_it(host: KernelHost) -> None:
@@ -153,7 +153,7 @@ def test_interrupt_sent_before_the_kernel_picks_up_the_code_still_stops_it(host:
     assert ex.status == "interrupted"
     _, after = run(host, "'still alive'")
     # IPython may add a history-database notice when the interrupt hit its own bookkeeping
-    assert after.text.splitlines()[0] == "'still alive'"
+    assert rendered_text(after).splitlines()[0] == "'still alive'"
 
 
 def test_interrupt_with_nothing_running_says_so(host: KernelHost) -> None:
@@ -165,13 +165,13 @@ def test_flood_is_bounded_and_pages_back_to_the_full_output(host: KernelHost) ->
     ex, r = run(host, f"for i in range({lines}):\n    print(f'{{i:09d}}' + 'x' * 90)", timeout=120)
     max_chars = host._settings.kernel.max_output_chars
     assert ex.status == "ok"
-    assert len(r.text) < max_chars + 500
-    assert f'poll_job("{ex.job_id}", offset={max_chars})' in r.text
-    assert f"{lines * 100 - max_chars} more chars" in r.text
+    assert len(rendered_text(r)) < max_chars + 500
+    assert f'poll_job("{ex.job_id}", offset={max_chars})' in rendered_text(r)
+    assert f"{lines * 100 - max_chars} more chars" in rendered_text(r)
     pieces, offset = [], 0
     while True:
         page = host.poll(ex.job_id, offset)
-        header, _, body = page.text.partition("\n")
+        header, _, body = rendered_text(page).partition("\n")
         assert header.startswith(f"{ex.job_id}: finished")
         if offset:
             shown, _, body = body.partition("\n")
@@ -189,13 +189,13 @@ def test_flood_is_bounded_and_pages_back_to_the_full_output(host: KernelHost) ->
 def test_inspect_reports_type_shape_dtype_signature(host: KernelHost) -> None:
     run(host, "import numpy as np\nimg = np.zeros((3, 4), dtype='uint16')\ndef seg(im, sigma=2.0):\n    'Segment.'\n")
     names = "sorted(k for k in globals() if not k.startswith('_'))"
-    before = run(host, names)[1].text
+    before = rendered_text(run(host, names)[1])
     text = host.inspect("img")
     assert "img: numpy.ndarray" in text and "shape: (3, 4)" in text and "dtype: uint16" in text
     fn = host.inspect("seg")
     assert "signature: seg(im, sigma=2.0)" in fn and "Segment." in fn
     assert "np: module" in host.inspect("np") and "file: " in host.inspect("np")
-    assert run(host, names)[1].text == before  # inspection adds nothing to the namespace
+    assert rendered_text(run(host, names)[1]) == before  # inspection adds nothing to the namespace
 
 
 def test_inspect_gives_shape_and_dtype_for_arrays_only_not_for_modules_or_classes(host: KernelHost) -> None:
@@ -238,4 +238,4 @@ def test_status_and_private_file_modes(host: KernelHost) -> None:
     _, r = run(host, "import os; m = os.umask(0); os.umask(m); oct(m)")
     mask = os.umask(0o022)
     os.umask(mask)
-    assert r.text == repr(oct(mask))
+    assert rendered_text(r) == repr(oct(mask))

@@ -12,7 +12,7 @@ import pytest
 from _tests.support.kernel_helpers import make_settings, stop_process
 from _tests.support.processes import wait_gone
 from biopb_mcp.kernel import KernelHost
-from biopb_mcp.server.kernel_text import started
+from biopb_mcp.server.kernel_text import rendered_text, started
 
 pytestmark = pytest.mark.slow
 
@@ -20,7 +20,7 @@ pytestmark = pytest.mark.slow
 def _run(host: KernelHost, code: str) -> str:
     ex = host.submit(code)
     assert host.wait(ex, 60)
-    return host.render(ex).text
+    return rendered_text(host.render(ex))
 
 
 def test_a_named_python_kernel_spec_runs_with_its_env_bootstrap_and_plugins(

@@ -16,7 +16,7 @@ from _tests.support.kernel_helpers import make_settings, stop_process
 from _tests.support.processes import gone, wait_gone
 from biopb_mcp.errors import KernelNotReady
 from biopb_mcp.kernel import KernelHost
-from biopb_mcp.server.kernel_text import error_text, started
+from biopb_mcp.server.kernel_text import error_text, rendered_text, started
 
 pytestmark = pytest.mark.slow
 
@@ -48,7 +48,7 @@ def test_os_exit_gives_dead_with_log_lines_and_start_recovers(host: KernelHost) 
     assert host.wait(ex, 30)
     assert ex.status == "dead"
     assert host.state == "dead"
-    assert "The kernel died (exit code 1)" in host.render(ex).text
+    assert "The kernel died (exit code 1)" in rendered_text(host.render(ex))
     with pytest.raises(KernelNotReady) as not_ready:
         host.submit("1+1")
     assert not_ready.value.state == "dead"
@@ -57,7 +57,7 @@ def test_os_exit_gives_dead_with_log_lines_and_start_recovers(host: KernelHost) 
     host.start()
     assert host.state == "ready"
     ex = host.submit("40 + 2")
-    assert host.wait(ex, 30) and host.render(ex).text == "42"
+    assert host.wait(ex, 30) and rendered_text(host.render(ex)) == "42"
 
 
 def test_kernel_killed_externally_mid_job_is_reported_dead(host: KernelHost) -> None:
@@ -68,9 +68,10 @@ def test_kernel_killed_externally_mid_job_is_reported_dead(host: KernelHost) -> 
     assert host.wait(ex, 10)
     assert ex.status == "dead" and host.state == "dead"
     polled = host.poll(ex.job_id)
-    assert "killed by signal SIGKILL" in polled.text and "start_kernel" in polled.text
+    assert "killed by signal SIGKILL" in rendered_text(polled) and "start_kernel" in rendered_text(polled)
+    assert polled.kernel_lost == "dead" and "start_kernel" not in polled.note  # the server adds the advice
     # launch banners are not why it died; IPython's "Ctrl-C will not work" contradicts interrupt_kernel
-    assert "Ctrl-C" not in polled.text and "--existing" not in polled.text and "kernel launch" not in polled.text
+    assert "Ctrl-C" not in rendered_text(polled) and "--existing" not in rendered_text(polled) and "kernel launch" not in rendered_text(polled)
     host.start()
     assert host.state == "ready"
 
@@ -159,7 +160,7 @@ def test_plugins_load_print_to_the_log_and_a_broken_one_is_skipped(
         assert Path(st["connection_file"]).parent == long_runtime
         ex = h.submit("GREETING, 'SKIPPED' in globals()")
         assert h.wait(ex, 30)
-        assert h.render(ex).text == "('hi', False)"
+        assert rendered_text(h.render(ex)) == "('hi', False)"
         socket_dir = Path(st["socket_dir"])
     finally:
         h.shutdown()
@@ -173,11 +174,12 @@ _TINY_SERVER = """
 import sys
 from biopb_mcp.config import load_settings
 from biopb_mcp.kernel import KernelHost
+from biopb_mcp.server.kernel_text import rendered_text
 host = KernelHost(load_settings(sys.argv[1]))
 host.start()
 ex = host.submit("import subprocess, sys; child = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(60)']); child.pid")
 host.wait(ex, 30)
-print(host.status()["pid"], host.render(ex).text, flush=True)
+print(host.status()["pid"], rendered_text(host.render(ex)), flush=True)
 sys.stdin.read()
 """
 

@@ -9,6 +9,7 @@ import pytest
 
 from _tests.support.kernel_helpers import make_settings
 from biopb_mcp.kernel import KernelHost
+from biopb_mcp.server.kernel_text import rendered_text
 
 pytestmark = pytest.mark.slow
 
@@ -30,9 +31,9 @@ def agg_host(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KernelHost]:
 def run(host: KernelHost, code: str) -> tuple[str, list[bytes]]:
     ex = host.submit(code)
     assert host.wait(ex, 60), f"{code!r} did not finish"
-    assert ex.status == "ok", host.render(ex).text
+    assert ex.status == "ok", rendered_text(host.render(ex))
     r = host.render(ex)
-    return r.text, r.images
+    return rendered_text(r), r.images
 
 
 def test_kernel_start_does_not_import_matplotlib(agg_host: KernelHost) -> None:

@@ -21,28 +21,29 @@ Public API (see the docstrings in ``host.py`` and ``executions.py`` for details)
     ex = host.submit(code)               # -> Execution; KernelNotReady / KernelBusy(job_id)
     host.wait(ex, timeout) -> bool       # True once ex finished (all its output collected)
     host.promote(ex) -> str              # "job-N": keep collecting in the background
-    host.render(ex, offset=0) -> Rendered   # bounded text + images of one execution
-    host.poll(job_id, offset=0) -> Rendered # same, by id, with a status header; JobNotFound
+    host.render(ex, offset=0) -> Rendered   # one bounded page + images of an execution, as data
+    host.poll(job_id, offset=0) -> Rendered # same, by id, header set; JobNotFound
     host.inspect(path) -> str            # type, repr, signature, doc, shape/dtype; KernelBusy
     host.query_when_idle(expr) -> Any    # a JSON value from an idle kernel, else None at once
     host.status() -> dict                # state, pid, connection file, job, plugins, paths
     host.shutdown() -> None              # idempotent; kills the kernel's process group
 
-Typical execute_code flow in the server::
+Typical flow of a caller that runs code::
 
     ex = host.submit(code)                       # raises at once when busy / not ready
     if host.wait(ex, settings.kernel.promote_after):
         r = host.render(ex)                      # finished: text + images
     else:
         job_id = host.promote(ex)                # still running: answer with the job id
-        r = host.poll(job_id)                    # "job-N: running ... output so far"
+        r = host.poll(job_id)                    # status running, output so far, next_offset
 
 Execution / Rendered status: ``running`` | ``ok`` | ``error`` | ``interrupted`` (KeyboardInterrupt) |
 ``dead`` (the kernel died under it) | ``aborted`` (restart/shutdown while it ran).
 Every execution has an id (``job-N``), promoted or not, so ``poll(job_id, offset)`` pages any output.
 
-``Rendered.text`` is always ready to show the agent (truncation and paging notes included);
-``Rendered.images`` are PNG bytes, each at most ``kernel.max_image_bytes`` (bigger images are
+``Rendered`` holds facts, not prose: the page (``output``), where it sits (``offset``, ``end``,
+``total_chars``, ``next_offset``), the status, whether a status line is due, why it ended
+(``note``, ``kernel_lost``); the server words them for the agent. ``Rendered.images`` are PNG bytes, each at most ``kernel.max_image_bytes`` (bigger images are
 saved under ``<state_dir>/images/`` and named in the text instead).
 """
 

@@ -26,7 +26,7 @@ from biopb_mcp.kernel import rendering
 from biopb_mcp.kernel.channels import KernelChannels
 from biopb_mcp.kernel.executions import Execution, Rendered
 from biopb_mcp.kernel.process import StartFailed
-from biopb_mcp.kernel.states import ExecutionStatus
+from biopb_mcp.kernel.states import ExecutionStatus, KernelState
 
 if TYPE_CHECKING:
     from biopb_mcp.config import Settings
@@ -48,7 +48,7 @@ MAX_KEPT_CHARS = 256 * 1024 * 1024
 """Total transcript characters kept across finished executions."""
 
 MAX_KEPT_IMAGE_BYTES = 64 * 1024 * 1024
-"""Total bytes of inline images kept across finished executions (they stay pageable by poll_job);
+"""Total bytes of inline images kept across finished executions (they stay pageable by job id);
 past it the oldest executions are forgotten, as for text."""
 
 _PATH_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*")
@@ -113,14 +113,15 @@ class KernelClient:
         with self._lock:
             self._open = self._channels is not None
 
-    def abandon(self, status: ExecutionStatus, note: str = "") -> None:
-        """Stop accepting code and end the running execution as ``status`` (safe on the IO thread)."""
+    def abandon(self, status: ExecutionStatus, note: str = "", kernel_lost: KernelState | None = None) -> None:
+        """Stop accepting code and end the running execution as ``status`` (safe on the IO thread);
+        ``kernel_lost`` says the kernel was lost under it (``dead`` or ``gone``)."""
         with self._lock:
             self._open = False
             current, self._current = self._current, None
             self._by_msg.clear()
         if current is not None:
-            current.finish(status, note=note)
+            current.finish(status, note=note, kernel_lost=kernel_lost)
 
     def disconnect(self) -> None:
         """Close the channels (after ``abandon``)."""
@@ -273,7 +274,7 @@ class KernelClient:
 
         A SIGINT landing after the kernel took the request but before the code began is caught
         by ipykernel itself, which then goes idle without ever replying: without this the job
-        would show ``running`` forever and block every later execute_code.
+        would show ``running`` forever and refuse every later submit as busy.
         """
         deadline = time.monotonic() + timeout
         idle_since: float | None = None

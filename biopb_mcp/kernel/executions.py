@@ -1,7 +1,7 @@
 """Execution records: one per submitted cell, holding its full output as an append-only transcript.
 
 Every execution gets an id (``job-N``) even when it is never promoted, so that any output cut by
-``max_output_chars`` can be paged with ``poll_job(job_id, offset=N)``. The transcript is
+``max_output_chars`` can be paged by id and offset. The transcript is
 append-only, so an offset stays valid while a background job keeps producing output.
 """
 
@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from biopb_mcp.kernel.states import FINISHED, ExecutionStatus
+from biopb_mcp.kernel.states import FINISHED, ExecutionStatus, KernelState
 
 MAX_TRANSCRIPT_CHARS = 64 * 1024 * 1024
 """Characters of output kept per execution; beyond this the output is dropped with a note."""
@@ -45,32 +45,54 @@ class ImageRecord:
 
 @dataclass
 class Rendered:
-    """What one tool call shows the agent: bounded text plus the images referenced in it.
+    """One page of an execution, as facts: the server turns them into what the agent reads.
 
     Attributes:
-        text: ready-to-show text, at most ``max_output_chars`` of output plus short notes
-            (status header, truncation note naming the next ``poll_job`` offset).
+        output: the transcript slice ``[offset, end)``; the very last page loses its final
+            newline, so pages concatenate to the transcript.
         images: PNG bytes of the images whose placeholders fall inside this page, each at
             most ``max_image_bytes``.
         job_id: the execution's id (``job-N``).
         status: where the execution is (``running`` until it finished).
-        offset: where this page starts in the full transcript.
-        next_offset: where the next page starts, or None when this page reached the end.
+        offset: where this page starts in the full transcript (the requested offset, clamped).
+        end: where this page ends.
+        requested_offset: the offset asked for; past ``total_chars`` it shows nothing.
+        next_offset: where the next page starts (more output, or a job still running), else None.
         total_chars: transcript length so far.
+        header: whether a status line belongs above the page (promoted, unfinished, dead or
+            aborted executions, and any page but the first).
+        elapsed: seconds the execution ran (so far, while running).
+        dropped: output chars dropped past the per-execution memory bound.
+        note: why it ended as it did (restart, kernel death with its log tail, stdin); shown
+            once it finished.
+        kernel_lost: ``dead`` or ``gone`` when the kernel was lost under it (``gone``: a joined
+            kernel that only its frontend can bring back), else None.
     """
 
-    text: str
+    output: str = ""
     images: list[bytes] = field(default_factory=list)
     job_id: str = ""
     status: ExecutionStatus = ExecutionStatus.OK
     offset: int = 0
+    end: int = 0
+    requested_offset: int = 0
     next_offset: int | None = None
     total_chars: int = 0
+    header: bool = False
+    elapsed: float = 0.0
+    dropped: int = 0
+    note: str = ""
+    kernel_lost: KernelState | None = None
 
     @property
     def done(self) -> bool:
         """True when the execution has finished (any terminal status)."""
         return self.status in FINISHED
+
+    @property
+    def truncated(self) -> bool:
+        """True when output follows this page."""
+        return self.end < self.total_chars
 
 
 class Execution:
@@ -96,7 +118,9 @@ class Execution:
         ipykernel ignores SIGINT while a request is still queued, so an interrupt must wait for it."""
         self.error: tuple[str, str, list[str]] | None = None
         self.note = ""
-        """Extra text shown after the output (e.g. why the kernel died, with its log tail)."""
+        """Why it ended as it did (e.g. why the kernel died, with its log tail)."""
+        self.kernel_lost: KernelState | None = None
+        """``dead`` or ``gone`` when the kernel was lost under it."""
         self.images: list[ImageRecord] = []
         self.inline_images = 0
         """How many of ``images`` hold their pixels in memory (the rest are files)."""
@@ -175,7 +199,7 @@ class Execution:
             self._append(line + "\n")
             self._last_stream = None if self._last_stream is None else "image"
 
-    def finish(self, status: ExecutionStatus | str, note: str = "") -> None:
+    def finish(self, status: ExecutionStatus | str, note: str = "", kernel_lost: KernelState | None = None) -> None:
         """Mark the execution finished (idempotent: the first terminal status wins)."""
         with self._lock:
             if self.done.is_set():
@@ -183,6 +207,7 @@ class Execution:
             self.status = ExecutionStatus(status)
             if note:
                 self.note = note
+            self.kernel_lost = kernel_lost
             self.finished = time.monotonic()
         self.began.set()
         self.done.set()

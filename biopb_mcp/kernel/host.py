@@ -306,14 +306,13 @@ class KernelHost:
             if not process.owned:
                 self._state = KernelState.GONE
                 self._message = f"The joined kernel is gone: {how}."
-                message = self._message + " Call start_kernel to join it again once its frontend runs it."
             else:
                 tail = process.log_tail()
                 self._state = KernelState.DEAD
                 self._message = f"The kernel died ({how}). Last kernel log lines:\n{tail}\n"
-                message = self._message + "Call start_kernel to start a fresh kernel (namespace lost)."
+            lost, message = self._state, self._message
         logger.error("kernel %s (%s)", "gone" if not process.owned else "died", how)
-        self._client.abandon(ExecutionStatus.DEAD, note=message)
+        self._client.abandon(ExecutionStatus.DEAD, note=message, kernel_lost=lost)
 
     # -- executions --------------------------------------------------------------------------------
     def submit(self, code: str) -> Execution:
@@ -323,7 +322,7 @@ class KernelHost:
         offered), which comes back as the execution's error instead of hanging.
 
         Raises:
-            KernelNotReady: no ready kernel (message names start_kernel).
+            KernelNotReady: no ready kernel (its ``state`` and ``reason`` say why).
             KernelBusy: code is already running; ``job_id`` names it.
         """
         return self._client.submit(code)
@@ -338,10 +337,10 @@ class KernelHost:
         return ex.job_id
 
     def render(self, ex: Execution, offset: int = 0) -> Rendered:
-        """Bounded text and images of ``ex`` from ``offset``; see ``Rendered``.
+        """One bounded page of ``ex`` from ``offset``, with its facts; see ``Rendered``.
 
-        A status header is added for promoted, unfinished, dead or aborted executions and for
-        pages after the first; otherwise the text is just the output (``(no output)`` if none).
+        ``header`` is set for promoted, unfinished, dead or aborted executions and for pages
+        after the first.
         """
         return self._client.render(ex, offset)
 

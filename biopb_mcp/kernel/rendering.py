@@ -1,7 +1,7 @@
 """Turning executions into bounded text + images, and kernel-side object inspection.
 
 Bounds exist because MCP clients drop oversized tool results: text is cut at
-``max_output_chars`` with a note naming the ``poll_job`` offset of the rest, and an image over
+``max_output_chars`` (the page says where the rest starts), and an image over
 ``max_image_bytes`` is downscaled (when Pillow happens to be importable) or saved to a file
 whose path is shown instead of the pixels.
 """
@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from biopb_mcp.kernel.executions import Execution, ImageRecord, Rendered
+from biopb_mcp.kernel.states import ExecutionStatus
 
 logger = logging.getLogger(__name__)
 
@@ -99,77 +100,43 @@ def image_factory(
     return make
 
 
-def _status_header(ex: Execution) -> str:
-    secs = f"{ex.elapsed():.1f} s"
-    if ex.status == "running":
-        return f"{ex.job_id}: running for {secs}; output so far:"
-    if ex.status == "ok":
-        return f"{ex.job_id}: finished in {secs}."
-    if ex.status == "error":
-        return f"{ex.job_id}: finished with an error after {secs}."
-    if ex.status == "interrupted":
-        return f"{ex.job_id}: interrupted after {secs}."
-    if ex.status == "dead":
-        return f"{ex.job_id}: the kernel died while this ran ({secs})."
-    return f"{ex.job_id}: {ex.status} after {secs}."
-
-
 def render(ex: Execution, offset: int, max_chars: int, *, header: bool) -> Rendered:
-    """One page of an execution's transcript, at most ``max_chars`` of output plus notes.
+    """One page of an execution's transcript, at most ``max_chars`` of output, with its facts.
 
     Args:
         ex: the execution.
         offset: first transcript character to show (0 = start).
         max_chars: page size (``kernel.max_output_chars``).
-        header: prefix a status line (``job-N: running for …``); always on for unfinished,
-            promoted, dead or aborted executions, and for any page but the first.
+        header: ask for a status line; always on for unfinished, dead or aborted executions,
+            and for any page but the first.
     """
+    if offset < 0:
+        raise ValueError("offset must be >= 0")
     text, dropped, images = ex.snapshot()
     status = ex.status
     total = len(text)
-    if offset < 0:
-        raise ValueError("offset must be >= 0")
     start = min(offset, total)
     end = min(total, start + max_chars)
     page = text[start:end]
-    parts: list[str] = []
-    if header or status in ("running", "dead", "aborted") or offset > 0:
-        parts.append(_status_header(ex))
-    if offset > total:
-        parts.append(f"[offset {offset} is past the end: the output has {total} chars]")
-    if page:
-        # Pages are exact slices (only the very end loses its newline), so they concatenate.
-        parts.append(page.rstrip("\n") if end == total else page)
-    elif total == 0 and status != "running":
-        parts.append("(no output)")
-    next_offset: int | None = None
-    if end < total:
-        next_offset = end
-        parts.append(
-            f"[output truncated: showing chars {start}-{end} of {total}; {total - end} more chars. "
-            f'Read on with poll_job("{ex.job_id}", offset={end}).]'
-        )
-    elif status == "running":
-        next_offset = end
-        parts.append(f'[still running: poll_job("{ex.job_id}", offset={end}) shows what follows.]')
-    if start > 0 and page:
-        parts.insert(1, f"[showing chars {start}-{end} of {total}]")
-    if dropped:
-        parts.append(
-            f"[a further {dropped} chars of output were dropped: only the first "
-            f"{total} chars of an execution are kept]"
-        )
-    if ex.note and status != "running":
-        parts.append(ex.note)
+    next_offset = end if end < total or status == ExecutionStatus.RUNNING else None
     shown = [img.data for img in images if img.data is not None and start <= img.offset < max(end, start + 1)]
     return Rendered(
-        text="\n".join(p for p in parts if p),
+        # Pages are exact slices (only the very end loses its newline), so they concatenate.
+        output=page.rstrip("\n") if end == total else page,
         images=shown,
         job_id=ex.job_id,
         status=status,
         offset=start,
+        end=end,
+        requested_offset=offset,
         next_offset=next_offset,
         total_chars=total,
+        header=header or status in (ExecutionStatus.RUNNING, ExecutionStatus.DEAD, ExecutionStatus.ABORTED)
+        or offset > 0,
+        elapsed=ex.elapsed(),
+        dropped=dropped,
+        note=ex.note,
+        kernel_lost=ex.kernel_lost,
     )
 
 
@@ -243,7 +210,7 @@ def inspect_expression(path: str, limit_repr: int = 2000, limit_doc: int = 3000)
 
 
 def format_inspection(info: dict[str, Any]) -> str:
-    """Text for inspect_object from the kernel's JSON answer."""
+    """Readable lines from the kernel's JSON answer about one object."""
     lines = [f"{info['path']}: {info.get('type', '?')}"]
     for key, label in (
         ("signature", "signature"),

@@ -16,7 +16,7 @@ class KernelState(StrEnum):
     ERROR = "error"
     """The last start did not reach ready."""
     GONE = "gone"
-    """A joined kernel (not ours) went away or was restarted by its frontend: start_kernel joins
+    """A joined kernel (not ours) went away or was restarted by its frontend: a new start joins
     it again, nothing here can bring it back."""
 
 

@@ -17,6 +17,7 @@ from biopb_mcp.errors import (
     KernelNotReady,
 )
 from biopb_mcp.kernel import (
+    ExecutionStatus,
     Interruption,
     KernelStart,
     KernelState,
@@ -24,7 +25,7 @@ from biopb_mcp.kernel import (
     StartOutcome,
 )
 
-__all__ = ["error_text", "interrupted", "job_structure", "not_owned", "started", "summary"]
+__all__ = ["error_text", "interrupted", "job_structure", "not_owned", "rendered_text", "started", "summary"]
 
 
 def not_ready(exc: KernelNotReady) -> str:
@@ -143,3 +144,63 @@ def job_structure(rendered: Rendered) -> dict[str, Any]:
         "total_chars": rendered.total_chars,
         "images": len(rendered.images),
     }
+
+
+def _status_header(r: Rendered) -> str:
+    secs = f"{r.elapsed:.1f} s"
+    if r.status == ExecutionStatus.RUNNING:
+        return f"{r.job_id}: running for {secs}; output so far:"
+    if r.status == ExecutionStatus.OK:
+        return f"{r.job_id}: finished in {secs}."
+    if r.status == ExecutionStatus.ERROR:
+        return f"{r.job_id}: finished with an error after {secs}."
+    if r.status == ExecutionStatus.INTERRUPTED:
+        return f"{r.job_id}: interrupted after {secs}."
+    if r.status == ExecutionStatus.DEAD:
+        return f"{r.job_id}: the kernel died while this ran ({secs})."
+    return f"{r.job_id}: {r.status} after {secs}."
+
+
+_LOST_ADVICE = {
+    KernelState.DEAD: "Call start_kernel to start a fresh kernel (namespace lost).",
+    KernelState.GONE: " Call start_kernel to join it again once its frontend runs it.",
+}
+"""After the death note (which ends with the log tail's newline when the kernel was ours)."""
+
+
+def ending_note(r: Rendered) -> str:
+    """Why a finished execution ended as it did, and, when the kernel was lost, how to get one back."""
+    if r.kernel_lost is None:
+        return r.note
+    return r.note + _LOST_ADVICE.get(r.kernel_lost, "")
+
+
+def rendered_text(r: Rendered) -> str:
+    """One page of an execution as the agent reads it: a status line when due, the output, and
+    notes on where the rest is (the poll_job offset), what was dropped and why it ended."""
+    parts: list[str] = []
+    if r.header:
+        parts.append(_status_header(r))
+    if r.requested_offset > r.total_chars:
+        parts.append(f"[offset {r.requested_offset} is past the end: the output has {r.total_chars} chars]")
+    if r.offset > 0 and r.output:
+        parts.append(f"[showing chars {r.offset}-{r.end} of {r.total_chars}]")
+    if r.output:
+        parts.append(r.output)
+    elif r.total_chars == 0 and r.status != ExecutionStatus.RUNNING:
+        parts.append("(no output)")
+    if r.truncated:
+        parts.append(
+            f"[output truncated: showing chars {r.offset}-{r.end} of {r.total_chars}; "
+            f"{r.total_chars - r.end} more chars. Read on with poll_job(\"{r.job_id}\", offset={r.end}).]"
+        )
+    elif r.status == ExecutionStatus.RUNNING:
+        parts.append(f'[still running: poll_job("{r.job_id}", offset={r.end}) shows what follows.]')
+    if r.dropped:
+        parts.append(
+            f"[a further {r.dropped} chars of output were dropped: only the first "
+            f"{r.total_chars} chars of an execution are kept]"
+        )
+    if r.status != ExecutionStatus.RUNNING:
+        parts.append(ending_note(r))
+    return "\n".join(p for p in parts if p)

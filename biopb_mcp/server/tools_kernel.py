@@ -57,7 +57,8 @@ def _rendered_result(rendered: Rendered, *, prefix: str = "") -> CallToolResult:
     """Text plus PNG images as MCP content, and the job's facts as structured content (a client
     follows a running job by its ``job_id`` and ``status``, not by parsing the text); an error
     in the agent's code marks the result as an error."""
-    text = f"{prefix}{rendered.text}" if prefix else rendered.text
+    body = kernel_text.rendered_text(rendered)
+    text = f"{prefix}{body}" if prefix else body
     content: list[ContentBlock] = [TextContent(type="text", text=text or "(no output)")]
     for png in rendered.images:
         content.append(ImageContent(type="image", data=base64.b64encode(png).decode("ascii"), mime_type="image/png"))
