@@ -32,7 +32,7 @@ Typical flow of a caller that runs code::
 
     ex = host.submit(code)                       # raises at once when busy / not ready
     if host.wait(ex, settings.kernel.promote_after):
-        r = host.render(ex)                      # finished: text + images
+        r = host.render(ex)                      # finished: its page + images
     else:
         job_id = host.promote(ex)                # still running: answer with the job id
         r = host.poll(job_id)                    # status running, output so far, next_offset
