@@ -116,7 +116,7 @@ def install_resources(
 def _read(store: DocStore, ref: str) -> str:
     """read_doc with the store's refusals mapped to resource errors (-32602 / -32603), text kept."""
     try:
-        return store.read_doc(ref)
+        return store.read_doc(ref, FOR_AGENT)
     except (DocNotFound, InvalidDocId) as exc:
         raise ResourceNotFoundError(str(exc)) from exc
     except DocError as exc:  # DocUnreadable and the like: the file exists but cannot be served
