@@ -15,8 +15,8 @@ from mcp.types import CallToolResult, TextContent
 from biopb_mcp.config import load_settings
 from biopb_mcp.docs.store import DocStore
 from biopb_mcp.server import build_server
-from biopb_mcp.server.tools_docs import AUTHORING_GATE
 from biopb_mcp.server.instructions import ASK_FIRST_LINE, GUARDRAILS, INDEX_HEADER, READ_FIRST_LINE, START_LINE
+from biopb_mcp.server.tools_docs import AUTHORING_GATE
 
 pytestmark = pytest.mark.anyio
 

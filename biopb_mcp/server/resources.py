@@ -37,6 +37,7 @@ from mcp.types import (
     UnsubscribeRequestParams,
 )
 
+from biopb_mcp.doc_messages import FOR_AGENT
 from biopb_mcp.docs.resources import (
     DOC_URI_TEMPLATE,
     INDEX_DESCRIPTION,
