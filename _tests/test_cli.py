@@ -329,6 +329,8 @@ def test_terminal_messages_name_the_command_not_the_agents_tool_call(
     assert code == 0 and "biopb-mcp docs index" in out and "read_doc(" not in out
     code, out, _ = run(["docs", "search", "otsu", "--max", "1"], capsys)
     assert code == 0 and "biopb-mcp docs read <id>" in out.splitlines()[0]
+    code, out, _ = run(["docs", "read", "authoring@diff"], capsys)
+    assert code == 0 and out.startswith("authoring has no local copy: biopb-mcp docs read authoring returns")
 
 
 def test_serving_stdio_on_a_terminal_says_what_it_is_on_stderr(tmp_path: Path) -> None:

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from _tests.docs.test_store import make_shipped
-from biopb_mcp.doc_messages import FOR_AGENT, FOR_TERMINAL, format_hits, refusal
+from biopb_mcp.doc_messages import FOR_AGENT, FOR_TERMINAL, Calls, format_hits, refusal
 from biopb_mcp.docs import QUERY_MAX_CHARS
 from biopb_mcp.docs.search import Hit
 from biopb_mcp.docs.store import DocStore
@@ -83,3 +83,38 @@ def test_a_terminal_is_told_the_command(store: DocStore) -> None:
     exc = _refused(lambda: store.read_doc("kernell"))
     text = refusal(exc, FOR_TERMINAL)
     assert "biopb-mcp docs index lists the docs" in text and "read_doc(" not in text
+
+
+@pytest.fixture
+def edited(store: DocStore) -> DocStore:
+    """A shadowed shipped doc and a local doc with two versions."""
+    store.write_doc("kernel", old="One kernel", new="Exactly one kernel")
+    store.write_doc("proc", body="# Proc\n\nfirst\n")
+    store.write_doc("proc", body="# Proc\n\nsecond\n")
+    return store
+
+
+def _views(store: DocStore, calls: Calls | None) -> list[str]:
+    """Every view that suggests a next step: a shadow's header, @diff without a copy, @history, @v<N>."""
+    return [store.read_doc(ref, calls).split("\n\n", 1)[0]
+            for ref in ("kernel", "authoring@diff", "authoring@history", "proc@history", "proc@v1")]
+
+
+def test_the_read_views_word_their_next_steps_for_their_reader(edited: DocStore) -> None:
+    shadow, no_copy, no_history, listing, version = _views(edited, FOR_AGENT)
+    assert shadow.endswith('; read_doc("kernel@diff") compares it with the shipped text')
+    assert no_copy == 'authoring has no local copy: read_doc("authoring") returns the shipped text itself.\n'
+    assert no_history.endswith("Versions are kept from its first write_doc on.\n")
+    assert listing.endswith('Read one with read_doc("proc@v<N>"); restore one with write_doc("proc", body=<its text>).')
+    assert version.endswith('Restore it with write_doc("proc", body=<the text below>).')
+    terminal = _views(edited, FOR_TERMINAL)
+    assert terminal[0].endswith("; biopb-mcp docs read kernel@diff compares it with the shipped text")
+    assert "biopb-mcp docs read proc@v<N>" in terminal[3]
+    assert not any("read_doc(" in text or "write_doc(" in text for text in terminal)
+
+
+def test_without_a_vocabulary_the_views_name_no_tool(edited: DocStore) -> None:
+    plain = _views(edited, None)
+    assert plain[1] == "authoring has no local copy: it reads as the shipped text itself.\n"
+    # (a version's source label "write_doc" is what made it, stored in the history, not a call)
+    assert not any("read_doc" in text or "write_doc(" in text or " write_doc " in text for text in plain), plain

@@ -358,7 +358,9 @@ def _docs_command(args: argparse.Namespace, store: DocStore) -> int:
     if cmd == "index":
         _print_text(store.render_index())
     elif cmd == "read":
-        _print_text(store.read_doc(args.id))
+        from biopb_mcp.doc_messages import FOR_TERMINAL
+
+        _print_text(store.read_doc(args.id, FOR_TERMINAL))
     elif cmd == "check":
         problems = store.check()
         warnings = store.check_warnings()

@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from _tests.support.write_reports import as_agent_reads
+from biopb_mcp.doc_messages import FOR_AGENT
 from biopb_mcp.docs.history import HISTORY_DIR, first_change
 from biopb_mcp.docs.store import DocStore
 from biopb_mcp.errors import DocNotFound, InvalidDocId
@@ -37,7 +38,7 @@ def test_three_versions_list_read_v1_and_restore(store: DocStore) -> None:
     assert "line 3: Second text." in rows[1]
     assert rows[2].startswith("- v3 (current) · ") and "line 4: Third line." in rows[2]
     assert f"{len(V1.encode())} bytes" in rows[0]
-    v1 = store.read_doc("proc@v1")
+    v1 = store.read_doc("proc@v1", FOR_AGENT)
     header, text = v1.split("\n\n", 1)
     assert header.startswith("proc@v1 — version 1, saved ") and "write_doc(\"proc\", body=" in header
     assert text == V1

@@ -143,7 +143,7 @@ async def test_read_as_resource_equals_read_doc_byte_for_byte(tmp_path: Path, mo
             result = await client.read_resource(doc_uri(ref))
             (content,) = result.contents
             assert isinstance(content, TextResourceContents)
-            assert content.text == store.read_doc(ref), ref
+            assert content.text == store.read_doc(ref, FOR_AGENT), ref
             assert content.mime_type == "text/markdown"
         templates = await client.list_resource_templates()
     assert [t.uri_template for t in templates.resource_templates] == ["biopb://docs/{+id}"]

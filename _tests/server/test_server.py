@@ -16,6 +16,7 @@ from biopb_mcp.config import load_settings
 from biopb_mcp.docs.store import DocStore
 from biopb_mcp.server import build_server
 from biopb_mcp.server.instructions import ASK_FIRST_LINE, GUARDRAILS, INDEX_HEADER, READ_FIRST_LINE, START_LINE
+from biopb_mcp.server.tools_docs import AUTHORING_GATE
 
 pytestmark = pytest.mark.anyio
 
@@ -284,3 +285,13 @@ async def test_a_relative_trace_path_lands_under_the_config_dir_and_status_shows
         status = json.loads(text_of(await client.call_tool("server_status", {})))
     assert status["paths"]["trace_file"] == str(isolated_dirs / "calls.jsonl")
     assert (isolated_dirs / "calls.jsonl").read_text(encoding="utf-8").count("\n") == 1
+
+
+def test_authoring_gate_has_the_five_bullets() -> None:
+    bullets = [" ".join(b.split()) for b in ("\n" + AUTHORING_GATE).split("\n- ")[1:]]
+    assert len(bullets) == 5
+    assert "validated" in bullets[0] and "dataset-specific" in bullets[0]
+    assert "user's request" in bullets[1]
+    assert "old/new" in bullets[2]
+    assert "still exists" in bullets[3]
+    assert "[[id]]" in bullets[4]

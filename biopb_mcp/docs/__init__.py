@@ -14,7 +14,6 @@ from biopb_mcp.docs.limits import (
     QUERY_MAX_CHARS,
 )
 from biopb_mcp.docs.store import (
-    AUTHORING_GATE,
     SHIPPED_DIR,
     DocInfo,
     DocStore,
@@ -22,7 +21,6 @@ from biopb_mcp.docs.store import (
 )
 
 __all__ = [
-    "AUTHORING_GATE",
     "BODY_MAX_LINES",
     "FILE_MAX_BYTES",
     "ID_MAX_CHARS",

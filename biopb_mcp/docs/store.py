@@ -15,6 +15,7 @@ import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import biopb_mcp
 from biopb_mcp.docs import index as index_mod
@@ -37,7 +38,10 @@ from biopb_mcp.errors import (
     WriteRefused,
 )
 
-__all__ = ["AUTHORING_GATE", "ORIGIN_LOCAL", "ORIGIN_SHADOW", "ORIGIN_SHIPPED", "SHIPPED_DIR", "DocInfo",
+if TYPE_CHECKING:
+    from biopb_mcp.doc_messages import Calls
+
+__all__ = ["ORIGIN_LOCAL", "ORIGIN_SHADOW", "ORIGIN_SHIPPED", "SHIPPED_DIR", "DocInfo",
            "DocStore", "WriteResult"]
 
 logger = logging.getLogger(__name__)
@@ -48,20 +52,6 @@ SHIPPED_DIR: Path = Path(biopb_mcp.__file__).parent / "_docs_data"
 INDEX_FILE = "index.md"
 DEFAULT_INDEX = "# biopb docs\n\n## References\n\n## Procedures\n"
 """Seeded when even the shipped tier has no index (a broken install); the agent fills it."""
-
-AUTHORING_GATE = """\
-Before writing, hold the doc to these rules:
-- Write only a procedure you have validated end to end with the user, with several steps; never a
-  dataset-specific one (no file names, sample ids or one-off numbers from this session).
-- Phrase the index hook as the user's request ("segment nuclei in a 3D stack"), not as a title.
-- Update an existing doc rather than write a near-duplicate: read the index first, and prefer an
-  old/new edit to a new file.
-- Verify that every name, flag or call the doc quotes still exists (inspect_object or a quick run)
-  before relying on it: a local doc has no contract test behind it.
-- Link with [[id]] what this doc depends on or hands off to, not everything it mentions.
-See the shipped doc "authoring" for checkpoint types and how to write parameter rules."""
-"""The write_doc authoring gate (what keeps the store worth reading); the server puts it in the tool's docstring."""
-
 
 @dataclass(frozen=True)
 class DocInfo:
@@ -293,8 +283,11 @@ class DocStore:
 
     # ----------------------------------------------------------------- reading
 
-    def read_doc(self, ref: str) -> str:
-        """`index`, `<id>`, `<id>@diff`, `<id>@history` or `<id>@v<N>`, as the agent reads it.
+    def read_doc(self, ref: str, calls: Calls | None = None) -> str:
+        """`index`, `<id>`, `<id>@diff`, `<id>@history` or `<id>@v<N>`, as its reader reads it.
+
+        `calls` (from `doc_messages`: the agent's tool calls or the terminal's commands) words the
+        next steps the views suggest; without it the views state only facts.
 
         Raises:
             InvalidDocId: outside the grammar, an unknown view, or a path leaving its tier.
@@ -306,16 +299,16 @@ class DocStore:
             return self.render_index()
         self._ensure()
         if r.view == "history":
-            return views.history_view(self, r.doc_id)
+            return views.history_view(self, r.doc_id, calls)
         if r.view == "version":
             assert r.version is not None
-            return views.version_view(self, r.doc_id, r.version)
+            return views.version_view(self, r.doc_id, r.version, calls)
         if r.doc_id == INDEX_ID:
             return views.index_diff_view(self)
         if r.view == "diff":
-            return views.diff_view(self, r.doc_id)
+            return views.diff_view(self, r.doc_id, calls)
         text, origin, path = self._resolve(r.doc_id)
-        return views.doc_view(self, r.doc_id, origin, path, text)
+        return views.doc_view(self, r.doc_id, origin, path, text, calls)
 
     def doc_text(self, doc_id: str) -> tuple[str, str]:
         """(file text without read_doc's header, origin) of the doc that wins for `doc_id`.

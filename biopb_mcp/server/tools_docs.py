@@ -11,11 +11,23 @@ from mcp.server.mcpserver import MCPServer
 from mcp.types import ToolAnnotations
 
 from biopb_mcp.doc_messages import FOR_AGENT, format_hits, write_report
-from biopb_mcp.docs.store import AUTHORING_GATE
 from biopb_mcp.server.state import AppState
 from biopb_mcp.server.tool import READ_ONLY, tool
 
-__all__ = ["register_doc_tools"]
+__all__ = ["AUTHORING_GATE", "register_doc_tools"]
+
+AUTHORING_GATE = """\
+Before writing, hold the doc to these rules:
+- Write only a procedure you have validated end to end with the user, with several steps; never a
+  dataset-specific one (no file names, sample ids or one-off numbers from this session).
+- Phrase the index hook as the user's request ("segment nuclei in a 3D stack"), not as a title.
+- Update an existing doc rather than write a near-duplicate: read the index first, and prefer an
+  old/new edit to a new file.
+- Verify that every name, flag or call the doc quotes still exists (inspect_object or a quick run)
+  before relying on it: a local doc has no contract test behind it.
+- Link with [[id]] what this doc depends on or hands off to, not everything it mentions.
+See the shipped doc "authoring" for checkpoint types and how to write parameter rules."""
+"""What keeps the docs store worth reading; the tail of write_doc's description."""
 
 
 def register_doc_tools(mcp: MCPServer, state: AppState) -> None:
@@ -27,7 +39,7 @@ def register_doc_tools(mcp: MCPServer, state: AppState) -> None:
         doc index; "<id>@diff" shows how a local copy differs from the shipped one; "<id>@history"
         lists its saved versions and "<id>@v<N>" reads one. Read the reference docs and the matching
         procedure before non-trivial work. An unknown id answers with the closest ids."""
-        text = store.read_doc(id)
+        text = store.read_doc(id, FOR_AGENT)
         _note_in_notebook(state, f"**read_doc** `{id}`")
         return text
 
