@@ -23,9 +23,10 @@ from mcp.types import TextResourceContents
 
 from _tests.support.doc_corpus import make_corpus
 from _tests.support.inbox import Inbox, wait_listen
-from biopb_mcp.doc_messages import FOR_AGENT, write_report
+from biopb_mcp.doc_messages import FOR_AGENT, refusal, write_report
 from biopb_mcp.docs.resources import INDEX_URI, doc_uri
 from biopb_mcp.docs.store import DocStore
+from biopb_mcp.errors import DocError
 from biopb_mcp.server.resources import install_resources
 from biopb_mcp.server.subscriptions import DocNotifier, changes
 
@@ -154,13 +155,13 @@ async def test_unknown_doc_is_invalid_params_naming_the_closest_ids(tmp_path: Pa
     local, shipped, ids = make_corpus(tmp_path, 5)
     mcp, store, _ = make_server(local, shipped)
     typo = ids[0].replace("doc-", "dco-")
-    with pytest.raises(Exception) as expected:
+    with pytest.raises(DocError) as expected:
         store.read_doc(typo)
     async with Client(mcp, mode="legacy", cache=None) as client:  # legacy carries the server's text
         with pytest.raises(MCPError) as err:
             await client.read_resource(doc_uri(typo))
         assert err.value.error.code == -32602
-        assert err.value.error.message == str(expected.value)
+        assert err.value.error.message == refusal(expected.value, FOR_AGENT)
         with pytest.raises(MCPError) as bad:
             await client.read_resource("biopb://docs/../etc/passwd")
         assert bad.value.error.code == -32602

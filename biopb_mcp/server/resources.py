@@ -37,7 +37,7 @@ from mcp.types import (
     UnsubscribeRequestParams,
 )
 
-from biopb_mcp.doc_messages import FOR_AGENT
+from biopb_mcp.doc_messages import FOR_AGENT, refusal
 from biopb_mcp.docs.resources import (
     DOC_URI_TEMPLATE,
     INDEX_DESCRIPTION,
@@ -115,10 +115,10 @@ def install_resources(
 
 
 def _read(store: DocStore, ref: str) -> str:
-    """read_doc with the store's refusals mapped to resource errors (-32602 / -32603), text kept."""
+    """read_doc with the store's refusals mapped to resource errors (-32602 / -32603), worded as read_doc words them."""
     try:
         return store.read_doc(ref, FOR_AGENT)
     except (DocNotFound, InvalidDocId) as exc:
-        raise ResourceNotFoundError(str(exc)) from exc
+        raise ResourceNotFoundError(refusal(exc, FOR_AGENT)) from exc
     except DocError as exc:  # DocUnreadable and the like: the file exists but cannot be served
-        raise ResourceError(str(exc)) from exc
+        raise ResourceError(refusal(exc, FOR_AGENT)) from exc
