@@ -27,6 +27,7 @@ from bench.cases._kit import (
 from bench.cases.illumination import _flatness, vignetting
 from bench.cases.nuclei import _check_labels, nuclei_image
 from bench.cases.spots import _check_spots, random_points
+from bench.cases.stacks import write_tile_grid
 
 SHAPE = (256, 256)
 
@@ -242,22 +243,7 @@ def _setup_stitch_faint(workdir: Path, rng: np.random.Generator) -> Truth:
     scene = 1000 + 120 * smooth_texture((360, 360), rng, sigma=3)
     overlap = int(rng.integers(36, 44))  # the request says 10 %: 16 px
     step = _TILE - overlap
-    positions = {}
-    for row in range(2):
-        for col in range(2):
-            y = 5 + row * step + int(rng.integers(-3, 4))
-            x = 5 + col * step + int(rng.integers(-3, 4))
-            positions[(row, col)] = (y, x)
-            tile = scene[y : y + _TILE, x : x + _TILE] + rng.normal(0, 20, (_TILE, _TILE))
-            save_tiff(workdir / f"tile_r{row}_c{col}.tif", to_uint16(tile))
-    y0 = min(p[0] for p in positions.values())
-    x0 = min(p[1] for p in positions.values())
-    y1 = max(p[0] for p in positions.values()) + _TILE
-    x1 = max(p[1] for p in positions.values()) + _TILE
-    covered = np.zeros((y1 - y0, x1 - x0), bool)
-    for y, x in positions.values():
-        covered[y - y0 : y - y0 + _TILE, x - x0 : x - x0 + _TILE] = True
-    return {"canvas": scene[y0:y1, x0:x1], "covered": covered, "positions": {k: (y - y0, x - x0) for k, (y, x) in positions.items()}}
+    return write_tile_grid(workdir, scene, _TILE, step, 20.0, rng)
 
 
 def _check_stitch_faint(workdir: Path, truth: Truth) -> tuple[bool, str]:

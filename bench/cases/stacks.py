@@ -114,22 +114,34 @@ def _setup_stitch(workdir: Path, rng: np.random.Generator) -> Truth:
     labels, _ = disks((320, 320), 60, rng, radius=(3, 7))
     scene += 1500 * ndi.gaussian_filter((labels > 0).astype(float), 1)
     step = _TILE - int(rng.integers(16, 24))
+    truth = write_tile_grid(workdir, scene, _TILE, step, 15.0, rng)
+    del truth["positions"]
+    return truth
+
+
+def write_tile_grid(
+    workdir: Path, scene: np.ndarray, tile: int, step: int, noise_sd: float, rng: np.random.Generator
+) -> Truth:
+    """Cut a 2x2 grid of noisy tiles from ``scene`` (each placed `step` apart, jittered by up to
+    3 px) into ``tile_r<row>_c<col>.tif``; the truth is the covered canvas, its mask and each
+    tile's position on it."""
     positions = {}
     for row in range(2):
         for col in range(2):
             y = 5 + row * step + int(rng.integers(-3, 4))
             x = 5 + col * step + int(rng.integers(-3, 4))
             positions[(row, col)] = (y, x)
-            tile = scene[y : y + _TILE, x : x + _TILE] + rng.normal(0, 15, (_TILE, _TILE))
-            save_tiff(workdir / f"tile_r{row}_c{col}.tif", to_uint16(tile))
+            cut = scene[y : y + tile, x : x + tile] + rng.normal(0, noise_sd, (tile, tile))
+            save_tiff(workdir / f"tile_r{row}_c{col}.tif", to_uint16(cut))
     y0 = min(p[0] for p in positions.values())
     x0 = min(p[1] for p in positions.values())
-    y1 = max(p[0] for p in positions.values()) + _TILE
-    x1 = max(p[1] for p in positions.values()) + _TILE
+    y1 = max(p[0] for p in positions.values()) + tile
+    x1 = max(p[1] for p in positions.values()) + tile
     covered = np.zeros((y1 - y0, x1 - x0), bool)
     for y, x in positions.values():
-        covered[y - y0 : y - y0 + _TILE, x - x0 : x - x0 + _TILE] = True
-    return {"canvas": scene[y0:y1, x0:x1], "covered": covered}
+        covered[y - y0 : y - y0 + tile, x - x0 : x - x0 + tile] = True
+    return {"canvas": scene[y0:y1, x0:x1], "covered": covered,
+            "positions": {k: (y - y0, x - x0) for k, (y, x) in positions.items()}}
 
 
 def _check_stitch(workdir: Path, truth: Truth) -> tuple[bool, str]:
