@@ -20,10 +20,11 @@ from pathlib import Path
 import anyio
 import pytest
 from mcp import Client, StdioServerParameters
-from mcp.types import CallToolResult, TextContent
+from mcp.types import CallToolResult
 
 from _tests.support.notebook_kernel import NotebookKernel, isolated_env
 from _tests.support.processes import wait_gone
+from _tests.support.results import text_of
 from _tests.support.stdio_procs import RawServer, result_text
 
 pytestmark = pytest.mark.anyio
@@ -71,10 +72,6 @@ async def agent(world: World) -> AsyncIterator[Client]:
                                    env={**world.env, **entry.get("env", {})})
     async with Client(params, mode="legacy", read_timeout_seconds=90) as client:
         yield client
-
-
-def text_of(result: CallToolResult) -> str:
-    return "\n".join(block.text for block in result.content if isinstance(block, TextContent))
 
 
 async def call(client: Client, tool: str, **arguments: object) -> CallToolResult:

@@ -17,8 +17,8 @@ import anyio
 import pytest
 from mcp import Client
 from mcp.shared.exceptions import MCPDeprecationWarning
-from mcp.types import CallToolResult, TextContent
 
+from _tests.support.results import text_of
 from biopb_mcp.config import load_settings
 from biopb_mcp.docs import QUERY_MAX_CHARS
 from biopb_mcp.server import build_server
@@ -27,10 +27,6 @@ pytestmark = pytest.mark.anyio
 
 PING_BOUND = 1.0
 """Seconds a ping may take while a hostile call runs: a stalled loop took 24-213 s."""
-
-
-def text_of(result: CallToolResult) -> str:
-    return "\n".join(block.text for block in result.content if isinstance(block, TextContent))
 
 
 @pytest.fixture

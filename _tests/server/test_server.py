@@ -10,8 +10,9 @@ from typing import Any
 import anyio
 import pytest
 from mcp import Client
-from mcp.types import CallToolResult, TextContent
+from mcp.types import CallToolResult
 
+from _tests.support.results import text_of
 from biopb_mcp.config import load_settings
 from biopb_mcp.docs.store import DocStore
 from biopb_mcp.server import build_server
@@ -25,10 +26,6 @@ READ_ONLY_TOOLS = {"read_doc", "search_docs", "server_status", "inspect_object",
 ALL_TOOLS = READ_ONLY_TOOLS | {
     "start_kernel", "execute_code", "interrupt_kernel", "restart_kernel", "write_doc",
 }
-
-
-def text_of(result: CallToolResult) -> str:
-    return "\n".join(block.text for block in result.content if isinstance(block, TextContent))
 
 
 @pytest.fixture

@@ -17,8 +17,9 @@ from pathlib import Path
 import anyio
 import pytest
 from mcp import Client
-from mcp.types import CallToolResult, ImageContent, TextContent
+from mcp.types import CallToolResult, ImageContent
 
+from _tests.support.results import text_of
 from _tests.support.stdio_procs import make_env, stdio_params
 from biopb_mcp.docs.store import DocStore
 
@@ -43,10 +44,6 @@ async def session(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempP
     env = make_env(root, config="[kernel]\npromote_after = 1.0\n", plugins={"noisy.py": NOISY_PLUGIN})
     async with Client(stdio_params(env), mode=request.param, read_timeout_seconds=90) as client:
         yield client, root
-
-
-def text_of(result: CallToolResult) -> str:
-    return "\n".join(block.text for block in result.content if isinstance(block, TextContent))
 
 
 async def run(client: Client, code: str) -> CallToolResult:

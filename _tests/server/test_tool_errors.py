@@ -13,16 +13,13 @@ import anyio.to_thread
 import pytest
 from mcp import Client
 from mcp.server.mcpserver import MCPServer
-from mcp.types import CallToolResult, TextContent
+from mcp.types import CallToolResult
 
+from _tests.support.results import text_of
 from biopb_mcp.errors import DocNotFound, KernelBusy, KernelNotReady
 from biopb_mcp.server.tool import READ_ONLY, tool
 
 pytestmark = pytest.mark.anyio
-
-
-def text_of(result: CallToolResult) -> str:
-    return "\n".join(block.text for block in result.content if isinstance(block, TextContent))
 
 
 def probe_server() -> MCPServer:

@@ -10,19 +10,15 @@ from pathlib import Path
 import anyio
 import pytest
 from mcp import Client
-from mcp.types import CallToolResult, TextContent
 
 from _tests.support.pty_console import PtyProgram
+from _tests.support.results import text_of
 from _tests.support.stdio_procs import make_env, stdio_params
 from biopb_mcp.cli import main
 
 pytestmark = pytest.mark.anyio
 
 PROMPT = r"In \[\d+\]: "
-
-
-def text_of(result: CallToolResult) -> str:
-    return "\n".join(block.text for block in result.content if isinstance(block, TextContent))
 
 
 async def run(client: Client, code: str) -> str:

@@ -17,9 +17,9 @@ import numpy as np
 import pytest
 import tifffile
 from mcp import Client
-from mcp.types import CallToolResult, TextContent
 
 from _tests.support.processes import wait_gone
+from _tests.support.results import text_of
 from _tests.support.stdio_procs import RawServer, make_env, result_text
 from _tests.support.view_helpers import make_settings
 from biopb_mcp.record import agent_cells, read_session
@@ -47,10 +47,6 @@ FIGURE = (
 NOISY = "import sys\nprint('check the threshold', file=sys.stderr)\nprint('x' * 50000)"
 FAILING = "areas[100]"
 CODE = [LOAD, SEGMENT, FIGURE, NOISY, FAILING]
-
-
-def text_of(result: CallToolResult) -> str:
-    return "\n".join(block.text for block in result.content if isinstance(block, TextContent))
 
 
 def nuclei_image(path: Path) -> None:
