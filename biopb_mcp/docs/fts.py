@@ -38,7 +38,7 @@ _SECTION_BITS = 12
 _DOC_BITS = 28
 """A doc's id is its tier root's number shifted by this, plus its own: a root's rows are one
 range, so a search scores only its own tiers' rows (several stores may share a file)."""
-RANK_CAP = 2_000
+RANK_CAP = 1_000
 """Most rows one query pass scores (see FtsIndex.search); scoring is FTS5's cost per row."""
 MAX_SECTIONS = 1 << _SECTION_BITS
 """Sections per doc; later `##` sections of a longer doc are merged into the last row."""
@@ -428,16 +428,20 @@ class FtsIndex:
             (match, first, last, RANK_CAP + 1),
         ).fetchone()[0]) for first, last in ranges)
 
-    def _scored(self, match: str, ranges: list[tuple[int, int]]) -> list[tuple[int, float]]:
-        """(rowid, score) of at most RANK_CAP rows matching per range, best first (higher is better)."""
-        rows: list[tuple[int, float]] = []
-        for first, last in ranges:
-            rows += self.conn.execute(
-                "SELECT rowid, bm25(sections) FROM sections WHERE sections MATCH ? AND rowid BETWEEN ? AND ? LIMIT ?",
-                (match, first, last, RANK_CAP),
-            ).fetchall()
-        rows.sort(key=lambda r: (r[1], r[0]))
-        return [(rowid, -score) for rowid, score in rows]
+    def _scored(self, match: str, ranges: list[tuple[int, int]]) -> Iterator[tuple[int, float]]:
+        """(rowid, score) of at most RANK_CAP rows matching per range, best first (higher is
+        better). Sorted by SQLite and read lazily: a caller that stops at its first hits never
+        pays to move the rest into Python."""
+        if not ranges:
+            return
+        one = "SELECT rowid, bm25(sections) AS score FROM sections WHERE sections MATCH ? AND rowid BETWEEN ? AND ? LIMIT ?"
+        sql = " UNION ALL ".join(f"SELECT * FROM ({one})" for _ in ranges) + " ORDER BY score, rowid"
+        cursor = self.conn.execute(sql, [arg for first, last in ranges for arg in (match, first, last, RANK_CAP)])
+        try:
+            for rowid, score in cursor:
+                yield rowid, -score
+        finally:
+            cursor.close()  # an abandoned read would hold the file's read snapshot open
 
     def _ranked(self, rowid: int, score: float, phrase: bool) -> Ranked:
         heading, body = self.conn.execute("SELECT heading, body FROM sections WHERE rowid = ?", (rowid,)).fetchone()

@@ -1,0 +1,157 @@
+"""Search finds edits through folder watches, and without them.
+
+With inotify (Linux) a steady query stats only the files with an event plus a rolling slice, so
+these tests count the doc files stat'ed. Every change is made the way a user or another program
+makes it: in place, by rename, by a new folder, by `mmap`, which inotify does not report.
+"""
+
+from __future__ import annotations
+
+import mmap
+import os
+import struct
+import sys
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+from biopb_mcp.docs import search as search_mod
+from biopb_mcp.docs import watch as watch_mod
+from biopb_mcp.docs.search import search_docs
+from biopb_mcp.docs.store import DocStore
+from biopb_mcp.docs.watch import Changes, WatchUnavailable, parse_events
+
+_OLD = 1_700_000_000
+"""An mtime well in the past, so stamps are trusted and nothing is re-read for being recent."""
+
+N_DOCS = 300
+linux_only = pytest.mark.skipif(sys.platform != "linux", reason="inotify is Linux only")
+
+
+def _write(path: Path, text: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text, encoding="utf-8")
+    os.utime(path, (_OLD, _OLD))
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> DocStore:
+    local, shipped = tmp_path / "local", tmp_path / "shipped"
+    _write(shipped / "index.md", "# docs\n\n## Lab\n- lab/: lab docs\n")
+    for n in range(N_DOCS):
+        _write(local / f"lab/g{n % 3}/doc{n}.md", f"# Doc {n}\n\n## Steps\ntok{n}z and sharedword here.\n")
+    return DocStore(local, shipped_dir=shipped, version="1.0", search_db=tmp_path / "state" / "search.sqlite3")
+
+
+@pytest.fixture
+def doc_stats(monkeypatch: pytest.MonkeyPatch, store: DocStore) -> Iterator[Callable[[], int]]:
+    """How many times a doc file was stat'ed since the last call (os.stat still runs)."""
+    seen: list[str] = []
+    real_stat = os.stat
+    local = os.fspath(store.local_dir)
+
+    def counting(path: object, *args: object, **kwargs: object) -> os.stat_result:
+        text = os.fspath(path) if isinstance(path, (str, os.PathLike)) else ""
+        if isinstance(text, str) and text.startswith(local) and text.endswith(".md"):
+            seen.append(text)
+        return real_stat(path, *args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(os, "stat", counting)
+
+    def taken() -> int:
+        count = len(seen)
+        seen.clear()
+        return count
+
+    yield taken
+
+
+def _ids(store: DocStore, query: str) -> list[str]:
+    return sorted(hit.doc_id for hit in search_docs(store, query, 50))
+
+
+@linux_only
+def test_a_steady_query_stats_a_slice_and_still_sees_every_kind_of_change(
+    store: DocStore, doc_stats: Callable[[], int]
+) -> None:
+    assert _ids(store, "tok7z") == ["lab/g1/doc7"]
+    assert doc_stats() >= N_DOCS  # the first query checks every file
+    for _ in range(3):
+        assert _ids(store, "tok8z") == ["lab/g2/doc8"]
+        assert doc_stats() <= search_mod._ROLLING + 2  # the rolling slice, not the corpus
+
+    local = store.local_dir
+    (local / "lab/g0/doc9.md").write_text("# Doc 9\n\n## Steps\neditedinplace\n", encoding="utf-8")
+    os.utime(local / "lab/g0/doc9.md", (_OLD, _OLD))  # the stamp an unwatched check would trust
+    assert _ids(store, "editedinplace") == ["lab/g0/doc9"]
+
+    tmp = local / "lab/g1/.doc10.md.tmp"
+    tmp.write_text("# Doc 10\n\n## Steps\nreplacedbyrename\n", encoding="utf-8")
+    os.replace(tmp, local / "lab/g1/doc10.md")
+    assert _ids(store, "replacedbyrename") == ["lab/g1/doc10"]
+
+    (local / "lab/g2/doc11.md").unlink()
+    assert _ids(store, "tok11z") == []
+
+    _write(local / "lab/new/deeper/fresh.md", "# Fresh\n\nfreshword\n")
+    assert _ids(store, "freshword") == ["lab/new/deeper/fresh"]
+
+    os.rename(local / "lab/g0", local / "lab/moved")
+    assert _ids(store, "tok3z") == ["lab/moved/doc3"]
+    assert _ids(store, "tok6z") == ["lab/moved/doc6"]  # a folder's docs move with it, none left at the old ids
+
+
+@linux_only
+def test_a_change_no_event_reports_is_found_by_the_rolling_restat(store: DocStore) -> None:
+    """A write through a shared mmap raises no inotify event while the file stays mapped (the
+    close event comes at unmap); the file's mtime still moves."""
+    assert _ids(store, "tok5z") == ["lab/g2/doc5"]
+    path = store.local_dir / "lab/g2/doc5.md"
+    found_after = None
+    with path.open("r+b") as f, mmap.mmap(f.fileno(), 0) as view:
+        at = view.find(b"tok5z")
+        view[at : at + 5] = b"mapzq"
+        view.flush()
+        for query in range(1, N_DOCS // search_mod._ROLLING + 3):
+            if _ids(store, "mapzq") == ["lab/g2/doc5"]:
+                found_after = query
+                break
+    assert found_after is not None, "a change inotify does not report was never found"
+
+
+def test_without_folder_watches_every_file_is_checked(
+    store: DocStore, doc_stats: Callable[[], int], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def refused() -> None:
+        raise WatchUnavailable(28, "inotify watch limit reached")
+
+    monkeypatch.setattr(search_mod, "DirWatch", refused)
+    assert _ids(store, "tok7z") == ["lab/g1/doc7"]
+    doc_stats()
+    (store.local_dir / "lab/g0/doc9.md").write_text("# Doc 9\n\n## Steps\nnowatchedit\n", encoding="utf-8")
+    os.utime(store.local_dir / "lab/g0/doc9.md", (_OLD, _OLD))
+    assert _ids(store, "nowatchedit") == ["lab/g0/doc9"]
+    assert doc_stats() >= N_DOCS
+
+
+def _event(wd: int, mask: int, name: bytes = b"") -> bytes:
+    padded = name + b"\0" * (16 - len(name) % 16) if name else b""  # NUL-padded, as the kernel does
+    return struct.pack("iIII", wd, mask, 0, len(padded)) + padded
+
+
+def test_events_name_files_and_flag_lost_or_structural_changes() -> None:
+    folders = {1: "/docs/lab", 2: "/docs/gone"}
+    found = Changes()
+    parse_events(_event(1, watch_mod.IN_CLOSE_WRITE, b"a.md") + _event(1, watch_mod.IN_ATTRIB, b"b.md"), folders, found)
+    assert found == Changes(paths={"/docs/lab/a.md", "/docs/lab/b.md"}, folders=False, complete=True)
+    parse_events(_event(1, watch_mod.IN_CREATE | watch_mod.IN_ISDIR, b"sub"), folders, found)
+    assert found.folders and found.complete
+    parse_events(_event(2, watch_mod.IN_DELETE_SELF) + _event(2, watch_mod.IN_IGNORED), folders, found)
+    assert not found.complete and folders == {1: "/docs/lab"}
+    overflow = Changes()
+    parse_events(_event(-1, watch_mod.IN_Q_OVERFLOW), folders, overflow)
+    assert not overflow.complete
+    unknown = Changes()
+    parse_events(_event(9, watch_mod.IN_MODIFY, b"x.md"), folders, unknown)
+    assert unknown == Changes()
