@@ -21,6 +21,7 @@ from biopb_mcp.docs.resources import (
     walk,
 )
 from biopb_mcp.docs.store import DocStore
+from biopb_mcp.errors import DocUnreadable, InvalidDocId
 
 
 def make_corpus(root: Path, n: int) -> tuple[DocStore, list[str]]:
@@ -193,3 +194,37 @@ def test_indexed_symlink_leaving_the_tier_is_skipped_not_fatal(
     assert uris == [INDEX_URI] + [doc_uri(i) for i in ids]
     assert any("escape" in r.getMessage() and r.levelno == logging.WARNING for r in caplog.records)
     assert any("'escape'" in p and "outside" in p for p in store.check())
+
+
+def test_a_page_reads_each_folder_once_yet_keeps_shadowing_links_and_bad_files(tmp_path: Path) -> None:
+    """`DocStore.summaries` (a page's batch read) answers as `info` does for every kind of place."""
+    local, shipped, outside = tmp_path / "local", tmp_path / "shipped", tmp_path / "outside"
+    for folder in (local / "lab", shipped / "ref", outside):
+        folder.mkdir(parents=True)
+    (shipped / "index.md").write_text("# docs\n", encoding="utf-8")
+    (shipped / "ref" / "both.md").write_text("# Shipped title\n", encoding="utf-8")
+    (shipped / "ref" / "only.md").write_text("# Only shipped\n", encoding="utf-8")
+    (local / "ref").mkdir()
+    (local / "ref" / "both.md").write_text("# Local title\n", encoding="utf-8")
+    (local / "lab" / "plain.md").write_text("# Plain\n", encoding="utf-8")
+    (local / "lab" / "alias.md").symlink_to(local / "lab" / "plain.md")  # a link that stays inside
+    (local / "lab" / "binary.md").write_bytes(b"\x00\x01 not text")
+    (outside / "secret.md").write_text("# SECRET outside the tier\n", encoding="utf-8")
+    (local / "away").symlink_to(outside, target_is_directory=True)  # a folder leading out
+    store = DocStore(local, shipped_dir=shipped)
+    ids = ["away/secret", "lab/alias", "lab/binary", "lab/gone", "lab/plain", "ref/both", "ref/only"]
+
+    batch = store.summaries(ids)
+
+    assert list(batch) == ["away/secret", "lab/alias", "lab/binary", "lab/plain", "ref/both", "ref/only"]
+    titles = {doc_id: getattr(found, "title", None) for doc_id, found in batch.items()}
+    assert titles == {"away/secret": None, "lab/alias": "Plain", "lab/binary": None, "lab/plain": "Plain",
+                      "ref/both": "Local title", "ref/only": "Only shipped"}
+    for doc_id in ("away/secret", "lab/binary", "lab/alias", "lab/plain", "ref/both", "ref/only"):
+        try:
+            single = store.info(doc_id).title
+        except (DocUnreadable, InvalidDocId):
+            single = None
+        assert titles[doc_id] == single, doc_id
+    again = {doc_id: getattr(found, "title", None) for doc_id, found in store.summaries(ids).items()}
+    assert again == titles  # the second read comes from the cache, unchanged

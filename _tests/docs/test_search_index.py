@@ -215,6 +215,19 @@ def test_stores_sharing_an_index_file_score_only_their_own_rows(
     assert sorted(h.doc_id for h in search_docs(second, "sharedword too", 50)) == ["lab/mine0", "lab/mine1"]
 
 
+def test_a_phrase_too_common_to_score_still_comes_first(tiers: tuple[Path, Path, Path], monkeypatch: pytest.MonkeyPatch) -> None:
+    """A phrase in more sections than a pass scores is listed unscored, in index order, yet above
+    every section without it."""
+    local, shipped, db = tiers
+    monkeypatch.setattr(fts, "RANK_CAP", 4)  # the phrase "sharedword here" is in ten sections
+    _write(local / "lab/near.md", "# Near\n\n## Steps\nsharedword sharedword sharedword, then here.\n")
+    store = DocStore(local, shipped_dir=shipped, version="1.0", search_db=db)
+    hits = search_docs(store, "sharedword here", 50)
+    assert [h.doc_id for h in hits[:10]] == sorted(f"lab/doc{n}" for n in range(10))  # walk order
+    assert [h.doc_id for h in hits[10:]] == ["lab/near"]
+    assert hits == sorted(hits, key=lambda h: -h.score)
+
+
 _WRITER = textwrap.dedent('''\
     import sys
     from pathlib import Path

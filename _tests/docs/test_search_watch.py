@@ -16,8 +16,9 @@ from pathlib import Path
 
 import pytest
 
-from biopb_mcp.docs import search as search_mod
+from biopb_mcp.docs import freshness as freshness_mod
 from biopb_mcp.docs import watch as watch_mod
+from biopb_mcp.docs.freshness import ROLLING
 from biopb_mcp.docs.search import search_docs
 from biopb_mcp.docs.store import DocStore
 from biopb_mcp.docs.watch import Changes, WatchUnavailable, parse_events
@@ -79,7 +80,7 @@ def test_a_steady_query_stats_a_slice_and_still_sees_every_kind_of_change(
     assert doc_stats() >= N_DOCS  # the first query checks every file
     for _ in range(3):
         assert _ids(store, "tok8z") == ["lab/g2/doc8"]
-        assert doc_stats() <= search_mod._ROLLING + 2  # the rolling slice, not the corpus
+        assert doc_stats() <= ROLLING + 2  # the rolling slice, not the corpus
 
     local = store.local_dir
     (local / "lab/g0/doc9.md").write_text("# Doc 9\n\n## Steps\neditedinplace\n", encoding="utf-8")
@@ -113,7 +114,7 @@ def test_a_change_no_event_reports_is_found_by_the_rolling_restat(store: DocStor
         at = view.find(b"tok5z")
         view[at : at + 5] = b"mapzq"
         view.flush()
-        for query in range(1, N_DOCS // search_mod._ROLLING + 3):
+        for query in range(1, N_DOCS // ROLLING + 3):
             if _ids(store, "mapzq") == ["lab/g2/doc5"]:
                 found_after = query
                 break
@@ -126,7 +127,7 @@ def test_without_folder_watches_every_file_is_checked(
     def refused() -> None:
         raise WatchUnavailable(28, "inotify watch limit reached")
 
-    monkeypatch.setattr(search_mod, "DirWatch", refused)
+    monkeypatch.setattr(freshness_mod, "DirWatch", refused)
     assert _ids(store, "tok7z") == ["lab/g1/doc7"]
     doc_stats()
     (store.local_dir / "lab/g0/doc9.md").write_text("# Doc 9\n\n## Steps\nnowatchedit\n", encoding="utf-8")
@@ -144,9 +145,9 @@ def test_events_name_files_and_flag_lost_or_structural_changes() -> None:
     folders = {1: "/docs/lab", 2: "/docs/gone"}
     found = Changes()
     parse_events(_event(1, watch_mod.IN_CLOSE_WRITE, b"a.md") + _event(1, watch_mod.IN_ATTRIB, b"b.md"), folders, found)
-    assert found == Changes(paths={"/docs/lab/a.md", "/docs/lab/b.md"}, folders=False, complete=True)
+    assert found == Changes(paths={"/docs/lab/a.md", "/docs/lab/b.md"}, complete=True)
     parse_events(_event(1, watch_mod.IN_CREATE | watch_mod.IN_ISDIR, b"sub"), folders, found)
-    assert found.folders and found.complete
+    assert found.folders == {"/docs/lab/sub"} and found.created == {"/docs/lab/sub"} and found.complete
     parse_events(_event(2, watch_mod.IN_DELETE_SELF) + _event(2, watch_mod.IN_IGNORED), folders, found)
     assert not found.complete and folders == {1: "/docs/lab"}
     overflow = Changes()
@@ -155,3 +156,30 @@ def test_events_name_files_and_flag_lost_or_structural_changes() -> None:
     unknown = Changes()
     parse_events(_event(9, watch_mod.IN_MODIFY, b"x.md"), folders, unknown)
     assert unknown == Changes()
+
+
+class _CountingWalks(DocStore):
+    walks = 0
+
+    def doc_entries(self) -> list[tuple[str, str, str]]:
+        self.walks += 1
+        return super().doc_entries()
+
+
+@linux_only
+def test_a_write_to_a_listed_doc_keeps_the_doc_list_a_new_doc_walks_it_once(store: DocStore) -> None:
+    """An atomic write renames a temp file over the doc: its folder's stamp moves, yet no doc came
+    or went, so the events say no new walk is needed; a new doc needs one."""
+    counting = _CountingWalks(store.local_dir, shipped_dir=store.shipped_dir, version="1.0",
+                              search_db=store.search_db)
+    for _ in range(2):  # the first use seeds the local index, which the next query walks again for
+        assert _ids(counting, "tok4z") == ["lab/g1/doc4"]
+    walked = counting.walks
+    counting.write_doc("lab/g1/doc4", body="# Doc 4\n\n## Steps\nrewrittenword\n")
+    assert _ids(counting, "rewrittenword") == ["lab/g1/doc4"]
+    assert _ids(counting, "tok4z") == []
+    assert counting.walks == walked
+    counting.write_doc("lab/g1/brandnew", body="# New\n\n## Steps\nbrandnewword\n")
+    assert _ids(counting, "brandnewword") == ["lab/g1/brandnew"]
+    assert _ids(counting, "brandnewword") == ["lab/g1/brandnew"]
+    assert counting.walks == walked + 1

@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import re
 import stat
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -72,9 +73,18 @@ def read_text_in(root: Path, rel: str) -> str:
         FileNotFoundError: no file there.
         DocUnreadable: a link on the way, a directory, not a regular file, unreadable, not UTF-8.
     """
-    path = os.path.join(root, rel)  # for messages; a string join, as this runs per listed doc
+    return _read_doc_bytes(os.path.join(root, rel), lambda: nofollow.read_bytes(root, rel, max_bytes=FILE_MAX_BYTES))
+
+
+def read_text_at(dir_fd: int, name: str, path: str) -> str:
+    """`read_text_in` of the file `name` in an open directory; `path` names it in errors."""
+    return _read_doc_bytes(path, lambda: nofollow.read_bytes_at(dir_fd, name, path, max_bytes=FILE_MAX_BYTES))
+
+
+def _read_doc_bytes(path: str, read: Callable[[], tuple[bytes, os.stat_result]]) -> str:
+    """The decoded text ``read()`` returns, its errors worded for a doc file at ``path``."""
     try:
-        raw, _ = nofollow.read_bytes(root, rel, max_bytes=FILE_MAX_BYTES)
+        raw, _ = read()
     except FileNotFoundError:
         raise
     except nofollow.LinkRefused as exc:

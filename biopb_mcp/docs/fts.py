@@ -387,7 +387,13 @@ class FtsIndex:
             passes = [ordered] + ([ordered[1:-1]] if len(ordered) >= 3 else [])
             top = float("inf")
             for phrase in passes:
-                for rowid, score in self._scored(f"body : {_quote(' '.join(phrase))}", ranges):
+                match = f"body : {_quote(' '.join(phrase))}"
+                # bm25() first counts every row holding the phrase (its idf): for a phrase in
+                # more rows than a pass may score, that count is most of a query's cost, and
+                # such a phrase weighs little or nothing (FTS5 clamps the idf of one in over
+                # half the rows to ~0). Its rows come in index order, unscored.
+                common = self._count(match, ranges) > RANK_CAP
+                for rowid, score in self._unscored(match, ranges) if common else self._scored(match, ranges):
                     if len(found) >= max_results:
                         break
                     if rowid in seen or (rowid >> _SECTION_BITS) not in allowed:
@@ -442,6 +448,17 @@ class FtsIndex:
                 yield rowid, -score
         finally:
             cursor.close()  # an abandoned read would hold the file's read snapshot open
+
+    def _unscored(self, match: str, ranges: list[tuple[int, int]]) -> Iterator[tuple[int, float]]:
+        """(rowid, 0.0) of the rows matching, in rowid order, read lazily."""
+        for first, last in ranges:
+            cursor = self.conn.execute(
+                "SELECT rowid FROM sections WHERE sections MATCH ? AND rowid BETWEEN ? AND ?", (match, first, last))
+            try:
+                for (rowid,) in cursor:
+                    yield rowid, 0.0
+            finally:
+                cursor.close()
 
     def _ranked(self, rowid: int, score: float, phrase: bool) -> Ranked:
         heading, body = self.conn.execute("SELECT heading, body FROM sections WHERE rowid = ?", (rowid,)).fetchone()

@@ -127,15 +127,21 @@ def read_bytes(root: Path, rel: str, *, max_bytes: int) -> tuple[bytes, os.stat_
     """
     parts = split(rel)
     with open_dir(root, parts[:-1]) as dir_fd:
-        fd = open_file(dir_fd, parts[-1], os.O_RDONLY | os.O_NONBLOCK)
+        return read_bytes_at(dir_fd, parts[-1], f"{rel} in {root}", max_bytes=max_bytes)
+
+
+def read_bytes_at(dir_fd: int, name: str, shown: str, *, max_bytes: int) -> tuple[bytes, os.stat_result]:
+    """`read_bytes` of the file `name` in an open directory (no link followed); `shown` names it
+    in errors. Raises as `read_bytes`."""
+    fd = open_file(dir_fd, name, os.O_RDONLY | os.O_NONBLOCK)
     try:
         st = os.fstat(fd)
         if stat.S_ISDIR(st.st_mode):
-            raise IsADirectoryError(errno.EISDIR, f"{rel} in {root} is a directory")
+            raise IsADirectoryError(errno.EISDIR, f"{shown} is a directory")
         if not stat.S_ISREG(st.st_mode):
-            raise OSError(errno.EINVAL, f"{rel} in {root} is not a regular file")
+            raise OSError(errno.EINVAL, f"{shown} is not a regular file")
         if st.st_size > max_bytes:
-            raise TooBig(f"{rel} in {root}", st.st_size)
+            raise TooBig(shown, st.st_size)
         chunks: list[bytes] = []
         left = max_bytes + 1
         while left > 0:

@@ -21,12 +21,13 @@ import logging
 import os
 import threading
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from biopb_mcp.docs.filecache import FileCache, stamps
 from biopb_mcp.docs.ids import check_id
 from biopb_mcp.docs.store import DocStore
-from biopb_mcp.errors import DocError, DocNotFound, DocUnreadable, InvalidDocId
+from biopb_mcp.errors import DocError, InvalidDocId
 
 logger = logging.getLogger(__name__)
 
@@ -105,24 +106,6 @@ def parse_cursor(cursor: str) -> str | None:
         ) from None
 
 
-def describe(store: DocStore, doc_id: str) -> ResourceEntry | None:
-    """The listing entry for one doc, or None when the file cannot be read (logged, never raised).
-
-    A listing must never break on one bad file (a client would lose every doc after it), so an unreadable doc (or a symlink the
-    store refuses to follow out of its tier) is skipped with a warning and a doc deleted since
-    ``listed_ids()`` is skipped quietly.
-    """
-    try:
-        info = store.info(doc_id)
-    except DocNotFound:
-        logger.debug("doc %r vanished while listing; skipped", doc_id)
-        return None
-    except (DocUnreadable, InvalidDocId, OSError, UnicodeDecodeError) as exc:  # InvalidDocId: a symlink out
-        logger.warning("resources/list: skipping unreadable doc %r: %s", doc_id, exc)
-        return None
-    return ResourceEntry(uri=doc_uri(doc_id), name=info.title or doc_id, description=info.description or "")
-
-
 class Listing:
     """The walk over one store, with a cache that keeps a page cheap at 10,000 listed docs.
 
@@ -162,9 +145,16 @@ class Listing:
         self._ids.put("ids", signature, ids, now)
         return ids
 
-    def entry(self, doc_id: str) -> ResourceEntry | None:
-        """``describe(store, doc_id)``: the store caches each doc's parsed frontmatter itself."""
-        return describe(self.store, doc_id)
+    def entries(self, doc_ids: Sequence[str]) -> list[ResourceEntry]:
+        """The entries of the readable docs among ``doc_ids``, in order (`DocStore.summaries`:
+        one folder open per folder, the store's frontmatter cache)."""
+        out = []
+        for doc_id, found in self.store.summaries(doc_ids).items():
+            if isinstance(found, DocError):
+                logger.warning("resources/list: skipping unreadable doc %r: %s", doc_id, found)
+                continue
+            out.append(ResourceEntry(uri=doc_uri(doc_id), name=found.title or doc_id, description=found.description or ""))
+        return out
 
     def page(self, cursor: str | None = None, page_size: int = PAGE_SIZE) -> Page:
         """One page of the walk: the index, then the listed docs in id order, resuming after ``cursor``.
@@ -179,12 +169,14 @@ class Listing:
         ids = self.ids()
         pos = 0 if after is None else bisect.bisect_right(ids, after)
         while pos < len(ids) and len(entries) < page_size:
-            entry = self.entry(ids[pos])
-            pos += 1
-            if entry is not None:
-                entries.append(entry)
+            batch = ids[pos : pos + page_size - len(entries)]  # docs that cannot be read are skipped
+            pos += len(batch)
+            entries += self.entries(batch)
         # Only promise a next page that has something on it: look ahead for one readable doc.
-        more = any(self.entry(ids[i]) is not None for i in range(pos, len(ids)))
+        more = False
+        while pos < len(ids) and not more:
+            more = bool(self.entries(ids[pos : pos + 1]))
+            pos += 1
         return Page(entries=entries, next_cursor=entries[-1].uri if more and entries else None)
 
     def _watched(self) -> list[str]:

@@ -26,12 +26,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, TypeVar
 
-from biopb_mcp.docs.filecache import Stamp, is_settled, stamp
+from biopb_mcp.docs.filecache import Stamp, is_settled
+from biopb_mcp.docs.freshness import Freshness
 from biopb_mcp.docs.fts import FtsIndex, Ranked, SearchUnavailable, digest
 from biopb_mcp.docs.limits import QUERY_MAX_CHARS
 from biopb_mcp.docs.sections import ATOM, split_sections, tokenize
-from biopb_mcp.docs.store import ORIGIN_SHIPPED
-from biopb_mcp.docs.watch import DirWatch, WatchUnavailable
 from biopb_mcp.errors import DocError, DocNotFound, InvalidQuery
 
 if TYPE_CHECKING:
@@ -62,11 +61,6 @@ _CACHED_CORPORA = 4
 
 _WRITE_BATCH = 100
 """Docs indexed per write transaction: short enough that another server's writes wait little."""
-
-_ROLLING = 64
-"""Doc files re-stat'ed per query beside those with a change event, in turn: a change the folder
-watch cannot report (see `biopb_mcp.docs.watch`) is found within (docs / this) queries."""
-
 
 @dataclass(frozen=True)
 class Hit:
@@ -151,88 +145,17 @@ def _densest(text: str, terms: set[str], width: int) -> int:
 
 
 @dataclass
-class _Listing:
-    """The store's doc list and search scope, kept while nothing they derive from changed."""
-
-    targets: list[tuple[tuple[str, str], str, str, str]]  # ((tier root, id), id, path, origin) per surfaced doc
-    watched: tuple[tuple[str, Stamp | None], ...]  # every directory of both tiers, the index, the manifest
-    folders: list[str] | None  # the directories among them; None when a tier holds a symlink
-    answer: tuple[int, dict[str, str], set[int]] | None = None  # the last refresh's, at an index generation
-
-    @functools.cached_property
-    def by_path(self) -> dict[str, int]:
-        return {target[2]: n for n, target in enumerate(self.targets)}
-
-
-@dataclass
 class _Corpus:
-    """One store's search state: its index and the lock that serialises this process's use of it."""
+    """One store's search state: its index, what it knows of the docs' changes, and the lock
+    that serialises this process's use of both."""
 
     index: FtsIndex
     lock: threading.Lock
-    listing: _Listing | None = None
-    watch: DirWatch | None = None
-    watch_failed: bool = False  # inotify is missing or refused here: every file is stat'ed per query
-    watching: _Listing | None = None  # the listing whose folders the watch covers
-    verified: dict[tuple[str, str], Stamp] = field(default_factory=dict)  # stamps this process saw on disk
-    seen_generation: int = -1  # the index generation the last refresh ended at
-    unsettled: bool = False  # the last refresh left a row read too soon after its file changed
-    roll: int = 0  # where the next rolling re-stat starts
+    freshness: Freshness = field(default_factory=Freshness)
 
     def close(self) -> None:
         self.index.close()
-        if self.watch is not None:
-            self.watch.close()
-            self.watch = None
-
-
-def _watched_paths(store: DocStore) -> tuple[list[str], list[str] | None]:
-    """What the doc list and the scope derive from: the index, the manifest and every directory
-    that may hold docs (a file added, removed or renamed changes its directory's stamp); and the
-    directories alone.
-
-    The directories are None when a tier holds a symlink: where it leads is not watched.
-    """
-    files = [os.fspath(store.index_path), os.fspath(store.manifest_path),
-             os.fspath(Path(store.shipped_dir) / store.index_path.name)]
-    folders: list[str] = []
-    for root in (store.local_dir, store.shipped_dir):
-        pending = [os.fspath(root)]
-        while pending:
-            directory = pending.pop()
-            folders.append(directory)
-            try:
-                entries = list(os.scandir(directory))
-            except OSError:
-                continue
-            for entry in entries:
-                if entry.is_symlink():
-                    return files, None
-                if entry.is_dir() and not entry.name.startswith("."):  # hidden names hold no docs
-                    pending.append(entry.path)
-    return files + folders, folders
-
-
-def _listing(store: DocStore, corpus: _Corpus) -> _Listing:
-    """The surfaced docs (`store.surfaced_ids()` over `store.doc_entries()`), walked again only
-    when a watched stamp changed: a tier of 5,000 docs is a walk of tens of ms, a stat of its
-    folders is not."""
-    kept = corpus.listing
-    if kept is not None and all(stamp(path) == st for path, st in kept.watched):
-        return kept
-    started = time.time_ns()
-    paths, folders = _watched_paths(store)
-    watched = tuple((path, stamp(path)) for path in paths)
-    walked = store.doc_entries()
-    surfaced = store.surfaced_ids(walked)
-    roots = {ORIGIN_SHIPPED: os.fspath(store.shipped_dir)}
-    local = os.fspath(store.local_dir)
-    targets = [((roots.get(origin, local), doc_id), doc_id, path, origin)
-               for doc_id, path, origin in walked if doc_id in surfaced]
-    listing = _Listing(targets, watched, folders)
-    settled = folders is not None and all(is_settled(st, started) for _, st in watched)
-    corpus.listing = listing if settled else None
-    return listing
+        self.freshness.close()
 
 
 _corpora: OrderedDict[tuple[str, str, str], _Corpus] = OrderedDict()
@@ -266,84 +189,33 @@ def _open_index(db: Path | None) -> FtsIndex:
     return FtsIndex(None)
 
 
-def _suspects(corpus: _Corpus, store: DocStore) -> tuple[_Listing, list[int] | None]:
-    """The listing, and which of its targets may have changed since the last refresh (None: any).
-
-    Where the folders are watched (`DirWatch`), only files with an event, rows this process has
-    not seen match the disk, and a rolling slice are stat'ed; elsewhere every file is.
-    """
-    changes = None
-    if corpus.watch is not None:
-        changes = corpus.watch.changes()  # first: a change landing after this is queued for the next query
-        if changes.folders or not changes.complete:
-            corpus.listing = None
-    listing = _listing(store, corpus)
-    if listing.folders is None:
-        return listing, None
-    new_listing = listing is not corpus.watching
-    if new_listing and not corpus.watch_failed:
-        try:
-            if corpus.watch is None:
-                corpus.watch = DirWatch()
-            added = corpus.watch.watch(listing.folders)
-        except WatchUnavailable as exc:
-            logger.info("Search stats every doc per query: cannot watch the docs folders (%s)", exc)
-            corpus.watch_failed = True
-            if corpus.watch is not None:
-                corpus.watch.close()
-                corpus.watch = None
-        else:
-            corpus.watching = listing
-            if added or changes is None:
-                return listing, None  # what happened before the watch began was not seen
-    if corpus.watch is None or changes is None or not changes.complete:
-        return listing, None
-    by_path = listing.by_path
-    suspects = {n for path in changes.paths if (n := by_path.get(path)) is not None}
-    targets = listing.targets
-    if new_listing or corpus.unsettled or corpus.index.generation != corpus.seen_generation:
-        # Rows may differ from what this process saw on disk: written by another server, never
-        # indexed (newly surfaced), or read too soon after a change to be trusted.
-        rows, verified = corpus.index.rows(), corpus.verified
-        for n, (key, _, _, _) in enumerate(targets):
-            entry = rows.get(key)
-            if entry is None or not entry.settled or entry.stamp != verified.get(key):
-                suspects.add(n)
-    if targets:  # what inotify cannot report (mmap writes, network filesystems) is found in time
-        start = corpus.roll % len(targets)
-        suspects.update(n % len(targets) for n in range(start, start + min(_ROLLING, len(targets))))
-        corpus.roll = start + _ROLLING
-    return listing, sorted(suspects)
-
-
 def _refresh(store: DocStore, corpus: _Corpus) -> tuple[dict[str, str], set[int]]:
     """Bring the index up to date with the store.
 
     Returns id -> origin of the searchable docs and the index rows they occupy.
     """
-    index = corpus.index
+    index, freshness = corpus.index, corpus.freshness
     index.reopen_if_replaced()
     rows = index.rows()
-    listing, suspects = _suspects(corpus, store)
-    checked = listing.targets if suspects is None else [listing.targets[n] for n in suspects]
+    listing, checked = freshness.suspects(store, rows, index.generation)
     stale: list[tuple[tuple[str, str], str, Stamp]] = []
     missing: set[tuple[str, str]] = set()
-    verified = corpus.verified
     unsettled = False
     for key, doc_id, path, _ in checked:
         try:
             st = os.stat(path)
         except OSError:
             missing.add(key)  # vanished between listing and stat: dropped below like any gone doc
-            verified.pop(key, None)
+            freshness.seen(key, None)
             continue
-        now = verified[key] = (st.st_ino, st.st_mtime_ns, st.st_size)
+        now = (st.st_ino, st.st_mtime_ns, st.st_size)
+        freshness.seen(key, now)
         entry = rows.get(key)
         if entry is None or entry.stamp != now or not entry.settled:
             stale.append((key, doc_id, now))
     answer = listing.answer
     if not stale and not missing and answer is not None and answer[0] == index.generation:
-        corpus.seen_generation, corpus.unsettled = index.generation, False
+        freshness.refreshed(index.generation, False)
         return answer[1], answer[2]
     for start in range(0, len(stale), _WRITE_BATCH):
         batch = []
@@ -380,7 +252,7 @@ def _refresh(store: DocStore, corpus: _Corpus) -> tuple[dict[str, str], set[int]
             origins[doc_id] = origin
     allowed = index.row_ids(keys)
     listing.answer = (index.generation, origins, allowed)
-    corpus.seen_generation, corpus.unsettled = index.generation, unsettled
+    freshness.refreshed(index.generation, unsettled)
     return origins, allowed
 
 

@@ -13,6 +13,7 @@ import logging
 import os
 import threading
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -22,15 +23,16 @@ from biopb_mcp.docs import index as index_mod
 from biopb_mcp.docs import lint, views, writes
 from biopb_mcp.docs import manifest as manifest_mod
 from biopb_mcp.docs.atomic import sweep_stale_temps, tier_lock, write_atomic
-from biopb_mcp.docs.filecache import FileCache, stamp, stamp_of
+from biopb_mcp.docs.filecache import FileCache, Stamp, stamp, stamp_of
 from biopb_mcp.docs.frontmatter import Parsed, parse
 from biopb_mcp.docs.history import History
 from biopb_mcp.docs.ids import INDEX_ID, check_id, check_write_id, parse_ref
 from biopb_mcp.docs.limits import BODY_MAX_LINES, INDEX_MAX_ENTRIES
-from biopb_mcp.docs.tier import Tier
+from biopb_mcp.docs.tier import Found, Tier
 from biopb_mcp.docs.views import ORIGIN_LOCAL, ORIGIN_SHADOW, ORIGIN_SHIPPED
 from biopb_mcp.docs.writes import WriteResult
 from biopb_mcp.errors import (
+    DocError,
     DocNotFound,
     DocProblem,
     DocUnreadable,
@@ -345,6 +347,53 @@ class DocStore:
             packages=parsed.packages,
             path=path,
         )
+
+    def summaries(self, doc_ids: Sequence[str]) -> dict[str, Parsed | DocError]:
+        """Parsed frontmatter of the doc that wins for each id, or why it cannot be read; an id
+        whose doc is gone is left out. In the ids' order.
+
+        `info`'s title and description for a batch (a listing page), with the same shadowing
+        and the same cache: each folder is opened once (see `Tier.peek_many`), where `info`
+        walks every path from the root.
+        """
+        found: dict[str, Parsed | DocError] = {}
+        slow: list[str] = []
+        cached: dict[str, Parsed] = {}
+
+        def want_text(path: str, st: Stamp) -> bool:
+            hit = self._parsed_cache.get(path, (st,))
+            if hit is not None:
+                cached[path] = hit
+            return hit is None
+
+        pending = list(doc_ids)
+        for tier in (self.local, self.shipped):
+            read_from = time.time_ns()  # before any read: a change during one is never cached
+            absent = []
+            for peek in tier.peek_many(pending, want_text):
+                if peek.found is Found.NOTHING:
+                    absent.append(peek.doc_id)
+                elif peek.found is Found.LINK:
+                    slow.append(peek.doc_id)
+                elif peek.error is not None:
+                    found[peek.doc_id] = peek.error
+                elif peek.text is not None:
+                    assert peek.stamp is not None
+                    found[peek.doc_id] = parsed = parse(peek.text)
+                    self._parsed_cache.put(peek.path, (peek.stamp,), parsed, read_from)
+                else:
+                    found[peek.doc_id] = cached[peek.path]
+            pending = absent
+        for doc_id in slow:  # a link below a tier root: the one-doc path decides where it leads
+            try:
+                found[doc_id] = self._parsed_and_mtime(self._tier_of(self._locate(doc_id)[0]), doc_id)[0]
+            except (DocNotFound, FileNotFoundError):
+                continue
+            except (DocUnreadable, InvalidDocId) as exc:
+                found[doc_id] = exc
+            except OSError as exc:
+                found[doc_id] = DocUnreadable(f"Cannot read doc {doc_id!r}: {exc.strerror or exc}.", doc_id=doc_id)
+        return {doc_id: found[doc_id] for doc_id in doc_ids if doc_id in found}
 
     # ----------------------------------------------------------------- the index
 

@@ -10,18 +10,41 @@ from __future__ import annotations
 import logging
 import os
 import stat
-from collections.abc import Iterator
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
+from enum import Enum
 from functools import lru_cache
 from pathlib import Path
 
 from biopb_mcp.docs import nofollow
-from biopb_mcp.docs.frontmatter import read_text_in
+from biopb_mcp.docs.filecache import Stamp, stamp_of
+from biopb_mcp.docs.frontmatter import read_text_at, read_text_in
 from biopb_mcp.docs.ids import DOC_SUFFIX, INDEX_ID, check_id, is_valid_id
 from biopb_mcp.errors import DocProblem, DocUnreadable, InvalidDocId
 
-__all__ = ["Tier", "doc_path", "scan_tier", "walk_tier"]
+__all__ = ["Found", "Peeked", "Tier", "doc_path", "scan_tier", "walk_tier"]
 
 logger = logging.getLogger(__name__)
+
+
+class Found(Enum):
+    """What a batch peek found at an id's place in a tier."""
+
+    NOTHING = "nothing"  # no file: the id is not in this tier
+    FILE = "file"  # something that is not a link: it wins for its id, readable or not
+    LINK = "link"  # a link on the way: only `Tier.read` decides whether it stays inside
+
+
+@dataclass(frozen=True)
+class Peeked:
+    """One id of a batch peek; `text` is read only when the caller asked for it."""
+
+    doc_id: str
+    found: Found
+    path: str = ""
+    stamp: Stamp | None = None
+    text: str | None = None
+    error: DocUnreadable | None = None
 
 
 class Tier:
@@ -59,6 +82,50 @@ class Tier:
             return stat.S_ISREG(os.stat(self.file(doc_id)).st_mode)
         except OSError:
             return False
+
+    def peek_many(self, doc_ids: Iterable[str], want_text: Callable[[str, Stamp], bool]) -> Iterator[Peeked]:
+        """What is at each id's place, and its text where `want_text(path, stamp)` asks for it.
+
+        For a listing page: each folder is opened once with no link followed (as `read` opens
+        every component per doc), then each doc costs one stat and, for a text, one open.
+        Ids must be valid (they come from the store's own lists).
+        """
+        folders: dict[str, list[str]] = {}
+        for doc_id in doc_ids:
+            folders.setdefault(doc_id.rpartition("/")[0], []).append(doc_id)
+        for folder, members in folders.items():
+            try:
+                with nofollow.open_dir(self.root, nofollow.split(folder)) as dir_fd:
+                    for doc_id in members:
+                        yield self._peek_at(dir_fd, doc_id, want_text)
+            except FileNotFoundError:
+                yield from (Peeked(doc_id, Found.NOTHING) for doc_id in members)
+            except nofollow.LinkRefused:
+                yield from (Peeked(doc_id, Found.LINK) for doc_id in members)
+            except OSError as exc:  # NOTADIR is LinkRefused; this is a folder that cannot be opened
+                logger.warning("Cannot open docs folder %s in %s: %s", folder, self.root, exc)
+                yield from (Peeked(doc_id, Found.NOTHING) for doc_id in members)
+
+    def _peek_at(self, dir_fd: int, doc_id: str, want_text: Callable[[str, Stamp], bool]) -> Peeked:
+        name = doc_id.rpartition("/")[2] + DOC_SUFFIX
+        path = self.file(doc_id)
+        try:
+            st = os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
+        except FileNotFoundError:
+            return Peeked(doc_id, Found.NOTHING)
+        except OSError as exc:
+            return Peeked(doc_id, Found.FILE, path, error=DocUnreadable(f"Cannot read {path}: {exc.strerror or exc}."))
+        if stat.S_ISLNK(st.st_mode):
+            return Peeked(doc_id, Found.LINK, path)
+        stamp = stamp_of(st)
+        if not want_text(path, stamp):
+            return Peeked(doc_id, Found.FILE, path, stamp)
+        try:
+            return Peeked(doc_id, Found.FILE, path, stamp, read_text_at(dir_fd, name, path))
+        except FileNotFoundError:  # removed since the stat
+            return Peeked(doc_id, Found.NOTHING)
+        except DocUnreadable as exc:
+            return Peeked(doc_id, Found.FILE, path, stamp, error=exc)
 
     def scan(self, *, include_invalid: bool = False) -> Iterator[tuple[str | None, os.DirEntry[str]]]:
         """`(id, DirEntry)` of every doc file here (see `scan_tier`)."""

@@ -65,8 +65,10 @@ class Changes:
 
     paths: set[str] = field(default_factory=set)
     """Files written, touched, created, removed or renamed, as ``folder + "/" + name``."""
-    folders: bool = False
-    """A folder was created, removed or renamed: the set of watched folders is out of date."""
+    created: set[str] = field(default_factory=set)
+    """Those of them that appeared (created, or renamed to that name)."""
+    folders: set[str] = field(default_factory=set)
+    """Folders created, removed or renamed inside a watched one: the set to watch may be out of date."""
     complete: bool = True
     """False when events were lost (the queue overflowed, a watched folder went away): anything
     may have changed."""
@@ -100,14 +102,16 @@ def parse_events(buffer: bytes, folders: dict[int, str], into: Changes) -> None:
             continue  # a watch removed since the event was queued
         if mask & _SELF:
             into.complete = False
-            into.folders = True
             if mask & IN_IGNORED:
                 del folders[wd]
             continue
         name = os.fsdecode(raw.rstrip(b"\0"))
+        path = f"{folder}/{name}"
+        into.paths.add(path)
         if mask & IN_ISDIR:
-            into.folders = True
-        into.paths.add(f"{folder}/{name}")
+            into.folders.add(path)
+        if mask & (IN_CREATE | IN_MOVED_TO):
+            into.created.add(path)
 
 
 class DirWatch:
