@@ -196,8 +196,9 @@ def test_indexed_symlink_leaving_the_tier_is_skipped_not_fatal(
     assert any("'escape'" in p and "outside" in p for p in store.check())
 
 
-def test_a_page_reads_each_folder_once_yet_keeps_shadowing_links_and_bad_files(tmp_path: Path) -> None:
-    """`DocStore.summaries` (a page's batch read) answers as `info` does for every kind of place."""
+def test_batch_reads_open_each_folder_once_yet_keep_shadowing_links_and_bad_files(tmp_path: Path) -> None:
+    """`DocStore.summaries` (a page's batch read) answers as `info` does, and `DocStore.texts` as
+    `doc_text` does, for every kind of place."""
     local, shipped, outside = tmp_path / "local", tmp_path / "shipped", tmp_path / "outside"
     for folder in (local / "lab", shipped / "ref", outside):
         folder.mkdir(parents=True)
@@ -228,3 +229,12 @@ def test_a_page_reads_each_folder_once_yet_keeps_shadowing_links_and_bad_files(t
         assert titles[doc_id] == single, doc_id
     again = {doc_id: getattr(found, "title", None) for doc_id, found in store.summaries(ids).items()}
     assert again == titles  # the second read comes from the cache, unchanged
+
+    texts = store.texts(ids)  # the same batch read for whole texts (search indexing)
+    assert list(texts) == list(batch)
+    for doc_id, text in texts.items():
+        try:
+            expected: object = store.doc_text(doc_id)[0]
+        except (DocUnreadable, InvalidDocId) as exc:
+            expected = type(exc)
+        assert (type(text) if isinstance(text, Exception) else text) == expected, doc_id

@@ -1,7 +1,8 @@
 """The search index on disk: reuse across restarts, per-file refresh, recovery, and sharing.
 
 A "restart" is a new Python process over the same docs and index file, as a server restart is;
-the doc reads it makes are counted by a DocStore whose doc_text counts its calls.
+the doc reads it makes are counted by a DocStore whose texts() (search's one way to read docs)
+counts the docs it is asked for.
 """
 
 from __future__ import annotations
@@ -33,9 +34,9 @@ _CHILD = textwrap.dedent('''\
     class CountingStore(DocStore):
         reads = 0
 
-        def doc_text(self, doc_id):
-            CountingStore.reads += 1
-            return super().doc_text(doc_id)
+        def texts(self, doc_ids):
+            CountingStore.reads += len(doc_ids)
+            return super().texts(doc_ids)
 
     local, shipped, db = (Path(a) for a in sys.argv[1:4])
     store = CountingStore(local, shipped_dir=shipped, version="1.0", search_db=db)

@@ -146,6 +146,7 @@ class FtsIndex:
         self._by_row: dict[int, Indexed] = {}
         self._data_version = -1
         self._root_nos: dict[str, int] = {}
+        self._last_rows: dict[int, int] = {}  # root number -> its largest row id, in this write transaction
         self.generation = 0
         """Bumped on every change to the rows this process knows: an answer derived at one
         generation holds while it is current."""
@@ -276,6 +277,7 @@ class FtsIndex:
         """One short write transaction (other servers' writes wait up to BUSY_TIMEOUT_S)."""
         conn = self.conn
         conn.execute("BEGIN IMMEDIATE")
+        self._last_rows = {}  # another server may have added rows since the last transaction
         try:
             self.rows()  # what other servers committed before this transaction began
             yield
@@ -292,26 +294,25 @@ class FtsIndex:
         """
         conn = self.conn
         old = self._rows.get((root, doc_id))
-        if old is None:
-            first = self._root_no(root) << _DOC_BITS
-            last = conn.execute("SELECT max(id) FROM docs WHERE id BETWEEN ? AND ?",
-                                (first, first + (1 << _DOC_BITS) - 1)).fetchone()[0]
+        if old is None:  # `writing()` re-read the rows under the write lock: none is there
+            row = self._next_row(root)
             conn.execute(
-                "INSERT INTO docs (id, root, doc_id, ino, mtime_ns, size, digest, settled) "
-                "VALUES (?, ?, ?, ?, ?, ?, ?, ?) "
-                "ON CONFLICT (root, doc_id) DO UPDATE SET ino = excluded.ino, mtime_ns = excluded.mtime_ns, "
-                "size = excluded.size, digest = excluded.digest, settled = excluded.settled",
-                (first + 1 if last is None else last + 1, root, doc_id, *stamp, dig, int(settled)),
+                "INSERT INTO docs (id, root, doc_id, ino, mtime_ns, size, digest, settled) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                (row, root, doc_id, *stamp, dig, int(settled)),
             )
-            row = int(conn.execute("SELECT id FROM docs WHERE root = ? AND doc_id = ?", (root, doc_id)).fetchone()[0])
+            if dig is not None:
+                self._insert_sections(row, sections())
         else:
             row = old.row
             conn.execute(
                 "UPDATE docs SET ino = ?, mtime_ns = ?, size = ?, digest = ?, settled = ? WHERE id = ?",
                 (*stamp, dig, int(settled), row),
             )
-        if old is None or old.digest != dig:
-            self._set_sections(row, sections() if dig is not None else [])
+            if old.digest != dig:
+                first = row << _SECTION_BITS
+                conn.execute("DELETE FROM sections WHERE rowid BETWEEN ? AND ?", (first, first + MAX_SECTIONS - 1))
+                if dig is not None:
+                    self._insert_sections(row, sections())
         entry = Indexed(row, root, doc_id, stamp, dig, settled)
         self._rows[(root, doc_id)] = entry
         self._by_row[row] = entry
@@ -326,15 +327,25 @@ class FtsIndex:
                 self.conn.execute("SELECT id FROM roots WHERE path = ?", (root,)).fetchone()[0])
         return number
 
-    def _set_sections(self, row: int, sections: Sequence[tuple[str, str]]) -> None:
+    def _next_row(self, root: str) -> int:
+        """A new doc's row id in its root's range. Inside `writing()`, which forgets the counters."""
+        number = self._root_no(root)
+        last = self._last_rows.get(number)
+        if last is None:
+            first = number << _DOC_BITS
+            found = self.conn.execute("SELECT max(id) FROM docs WHERE id BETWEEN ? AND ?",
+                                      (first, first + (1 << _DOC_BITS) - 1)).fetchone()[0]
+            last = first if found is None else int(found)
+        self._last_rows[number] = last + 1
+        return last + 1
+
+    def _insert_sections(self, row: int, sections: Sequence[tuple[str, str]]) -> None:
         first = row << _SECTION_BITS
-        conn = self.conn
-        conn.execute("DELETE FROM sections WHERE rowid BETWEEN ? AND ?", (first, first + MAX_SECTIONS - 1))
         sections = list(sections)
         if len(sections) > MAX_SECTIONS:
             tail = "\n".join(text for _, text in sections[MAX_SECTIONS - 1 :])
             sections = [*sections[: MAX_SECTIONS - 1], (sections[MAX_SECTIONS - 1][0], tail)]
-        conn.executemany(
+        self.conn.executemany(
             "INSERT INTO sections (rowid, body, literals, heading) VALUES (?, ?, ?, ?)",
             [(first + n, text, " ".join(map(encode_compound, compounds(text))), heading)
              for n, (heading, text) in enumerate(sections)],

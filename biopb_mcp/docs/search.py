@@ -31,7 +31,7 @@ from biopb_mcp.docs.freshness import Freshness
 from biopb_mcp.docs.fts import FtsIndex, Ranked, SearchUnavailable, digest
 from biopb_mcp.docs.limits import QUERY_MAX_CHARS
 from biopb_mcp.docs.sections import ATOM, split_sections, tokenize
-from biopb_mcp.errors import DocError, DocNotFound, InvalidQuery
+from biopb_mcp.errors import DocError, InvalidQuery
 
 if TYPE_CHECKING:
     from biopb_mcp.docs.store import DocStore
@@ -219,18 +219,21 @@ def _refresh(store: DocStore, corpus: _Corpus) -> tuple[dict[str, str], set[int]
         return answer[1], answer[2]
     for start in range(0, len(stale), _WRITE_BATCH):
         batch = []
-        for key, doc_id, now in stale[start : start + _WRITE_BATCH]:
-            read_at = time.time_ns()
-            try:
-                text: str | None = store.doc_text(doc_id)[0]
-            except DocNotFound:
+        chunk = stale[start : start + _WRITE_BATCH]
+        read_at = time.time_ns()  # before any read: a change during one is never trusted
+        texts = store.texts([doc_id for _, doc_id, _ in chunk])
+        for key, doc_id, now in chunk:
+            read = texts.get(doc_id)
+            if read is None:
                 missing.add(key)
                 continue
-            except (DocError, OSError, UnicodeError) as exc:
+            text: str | None = None
+            if isinstance(read, DocError):
                 entry = rows.get(key)
                 if entry is None or entry.stamp != now or entry.digest is not None:
-                    logger.warning("Search skips the unreadable doc %s: %s", doc_id, exc)
-                text = None
+                    logger.warning("Search skips the unreadable doc %s: %s", doc_id, read)
+            else:
+                text = read
             settled = is_settled(now, read_at)
             unsettled = unsettled or not settled
             batch.append((key, doc_id, now, settled, text))

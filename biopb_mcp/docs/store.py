@@ -13,7 +13,7 @@ import logging
 import os
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -28,7 +28,7 @@ from biopb_mcp.docs.frontmatter import Parsed, parse
 from biopb_mcp.docs.history import History
 from biopb_mcp.docs.ids import INDEX_ID, check_id, check_write_id, parse_ref
 from biopb_mcp.docs.limits import BODY_MAX_LINES, INDEX_MAX_ENTRIES
-from biopb_mcp.docs.tier import Found, Tier
+from biopb_mcp.docs.tier import Found, Peeked, Tier
 from biopb_mcp.docs.views import ORIGIN_LOCAL, ORIGIN_SHADOW, ORIGIN_SHIPPED
 from biopb_mcp.docs.writes import WriteResult
 from biopb_mcp.errors import (
@@ -348,6 +348,42 @@ class DocStore:
             path=path,
         )
 
+    def _winners(self, doc_ids: Sequence[str], want_text: Callable[[str, Stamp], bool]) -> Iterator[Peeked | str]:
+        """`Tier.peek_many` over both tiers with the shadowing rule: a peek for each id whose
+        doc wins in a folder read as a batch, or the id alone where a link is on the way (the
+        caller takes the one-doc path). Ids with no doc are left out."""
+        pending = list(doc_ids)
+        for tier in (self.local, self.shipped):
+            absent = []
+            for peek in tier.peek_many(pending, want_text):
+                if peek.found is Found.NOTHING:
+                    absent.append(peek.doc_id)
+                elif peek.found is Found.LINK:
+                    yield peek.doc_id
+                else:
+                    yield peek
+            pending = absent
+
+    def texts(self, doc_ids: Sequence[str]) -> dict[str, str | DocError]:
+        """`doc_text`'s text of each id, or why it cannot be read; an id with no doc is left out.
+
+        For a batch (search indexing thousands of docs): each folder is opened once.
+        """
+        found: dict[str, str | DocError] = {}
+        for peek in self._winners(doc_ids, lambda _path, _stamp: True):
+            if isinstance(peek, Peeked):
+                found[peek.doc_id] = peek.error if peek.error is not None else peek.text or ""
+                continue
+            try:
+                found[peek] = self.doc_text(peek)[0]
+            except DocNotFound:
+                continue
+            except DocError as exc:
+                found[peek] = exc
+            except (OSError, UnicodeError) as exc:
+                found[peek] = DocUnreadable(f"Cannot read doc {peek!r}: {exc}.", doc_id=peek)
+        return found
+
     def summaries(self, doc_ids: Sequence[str]) -> dict[str, Parsed | DocError]:
         """Parsed frontmatter of the doc that wins for each id, or why it cannot be read; an id
         whose doc is gone is left out. In the ids' order.
@@ -357,7 +393,6 @@ class DocStore:
         walks every path from the root.
         """
         found: dict[str, Parsed | DocError] = {}
-        slow: list[str] = []
         cached: dict[str, Parsed] = {}
 
         def want_text(path: str, st: Stamp) -> bool:
@@ -366,33 +401,25 @@ class DocStore:
                 cached[path] = hit
             return hit is None
 
-        pending = list(doc_ids)
-        for tier in (self.local, self.shipped):
-            read_from = time.time_ns()  # before any read: a change during one is never cached
-            absent = []
-            for peek in tier.peek_many(pending, want_text):
-                if peek.found is Found.NOTHING:
-                    absent.append(peek.doc_id)
-                elif peek.found is Found.LINK:
-                    slow.append(peek.doc_id)
-                elif peek.error is not None:
-                    found[peek.doc_id] = peek.error
-                elif peek.text is not None:
-                    assert peek.stamp is not None
-                    found[peek.doc_id] = parsed = parse(peek.text)
-                    self._parsed_cache.put(peek.path, (peek.stamp,), parsed, read_from)
-                else:
-                    found[peek.doc_id] = cached[peek.path]
-            pending = absent
-        for doc_id in slow:  # a link below a tier root: the one-doc path decides where it leads
-            try:
-                found[doc_id] = self._parsed_and_mtime(self._tier_of(self._locate(doc_id)[0]), doc_id)[0]
-            except (DocNotFound, FileNotFoundError):
-                continue
-            except (DocUnreadable, InvalidDocId) as exc:
-                found[doc_id] = exc
-            except OSError as exc:
-                found[doc_id] = DocUnreadable(f"Cannot read doc {doc_id!r}: {exc.strerror or exc}.", doc_id=doc_id)
+        read_from = time.time_ns()  # before any read: a change during one is never cached
+        for peek in self._winners(doc_ids, want_text):
+            if not isinstance(peek, Peeked):  # a link below a tier root: the one-doc path decides
+                try:
+                    found[peek] = self._parsed_and_mtime(self._tier_of(self._locate(peek)[0]), peek)[0]
+                except (DocNotFound, FileNotFoundError):
+                    continue
+                except (DocUnreadable, InvalidDocId) as exc:
+                    found[peek] = exc
+                except OSError as exc:
+                    found[peek] = DocUnreadable(f"Cannot read doc {peek!r}: {exc.strerror or exc}.", doc_id=peek)
+            elif peek.error is not None:
+                found[peek.doc_id] = peek.error
+            elif peek.text is not None:
+                assert peek.stamp is not None
+                found[peek.doc_id] = parsed = parse(peek.text)
+                self._parsed_cache.put(peek.path, (peek.stamp,), parsed, read_from)
+            else:
+                found[peek.doc_id] = cached[peek.path]
         return {doc_id: found[doc_id] for doc_id in doc_ids if doc_id in found}
 
     # ----------------------------------------------------------------- the index
