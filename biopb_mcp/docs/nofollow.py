@@ -142,14 +142,18 @@ def read_bytes_at(dir_fd: int, name: str, shown: str, *, max_bytes: int) -> tupl
             raise OSError(errno.EINVAL, f"{shown} is not a regular file")
         if st.st_size > max_bytes:
             raise TooBig(shown, st.st_size)
+        # One read of the stat'ed size plus a byte shows EOF at once for a file that did not
+        # grow; one that did is read on, up to the bound.
         chunks: list[bytes] = []
         left = max_bytes + 1
+        want = min(left, st.st_size + 1)
         while left > 0:
-            chunk = os.read(fd, min(left, max(st.st_size, 65536)))
-            if not chunk:
-                break
+            chunk = os.read(fd, want)
             chunks.append(chunk)
             left -= len(chunk)
+            if len(chunk) < want:
+                break
+            want = min(left, 65536)
         return b"".join(chunks), st
     finally:
         os.close(fd)
