@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -131,3 +133,43 @@ def test_first_change_summaries() -> None:
     assert first_change(None, "\n# T\n") == "first version: # T"
     assert first_change("a\nb\n", "a\nc\n") == "line 2: c"
     assert first_change("a\nb\nc", "a\nb") == "line 3 removed: c"
+
+
+def test_hand_saves_racing_a_write_are_kept_before_and_after_its_rename(
+    store: DocStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An editor saving in place while write_doc fsyncs its temp file, and one that opened the file
+    before the rename but saves after it (into the file the rename displaced): both texts are in
+    history, the write's text is on disk. The editor's moves are timed by wrapping the store's
+    own guard, which runs unchanged."""
+    from biopb_mcp.docs import writes
+
+    store.write_doc("proc", body=V1)
+    path = store.local_dir / "proc.md"
+    during, after = "# Proc\n\nSaved by hand during the fsync.\n", "# Proc\n\nSaved by hand after the rename.\n"
+    real_guard = writes._late_edit_guard
+
+    def timed_guard(*args: object) -> object:
+        guard = real_guard(*args)  # type: ignore[arg-type]
+
+        @contextlib.contextmanager
+        def around(dir_fd: int, name: str) -> Iterator[None]:
+            path.write_text(during, encoding="utf-8")  # saved in place before the rename
+            editor = os.open(path, os.O_WRONLY)  # the editor opens the file before the rename ...
+            with guard(dir_fd, name):
+                yield  # the rename runs here
+                os.ftruncate(editor, 0)  # ... and saves after it, in place, into the displaced file
+                os.pwrite(editor, after.encode(), 0)
+                os.close(editor)
+
+        return around
+
+    monkeypatch.setattr(writes, "_late_edit_guard", timed_guard)
+    store.write_doc("proc", body=V2)
+
+    assert path.read_text(encoding="utf-8") == V2
+    listing = store.read_doc("proc@history")
+    numbers = [line.split()[1] for line in listing.splitlines() if line.startswith("- v")]
+    texts = [store.read_doc(f"proc@{n}").split("\n\n", 1)[1] for n in numbers]
+    assert texts == [V1, during, after, V2]
+    assert listing.count("hand edit") == 2

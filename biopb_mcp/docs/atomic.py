@@ -16,6 +16,7 @@ import re
 import threading
 import time
 from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager
 from pathlib import Path
 
 from biopb_mcp.docs import nofollow
@@ -62,21 +63,22 @@ def write_atomic(
     data: str | bytes,
     *,
     durable: bool = True,
-    before_replace: Callable[[], None] | None = None,
+    around_replace: Callable[[int, str], AbstractContextManager[object]] | None = None,
     root: Path | None = None,
 ) -> None:
     """Replace `path` with `data` atomically; a new file gets mode 0600, an existing one keeps its mode.
 
     `durable=False` skips the fsync, for the store's own bookkeeping (history) where losing the
-    last entry in a power cut is acceptable and the latency is not. `before_replace` runs after
-    the data is on disk, right before the rename: the store uses it to keep a hand edit that
-    landed while the temp file was being written (the fsync is the widest window there is).
+    last entry in a power cut is acceptable and the latency is not. The rename runs inside
+    `around_replace(dir_fd, name)` (the open folder and the file's name in it), after the data
+    is on disk: the store uses it to keep a hand edit that landed while the temp file was being
+    written (the fsync is the widest window there is), or during the rename itself.
     With `root` (a tier), no link below it is followed on the way to `path` (see nofollow).
     """
     payload = data.encode("utf-8") if isinstance(data, str) else data
     base = path.parent if root is None else root
     rel = path.name if root is None else path.relative_to(root).as_posix()
-    nofollow.write_atomic(base, rel, payload, durable=durable, before_replace=before_replace)
+    nofollow.write_atomic(base, rel, payload, durable=durable, around_replace=around_replace)
 
 
 @contextlib.contextmanager

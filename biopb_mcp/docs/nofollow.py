@@ -15,6 +15,7 @@ import os
 import secrets
 import stat
 from collections.abc import Callable, Iterator, Sequence
+from contextlib import AbstractContextManager
 from pathlib import Path
 
 DIR_MODE = 0o700
@@ -159,19 +160,42 @@ def read_bytes_at(dir_fd: int, name: str, shown: str, *, max_bytes: int) -> tupl
         os.close(fd)
 
 
+def pread_all(fd: int, *, max_bytes: int) -> bytes:
+    """The bytes of an open regular file from its start, at most `max_bytes + 1`, whatever its
+    read offset (it may be read again later through the same fd).
+
+    Raises:
+        OSError: not a regular file (EINVAL), or unreadable.
+    """
+    st = os.fstat(fd)
+    if not stat.S_ISREG(st.st_mode):
+        raise OSError(errno.EINVAL, "not a regular file")
+    chunks: list[bytes] = []
+    offset, want = 0, min(max_bytes + 1, st.st_size + 1)
+    while offset <= max_bytes:
+        chunk = os.pread(fd, want, offset)
+        chunks.append(chunk)
+        offset += len(chunk)
+        if len(chunk) < want:
+            break
+        want = min(max_bytes + 1 - offset, 65536)
+    return b"".join(chunks)
+
+
 def write_atomic(
     root: Path,
     rel: str,
     data: bytes,
     *,
     durable: bool = True,
-    before_replace: Callable[[], None] | None = None,
+    around_replace: Callable[[int, str], AbstractContextManager[object]] | None = None,
 ) -> None:
     """Replace `root/rel` with `data` through a temp file renamed over it, all relative to one dir fd.
 
     Missing parent folders are made. A link at `rel` itself is replaced (the rename swaps the
     name, never writes through it); a link among the parents refuses the write. A new file gets
     mode 0600, an existing one keeps its mode. `durable` fsyncs the data and the directory.
+    The rename runs inside `around_replace(dir_fd, name)` when given, after the data is on disk.
     """
     parts = split(rel)
     name = parts[-1]
@@ -191,9 +215,8 @@ def write_atomic(
                     os.fchmod(fh.fileno(), mode)
                 if durable:
                     os.fdatasync(fh.fileno())  # data + size: enough for rename-over safety
-            if before_replace is not None:
-                before_replace()
-            os.rename(tmp, name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
+            with around_replace(dir_fd, name) if around_replace is not None else contextlib.nullcontext():
+                os.rename(tmp, name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
         except BaseException:
             with contextlib.suppress(OSError):
                 os.unlink(tmp, dir_fd=dir_fd)

@@ -7,20 +7,23 @@ the local tier's lock (`DocStore.write_doc` takes it).
 
 from __future__ import annotations
 
+import contextlib
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from biopb_mcp.docs import index as index_mod
+from biopb_mcp.docs import nofollow
 from biopb_mcp.docs.atomic import write_atomic
-from biopb_mcp.docs.frontmatter import normalize, parse
+from biopb_mcp.docs.frontmatter import decode, normalize, parse
 from biopb_mcp.docs.history import SOURCE_HAND_EDIT, SOURCE_SHIPPED, SOURCE_WRITE
 from biopb_mcp.docs.ids import INDEX_ID
 from biopb_mcp.docs.limits import BODY_MAX_LINES, FILE_MAX_BYTES, INDEX_MAX_ENTRIES
 from biopb_mcp.docs.textdiff import line_count, matches, unified_diff
-from biopb_mcp.errors import DocError, DocProblem, DocUnreadable, WriteRefused
+from biopb_mcp.errors import DocProblem, DocUnreadable, WriteRefused
 
 if TYPE_CHECKING:
     from biopb_mcp.docs.store import DocStore
@@ -194,7 +197,7 @@ def write_doc(store: DocStore, doc_id: str, body: str | None, old: str | None, n
         kept = _keep_hand_edit(store, doc_id, current, local_path)
     elif shipped is not None:
         store.history.record(doc_id, shipped, SOURCE_SHIPPED)
-    write_atomic(local_path, after, before_replace=_late_edit_guard(store, doc_id, local_path, current), root=local.root)
+    write_atomic(local_path, after, around_replace=_late_edit_guard(store, doc_id, local_path, current), root=local.root)
     store.history.record(doc_id, after, SOURCE_WRITE)
     before = base if base is not None else ""
     before_name = f"{doc_id} (shipped)" if created and shipped is not None else f"{doc_id} (before)"
@@ -244,22 +247,56 @@ def _keep_hand_edit(store: DocStore, doc_id: str, current: str, path: Path) -> i
     return None
 
 
-def _late_edit_guard(store: DocStore, doc_id: str, path: Path, seen: str | None) -> Callable[[], None]:
-    """A write_atomic hook: a hand edit that landed after `seen` was read is kept in history.
+_SETTLE_READS = 8
+"""Most re-reads a write makes while an editor keeps saving the file: it never waits longer."""
 
-    The lock keeps other servers out, but not an editor; without this, an edit saved while
-    the new text was being fsynced would be replaced without a trace.
+
+def _late_edit_guard(
+    store: DocStore, doc_id: str, path: Path, seen: str | None
+) -> Callable[[int, str], AbstractContextManager[None]]:
+    """A write_atomic `around_replace`: a hand edit that landed after `seen` was read is kept in history.
+
+    The lock keeps other servers out, but not an editor; without this, an edit saved while the
+    new text was being fsynced would be replaced without a trace. Before the rename the file is
+    read through one fd until a read finds what the one before found (keeping a version takes a
+    history write, long enough for the editor to save again, or to finish a save it had begun:
+    an in-place save truncates, then writes). After the rename the same fd is read once more: an
+    editor that opened the file before the rename saves into the file the rename displaced, and
+    that text is kept too.
     """
 
-    def keep_late_edit() -> None:
+    @contextlib.contextmanager
+    def guard(dir_fd: int, name: str) -> Iterator[None]:
         try:
-            text = store.index_text_at_disk() if doc_id == INDEX_ID else store.local.read(doc_id)
-        except (FileNotFoundError, DocError):
+            fd = nofollow.open_file(dir_fd, name, os.O_RDONLY | os.O_NONBLOCK)
+        except OSError:  # nothing there (a new doc) or a link: no file an editor saves into
+            yield
             return
-        if text != seen:
-            _keep_hand_edit(store, doc_id, text, path)
+        try:
+            last = seen
+            for _ in range(_SETTLE_READS):
+                text = _text_of(fd, path)
+                if text is None or text == last:
+                    break
+                _keep_hand_edit(store, doc_id, text, path)
+                last = text
+            yield
+            text = _text_of(fd, path)
+            if text is not None and text != last:
+                _keep_hand_edit(store, doc_id, text, path)
+        finally:
+            os.close(fd)
 
-    return keep_late_edit
+    return guard
+
+
+def _text_of(fd: int, path: Path) -> str | None:
+    """The doc text in an open file, or None when it is not readable text (a hand edit of it
+    is then no text to keep)."""
+    try:
+        return decode(nofollow.pread_all(fd, max_bytes=FILE_MAX_BYTES), path)
+    except (OSError, DocUnreadable):
+        return None
 
 
 def _index_text_for_write(store: DocStore) -> str:
@@ -273,6 +310,6 @@ def _store_index(store: DocStore, before: str | None, after: str) -> None:
     index_path = store.index_path
     if before is not None and os.path.exists(index_path):
         _keep_hand_edit(store, INDEX_ID, before, index_path)
-    write_atomic(index_path, after, before_replace=_late_edit_guard(store, INDEX_ID, index_path, before),
+    write_atomic(index_path, after, around_replace=_late_edit_guard(store, INDEX_ID, index_path, before),
                  root=store.local.root)
     store.history.record(INDEX_ID, after, SOURCE_WRITE)
