@@ -627,8 +627,9 @@ async def _run(root: Path, scale: Scale) -> tuple[list[Figure], dict[str, Any]]:
     at_small = await _docs_figures(small, scale, f"{n_s:,} files")
     figs.append(series("docs: MCP floor, a no-op sync tool (in-process session)", at_large["noop"], note="included in every docs figure"))
     names = {"read_doc": "read_doc(id)", "write_doc_body": "write_doc body", "write_doc_index": "write_doc old/new on index", "read_doc_index": 'read_doc("index")'}
+    limits = {"write_doc_index": 6.0}  # the index is the doc an agent edits most; the rest: 10 ms
     for key, label in names.items():
-        figs.append(series(f"docs: {label} @ {n_l:,} files", at_large[key], limit=10.0))
+        figs.append(series(f"docs: {label} @ {n_l:,} files", at_large[key], limit=limits.get(key, 10.0)))
         figs.append(series(f"docs: {label} @ {n_s:,} files", at_small[key]))
         figs.append(ratio(f"docs: {label} growth {n_s:,} -> {n_l:,}", at_large[key], at_small[key], n_l / n_s, note="linear = files ratio"))
 
@@ -647,7 +648,7 @@ async def _run(root: Path, scale: Scale) -> tuple[list[Figure], dict[str, Any]]:
     res = await _resource_figures(listed)
     n_listed = len(listed.indexed)
     figs.append(series(f"resources: list page, {n_listed:,} listed docs (warm)", res["warm"]["pages"], limit=20.0))
-    figs.append(series(f"resources: list page, {n_listed:,} listed docs (first walk)", res["cold"]["pages"], limit=20.0))
+    figs.append(series(f"resources: list page, {n_listed:,} listed docs (first walk)", res["cold"]["pages"], limit=15.0))
     for walk in ("cold", "warm"):
         w = res[walk]
         label = "first" if walk == "cold" else "warm"
@@ -679,7 +680,10 @@ async def _run(root: Path, scale: Scale) -> tuple[list[Figure], dict[str, Any]]:
                        f"per call: server {cpu['ours']:.2f} - bare server {cpu['bare']:.2f} - raw client {cpu['raw']:.2f} ms CPU"))
     overhead = [a - b for a, b in zip(k["exec"], k["exec_raw"], strict=False)]
     med_over = statistics.median(k["exec"]) - statistics.median(k["exec_raw"])
-    figs.append(Figure("kernel: execute 1+1 added overhead", "ms", med_over, _p95(overhead), "<= 3 ms", med_over <= 3.0, len(overhead), "median(ours) - median(raw)"))
+    # Reported, not judged: it includes the MCP stdio round trip itself (the bare tool call row),
+    # which no server adds less than; the target is the row above, beyond that call.
+    figs.append(Figure("kernel: execute 1+1 added overhead", "ms", med_over, _p95(overhead), "(report)", None, len(overhead),
+                       "median(ours) - median(raw), MCP transport included"))
     mb = scale.print_bytes / 1e6
     figs.append(series(f"kernel: execute_code {mb:g} MB of prints", k["prints"]))
     figs.append(series(f"kernel: raw execute_interactive {mb:g} MB of prints", k["prints_raw"]))

@@ -183,3 +183,18 @@ def test_a_write_to_a_listed_doc_keeps_the_doc_list_a_new_doc_walks_it_once(stor
     assert _ids(counting, "brandnewword") == ["lab/g1/brandnew"]
     assert _ids(counting, "brandnewword") == ["lab/g1/brandnew"]
     assert counting.walks == walked + 1
+
+
+@linux_only
+def test_removing_a_local_copy_brings_back_the_shipped_doc_it_shadowed(tmp_path: Path) -> None:
+    local, shipped = tmp_path / "local", tmp_path / "shipped"
+    _write(shipped / "index.md", "# docs\n\n## References\n- ref/kernel: the kernel\n")
+    _write(shipped / "ref/kernel.md", "# Kernel\n\n## Use\nshippedword in the release text\n")
+    _write(local / "ref/kernel.md", "# Kernel\n\n## Use\nlocalword in the lab's copy\n")
+    store = DocStore(local, shipped_dir=shipped, version="1.0", search_db=tmp_path / "search.sqlite3")
+    for _ in range(2):  # the second query runs on the folder watches
+        assert [(h.doc_id, h.origin) for h in search_docs(store, "localword")] == [("ref/kernel", "local (shadows shipped)")]
+        assert _ids(store, "shippedword") == []
+    (local / "ref/kernel.md").unlink()
+    assert [(h.doc_id, h.origin) for h in search_docs(store, "shippedword")] == [("ref/kernel", "shipped")]
+    assert _ids(store, "localword") == []

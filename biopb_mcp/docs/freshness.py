@@ -87,8 +87,12 @@ def _hidden(path: str) -> bool:
     return path.rpartition("/")[2].startswith(".")
 
 
+def _is_doc(path: str) -> bool:
+    return path.endswith(DOC_SUFFIX) and not _hidden(path)
+
+
 def _is_new_doc(path: str, scope: Scope) -> bool:
-    return path.endswith(DOC_SUFFIX) and not _hidden(path) and path not in scope.by_path
+    return _is_doc(path) and path not in scope.by_path
 
 
 @dataclass
@@ -153,7 +157,8 @@ class Freshness:
             return
         if (not changes.complete or any(path in scope.inputs for path in changes.paths)
                 or any(not _hidden(path) for path in changes.folders)
-                or any(_is_new_doc(path, scope) for path in changes.created)):
+                or any(_is_new_doc(path, scope) for path in changes.created)
+                or any(_is_doc(path) for path in changes.removed)):  # a shipped doc may win again
             self.scope = None
             return
         # Events were read for these folders: their stamps now are expected, not a change nobody

@@ -67,6 +67,8 @@ class Changes:
     """Files written, touched, created, removed or renamed, as ``folder + "/" + name``."""
     created: set[str] = field(default_factory=set)
     """Those of them that appeared (created, or renamed to that name)."""
+    removed: set[str] = field(default_factory=set)
+    """Those of them that went away (deleted, or renamed from that name)."""
     folders: set[str] = field(default_factory=set)
     """Folders created, removed or renamed inside a watched one: the set to watch may be out of date."""
     complete: bool = True
@@ -112,6 +114,8 @@ def parse_events(buffer: bytes, folders: dict[int, str], into: Changes) -> None:
             into.folders.add(path)
         if mask & (IN_CREATE | IN_MOVED_TO):
             into.created.add(path)
+        if mask & (IN_DELETE | IN_MOVED_FROM):
+            into.removed.add(path)
 
 
 class DirWatch:
