@@ -265,9 +265,13 @@ class History:
         version = Version(n, _stamp(when), len(data), source, digest, first_change(before, text))
         logged.append(version)
         self._seen = (doc_id, logged)
-        for old in logged[: max(0, len(logged) - self.keep)]:
+        compact = len(logged) > 2 * self.keep
+        # The version this write pushed out of the kept window; at a compaction, every one before
+        # the window (also those a lowered `keep` or a crash left behind).
+        dropped = logged[: -self.keep] if compact else logged[-self.keep - 1 : -self.keep] if len(logged) > self.keep else []
+        for old in dropped:
             nofollow.unlink(self.local_dir, self._rel(doc_id, f"v{old.n}.txt"))
-        if len(logged) > 2 * self.keep:
+        if compact:
             # Compact now and then rather than on every write.
             lines = "".join(json.dumps(asdict(v)) + "\n" for v in logged[-self.keep :])
             nofollow.write_atomic(self.local_dir, self._rel(doc_id, VERSIONS_FILE), lines.encode(), durable=False)
