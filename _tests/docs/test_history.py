@@ -135,32 +135,38 @@ def test_first_change_summaries() -> None:
     assert first_change("a\nb\nc", "a\nb") == "line 3 removed: c"
 
 
-def test_hand_saves_racing_a_write_are_kept_before_and_after_its_rename(
+def test_hand_saves_racing_a_write_are_kept_before_at_and_after_its_replace(
     store: DocStore, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """An editor saving in place while write_doc fsyncs its temp file, and one that opened the file
-    before the rename but saves after it (into the file the rename displaced): both texts are in
-    history, the write's text is on disk. The editor's moves are timed by wrapping the store's
-    own guard, which runs unchanged."""
-    from biopb_mcp.docs import writes
+    """Three editors racing one write_doc: one saves in place while the temp file is fsynced, one
+    saves by rename at the last instant before the replace, one opened the file before the
+    replace and saves into it after (into the file the replace displaced). Every text is in
+    history, the write's text is on disk. The editors are timed by wrapping the store's own
+    guard, which runs unchanged."""
+    from biopb_mcp.docs import nofollow, writes
 
     store.write_doc("proc", body=V1)
     path = store.local_dir / "proc.md"
-    during, after = "# Proc\n\nSaved by hand during the fsync.\n", "# Proc\n\nSaved by hand after the rename.\n"
+    during = "# Proc\n\nSaved in place during the fsync.\n"
+    by_rename = "# Proc\n\nSaved by rename at the last instant.\n"
+    after = "# Proc\n\nSaved in place after the replace.\n"
     real_guard = writes._late_edit_guard
 
     def timed_guard(*args: object) -> object:
         guard = real_guard(*args)  # type: ignore[arg-type]
 
         @contextlib.contextmanager
-        def around(dir_fd: int, name: str) -> Iterator[None]:
-            path.write_text(during, encoding="utf-8")  # saved in place before the rename
-            editor = os.open(path, os.O_WRONLY)  # the editor opens the file before the rename ...
-            with guard(dir_fd, name):
-                yield  # the rename runs here
-                os.ftruncate(editor, 0)  # ... and saves after it, in place, into the displaced file
-                os.pwrite(editor, after.encode(), 0)
-                os.close(editor)
+        def around(replacing: nofollow.Replacing) -> Iterator[None]:
+            path.write_text(during, encoding="utf-8")
+            late = os.open(path, os.O_WRONLY)  # opened before the replace, written after it
+            with guard(replacing):
+                saved = path.with_name(".proc.md.editor-save")
+                saved.write_text(by_rename, encoding="utf-8")
+                os.replace(saved, path)  # after the guard's reads, before the replace
+                yield  # the replace runs here
+                os.ftruncate(late, 0)
+                os.pwrite(late, after.encode(), 0)
+                os.close(late)
 
         return around
 
@@ -168,8 +174,9 @@ def test_hand_saves_racing_a_write_are_kept_before_and_after_its_rename(
     store.write_doc("proc", body=V2)
 
     assert path.read_text(encoding="utf-8") == V2
+    assert sorted(p.name for p in store.local_dir.iterdir() if p.name.startswith(".proc")) == []  # no temp left
     listing = store.read_doc("proc@history")
     numbers = [line.split()[1] for line in listing.splitlines() if line.startswith("- v")]
     texts = [store.read_doc(f"proc@{n}").split("\n\n", 1)[1] for n in numbers]
-    assert texts == [V1, during, after, V2]
-    assert listing.count("hand edit") == 2
+    assert texts == [V1, during, by_rename, after, V2]
+    assert listing.count("hand edit") == 3

@@ -187,8 +187,12 @@ def test_a_write_to_a_listed_doc_keeps_the_doc_list_a_new_doc_walks_it_once(stor
 
 @linux_only
 def test_removing_a_local_copy_brings_back_the_shipped_doc_it_shadowed(tmp_path: Path) -> None:
+    """With more docs than the rolling re-stat covers in one query: the new walk itself must
+    check the doc that became surfaced (no event names its file)."""
     local, shipped = tmp_path / "local", tmp_path / "shipped"
-    _write(shipped / "index.md", "# docs\n\n## References\n- ref/kernel: the kernel\n")
+    _write(shipped / "index.md", "# docs\n\n## References\n- ref/kernel: the kernel\n- lab/: lab docs\n")
+    for n in range(3 * ROLLING):
+        _write(local / f"lab/doc{n}.md", f"# Doc {n}\n\n## Steps\nfiller {n}\n")
     _write(shipped / "ref/kernel.md", "# Kernel\n\n## Use\nshippedword in the release text\n")
     _write(local / "ref/kernel.md", "# Kernel\n\n## Use\nlocalword in the lab's copy\n")
     store = DocStore(local, shipped_dir=shipped, version="1.0", search_db=tmp_path / "search.sqlite3")
@@ -198,3 +202,93 @@ def test_removing_a_local_copy_brings_back_the_shipped_doc_it_shadowed(tmp_path:
     (local / "ref/kernel.md").unlink()
     assert [(h.doc_id, h.origin) for h in search_docs(store, "shippedword")] == [("ref/kernel", "shipped")]
     assert _ids(store, "localword") == []
+
+
+@linux_only
+def test_a_doc_newly_listed_in_the_index_is_searched_at_once(store: DocStore) -> None:
+    _write(store.local_dir / "zz/notes.md", "# Notes\n\n## Found\nnoteword unlisted so far\n")
+    for _ in range(2):
+        assert _ids(store, "noteword") == []  # not surfaced: the index does not list it
+    store.write_doc("index", old="- lab/: lab docs", new="- lab/: lab docs\n- zz/notes: notes")
+    assert _ids(store, "noteword") == ["zz/notes"]
+
+
+@linux_only
+def test_a_tier_root_that_is_a_link_still_shows_every_edit(tmp_path: Path) -> None:
+    real, shipped = tmp_path / "real", tmp_path / "shipped"
+    _write(shipped / "index.md", "# docs\n\n## Top\n" + "".join(f"- top{n}: t\n" for n in range(3 * ROLLING)))
+    for n in range(3 * ROLLING):
+        _write(real / f"top{n}.md", f"# Top {n}\n\n## S\ntop{n}z alpha\n")
+    (tmp_path / "local").symlink_to(real, target_is_directory=True)
+    store = DocStore(tmp_path / "local", shipped_dir=shipped, version="1.0", search_db=tmp_path / "s.sqlite3")
+    for _ in range(2):
+        assert _ids(store, "top5z") == ["top5"]
+    store.write_doc("top5", body="# Top 5\n\n## S\nnewword5 alpha\n")
+    assert (_ids(store, "newword5"), _ids(store, "top5z")) == (["top5"], [])
+    (real / "top150.md").write_text("# Top 150\n\n## S\nhandedit150 alpha\n", encoding="utf-8")
+    os.utime(real / "top150.md", (_OLD, _OLD))
+    assert _ids(store, "handedit150") == ["top150"]
+
+
+@linux_only
+def test_rows_another_server_commits_during_a_refresh_are_checked_next(store: DocStore) -> None:
+    """Another server read a doc before a hand edit and commits its row while this server is
+    indexing something else: the next query compares that row with the disk, not trusting it."""
+    from functools import partial
+
+    from biopb_mcp.docs.filecache import stamp
+    from biopb_mcp.docs.fts import FtsIndex, digest
+    from biopb_mcp.docs.sections import split_sections
+
+    class Racing(DocStore):
+        other: FtsIndex | None = None
+        late: tuple[str, object, str] | None = None
+
+        def texts(self, doc_ids: object) -> object:  # type: ignore[override]
+            if self.other is not None and self.late is not None:
+                doc_id, at, text = self.late
+                with self.other.writing():  # the other server's late batch lands now
+                    self.other.put(os.fspath(self.local_dir), doc_id, at, digest(text), True,  # type: ignore[arg-type]
+                                   partial(split_sections, doc_id, text))
+                self.late = None
+            return super().texts(doc_ids)  # type: ignore[arg-type]
+
+    racing = Racing(store.local_dir, shipped_dir=store.shipped_dir, version="1.0", search_db=store.search_db)
+    for _ in range(2):
+        assert _ids(racing, "tok5z") == ["lab/g2/doc5"]
+    path = store.local_dir / "lab/g2/doc5.md"
+    read_by_other = (stamp(path), path.read_text(encoding="utf-8"))
+    _write(path, "# Doc 5\n\n## Steps\nhandword5 replaced it\n")
+    os.utime(path, (_OLD + 100, _OLD + 100))
+    assert _ids(racing, "handword5") == ["lab/g2/doc5"]
+    _write(store.local_dir / "lab/g0/doc6.md", "# Doc 6\n\n## Steps\nsixchanged\n")
+    racing.other = FtsIndex(store.search_db)
+    racing.late = ("lab/g2/doc5", read_by_other[0], read_by_other[1])
+    assert _ids(racing, "sixchanged") == ["lab/g0/doc6"]
+    assert (_ids(racing, "handword5"), _ids(racing, "tok5z")) == (["lab/g2/doc5"], [])
+    racing.other.close()
+
+
+@linux_only
+def test_an_edit_read_by_a_refresh_that_failed_is_found_by_the_next(
+    store: DocStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import sqlite3
+
+    from biopb_mcp.docs import fts
+    from biopb_mcp.docs.search import SearchUnavailable
+
+    monkeypatch.setattr(fts, "BUSY_TIMEOUT_S", 0.2)
+    monkeypatch.setattr(freshness_mod, "ROLLING", 1)  # the rolling re-stat must not be what finds it
+    for _ in range(2):
+        assert _ids(store, "tok5z") == ["lab/g2/doc5"]
+    _write(store.local_dir / "lab/g2/doc5.md", "# Doc 5\n\n## Steps\nhandword5\n")
+    os.utime(store.local_dir / "lab/g2/doc5.md", (_OLD + 9, _OLD + 9))
+    assert store.search_db is not None
+    other = sqlite3.connect(os.fspath(store.search_db), isolation_level=None)
+    other.execute("BEGIN IMMEDIATE")  # another server holds the write lock past the busy timeout
+    with pytest.raises(SearchUnavailable, match="locked"):
+        search_docs(store, "handword5")
+    other.execute("ROLLBACK")
+    other.close()
+    assert (_ids(store, "handword5"), _ids(store, "tok5z")) == (["lab/g2/doc5"], [])

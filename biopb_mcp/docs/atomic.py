@@ -63,16 +63,16 @@ def write_atomic(
     data: str | bytes,
     *,
     durable: bool = True,
-    around_replace: Callable[[int, str], AbstractContextManager[object]] | None = None,
+    around_replace: Callable[[nofollow.Replacing], AbstractContextManager[object]] | None = None,
     root: Path | None = None,
 ) -> None:
     """Replace `path` with `data` atomically; a new file gets mode 0600, an existing one keeps its mode.
 
     `durable=False` skips the fsync, for the store's own bookkeeping (history) where losing the
-    last entry in a power cut is acceptable and the latency is not. The rename runs inside
-    `around_replace(dir_fd, name)` (the open folder and the file's name in it), after the data
-    is on disk: the store uses it to keep a hand edit that landed while the temp file was being
-    written (the fsync is the widest window there is), or during the rename itself.
+    last entry in a power cut is acceptable and the latency is not. The replace runs inside
+    `around_replace` (see `nofollow.write_atomic`), after the data is on disk: the store uses it
+    to keep a hand edit that landed while the temp file was being written (the fsync is the
+    widest window there is), or at the replace itself.
     With `root` (a tier), no link below it is followed on the way to `path` (see nofollow).
     """
     payload = data.encode("utf-8") if isinstance(data, str) else data

@@ -107,11 +107,20 @@ class Freshness:
     seen_generation: int = -1  # the index generation the last refresh ended at
     unsettled: bool = False  # the last refresh left a row read too soon after its file changed
     roll: int = 0  # where the next rolling re-stat starts
+    checked_scope: Scope | None = None  # the scope the last query's suspects were chosen from
+    closed: bool = False
 
     def close(self) -> None:
+        self.closed = True  # a search still holding this corpus must not open a watch nobody closes
         if self.watch is not None:
             self.watch.close()
             self.watch = None
+
+    def failed(self) -> None:
+        """A refresh did not finish: the events it read and the stamps it saw are not in the
+        index, so the next query checks every file."""
+        self.sweep = True
+        self.seen_generation = -1
 
     def suspects(self, store: DocStore, rows: dict[tuple[str, str], Indexed],
                  generation: int) -> tuple[Scope, list[Target]]:
@@ -123,12 +132,15 @@ class Freshness:
         scope = self._current_scope(store)
         if self.watch is None or changes is None or not changes.complete or self.sweep or scope.folders is None:
             self.sweep = self.watch is None
+            self.checked_scope = scope
             return scope, scope.targets
         by_path, targets = scope.by_path, scope.targets
         chosen = {n for path in changes.paths if (n := by_path.get(path)) is not None}
-        if self.unsettled or generation != self.seen_generation:
+        new_scope, self.checked_scope = scope is not self.checked_scope, scope
+        if new_scope or self.unsettled or generation != self.seen_generation:
             # Rows may differ from what this process saw on disk: written by another server,
-            # never indexed (newly surfaced), or read too soon after a change to be trusted.
+            # never indexed (newly surfaced: an index line, a shadowing copy removed), or read
+            # too soon after a change to be trusted.
             verified = self.verified
             for n, (key, _, _, _) in enumerate(targets):
                 entry = rows.get(key)
@@ -140,9 +152,10 @@ class Freshness:
             self.roll = start + ROLLING
         return scope, [targets[n] for n in sorted(chosen)]
 
-    def refreshed(self, generation: int, unsettled: bool) -> None:
-        """Record where a refresh left the index."""
-        self.seen_generation, self.unsettled = generation, unsettled
+    def refreshed(self, generation: int, unsettled: bool, *, others_wrote: bool) -> None:
+        """Record where a refresh left the index. Rows another server committed while it ran
+        were not compared with the disk: then the next query compares every row."""
+        self.seen_generation, self.unsettled = (-1 if others_wrote else generation), unsettled
 
     def seen(self, key: tuple[str, str], now: Stamp | None) -> None:
         """Record the stamp a stat found (None: the file is gone)."""
@@ -158,7 +171,8 @@ class Freshness:
         if (not changes.complete or any(path in scope.inputs for path in changes.paths)
                 or any(not _hidden(path) for path in changes.folders)
                 or any(_is_new_doc(path, scope) for path in changes.created)
-                or any(_is_doc(path) for path in changes.removed)):  # a shipped doc may win again
+                # a doc gone (not replaced: a rename over it or a swap also shows it created)
+                or any(_is_doc(path) for path in changes.removed - changes.created)):  # a shipped doc may win again
             self.scope = None
             return
         # Events were read for these folders: their stamps now are expected, not a change nobody
@@ -189,7 +203,7 @@ class Freshness:
 
     def _watch(self, folders: list[str]) -> bool:
         """Watch exactly ``folders``; False when this system cannot."""
-        if self.watch_failed:
+        if self.watch_failed or self.closed:
             return False
         try:
             if self.watch is None:

@@ -150,6 +150,8 @@ class FtsIndex:
         self.generation = 0
         """Bumped on every change to the rows this process knows: an answer derived at one
         generation holds while it is current."""
+        self.reloads = 0
+        """Bumped when the rows were re-read after another connection committed."""
         self._open()
 
     # ------------------------------------------------------------------ the file
@@ -270,6 +272,7 @@ class FtsIndex:
             self._by_row = {r.row: r for r in rows.values()}
             self._data_version = version
             self.generation += 1
+            self.reloads += 1
         return self._rows
 
     @contextmanager
@@ -463,8 +466,9 @@ class FtsIndex:
     def _unscored(self, match: str, ranges: list[tuple[int, int]]) -> Iterator[tuple[int, float]]:
         """(rowid, 0.0) of the rows matching, in rowid order, read lazily."""
         for first, last in ranges:
-            cursor = self.conn.execute(
-                "SELECT rowid FROM sections WHERE sections MATCH ? AND rowid BETWEEN ? AND ?", (match, first, last))
+            cursor = self.conn.execute(  # capped: each row may cost its caller a fetch and a compare
+                "SELECT rowid FROM sections WHERE sections MATCH ? AND rowid BETWEEN ? AND ? LIMIT ?",
+                (match, first, last, RANK_CAP))
             try:
                 for (rowid,) in cursor:
                     yield rowid, 0.0

@@ -10,12 +10,16 @@ not make. The root itself is the user's configured location and may be a link.
 from __future__ import annotations
 
 import contextlib
+import ctypes
+import ctypes.util
 import errno
 import os
 import secrets
 import stat
+import sys
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager
+from dataclasses import dataclass
 from pathlib import Path
 
 DIR_MODE = 0o700
@@ -182,20 +186,67 @@ def pread_all(fd: int, *, max_bytes: int) -> bytes:
     return b"".join(chunks)
 
 
+@dataclass
+class Replacing:
+    """What `write_atomic` tells its `around_replace` hook about the replace under way."""
+
+    dir_fd: int
+    """The open folder of the file."""
+    name: str
+    """The file's name in it."""
+    displaced: str | None = None
+    """After the replace, until the hook's block ends: the name in `dir_fd` of the file the
+    replace displaced (swapped there atomically), whatever it was at that instant; None where
+    this system cannot swap (the displaced file is then gone)."""
+
+
+_RENAME_EXCHANGE = 2  # <linux/fs.h>
+
+
+def _renameat2() -> Callable[..., int] | None:
+    if not sys.platform.startswith("linux"):
+        return None
+    try:
+        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
+        call = libc.renameat2  # glibc 2.28 and later
+    except (OSError, AttributeError):
+        return None
+    call.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.c_int, ctypes.c_char_p, ctypes.c_uint]
+    return call
+
+
+_renameat2_call = _renameat2()
+
+
+def _exchange(dir_fd: int, a: str, b: str) -> bool:
+    """Swap the names `a` and `b` in one folder atomically; False where the system or the
+    filesystem cannot (the caller renames instead)."""
+    if _renameat2_call is None:
+        return False
+    if _renameat2_call(dir_fd, os.fsencode(a), dir_fd, os.fsencode(b), _RENAME_EXCHANGE) == 0:
+        return True
+    code = ctypes.get_errno()
+    if code in (errno.EINVAL, errno.ENOSYS, errno.ENOTSUP, errno.EOPNOTSUPP, errno.ENOENT):
+        return False  # no such flag here, or nothing at `b` to swap with: a plain rename will do
+    raise OSError(code, os.strerror(code))
+
+
 def write_atomic(
     root: Path,
     rel: str,
     data: bytes,
     *,
     durable: bool = True,
-    around_replace: Callable[[int, str], AbstractContextManager[object]] | None = None,
+    around_replace: Callable[[Replacing], AbstractContextManager[object]] | None = None,
 ) -> None:
     """Replace `root/rel` with `data` through a temp file renamed over it, all relative to one dir fd.
 
     Missing parent folders are made. A link at `rel` itself is replaced (the rename swaps the
     name, never writes through it); a link among the parents refuses the write. A new file gets
     mode 0600, an existing one keeps its mode. `durable` fsyncs the data and the directory.
-    The rename runs inside `around_replace(dir_fd, name)` when given, after the data is on disk.
+    The replace runs inside `around_replace(Replacing(...))` when given, after the data is on
+    disk: the old file is swapped out to the temp name (`Replacing.displaced`), so the hook can
+    read whatever was there at the very instant of the replace, and unlinked after its block.
     """
     parts = split(rel)
     name = parts[-1]
@@ -215,8 +266,18 @@ def write_atomic(
                     os.fchmod(fh.fileno(), mode)
                 if durable:
                     os.fdatasync(fh.fileno())  # data + size: enough for rename-over safety
-            with around_replace(dir_fd, name) if around_replace is not None else contextlib.nullcontext():
+            if around_replace is None:
                 os.rename(tmp, name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
+            else:
+                replacing = Replacing(dir_fd, name)
+                with around_replace(replacing):
+                    # Only a regular file is swapped out: a rename onto a folder must still fail.
+                    if mode is not None and _exchange(dir_fd, tmp, name):
+                        replacing.displaced = tmp
+                    else:
+                        os.rename(tmp, name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
+                if replacing.displaced is not None:
+                    os.unlink(tmp, dir_fd=dir_fd)
         except BaseException:
             with contextlib.suppress(OSError):
                 os.unlink(tmp, dir_fd=dir_fd)

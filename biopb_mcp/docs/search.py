@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, TypeVar
 
 from biopb_mcp.docs.filecache import Stamp, is_settled
 from biopb_mcp.docs.freshness import Freshness
-from biopb_mcp.docs.fts import FtsIndex, Ranked, SearchUnavailable, digest
+from biopb_mcp.docs.fts import FtsIndex, Indexed, Ranked, SearchUnavailable, digest
 from biopb_mcp.docs.limits import QUERY_MAX_CHARS
 from biopb_mcp.docs.sections import ATOM, split_sections, tokenize
 from biopb_mcp.errors import DocError, InvalidQuery
@@ -197,6 +197,16 @@ def _refresh(store: DocStore, corpus: _Corpus) -> tuple[dict[str, str], set[int]
     index, freshness = corpus.index, corpus.freshness
     index.reopen_if_replaced()
     rows = index.rows()
+    reloads = index.reloads
+    try:
+        return _refresh_rows(store, index, freshness, rows, reloads)
+    except BaseException:
+        freshness.failed()
+        raise
+
+
+def _refresh_rows(store: DocStore, index: FtsIndex, freshness: Freshness, rows: dict[tuple[str, str], Indexed],
+                  reloads: int) -> tuple[dict[str, str], set[int]]:
     listing, checked = freshness.suspects(store, rows, index.generation)
     stale: list[tuple[tuple[str, str], str, Stamp]] = []
     missing: set[tuple[str, str]] = set()
@@ -211,11 +221,12 @@ def _refresh(store: DocStore, corpus: _Corpus) -> tuple[dict[str, str], set[int]
         now = (st.st_ino, st.st_mtime_ns, st.st_size)
         freshness.seen(key, now)
         entry = rows.get(key)
-        if entry is None or entry.stamp != now or not entry.settled:
+        # An unreadable doc is read again when checked: a chmod moves only its ctime.
+        if entry is None or entry.stamp != now or not entry.settled or entry.digest is None:
             stale.append((key, doc_id, now))
     answer = listing.answer
     if not stale and not missing and answer is not None and answer[0] == index.generation:
-        freshness.refreshed(index.generation, False)
+        freshness.refreshed(index.generation, False, others_wrote=index.reloads != reloads)
         return answer[1], answer[2]
     for start in range(0, len(stale), _WRITE_BATCH):
         batch = []
@@ -255,7 +266,7 @@ def _refresh(store: DocStore, corpus: _Corpus) -> tuple[dict[str, str], set[int]
             origins[doc_id] = origin
     allowed = index.row_ids(keys)
     listing.answer = (index.generation, origins, allowed)
-    freshness.refreshed(index.generation, unsettled)
+    freshness.refreshed(index.generation, unsettled, others_wrote=index.reloads != reloads)
     return origins, allowed
 
 

@@ -48,8 +48,10 @@ IN_ISDIR = 0x40000000
 IN_NONBLOCK = os.O_NONBLOCK
 IN_CLOEXEC = os.O_CLOEXEC
 
+# No IN_DONT_FOLLOW: a tier root may be a link (the user's configured place); the folders below
+# it are watched only when the walk found no link among them.
 _MASK = (IN_MODIFY | IN_ATTRIB | IN_CLOSE_WRITE | IN_MOVED_FROM | IN_MOVED_TO | IN_CREATE | IN_DELETE
-         | IN_DELETE_SELF | IN_MOVE_SELF | IN_ONLYDIR | IN_DONT_FOLLOW)
+         | IN_DELETE_SELF | IN_MOVE_SELF | IN_ONLYDIR)
 _SELF = IN_DELETE_SELF | IN_MOVE_SELF | IN_IGNORED
 _HEADER = struct.Struct("iIII")  # wd, mask, cookie, len; then `len` bytes of NUL-padded name
 _READ_BYTES = 64 * 1024
@@ -135,7 +137,8 @@ class DirWatch:
 
     def watch(self, folders: Iterable[str]) -> bool:
         """Watch exactly ``folders`` from now on; True when any is newly watched (what happened
-        in it before now was not seen). A folder that vanished meanwhile is skipped.
+        in it before now was not seen) or could not be watched (vanished or unreadable since it
+        was listed: its files must be checked another way).
 
         Raises:
             WatchUnavailable: the kernel refused a watch (the per-user limit): stop relying on it.
@@ -149,7 +152,8 @@ class DirWatch:
             if wd < 0:
                 code = ctypes.get_errno()
                 if code in (errno.ENOENT, errno.ENOTDIR, errno.EACCES):
-                    continue  # gone or unreadable: its docs are gone from the listing too
+                    added = True  # gone or unreadable since the walk: say so, the caller checks all
+                    continue
                 raise WatchUnavailable(code, f"inotify_add_watch {folder}: {os.strerror(code)}")
             if self._folders.get(wd) != folder:
                 added = True  # a new folder, or one renamed: its watch now reports under this name

@@ -8,6 +8,7 @@ the local tier's lock (`DocStore.write_doc` takes it).
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager
@@ -23,12 +24,14 @@ from biopb_mcp.docs.history import SOURCE_HAND_EDIT, SOURCE_SHIPPED, SOURCE_WRIT
 from biopb_mcp.docs.ids import INDEX_ID
 from biopb_mcp.docs.limits import BODY_MAX_LINES, FILE_MAX_BYTES, INDEX_MAX_ENTRIES
 from biopb_mcp.docs.textdiff import line_count, matches, unified_diff
-from biopb_mcp.errors import DocProblem, DocUnreadable, WriteRefused
+from biopb_mcp.errors import DocError, DocProblem, DocUnreadable, WriteRefused
 
 if TYPE_CHECKING:
     from biopb_mcp.docs.store import DocStore
 
 __all__ = ["WriteResult", "check_args", "write_doc", "write_index"]
+
+logger = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -253,41 +256,61 @@ _SETTLE_READS = 8
 
 def _late_edit_guard(
     store: DocStore, doc_id: str, path: Path, seen: str | None
-) -> Callable[[int, str], AbstractContextManager[None]]:
+) -> Callable[[nofollow.Replacing], AbstractContextManager[None]]:
     """A write_atomic `around_replace`: a hand edit that landed after `seen` was read is kept in history.
 
     The lock keeps other servers out, but not an editor; without this, an edit saved while the
-    new text was being fsynced would be replaced without a trace. Before the rename the file is
+    new text was being fsynced would be replaced without a trace. Before the replace the file is
     read through one fd until a read finds what the one before found (keeping a version takes a
     history write, long enough for the editor to save again, or to finish a save it had begun:
-    an in-place save truncates, then writes). After the rename the same fd is read once more: an
-    editor that opened the file before the rename saves into the file the rename displaced, and
-    that text is kept too.
+    an in-place save truncates, then writes). After it, what the replace displaced is read (an
+    editor's save by rename that landed at the last instant), and the fd once more (an editor
+    that opened the file before the replace saves into the file it displaced): each text not
+    seen yet is kept too.
     """
 
     @contextlib.contextmanager
-    def guard(dir_fd: int, name: str) -> Iterator[None]:
+    def guard(replacing: nofollow.Replacing) -> Iterator[None]:
         try:
-            fd = nofollow.open_file(dir_fd, name, os.O_RDONLY | os.O_NONBLOCK)
+            fd: int | None = nofollow.open_file(replacing.dir_fd, replacing.name, os.O_RDONLY | os.O_NONBLOCK)
         except OSError:  # nothing there (a new doc) or a link: no file an editor saves into
-            yield
-            return
+            fd = None
         try:
             last = seen
             for _ in range(_SETTLE_READS):
-                text = _text_of(fd, path)
+                text = None if fd is None else _text_of(fd, path)
                 if text is None or text == last:
                     break
                 _keep_hand_edit(store, doc_id, text, path)
                 last = text
             yield
-            text = _text_of(fd, path)
-            if text is not None and text != last:
-                _keep_hand_edit(store, doc_id, text, path)
+            # Replaced: a failure to keep a text now must not report the write as failed.
+            try:
+                for text in (_displaced_text(replacing, path), None if fd is None else _text_of(fd, path)):
+                    if text is not None and text != last:
+                        _keep_hand_edit(store, doc_id, text, path)
+                        last = text
+            except (OSError, DocError) as exc:
+                logger.warning("A hand edit of %s saved during the write could not be kept in history: %s", doc_id, exc)
         finally:
-            os.close(fd)
+            if fd is not None:
+                os.close(fd)
 
     return guard
+
+
+def _displaced_text(replacing: nofollow.Replacing, path: Path) -> str | None:
+    """The text of the file the replace swapped out, if it swapped one out."""
+    if replacing.displaced is None:
+        return None
+    try:
+        fd = nofollow.open_file(replacing.dir_fd, replacing.displaced, os.O_RDONLY | os.O_NONBLOCK)
+    except OSError:
+        return None
+    try:
+        return _text_of(fd, path)
+    finally:
+        os.close(fd)
 
 
 def _text_of(fd: int, path: Path) -> str | None:
