@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import time
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
@@ -278,7 +279,7 @@ def _late_edit_guard(
         try:
             last = seen
             for _ in range(_SETTLE_READS):
-                text = None if fd is None else _text_of(fd, path)
+                text = None if fd is None else _saved_text(fd, path, last)
                 if text is None or text == last:
                     break
                 _keep_hand_edit(store, doc_id, text, path)
@@ -286,7 +287,7 @@ def _late_edit_guard(
             yield
             # Replaced: a failure to keep a text now must not report the write as failed.
             try:
-                for text in (_displaced_text(replacing, path), None if fd is None else _text_of(fd, path)):
+                for text in (_displaced_text(replacing, path, last), None if fd is None else _saved_text(fd, path, last)):
                     if text is not None and text != last:
                         _keep_hand_edit(store, doc_id, text, path)
                         last = text
@@ -299,7 +300,7 @@ def _late_edit_guard(
     return guard
 
 
-def _displaced_text(replacing: nofollow.Replacing, path: Path) -> str | None:
+def _displaced_text(replacing: nofollow.Replacing, path: Path, last: str | None) -> str | None:
     """The text of the file the replace swapped out, if it swapped one out."""
     if replacing.displaced is None:
         return None
@@ -308,9 +309,25 @@ def _displaced_text(replacing: nofollow.Replacing, path: Path) -> str | None:
     except OSError:
         return None
     try:
-        return _text_of(fd, path)
+        return _saved_text(fd, path, last)
     finally:
         os.close(fd)
+
+
+_SAVE_WAIT_S = 0.05
+"""How long a write waits for an editor that has emptied the file to write its text."""
+
+
+def _saved_text(fd: int, path: Path, last: str | None) -> str | None:
+    """`_text_of`, except that an empty file where text was is read again for up to
+    `_SAVE_WAIT_S`: an in-place save truncates first, then writes, and the empty file between
+    the two is no edit anybody made (an editor slower than that is left to the next read)."""
+    text = _text_of(fd, path)
+    deadline = time.monotonic() + _SAVE_WAIT_S
+    while text == "" and last and time.monotonic() < deadline:
+        time.sleep(0.005)
+        text = _text_of(fd, path)
+    return text
 
 
 def _text_of(fd: int, path: Path) -> str | None:
