@@ -18,7 +18,9 @@ import json
 import logging
 import re
 import stat
+import threading
 import time
+from collections import OrderedDict
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -108,6 +110,10 @@ def _version_from(line: str) -> Version | None:
     return Version(**data)
 
 
+_PARSED_LOGS = 64
+"""Parsed logs kept per tier: the docs being written now, not every doc ever read."""
+
+
 class History:
     """The history folder of one local tier."""
 
@@ -117,6 +123,10 @@ class History:
         self.keep = keep
         self._seen: tuple[str, list[Version]] | None = None
         """The log `before_write` just parsed, for the `record` of the same write (one parse, not two)."""
+        self._parsed: OrderedDict[str, tuple[str, dict[int, Version], int]] = OrderedDict()
+        """doc id -> (log text, its versions by number, unusable lines) as last parsed: the log only
+        grows between compactions, so a text that starts with the cached one is parsed from there."""
+        self._parsed_lock = threading.Lock()
 
     @property
     def enabled(self) -> bool:
@@ -155,16 +165,27 @@ class History:
         except (OSError, ValueError) as exc:
             logger.warning("Rebuilding unusable history log in %s: %s", folder, exc)
             return self._rebuild(doc_id)
-        found: dict[int, Version] = {}
-        bad = 0
-        for line in raw.splitlines():
+        with self._parsed_lock:
+            cached = self._parsed.get(doc_id)
+        if cached is not None and raw.startswith(cached[0]) and cached[0].endswith("\n"):
+            found, bad, tail = dict(cached[1]), cached[2], raw[len(cached[0]) :]
+        else:
+            found, bad, tail = {}, 0, raw
+        new_bad = 0
+        for line in tail.splitlines():
             version = _version_from(line)
             if version is None:
-                bad += line.strip() != ""
+                new_bad += line.strip() != ""
                 continue
             found[version.n] = version
-        if bad:
-            logger.warning("Skipped %d unusable line(s) of the history log %s", bad, folder / VERSIONS_FILE)
+        if new_bad:
+            logger.warning("Skipped %d unusable line(s) of the history log %s", new_bad, folder / VERSIONS_FILE)
+        bad += new_bad
+        with self._parsed_lock:
+            self._parsed[doc_id] = (raw, found, bad)
+            self._parsed.move_to_end(doc_id)
+            while len(self._parsed) > _PARSED_LOGS:
+                self._parsed.popitem(last=False)
         if raw.strip() and not found:
             logger.warning("Rebuilding unusable history log in %s", folder)
             return self._rebuild(doc_id)
