@@ -374,10 +374,11 @@ class FtsIndex:
         the whole query as written (case and whitespace folded) first, then BM25 order.
 
         FTS5 scores every row a MATCH returns, so a query of common words would score most of
-        the corpus. Each pass therefore scores at most RANK_CAP rows: the OR of the query's
-        rarest terms first (those a section is found by), then, only if hits are still missing,
-        the first RANK_CAP rows holding any term, then any word as a prefix. Only the rows of ``allowed``'s tier roots are
-        matched at all.
+        the corpus. Each pass therefore scores at most RANK_CAP rows, sorted by SQLite: the
+        phrase (a phrase in more rows than that is listed unscored, in index order), then the OR
+        of the query's rarest terms (those a section is found by), then, only if hits are still
+        missing, the first RANK_CAP rows holding any term, then any word as a prefix. Only the
+        rows of ``allowed``'s tier roots are matched at all.
         """
         words = list(dict.fromkeys(atoms(query)))
         literals = list(dict.fromkeys(compounds(query)))

@@ -2,11 +2,12 @@
 
 Search is a view over `DocStore`: the doc list, origins and texts come from the store's API; the
 rows live in an SQLite FTS5 index (`biopb_mcp.docs.fts`), in a file the caller names (the server
-keeps it in its state dir) or in memory. Before each query every searchable doc's file is
-stat'ed and compared with the (inode, mtime_ns, size) it was indexed at, so an edit (by
-write_doc, by hand, by another server) is seen on the very next search, and a restarted server
-re-reads only the files that changed. A doc modified within a couple of seconds of being read is
-re-read and compared until that is safe (`filecache.is_settled`). Nothing is invalidated by time.
+keeps it in its state dir) or in memory. Before each query the docs that may have changed
+(`biopb_mcp.docs.freshness` says which: every one, or those folder watches name) are stat'ed and
+compared with the (inode, mtime_ns, size) they were indexed at, so an edit (by write_doc, by hand,
+by another server) is seen on the very next search, and a restarted server re-reads only the
+files that changed. A doc modified within a couple of seconds of being read is re-read and
+compared until that is safe (`filecache.is_settled`). Nothing is invalidated by time.
 """
 
 from __future__ import annotations
