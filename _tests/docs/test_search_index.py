@@ -263,3 +263,25 @@ def test_two_processes_write_and_search_one_index_at_once(tmp_path: Path) -> Non
     for me in ("pa", "pb"):
         assert sorted(h.doc_id for h in search_docs(store, f"word{me}", 50)) == sorted(
             f"{me}/d{n}" for n in range(rounds))
+
+
+def test_a_row_id_is_never_given_twice(tmp_path: Path) -> None:
+    """A server that read row ids before another dropped a doc must not meet a new doc's sections
+    under the dropped doc's id."""
+    index = fts.FtsIndex(tmp_path / "search.sqlite3")
+    sections = [("Steps", "## Steps\nsome text\n")]
+
+    def put(doc_id: str) -> int:
+        with index.writing():
+            index.put("/tier", doc_id, (1, 1, 1), fts.digest(doc_id), True, lambda: sections)
+        return index.rows()[("/tier", doc_id)].row
+
+    first, last = put("a"), put("b")
+    with index.writing():
+        index.drop([("/tier", "b")])
+    again = fts.FtsIndex(tmp_path / "search.sqlite3")  # another server, or this one restarted
+    with again.writing():
+        again.put("/tier", "c", (1, 1, 1), fts.digest("c"), True, lambda: sections)
+    assert len({first, last, again.rows()[("/tier", "c")].row}) == 3
+    index.close()
+    again.close()

@@ -27,7 +27,7 @@ __all__ = ["FtsIndex", "Indexed", "Ranked", "SearchUnavailable", "digest", "enco
 
 logger = logging.getLogger(__name__)
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 """Kept in the file's user_version: a file written under another layout is rebuilt, not read."""
 
 BUSY_TIMEOUT_S = 10.0
@@ -48,7 +48,10 @@ MAX_SECTIONS = 1 << _SECTION_BITS
 _COMPOUND_MAP = str.maketrans({".": "\ue000", "_": "\ue001"})
 
 _SCHEMA = (
-    "CREATE TABLE roots (id INTEGER PRIMARY KEY, path TEXT NOT NULL UNIQUE)",
+    # last_doc: the last doc id given out in the root's range; ids are never given twice, so a
+    # searcher holding a row id read before another server dropped that doc cannot meet a new
+    # doc's sections under it.
+    "CREATE TABLE roots (id INTEGER PRIMARY KEY, path TEXT NOT NULL UNIQUE, last_doc INTEGER NOT NULL DEFAULT 0)",
     (
         "CREATE TABLE docs (id INTEGER PRIMARY KEY, root TEXT NOT NULL, doc_id TEXT NOT NULL, "
         "ino INTEGER, mtime_ns INTEGER, size INTEGER, digest BLOB, settled INTEGER NOT NULL, "
@@ -335,11 +338,10 @@ class FtsIndex:
         number = self._root_no(root)
         last = self._last_rows.get(number)
         if last is None:
-            first = number << _DOC_BITS
-            found = self.conn.execute("SELECT max(id) FROM docs WHERE id BETWEEN ? AND ?",
-                                      (first, first + (1 << _DOC_BITS) - 1)).fetchone()[0]
-            last = first if found is None else int(found)
+            given = int(self.conn.execute("SELECT last_doc FROM roots WHERE id = ?", (number,)).fetchone()[0])
+            last = max(given, number << _DOC_BITS)
         self._last_rows[number] = last + 1
+        self.conn.execute("UPDATE roots SET last_doc = ? WHERE id = ?", (last + 1, number))
         return last + 1
 
     def _insert_sections(self, row: int, sections: Sequence[tuple[str, str]]) -> None:
