@@ -180,3 +180,50 @@ def test_hand_saves_racing_a_write_are_kept_before_at_and_after_its_replace(
     texts = [store.read_doc(f"proc@{n}").split("\n\n", 1)[1] for n in numbers]
     assert texts == [V1, during, by_rename, after, V2]
     assert listing.count("hand edit") == 3
+
+
+def test_a_save_by_rename_at_the_last_instant_is_kept_once_with_no_revert(
+    store: DocStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The old file read through the guard's fd after the replace is not a new text of the doc:
+    it is what the doc held before, and keeping it would read as a revert."""
+    from biopb_mcp.docs import nofollow, writes
+
+    store.write_doc("proc", body=V1)
+    path = store.local_dir / "proc.md"
+    by_rename = "# Proc\n\nSaved by rename at the last instant.\n"
+    real_guard = writes._late_edit_guard
+
+    def timed_guard(*args: object) -> object:
+        guard = real_guard(*args)  # type: ignore[arg-type]
+
+        @contextlib.contextmanager
+        def around(replacing: nofollow.Replacing) -> Iterator[None]:
+            with guard(replacing):
+                saved = path.with_name(".proc.md.editor-save")
+                saved.write_text(by_rename, encoding="utf-8")
+                os.replace(saved, path)
+                yield
+
+        return around
+
+    monkeypatch.setattr(writes, "_late_edit_guard", timed_guard)
+    store.write_doc("proc", body=V2)
+    listing = store.read_doc("proc@history")
+    numbers = [line.split()[1] for line in listing.splitlines() if line.startswith("- v")]
+    assert [store.read_doc(f"proc@{n}").split("\n\n", 1)[1] for n in numbers] == [V1, by_rename, V2]
+
+
+def test_a_torn_last_log_line_does_not_swallow_the_next_version(store: DocStore) -> None:
+    """A crash mid-append leaves a line without its end: the next append starts a line of its own."""
+    store.write_doc("proc", body=V1)
+    store.write_doc("proc", body=V2)
+    log = store.local_dir / HISTORY_DIR / "proc" / "versions.jsonl"
+    lines = log.read_bytes().splitlines(keepends=True)
+    log.write_bytes(b"".join(lines[:-1]) + lines[-1][:20])  # v2's line torn by a crash
+    (store.local_dir / "proc.md").write_text("# Proc\n\nA hand edit.\n", encoding="utf-8")
+    store.write_doc("proc", body=V3)
+    listing = store.read_doc("proc@history")
+    numbers = [line.split()[1] for line in listing.splitlines() if line.startswith("- v")]
+    texts = [store.read_doc(f"proc@{n}").split("\n\n", 1)[1] for n in numbers]
+    assert texts[-2:] == ["# Proc\n\nA hand edit.\n", V3]

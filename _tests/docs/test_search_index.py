@@ -285,3 +285,18 @@ def test_a_row_id_is_never_given_twice(tmp_path: Path) -> None:
     assert len({first, last, again.rows()[("/tier", "c")].row}) == 3
     index.close()
     again.close()
+
+
+def test_an_index_another_release_rebuilt_under_its_schema_is_taken_back(tiers: tuple[Path, Path, Path]) -> None:
+    """Servers of two releases may share a state dir: a file rebuilt under another layout while
+    this server has it open is rebuilt again at the next search, never an error."""
+    local, shipped, db = tiers
+    store = DocStore(local, shipped_dir=shipped, version="1.0", search_db=db)
+    assert len(search_docs(store, "sharedword", 50)) == 10
+    with sqlite3.connect(db) as conn:  # what a release without roots.last_doc does to the file
+        conn.execute("DROP TABLE roots")
+        conn.execute("CREATE TABLE roots (id INTEGER PRIMARY KEY, path TEXT NOT NULL UNIQUE)")
+        conn.execute("PRAGMA user_version = 1")
+    _write(local / "lab/new.md", "# New\n\n## Steps\nnewword\n")
+    assert [h.doc_id for h in search_docs(store, "newword")] == ["lab/new"]
+    assert len(search_docs(store, "sharedword", 50)) == 10

@@ -118,6 +118,12 @@ def _is_corrupt(exc: sqlite3.Error) -> bool:
     return getattr(exc, "sqlite_errorname", "").startswith(("SQLITE_CORRUPT", "SQLITE_NOTADB"))
 
 
+def _is_other_layout(exc: sqlite3.Error) -> bool:
+    """True when the file's tables are not this release's: a server of another release sharing
+    the file rebuilt it under its own schema."""
+    return isinstance(exc, sqlite3.OperationalError) and str(exc).startswith(("no such column", "no such table"))
+
+
 def _quote(text: str) -> str:
     return '"' + text.replace('"', '""') + '"'
 
@@ -237,8 +243,16 @@ class FtsIndex:
             self._open()
 
     def recover(self, exc: sqlite3.Error) -> bool:
-        """After ``exc`` from a query: rebuild a corrupt file and return True (the caller retries)."""
-        if self.path is None or not _is_corrupt(exc):
+        """After ``exc`` from a query: rebuild a corrupt file, or reopen one another release
+        rebuilt (this release's schema is restored), and return True (the caller retries)."""
+        if self.path is None:
+            return False
+        if _is_other_layout(exc):
+            logger.warning("Search index %s was rebuilt by another release of the server: rebuilding it", self.path)
+            self.close()
+            self._open()
+            return True
+        if not _is_corrupt(exc):
             return False
         self._replace_file(exc)
         self._open()
@@ -338,8 +352,12 @@ class FtsIndex:
         number = self._root_no(root)
         last = self._last_rows.get(number)
         if last is None:
+            first = number << _DOC_BITS
             given = int(self.conn.execute("SELECT last_doc FROM roots WHERE id = ?", (number,)).fetchone()[0])
-            last = max(given, number << _DOC_BITS)
+            # max(id) too: a server of an older release sharing the file adds rows without last_doc
+            used = self.conn.execute("SELECT max(id) FROM docs WHERE id BETWEEN ? AND ?",
+                                     (first, first + (1 << _DOC_BITS) - 1)).fetchone()[0]
+            last = max(given, first, 0 if used is None else int(used))
         self._last_rows[number] = last + 1
         self.conn.execute("UPDATE roots SET last_doc = ? WHERE id = ?", (last + 1, number))
         return last + 1

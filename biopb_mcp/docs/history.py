@@ -290,15 +290,20 @@ class History:
         # The version this write pushed out of the kept window; at a compaction, every one before
         # the window (also those a lowered `keep` or a crash left behind).
         dropped = logged[: -self.keep] if compact else logged[-self.keep - 1 : -self.keep] if len(logged) > self.keep else []
-        for old in dropped:
-            nofollow.unlink(self.local_dir, self._rel(doc_id, f"v{old.n}.txt"))
         if compact:
             # Compact now and then rather than on every write.
             lines = "".join(json.dumps(asdict(v)) + "\n" for v in logged[-self.keep :])
             nofollow.write_atomic(self.local_dir, self._rel(doc_id, VERSIONS_FILE), lines.encode(), durable=False)
             self._seen = (doc_id, logged[-self.keep :])
         else:
-            nofollow.append(self.local_dir, self._rel(doc_id, VERSIONS_FILE), (json.dumps(asdict(version)) + "\n").encode())
+            with self._parsed_lock:
+                parsed = self._parsed.get(doc_id)
+            torn = parsed is not None and parsed[0] != "" and not parsed[0].endswith("\n")  # a crash mid-append
+            line = ("\n" if torn else "") + json.dumps(asdict(version)) + "\n"
+            nofollow.append(self.local_dir, self._rel(doc_id, VERSIONS_FILE), line.encode())
+        # Only once the log names the new version: a crash before this leaves every listed one readable.
+        for old in dropped:
+            nofollow.unlink(self.local_dir, self._rel(doc_id, f"v{old.n}.txt"))
         return version
 
     def listing(self, doc_id: str, current: str | None, calls: Calls | None = None) -> str:

@@ -273,11 +273,18 @@ def write_atomic(
                 with around_replace(replacing):
                     # Only a regular file is swapped out: a rename onto a folder must still fail.
                     if mode is not None and _exchange(dir_fd, tmp, name):
+                        out = os.stat(tmp, dir_fd=dir_fd, follow_symlinks=False).st_mode
+                        if stat.S_ISDIR(out):  # became a folder since the stat: undo, then fail
+                            _exchange(dir_fd, tmp, name)
+                            raise IsADirectoryError(errno.EISDIR, f"{rel} in {root} is a folder")
                         replacing.displaced = tmp
                     else:
                         os.rename(tmp, name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
                 if replacing.displaced is not None:
-                    os.unlink(tmp, dir_fd=dir_fd)
+                    try:
+                        os.unlink(tmp, dir_fd=dir_fd)
+                    except OSError:  # replaced already; a temp left behind is swept at a later start
+                        pass
         except BaseException:
             with contextlib.suppress(OSError):
                 os.unlink(tmp, dir_fd=dir_fd)

@@ -202,7 +202,7 @@ def write_doc(store: DocStore, doc_id: str, body: str | None, old: str | None, n
     elif shipped is not None:
         store.history.record(doc_id, shipped, SOURCE_SHIPPED)
     write_atomic(local_path, after, around_replace=_late_edit_guard(store, doc_id, local_path, current), root=local.root)
-    store.history.record(doc_id, after, SOURCE_WRITE)
+    _record_written(store, doc_id, after)
     before = base if base is not None else ""
     before_name = f"{doc_id} (shipped)" if created and shipped is not None else f"{doc_id} (before)"
     if created and shipped is None:
@@ -277,20 +277,24 @@ def _late_edit_guard(
         except OSError:  # nothing there (a new doc) or a link: no file an editor saves into
             fd = None
         try:
-            last = seen
+            last = seen  # the newest text of the doc known to history
+            on_fd = seen  # what the fd showed last
             for _ in range(_SETTLE_READS):
                 text = None if fd is None else _saved_text(fd, path, last)
                 if text is None or text == last:
                     break
                 _keep_hand_edit(store, doc_id, text, path)
-                last = text
+                last = on_fd = text
             yield
             # Replaced: a failure to keep a text now must not report the write as failed.
             try:
-                for text in (_displaced_text(replacing, path, last), None if fd is None else _saved_text(fd, path, last)):
-                    if text is not None and text != last:
-                        _keep_hand_edit(store, doc_id, text, path)
-                        last = text
+                displaced = _displaced_text(replacing, path, last)
+                if displaced is not None and displaced != last:  # a save by rename at the last instant
+                    _keep_hand_edit(store, doc_id, displaced, path)
+                    last = displaced
+                late = None if fd is None else _saved_text(fd, path, on_fd)
+                if late is not None and late != on_fd and late != last:  # a save into the old file
+                    _keep_hand_edit(store, doc_id, late, path)
             except (OSError, DocError) as exc:
                 logger.warning("A hand edit of %s saved during the write could not be kept in history: %s", doc_id, exc)
         finally:
@@ -352,4 +356,13 @@ def _store_index(store: DocStore, before: str | None, after: str) -> None:
         _keep_hand_edit(store, INDEX_ID, before, index_path)
     write_atomic(index_path, after, around_replace=_late_edit_guard(store, INDEX_ID, index_path, before),
                  root=store.local.root)
-    store.history.record(INDEX_ID, after, SOURCE_WRITE)
+    _record_written(store, INDEX_ID, after)
+
+
+def _record_written(store: DocStore, doc_id: str, text: str) -> None:
+    """Record a text already on disk in history; a failure is logged, not raised: the write is
+    done, and the next write keeps the text as found on disk."""
+    try:
+        store.history.record(doc_id, text, SOURCE_WRITE)
+    except (OSError, DocError) as exc:
+        logger.warning("The write of %s is done but its history was not updated: %s", doc_id, exc)
