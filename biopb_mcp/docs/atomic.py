@@ -52,9 +52,9 @@ def sweep_stale_temps(root: Path, *, older_than: float = STALE_TEMP_SECONDS) -> 
                 if not _TEMP_NAME.match(name):
                     continue
                 with contextlib.suppress(OSError):
-                    st = os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
-                    # ctime too: a file a write swapped out to a temp name keeps its old mtime
-                    if max(st.st_mtime, st.st_ctime) < cutoff:
+                    # A file a write swapped out to a temp name keeps its old mtime, so a sweep may
+                    # take it mid-write: the write treats that unlink (and that read) as best effort.
+                    if os.stat(name, dir_fd=dir_fd, follow_symlinks=False).st_mtime < cutoff:
                         os.unlink(name, dir_fd=dir_fd)
                         removed += 1
     return removed

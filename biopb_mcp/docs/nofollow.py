@@ -273,11 +273,14 @@ def write_atomic(
                 with around_replace(replacing):
                     # Only a regular file is swapped out: a rename onto a folder must still fail.
                     if mode is not None and _exchange(dir_fd, tmp, name):
-                        out = os.stat(tmp, dir_fd=dir_fd, follow_symlinks=False).st_mode
-                        if stat.S_ISDIR(out):  # became a folder since the stat: undo, then fail
+                        try:
+                            out: int | None = os.stat(tmp, dir_fd=dir_fd, follow_symlinks=False).st_mode
+                        except FileNotFoundError:  # a temp sweep took it already: nothing to read
+                            out = None
+                        if out is not None and stat.S_ISDIR(out):  # became a folder since the stat: undo, fail
                             _exchange(dir_fd, tmp, name)
                             raise IsADirectoryError(errno.EISDIR, f"{rel} in {root} is a folder")
-                        replacing.displaced = tmp
+                        replacing.displaced = tmp if out is not None else None
                     else:
                         os.rename(tmp, name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
                 if replacing.displaced is not None:
