@@ -135,21 +135,14 @@ def test_first_change_summaries() -> None:
     assert first_change("a\nb\nc", "a\nb") == "line 3 removed: c"
 
 
-def test_hand_saves_racing_a_write_are_kept_before_at_and_after_its_replace(
-    store: DocStore, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """Three editors racing one write_doc: one saves in place while the temp file is fsynced, one
-    saves by rename at the last instant before the replace, one opened the file before the
-    replace and saves into it after (into the file the replace displaced). Every text is in
-    history, the write's text is on disk. The editors are timed by wrapping the store's own
-    guard, which runs unchanged."""
+def _time_editors(monkeypatch: pytest.MonkeyPatch, path: Path, *, during: str | None = None,
+                  by_rename: str | None = None, after: str | None = None) -> None:
+    """Editors acting at fixed points of the next write_doc, by wrapping the store's own guard
+    (which runs unchanged): `during` saved in place while the temp file is fsynced; `by_rename`
+    saved by rename after the guard's reads, at the last instant before the replace; `after`
+    saved, in place, after the replace, by an editor that opened the file before it."""
     from biopb_mcp.docs import nofollow, writes
 
-    store.write_doc("proc", body=V1)
-    path = store.local_dir / "proc.md"
-    during = "# Proc\n\nSaved in place during the fsync.\n"
-    by_rename = "# Proc\n\nSaved by rename at the last instant.\n"
-    after = "# Proc\n\nSaved in place after the replace.\n"
     real_guard = writes._late_edit_guard
 
     def timed_guard(*args: object) -> object:
@@ -157,29 +150,47 @@ def test_hand_saves_racing_a_write_are_kept_before_at_and_after_its_replace(
 
         @contextlib.contextmanager
         def around(replacing: nofollow.Replacing) -> Iterator[None]:
-            path.write_text(during, encoding="utf-8")
-            late = os.open(path, os.O_WRONLY)  # opened before the replace, written after it
+            if during is not None:
+                path.write_text(during, encoding="utf-8")
+            late = os.open(path, os.O_WRONLY) if after is not None else None
             with guard(replacing):
-                saved = path.with_name(".proc.md.editor-save")
-                saved.write_text(by_rename, encoding="utf-8")
-                os.replace(saved, path)  # after the guard's reads, before the replace
+                if by_rename is not None:
+                    saved = path.with_name(f".{path.name}.editor-save")
+                    saved.write_text(by_rename, encoding="utf-8")
+                    os.replace(saved, path)
                 yield  # the replace runs here
-                os.ftruncate(late, 0)
-                os.pwrite(late, after.encode(), 0)
-                os.close(late)
+                if late is not None and after is not None:
+                    os.ftruncate(late, 0)
+                    os.pwrite(late, after.encode(), 0)
+                    os.close(late)
 
         return around
 
     monkeypatch.setattr(writes, "_late_edit_guard", timed_guard)
+
+
+def _kept_texts(store: DocStore, doc_id: str) -> list[str]:
+    listing = store.read_doc(f"{doc_id}@history")
+    numbers = [line.split()[1] for line in listing.splitlines() if line.startswith("- v")]
+    return [store.read_doc(f"{doc_id}@{n}").split("\n\n", 1)[1] for n in numbers]
+
+
+def test_hand_saves_racing_a_write_are_kept_before_at_and_after_its_replace(
+    store: DocStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Three editors racing one write_doc: every text is in history, the write's text on disk."""
+    store.write_doc("proc", body=V1)
+    path = store.local_dir / "proc.md"
+    during = "# Proc\n\nSaved in place during the fsync.\n"
+    by_rename = "# Proc\n\nSaved by rename at the last instant.\n"
+    after = "# Proc\n\nSaved in place after the replace.\n"
+    _time_editors(monkeypatch, path, during=during, by_rename=by_rename, after=after)
     store.write_doc("proc", body=V2)
 
     assert path.read_text(encoding="utf-8") == V2
     assert sorted(p.name for p in store.local_dir.iterdir() if p.name.startswith(".proc")) == []  # no temp left
-    listing = store.read_doc("proc@history")
-    numbers = [line.split()[1] for line in listing.splitlines() if line.startswith("- v")]
-    texts = [store.read_doc(f"proc@{n}").split("\n\n", 1)[1] for n in numbers]
-    assert texts == [V1, during, by_rename, after, V2]
-    assert listing.count("hand edit") == 3
+    assert _kept_texts(store, "proc") == [V1, during, by_rename, after, V2]
+    assert store.read_doc("proc@history").count("hand edit") == 3
 
 
 def test_a_save_by_rename_at_the_last_instant_is_kept_once_with_no_revert(
@@ -187,31 +198,11 @@ def test_a_save_by_rename_at_the_last_instant_is_kept_once_with_no_revert(
 ) -> None:
     """The old file read through the guard's fd after the replace is not a new text of the doc:
     it is what the doc held before, and keeping it would read as a revert."""
-    from biopb_mcp.docs import nofollow, writes
-
     store.write_doc("proc", body=V1)
-    path = store.local_dir / "proc.md"
     by_rename = "# Proc\n\nSaved by rename at the last instant.\n"
-    real_guard = writes._late_edit_guard
-
-    def timed_guard(*args: object) -> object:
-        guard = real_guard(*args)  # type: ignore[arg-type]
-
-        @contextlib.contextmanager
-        def around(replacing: nofollow.Replacing) -> Iterator[None]:
-            with guard(replacing):
-                saved = path.with_name(".proc.md.editor-save")
-                saved.write_text(by_rename, encoding="utf-8")
-                os.replace(saved, path)
-                yield
-
-        return around
-
-    monkeypatch.setattr(writes, "_late_edit_guard", timed_guard)
+    _time_editors(monkeypatch, store.local_dir / "proc.md", by_rename=by_rename)
     store.write_doc("proc", body=V2)
-    listing = store.read_doc("proc@history")
-    numbers = [line.split()[1] for line in listing.splitlines() if line.startswith("- v")]
-    assert [store.read_doc(f"proc@{n}").split("\n\n", 1)[1] for n in numbers] == [V1, by_rename, V2]
+    assert _kept_texts(store, "proc") == [V1, by_rename, V2]
 
 
 def test_a_torn_last_log_line_does_not_swallow_the_next_version(store: DocStore) -> None:
@@ -223,7 +214,4 @@ def test_a_torn_last_log_line_does_not_swallow_the_next_version(store: DocStore)
     log.write_bytes(b"".join(lines[:-1]) + lines[-1][:20])  # v2's line torn by a crash
     (store.local_dir / "proc.md").write_text("# Proc\n\nA hand edit.\n", encoding="utf-8")
     store.write_doc("proc", body=V3)
-    listing = store.read_doc("proc@history")
-    numbers = [line.split()[1] for line in listing.splitlines() if line.startswith("- v")]
-    texts = [store.read_doc(f"proc@{n}").split("\n\n", 1)[1] for n in numbers]
-    assert texts[-2:] == ["# Proc\n\nA hand edit.\n", V3]
+    assert _kept_texts(store, "proc")[-2:] == ["# Proc\n\nA hand edit.\n", V3]
