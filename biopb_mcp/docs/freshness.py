@@ -19,7 +19,6 @@ import logging
 import os
 import time
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 from biopb_mcp.docs.filecache import Stamp, is_settled, stamp
@@ -59,29 +58,6 @@ class Scope:
         return {target[2]: n for n, target in enumerate(self.targets)}
 
 
-def _inputs(store: DocStore) -> tuple[list[str], list[str] | None]:
-    """The paths a scope derives from (the index, the manifest, every folder that may hold docs)
-    and the folders alone, None when a tier holds a symlink (where it leads is not watched)."""
-    files = [os.fspath(store.index_path), os.fspath(store.manifest_path),
-             os.fspath(Path(store.shipped_dir) / store.index_path.name)]
-    folders: list[str] = []
-    for root in (store.local_dir, store.shipped_dir):
-        pending = [os.fspath(root)]
-        while pending:
-            directory = pending.pop()
-            folders.append(directory)
-            try:
-                entries = list(os.scandir(directory))
-            except OSError:
-                continue
-            for entry in entries:
-                if entry.is_symlink():
-                    return files, None
-                if entry.is_dir() and not entry.name.startswith("."):  # hidden names hold no docs
-                    pending.append(entry.path)
-    return files + folders, folders
-
-
 def _hidden(path: str) -> bool:
     """A hidden name (history, locks, temp files) never holds or is a doc."""
     return path.rpartition("/")[2].startswith(".")
@@ -101,17 +77,16 @@ class Freshness:
 
     scope: Scope | None = None
     watch: DirWatch | None = None
-    watch_failed: bool = False  # inotify is missing or refused here: every file is stat'ed
     sweep: bool = True  # the next query stats every file (nothing before the watch was seen)
     verified: dict[tuple[str, str], Stamp] = field(default_factory=dict)  # stamps this process saw on disk
     seen_generation: int = -1  # the index generation the last refresh ended at
     unsettled: bool = False  # the last refresh left a row read too soon after its file changed
     roll: int = 0  # where the next rolling re-stat starts
     checked_scope: Scope | None = None  # the scope the last query's suspects were chosen from
-    closed: bool = False
+    closed: bool = False  # closed, or this system cannot watch: every file is stat'ed per query
 
     def close(self) -> None:
-        self.closed = True  # a search still holding this corpus must not open a watch nobody closes
+        self.closed = True  # an evicted corpus a search still holds must not open a watch nobody closes
         if self.watch is not None:
             self.watch.close()
             self.watch = None
@@ -131,7 +106,7 @@ class Freshness:
             self._forget_scope_if_changed(changes)
         scope = self._current_scope(store)
         if self.watch is None or changes is None or not changes.complete or self.sweep or scope.folders is None:
-            self.sweep = self.watch is None
+            self.sweep = False
             self.checked_scope = scope
             return scope, scope.targets
         by_path, targets = scope.by_path, scope.targets
@@ -186,9 +161,10 @@ class Freshness:
         if kept is not None and all(stamp(path) == st for path, st in kept.inputs.items()):
             return kept
         started = time.time_ns()
-        paths, folders = _inputs(store)
+        files, found, linked = store.list_inputs()
+        folders = None if linked else found  # where a link leads is not watched: stat every file
         watching = folders is not None and self._watch(folders)  # before the walk: later changes are queued
-        inputs = {path: stamp(path) for path in paths}
+        inputs = {path: stamp(path) for path in files + found}
         walked = store.doc_entries()
         surfaced = store.surfaced_ids(walked)
         roots = {ORIGIN_SHIPPED: os.fspath(store.shipped_dir)}
@@ -203,7 +179,7 @@ class Freshness:
 
     def _watch(self, folders: list[str]) -> bool:
         """Watch exactly ``folders``; False when this system cannot."""
-        if self.watch_failed or self.closed:
+        if self.closed:
             return False
         try:
             if self.watch is None:
@@ -213,6 +189,5 @@ class Freshness:
             return True
         except WatchUnavailable as exc:
             logger.info("Search stats every doc per query: cannot watch the docs folders (%s)", exc)
-            self.watch_failed = True
             self.close()
             return False

@@ -147,19 +147,7 @@ def read_bytes_at(dir_fd: int, name: str, shown: str, *, max_bytes: int) -> tupl
             raise OSError(errno.EINVAL, f"{shown} is not a regular file")
         if st.st_size > max_bytes:
             raise TooBig(shown, st.st_size)
-        # One read of the stat'ed size plus a byte shows EOF at once for a file that did not
-        # grow; one that did is read on, up to the bound.
-        chunks: list[bytes] = []
-        left = max_bytes + 1
-        want = min(left, st.st_size + 1)
-        while left > 0:
-            chunk = os.read(fd, want)
-            chunks.append(chunk)
-            left -= len(chunk)
-            if len(chunk) < want:
-                break
-            want = min(left, 65536)
-        return b"".join(chunks), st
+        return _read_from_start(fd, st.st_size, max_bytes), st
     finally:
         os.close(fd)
 
@@ -174,8 +162,15 @@ def pread_all(fd: int, *, max_bytes: int) -> bytes:
     st = os.fstat(fd)
     if not stat.S_ISREG(st.st_mode):
         raise OSError(errno.EINVAL, "not a regular file")
+    return _read_from_start(fd, st.st_size, max_bytes)
+
+
+def _read_from_start(fd: int, size: int, max_bytes: int) -> bytes:
+    """At most `max_bytes + 1` bytes of a regular file from offset 0. One read of the stat'ed
+    `size` plus a byte shows EOF at once for a file that did not grow; one that did is read on,
+    up to the bound."""
     chunks: list[bytes] = []
-    offset, want = 0, min(max_bytes + 1, st.st_size + 1)
+    offset, want = 0, min(max_bytes + 1, size + 1)
     while offset <= max_bytes:
         chunk = os.pread(fd, want, offset)
         chunks.append(chunk)

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import bisect
 import logging
-import os
 import threading
 import time
 from collections.abc import Sequence
@@ -180,12 +179,8 @@ class Listing:
         return Page(entries=entries, next_cursor=entries[-1].uri if more and entries else None)
 
     def _watched(self) -> list[str]:
-        paths = [str(self.store.index_path), str(self.store.manifest_path)]
-        for tier in (self.store.local_dir, self.store.shipped_dir):
-            for top, dirs, _files in os.walk(tier):
-                dirs[:] = [d for d in dirs if not d.startswith(".")]  # history, locks: never docs
-                paths.append(top)
-        return paths
+        files, folders, _ = self.store.list_inputs()
+        return files + folders
 
 
 def list_page(store: DocStore, cursor: str | None = None, page_size: int = PAGE_SIZE) -> Page:

@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, TypeVar
 
-from biopb_mcp.docs.filecache import Stamp, is_settled
+from biopb_mcp.docs.filecache import Stamp, is_settled, stamp_of
 from biopb_mcp.docs.freshness import Freshness
 from biopb_mcp.docs.fts import FtsIndex, Indexed, Ranked, SearchUnavailable, digest
 from biopb_mcp.docs.limits import QUERY_MAX_CHARS
@@ -62,6 +62,7 @@ _CACHED_CORPORA = 4
 
 _WRITE_BATCH = 100
 """Docs indexed per write transaction: short enough that another server's writes wait little."""
+
 
 @dataclass(frozen=True)
 class Hit:
@@ -219,7 +220,7 @@ def _refresh_rows(store: DocStore, index: FtsIndex, freshness: Freshness, rows: 
             missing.add(key)  # vanished between listing and stat: dropped below like any gone doc
             freshness.seen(key, None)
             continue
-        now = (st.st_ino, st.st_mtime_ns, st.st_size)
+        now = stamp_of(st)
         freshness.seen(key, now)
         entry = rows.get(key)
         # An unreadable doc is read again when checked: a chmod moves only its ctime.

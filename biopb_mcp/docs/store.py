@@ -190,6 +190,33 @@ class DocStore:
         """
         return sorted(set(self.local.ids()) | set(self.shipped.files()))
 
+    def list_inputs(self) -> tuple[list[str], list[str], bool]:
+        """What the doc lists (listed, surfaced) derive from: the index files and the manifest,
+        every folder of both tiers that may hold docs (a file added, removed or renamed changes
+        its folder's stamp), and whether a link was met in them (a folder link is not descended:
+        what a link leads to is not among the folders). Hidden folders (history, locks) never
+        hold docs.
+        """
+        files = [os.fspath(self.index_path), os.fspath(self.manifest_path),
+                 os.fspath(self.shipped_dir / self.index_path.name)]
+        folders: list[str] = []
+        linked = False
+        for root in (self.local_dir, self.shipped_dir):
+            pending = [os.fspath(root)]
+            while pending:
+                directory = pending.pop()
+                folders.append(directory)
+                try:
+                    entries = list(os.scandir(directory))
+                except OSError:
+                    continue
+                for entry in entries:
+                    if entry.is_symlink():
+                        linked = True
+                    elif entry.is_dir() and not entry.name.startswith("."):
+                        pending.append(entry.path)
+        return files, folders, linked
+
     def doc_entries(self) -> list[tuple[str, str, str]]:
         """`(id, file path, origin)` of every doc, shadowing applied, from one walk per tier.
 
