@@ -156,7 +156,12 @@ def with_lab_section(index_text: str) -> str:
 
 
 def prepare_tree(
-    out: Path, *, bench_docs: bool, index_text: str | None = None, extra_config: dict[str, dict[str, object]] | None = None
+    out: Path,
+    *,
+    bench_docs: bool,
+    index_text: str | None = None,
+    extra_config: dict[str, dict[str, object]] | None = None,
+    kernel_plugins: dict[str, str] | None = None,
 ) -> ConfigTree:
     """Write a fresh config tree at ``out`` (created; must be empty or absent).
 
@@ -166,6 +171,8 @@ def prepare_tree(
             index and no lab tier.
         index_text: the seed index to start from (default: the shipped one).
         extra_config: more config.toml tables (e.g. ``{"kernel": {"promote_after": 1.0}}``).
+        kernel_plugins: kernel plugin files (name -> source) for ``<tree>/kernel/``, as a lab
+            keeps its own helpers there.
 
     Raises:
         FileExistsError: ``out`` exists and is not empty (a run never reuses a tree).
@@ -198,6 +205,10 @@ def prepare_tree(
     for table, values in (extra_config or {}).items():
         config.setdefault(table, {}).update(values)
     (tree.root / "config.toml").write_text(tomli_w.dumps(config), encoding="utf-8")
+    if kernel_plugins:
+        (tree.root / "kernel").mkdir()
+        for name, source in kernel_plugins.items():
+            (tree.root / "kernel" / name).write_text(source, encoding="utf-8")
     (tree.root / "bench.json").write_text(
         json.dumps({"bench_docs": bench_docs, "moved_to_ignored": moved}, indent=2) + "\n", encoding="utf-8"
     )

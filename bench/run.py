@@ -57,6 +57,8 @@ class RunSpec:
     seed: int = 0
     promote_after: float | None = None
     """Server setting kernel.promote_after for every run (None: the server's default)."""
+    kernel_plugins: dict[str, str] | None = None
+    """Kernel plugin files (name -> source) every run's tree gets, as a lab's own would."""
 
 
 def parse_trace(path: Path) -> tuple[dict[str, int], list[str], int]:
@@ -150,7 +152,7 @@ def run_one(spec: RunSpec, case: Case, arm: str, repeat: int) -> dict[str, Any]:
         run_dir.mkdir(parents=True)
         extra: dict[str, dict[str, object]] | None = (
             {"kernel": {"promote_after": spec.promote_after}} if spec.promote_after is not None else None)
-        tree = prepare_tree(run_dir / "config", bench_docs=ARMS[arm], extra_config=extra)
+        tree = prepare_tree(run_dir / "config", bench_docs=ARMS[arm], extra_config=extra, kernel_plugins=spec.kernel_plugins)
         workdir = run_dir / "work"
         workdir.mkdir()
         truth = case.setup(workdir, _data_rng(spec.seed, case, repeat))

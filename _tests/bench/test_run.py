@@ -69,11 +69,20 @@ def test_a_missing_agent_command_is_one_error_line_and_no_runs(tmp_path: Path, c
     assert not (tmp_path / "bad").exists()
 
 
+PACING_PLUGIN = """\
+import time as _time
+# every cell the agent runs takes at least a second (the server's own silent requests do not),
+# so with promote_after = 0.5 each execute_code becomes a job however fast the machine is
+get_ipython().events.register("pre_run_cell", lambda _info: _time.sleep(1.0))
+"""
+
+
 def test_scripted_agent_on_a_two_session_case_follows_jobs_and_keeps_the_convention(tmp_path: Path) -> None:
-    # promote_after 0.5 s: every solution (its imports alone) outlives it and becomes a job, so the
-    # check passes only if the agent followed each job to its end before leaving. (The docs-blind
-    # agent failing this case is `python -m bench selftest`'s to show.)
-    spec = RunSpec(make_agent("scripted"), ["docs"], [], tmp_path, timeout=150, promote_after=0.5)
+    # A plugin paces every cell past promote_after, so every solution becomes a job and the check
+    # passes only if the agent followed each job to its end before leaving. (The docs-blind agent
+    # failing this case is `python -m bench selftest`'s to show.)
+    spec = RunSpec(make_agent("scripted"), ["docs"], [], tmp_path, timeout=150, promote_after=0.5,
+                   kernel_plugins={"pace.py": PACING_PLUGIN})
     row = run_one(spec, get_case("memo-border-rule"), "docs", 0)
     assert row["passed"], row
     assert row["tool_calls"].get("poll_job", 0) >= 2  # one job per session, each followed

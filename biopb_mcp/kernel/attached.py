@@ -34,7 +34,15 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["HEARTBEAT_GRACE", "IDENTITY_EXPRESSION", "AttachedKernel", "Heartbeat", "bootstrap_code"]
+__all__ = [
+    "HEARTBEAT_GRACE",
+    "IDENTITY_EXPRESSION",
+    "SESSION_PROBE_INTERVAL",
+    "AttachedKernel",
+    "Heartbeat",
+    "SessionProbe",
+    "bootstrap_code",
+]
 
 HEARTBEAT_GRACE = 6.0
 """Seconds without a heartbeat before a kernel with no local pid counts as gone: generous, as a
@@ -76,6 +84,70 @@ class Heartbeat:
         self._ctx.term()
 
 
+SESSION_PROBE_INTERVAL = 2.0
+"""Seconds between the ``kernel_info_request``s that ask a kernel with no local pid who it is."""
+
+
+class SessionProbe:
+    """Asks a joined kernel its session id every ``SESSION_PROBE_INTERVAL`` seconds.
+
+    A restarted kernel is known by the new session id on its messages; waiting for one on iopub
+    alone misses a restart whose first messages went out while the subscription reconnected,
+    and nothing else may ever arrive. A ``kernel_info_request`` on the control channel (answered
+    even while the kernel runs code) brings a reply from whichever kernel now serves the
+    connection file's ports, so a restart is seen within about two intervals whatever the
+    traffic. It runs on its own zmq context and thread, apart from the host's channels.
+    """
+
+    def __init__(self, info: dict[str, Any], session: str, on_restart: Callable[[], None]) -> None:
+        import zmq
+        from jupyter_client.session import Session
+
+        self._expected = session
+        self._on_restart = on_restart
+        self._session = Session(key=str(info["key"]).encode(), signature_scheme=info["signature_scheme"],
+                                username="biopb-mcp")
+        if info["transport"] == "ipc":
+            self._address = f"ipc://{info['ip']}-{info['control_port']}"
+        else:
+            self._address = f"tcp://{info['ip']}:{info['control_port']}"
+        self._ctx = zmq.Context()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="biopb-session-probe", daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        import zmq
+
+        sock = self._ctx.socket(zmq.DEALER)
+        sock.linger = 0
+        sock.connect(self._address)
+        try:
+            while not self._stop.is_set():
+                self._session.send(sock, "kernel_info_request", {})
+                deadline = time.monotonic() + SESSION_PROBE_INTERVAL
+                while (left := deadline - time.monotonic()) > 0 and not self._stop.is_set():
+                    if not sock.poll(int(min(left, 0.2) * 1000)):
+                        continue
+                    try:
+                        _idents, msg = self._session.recv(sock, mode=zmq.NOBLOCK)
+                    except (ValueError, KeyError, TypeError):  # bad signature or framing: not our kernel's
+                        continue
+                    sender = (msg or {}).get("header", {}).get("session")
+                    if sender and sender != self._expected:
+                        self._on_restart()
+                        return
+        except zmq.ZMQError:  # the context was closed under us: the probe is over
+            pass
+        finally:
+            sock.close(linger=0)
+
+    def close(self) -> None:
+        self._stop.set()
+        self._thread.join(SESSION_PROBE_INTERVAL + 1)
+        self._ctx.term()
+
+
 class AttachedKernel(KernelProcess):
     """A kernel this server joins through an existing connection file and does not own.
 
@@ -99,6 +171,7 @@ class AttachedKernel(KernelProcess):
         self.restarted = threading.Event()
         self._pid: int | None = None
         self._heartbeat: Heartbeat | None = None
+        self._probe: SessionProbe | None = None
 
     @property
     def pid(self) -> int | None:
@@ -132,6 +205,8 @@ class AttachedKernel(KernelProcess):
             self._pid = self.reported_pid if local and pid_alive(self.reported_pid) else None
         if self._pid is None:
             self._heartbeat = Heartbeat(self.info)
+            if session:
+                self._probe = SessionProbe(self.info, session, self.restarted.set)
 
     def saw_message(self, msg: dict[str, Any]) -> None:
         """Any message from the kernel: one from another session means the kernel was replaced."""
@@ -177,6 +252,9 @@ class AttachedKernel(KernelProcess):
         if self._heartbeat is not None:
             self._heartbeat.close()
             self._heartbeat = None
+        if self._probe is not None:
+            self._probe.close()
+            self._probe = None
 
     def status(self) -> dict[str, Any]:
         out = super().status()
