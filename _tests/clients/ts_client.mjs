@@ -123,6 +123,7 @@ async function followJob(client, facts) {
     const next = jobFacts(result);
     if (!next) throw new Error(`poll_job answer without job facts: ${shown(textOf(result))}`);
     ({ status, nextOffset } = next);
+    if (status !== 'running' && nextOffset === offset) throw new Error(`${jobId} ended, but next_offset stays at ${offset}`);
     if (nextOffset !== null) offset = nextOffset;
   }
   return { status, pages };
@@ -404,8 +405,9 @@ async function sessionChecks(client, sdk, root) {
   const caps = client.getServerCapabilities() ?? {};
   await check('prompts: advertised only when served; list, get, unknown name -32602', async () => {
     if (!caps.prompts) {
-      const code = await mcpErrorCode(client.listPrompts());
-      return code === null ? 'prompts/list answers though prompts are not advertised' : '';
+      // Not advertised: then there must be no prompt to find (an error or an empty list).
+      const listed = await client.listPrompts().catch(() => ({ prompts: [] }));
+      return listed.prompts.length ? `${listed.prompts.length} prompts served but prompts not advertised` : '';
     }
     const { prompts } = await client.listPrompts();
     if (prompts.length === 0) return 'prompts advertised, prompts/list is empty';
