@@ -16,7 +16,6 @@ import re
 import shutil
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import NoReturn
@@ -24,7 +23,7 @@ from typing import NoReturn
 import httpx2
 import pytest
 
-from _tests.support.stdio_procs import make_env
+from _tests.server.test_http import HttpServer
 
 pytestmark = pytest.mark.slow
 
@@ -121,46 +120,21 @@ def test_typescript_sdk_client_passes_every_check(transport: str, node_modules: 
         pytest.fail(f"ts_client.mjs {transport} exited {run.returncode}:\n{run.stdout}\n{run.stderr}", pytrace=False)
 
 
-class NoAuthServer:
-    """``biopb-mcp --transport http --no-auth``: the conformance suite cannot send a bearer token,
-    and its DNS-rebinding scenario is written for a loopback server without one."""
-
-    def __init__(self, root: Path) -> None:
-        self.stderr_path = root / "stderr.log"
-        with self.stderr_path.open("wb") as err:
-            self.proc = subprocess.Popen(
-                [sys.executable, "-m", "biopb_mcp", "--transport", "http", "--port", "0", "--no-auth"],
-                stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=err, env={**os.environ, **make_env(root)},
-            )
-        deadline = time.monotonic() + 60
-        while not (match := re.search(r"serving streamable HTTP at (http://\S+)", self.stderr())):
-            assert self.proc.poll() is None, self.stderr()
-            assert time.monotonic() < deadline, self.stderr()
-            time.sleep(0.05)
-        self.url = match.group(1)
-
-    def stderr(self) -> str:
-        return self.stderr_path.read_text(errors="replace")
-
-    def capabilities(self) -> dict[str, object]:
-        """What the server advertises in its initialize answer."""
-        init = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
-            "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "0"}}}
-        response = httpx2.post(self.url, json=init, timeout=30,
-                               headers={"accept": "application/json, text/event-stream"})
-        data = next(line[5:] for line in response.text.splitlines() if line.startswith("data:"))
-        capabilities: dict[str, object] = json.loads(data)["result"]["capabilities"]
-        return capabilities
-
-    def stop(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.terminate()
-        self.proc.wait(30)
+def _capabilities(url: str) -> dict[str, object]:
+    """What the server at ``url`` advertises in its initialize answer."""
+    init = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "0"}}}
+    response = httpx2.post(url, json=init, timeout=30, headers={"accept": "application/json, text/event-stream"})
+    data = next(line[5:] for line in response.text.splitlines() if line.startswith("data:"))
+    capabilities: dict[str, object] = json.loads(data)["result"]["capabilities"]
+    return capabilities
 
 
 @pytest.fixture(scope="module")
-def no_auth_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[NoAuthServer]:
-    server = NoAuthServer(tmp_path_factory.mktemp("conformance"))
+def no_auth_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[HttpServer]:
+    """``biopb-mcp --transport http --no-auth``: the conformance suite cannot send a bearer token,
+    and its DNS-rebinding scenario is written for a loopback server without one."""
+    server = HttpServer(tmp_path_factory.mktemp("conformance"), "--no-auth")
     yield server
     server.stop()
 
@@ -180,10 +154,10 @@ def test_every_conformance_server_scenario_is_run_or_said_why_not(node22: Path, 
 
 
 @pytest.mark.parametrize("scenario", [*APPLICABLE_SCENARIOS, *WHEN_ADVERTISED])
-def test_conformance_scenario_passes(scenario: str, node22: Path, node_modules: Path, no_auth_server: NoAuthServer,
+def test_conformance_scenario_passes(scenario: str, node22: Path, node_modules: Path, no_auth_server: HttpServer,
                                      tmp_path: Path) -> None:
     needs = WHEN_ADVERTISED.get(scenario)
-    if needs is not None and needs not in no_auth_server.capabilities():
+    if needs is not None and needs not in _capabilities(no_auth_server.url):
         pytest.skip(f"the server does not advertise {needs}, so {scenario} does not apply")
     # -o: the suite writes its results under the working dir unless told where.
     run = _conformance(node22, node_modules, "server", "--url", no_auth_server.url, "--scenario", scenario,
