@@ -96,9 +96,9 @@ async function call(client, name, args = {}) {
  * else from the structured content older servers sent, so the job can still be followed. */
 function jobFacts(result) {
   const match = JOB_LINE.exec(lastLine(textOf(result)));
-  if (match) return { jobId: match[1], status: match[2], nextOffset: match[3] === undefined ? null : Number(match[3]), line: true };
+  if (match) return { jobId: match[1], status: match[2], nextOffset: match[3] === undefined ? null : Number(match[3]) };
   const s = result.structuredContent;
-  if (s && typeof s.job_id === 'string') return { jobId: s.job_id, status: s.status, nextOffset: s.next_offset ?? null, line: false };
+  if (s && typeof s.job_id === 'string') return { jobId: s.job_id, status: s.status, nextOffset: s.next_offset ?? null };
   return null;
 }
 
@@ -109,7 +109,7 @@ const jobLineWhy = (result, status) => {
   return status && match[2] !== status ? `status ${match[2]}, expected ${status}` : '';
 };
 
-/** Follow a job with poll_job from ``offset`` until its status is not running; the pages' texts. */
+/** Follow a job with poll_job from ``offset`` until it is not running and no page is left; its poll_job answers. */
 async function followJob(client, facts) {
   const deadline = Date.now() + JOB_DEADLINE_MS;
   const pages = [];
