@@ -36,6 +36,7 @@ class Case:
     dtype: str = "uint16"
     measure: bool = False   # the FWHM is not given: the procedure measures it
     dim_share: float = 0.0  # this share of the spots at 0.55x the brightness (a crowd of dim spots)
+    haze: float = 0.0       # a Gaussian haze (sigma 45 px) this many noise SDs high
 
 
 CASES = {
@@ -47,6 +48,7 @@ CASES = {
     "n150-snr8-fwhm4.5-float": Case(206, 150, 4.5, 8, 3.0, ramp=40, dtype="float32"),
     "n300-snr10-fwhm3.5-measured": Case(208, 300, 3.5, 10, 2.5, ramp=60, measure=True),
     "n240-half-dim-crowd-snr16": Case(209, 240, 3.0, 16, 3.0, dim_share=0.5),
+    "n80-snr25-haze250sd-measured": Case(211, 80, 3.5, 25, 4.0, ramp=60, haze=250, measure=True),
 }
 
 
@@ -76,6 +78,7 @@ def make_spots(case: Case, merged_pairs: int = 0) -> tuple[Inputs, dict[str, Any
     amps[: round(case.dim_share * case.n)] *= 0.55
     yy, xx = np.mgrid[: SHAPE[0], : SHAPE[1]]
     background = 100 + case.ramp * noise * (0.5 * xx / SHAPE[1] + 0.25 * (1 + np.sin(yy / 40.0)))
+    background += case.haze * noise * np.exp(-((yy - 100) ** 2 + (xx - 140) ** 2) / (2 * 45.0**2))
     image = background + spot_image(rng, centers, amps, case.fwhm) + rng.normal(0, noise, SHAPE)
     # cells: vertical bands with ids that skip numbers (3, 7, 8, 20)
     ids = np.array([3, 7, 8, 20])
@@ -149,3 +152,13 @@ def test_count_spots_stops_falsely_with_the_median_detection_as_the_single_spot(
     inputs, _ = make_spots(CASES["n240-half-dim-crowd-snr16"])
     with pytest.raises(seedlib.KernelError, match="spots merge at this density"):
         run_doc(kernel, "count-spots", inputs, PRODUCES, tmp_path, edit=edit)
+
+
+def test_count_spots_sweep_fails_when_the_haze_is_left_in(kernel: seedlib.KernelRunner, tmp_path: Path) -> None:
+    """Core step removed (no wide background taken out before the detector): the haze's own
+    curvature lifts the noise over the threshold and false spots appear under it."""
+    case = CASES["n80-snr25-haze250sd-measured"]
+    inputs, truth = make_spots(case)
+    edit = replace_once("flat = img - ndi.gaussian_filter(img, 12)", "flat = img")
+    with pytest.raises((AssertionError, seedlib.KernelError), match=r"not on a true spot|spots, truth|FWHM measured"):
+        check(case, run_doc(kernel, "count-spots", inputs, PRODUCES, tmp_path, edit=edit), truth)
