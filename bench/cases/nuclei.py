@@ -309,6 +309,6 @@ with open("counts.csv", "w", newline="") as f:
         mask = morphology.remove_small_objects(smooth > filters.threshold_otsu(smooth), max_size=19)
         w.writerow([t, int(measure.label(mask).max())])
 """,
-        docs=("segment-nuclei", "timelapse-intensity"),
+        docs=("segment-nuclei",),
     )
 )

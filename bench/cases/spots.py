@@ -155,7 +155,7 @@ with open("spots_per_cell.csv", "w", newline="") as f:
     for label in np.unique(cells[cells > 0]):
         w.writerow([int(label), int((owner == label).sum())])
 """,
-        docs=("count-spots", "measure-labels"),
+        docs=("count-spots",),
     )
 )
 
