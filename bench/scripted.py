@@ -84,7 +84,12 @@ async def play(case_name: str, workdir: Path, mcp_config: Path, *, session: int 
     case = get_case(case_name)
     session = session or case.sessions
     spec = json.loads(mcp_config.read_text(encoding="utf-8"))["mcpServers"]["biopb"]
-    params = StdioServerParameters(command=spec["command"], args=spec.get("args", []), env=spec.get("env"), cwd=str(workdir))
+    env = dict(spec.get("env") or {})
+    if os.environ.get("PYTHONPATH"):
+        # the server (and so the docs it serves) of the checkout this agent runs from, not whatever
+        # copy of the package happens to be installed
+        env.setdefault("PYTHONPATH", os.environ["PYTHONPATH"])
+    params = StdioServerParameters(command=spec["command"], args=spec.get("args", []), env=env, cwd=str(workdir))
     async with Client(params, read_timeout_seconds=120) as client:
         listed = listed_ids(client.instructions or "")
         _log(f"session {session} of {case.sessions}; handshake lists {len(listed)} ids; {'blind' if blind else 'docs-driven'}")
