@@ -98,17 +98,19 @@ async def play(case_name: str, workdir: Path, mcp_config: Path, *, session: int 
             return await _first_session(client, case, workdir, blind)
         informed = not blind
         texts: dict[str, str] = {}
-        wanted = list(dict.fromkeys([*case.docs, *(case.procedure.docs if case.procedure else ())]))
-        for doc_id in wanted:
-            if blind:
-                break
-            if doc_id in listed:
-                result = await client.call_tool("read_doc", {"id": doc_id})
-                texts[doc_id] = _text(result)
-                _log(f"read_doc({doc_id!r}): {len(texts[doc_id])} chars")
-            else:
-                informed = False
-                _log(f"{doc_id!r} is not listed here; not reading it")
+        # the docs that cover the case first; the other docs its procedure runs (the references
+        # its save step calls) only once those could be read
+        for group in (case.docs, case.procedure.docs if case.procedure else ()):
+            for doc_id in group:
+                if not informed or doc_id in texts:
+                    continue
+                if doc_id in listed:
+                    result = await client.call_tool("read_doc", {"id": doc_id})
+                    texts[doc_id] = _text(result)
+                    _log(f"read_doc({doc_id!r}): {len(texts[doc_id])} chars")
+                else:
+                    informed = False
+                    _log(f"{doc_id!r} is not listed here; not reading it")
         if not informed:
             _log("playing the textbook solution")
             return await _run_code(client, workdir, case.textbook_solution)
