@@ -127,5 +127,5 @@ def test_max_projection_sweep_fails_with_one_focus_range_for_the_whole_plane(
     case = CASES["z25-three-depths-in-focus-only"]
     inputs, truth = make_stack(case)
     edit = replace_once("ranges = [half_max_range(s) for s in with_structure]", "ranges = [half_max_range(focus_scores)]")
-    with pytest.raises(AssertionError, match="kept slices|MIP peaks"):
+    with pytest.raises(AssertionError, match=r"kept slices|MIP peaks"):
         check(case, inputs, run_doc(kernel, "max-projection", inputs, PRODUCES, tmp_path, edit=edit), truth)
