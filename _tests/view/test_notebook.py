@@ -122,17 +122,18 @@ def test_one_valid_notebook_per_kernel_start_linked_and_named_in_the_tool_result
     assert f"Session notebook: {second}" in session["restart"]
     assert session["status"]["kernel"]["session_notebook"] == str(second)
     nb1, nb2 = session["nbs"]
-    assert nb1.cells[1].cell_type == "markdown" and "**read_doc** `kernel`" in nb1.cells[1].source
+    assert nb1.cells[1].metadata.biopb.setup  # what a plain kernel lacks, before the agent's cells
+    assert nb1.cells[2].cell_type == "markdown" and "**read_doc** `kernel`" in nb1.cells[2].source
     assert str(second) in nb1.cells[-1].source and nb1.cells[-1].cell_type == "markdown"
     assert str(first) in nb2.cells[0].source and nb2.cells[0].cell_type == "markdown"
-    assert [c.source for c in nb2.cells if c.cell_type == "code"] == ["'after restart'"]
+    assert [c.source for c in agent_cells(nb2)] == ["'after restart'"]
 
 
 def test_cells_in_order_with_their_outputs_full_size_images_and_doc_notes(session: dict[str, Any]) -> None:
     nb = session["nbs"][0]
     kinds = [(c.cell_type, c.source) for c in nb.cells]
     code = [src for kind, src in kinds if kind == "code"]
-    assert code == CODE == [c.source for c in agent_cells(nb)]
+    assert code[1:] == CODE == [c.source for c in agent_cells(nb)]  # after the setup cell
     read_at = next(i for i, (k, s) in enumerate(kinds) if k == "markdown" and "`measure-labels`" in s)
     write_at = next(i for i, (k, s) in enumerate(kinds) if k == "markdown" and "write_doc" in s)
     assert kinds.index(("code", SEGMENT)) < read_at < kinds.index(("code", FIGURE))

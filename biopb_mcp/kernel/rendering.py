@@ -16,6 +16,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from biopb_mcp.kernel import image_files
 from biopb_mcp.kernel.executions import Execution, ImageRecord, Rendered
 from biopb_mcp.kernel.states import ExecutionStatus
 
@@ -70,10 +71,8 @@ def image_factory(
         if max_images is None and len(data) <= max_bytes:
             record.data = data
             return record, f"[image {index}: {dims}PNG, {len(data)} bytes, attached]"
-        path = image_dir / f"{job_id}-image{index}.png"
         try:
-            image_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
-            path.write_bytes(data)
+            path = image_files.for_dir(image_dir).save(f"{job_id}-image{index}.png", data)
             record.path = path
             saved = f"full size saved to {path}"
         except OSError as exc:
