@@ -38,6 +38,7 @@ import contextlib
 import datetime as _dt
 import errno
 import fcntl
+import itertools
 import json
 import logging
 import os
@@ -88,6 +89,9 @@ SKIPPED_ON_RERUN = frozenset({"interrupted", "aborted", "dead"})
 stopped may take all of the machine's memory)."""
 
 _OUTPUT_KINDS = frozenset({"stream", "execute_result", "display_data", "error", "clear_output"})
+
+_numbers = itertools.count(1)
+"""Numbers the notebooks of this process: two recorders started in one second never share a name."""
 
 _NOTEBOOK_NAME = re.compile(r"session-[0-9]{8}-[0-9]{6}-[0-9]+-[0-9]+\.ipynb")
 
@@ -306,7 +310,6 @@ class SessionRecorder:
         self.max_session_bytes = max_session_bytes
         self.error: str | None = None
         self._path: Path | None = None
-        self._count = 0
         self._lock = threading.Lock()
         self._queue: queue.Queue[tuple[str, Any] | None] = queue.Queue()
         self._thread: threading.Thread | None = None
@@ -339,9 +342,8 @@ class SessionRecorder:
         the new one opens with a cell pointing back, so a restart reads as one linked session.
         """
         with self._lock:
-            self._count += 1
             stamp = _dt.datetime.now().strftime("%Y%m%d-%H%M%S")
-            path = self.directory / f"session-{stamp}-{os.getpid()}-{self._count}.ipynb"
+            path = self.directory / f"session-{stamp}-{os.getpid()}-{next(_numbers)}.ipynb"
             previous, self._path = self._path, path
         self._put("new", (path, previous, kernel_name, display_name, about, setup or KernelSetup(), time.time()))
         return path
