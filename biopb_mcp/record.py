@@ -723,10 +723,20 @@ def _last_whole_cell_end(fd: int, size: int) -> int | None:
     return before - 1 if before > 0 and os.pread(fd, 1, before - 1) == b"," else before
 
 
+MAX_READ_BYTES = 8 * MAX_SESSION_BYTES
+"""Largest notebook ``read_session`` reads (past the cap a notebook still grows, by code alone)."""
+
+
 def read_session(path: Path) -> Any:
     """A recorded session notebook, read and validated by nbformat (raises its errors).
 
-    A read that lands while a cell is being appended can see half of it: it is tried again.
+    The path may come from a file others can write (the magics' link file), so only a regular
+    file of bounded size is read, opened non-blocking (a FIFO there would hang the read). A read
+    that lands while a cell is being appended can see half of it: it is tried again.
+
+    Raises:
+        OSError: not a regular file (EINVAL), too big (EFBIG), or unreadable.
+        ValueError: not a valid notebook (nbformat's errors).
     """
     from nbformat.reader import NotJSONError
 
@@ -741,7 +751,18 @@ def read_session(path: Path) -> Any:
 def _read_valid(path: Path) -> Any:
     import nbformat
 
-    nb = nbformat.read(str(path), as_version=4)
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise OSError(errno.EINVAL, f"{path} is not a regular file")
+        if st.st_size > MAX_READ_BYTES:
+            raise OSError(errno.EFBIG, f"{path} is {st.st_size:,} bytes")
+        with os.fdopen(os.dup(fd), "rb") as fh:
+            raw = fh.read(MAX_READ_BYTES + 1)
+    finally:
+        os.close(fd)
+    nb = nbformat.reads(raw.decode("utf-8"), as_version=4)
     nbformat.validate(nb)
     return nb
 
