@@ -10,6 +10,8 @@ from __future__ import annotations
 import json
 import os
 import shlex
+import subprocess
+import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -17,10 +19,11 @@ from pathlib import Path
 import pytest
 
 from _tests.support.notebook_kernel import NotebookKernel, isolated_env
+from _tests.support.stdio_procs import RawServer, result_text
 from biopb_mcp.config import load_settings
 from biopb_mcp.extension import attach_text, status_text
 from biopb_mcp.kernel_link import AgentPresence, KernelLink, link_id
-from biopb_mcp.record import SessionRecorder
+from biopb_mcp.record import SessionRecorder, read_session
 
 
 @pytest.fixture(scope="module")
@@ -100,7 +103,9 @@ def test_status_and_log_show_what_the_agent_ran(notebook: tuple[NotebookKernel, 
 
 def test_a_gone_server_is_reported_as_gone(notebook: tuple[NotebookKernel, KernelLink, Path]) -> None:
     kernel, link, _root = notebook
-    presence = AgentPresence(server_pid=2**22 + 12345, transport="stdio", owns_kernel=False,
+    gone = subprocess.Popen([sys.executable, "-c", "pass"])
+    gone.wait()
+    presence = AgentPresence(server_pid=gone.pid, transport="stdio", owns_kernel=False,
                              connection_file=str(kernel.connection_file))
     link.announce(presence)
     assert "has exited" in kernel.run("%biopb status").stdout
@@ -141,3 +146,39 @@ def test_status_text_without_a_notebook_says_recording_is_off() -> None:
                              connection_file="/x.json", since=time.time())
     text = status_text(presence, None)
     assert "it owns this kernel" in text and "records no session notebook" in text
+
+
+def test_an_agent_that_left_cleanly_is_reported_as_one_that_was_killed(
+    notebook: tuple[NotebookKernel, KernelLink, Path],
+) -> None:
+    """A real server joins this kernel, runs a cell and leaves by stdin EOF: %biopb status says it
+    has exited, with what it ran (as after kill -9); its log and notebook say it joined, not started."""
+    kernel, link, root = notebook
+    env = isolated_env(root)
+    server = RawServer(env, root / "leaving.err", "--existing", str(kernel.connection_file))
+    try:
+        server.initialize()
+        assert not server.call("start_kernel", timeout=90).get("isError")
+        assert "7" in result_text(server.call("execute_code", {"code": "left_cleanly = 7\nleft_cleanly"}))
+        for _ in range(100):  # the note of what it ran is written off the call's path
+            presence = link.presence()
+            if presence is not None and presence.last_job:
+                break
+            time.sleep(0.05)
+        assert server.proc.stdin is not None
+        server.proc.stdin.close()
+        assert server.proc.wait(60) == 0
+    finally:
+        server.close()
+    status = kernel.run("%biopb status").stdout
+    assert f"the last one (biopb-mcp pid {server.proc.pid}) has exited" in status, status
+    assert "left_cleanly = 7" in status and "Agent attached" not in status
+    log = (root / "state" / "server.log").read_text()
+    assert "stdin closed; leaving the joined kernel running" in log
+    assert "stdin closed; shutting the kernel down" not in log
+    presence = link.presence()
+    assert presence is not None and presence.session_notebook
+    heading = read_session(Path(presence.session_notebook)).cells[0].source
+    assert heading.startswith("# Agent session, joined kernel `kernel-nb.json`"), heading
+    assert "kernel started" not in heading
+    assert kernel.run("print(left_cleanly)").stdout == "7\n"  # the kernel and its namespace stay
