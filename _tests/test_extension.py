@@ -7,6 +7,7 @@ tests.
 
 from __future__ import annotations
 
+import base64
 import json
 import os
 import shlex
@@ -99,6 +100,40 @@ def test_status_and_log_show_what_the_agent_ran(notebook: tuple[NotebookKernel, 
     assert "a = 1" in kernel.run("%biopb log").stdout
     bad = kernel.run("%biopb log many")
     assert "positive number" in bad.stderr
+
+
+def png_bytes(width: int, height: int) -> bytes:
+    """A real PNG of that size (what a figure or a PIL image displays)."""
+    import struct
+    import zlib
+
+    def chunk(kind: bytes, data: bytes) -> bytes:
+        return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
+
+    rows = b"".join(b"\0" + bytes(width) for _ in range(height))
+    return (b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", struct.pack(">IIBBBBB", width, height, 8, 0, 0, 0, 0))
+            + chunk(b"IDAT", zlib.compress(rows)) + chunk(b"IEND", b""))
+
+
+def test_log_shows_an_agents_image_by_its_size_to_a_text_frontend(
+    notebook: tuple[NotebookKernel, KernelLink, Path],
+) -> None:
+    kernel, link, root = notebook
+    recorder = SessionRecorder(root / "image-notebooks")
+    path = recorder.start_notebook(kernel_name="python3", display_name="Python 3", about="test")
+    collector = recorder.collector()
+    png = base64.b64encode(png_bytes(556, 413)).decode()
+    repr_text = "<PIL.PngImagePlugin.PngImageFile image mode=RGBA size=556x413 at 0x7F00>"
+    collector.add("display_data", {"data": {"image/png": png, "text/plain": repr_text}, "metadata": {}})
+    recorder.code_cell("display(img)", collector, {"job_id": "job-9", "status": "ok"})
+    assert recorder.flush()
+    recorder.close()
+    link.announce(AgentPresence(server_pid=os.getpid(), transport="stdio", owns_kernel=False,
+                                connection_file=str(kernel.connection_file), session_notebook=str(path)))
+    ran = kernel.run("%biopb log 1")
+    assert ran.error is None, ran
+    (shown,) = ran.results
+    assert shown["text/plain"] == "[image 556×413]" and shown["image/png"] == png
 
 
 def test_a_gone_server_is_reported_as_gone(notebook: tuple[NotebookKernel, KernelLink, Path]) -> None:

@@ -178,7 +178,9 @@ def test_a_crafted_session_notebook_path_is_refused_not_read(tmp_path: Path) -> 
     os.mkfifo(fifo)
     crafted = AgentPresence(server_pid=os.getpid(), transport="stdio", owns_kernel=False,
                             connection_file="/k.json", session_notebook=str(fifo))
-    cells, why = run_bounded(lambda: agent_cells_of(crafted, 3))  # type: ignore[misc]
+    answer = run_bounded(lambda: agent_cells_of(crafted, 3))
+    assert isinstance(answer, tuple)
+    cells, why = answer
     assert cells == [] and why is not None and "not a regular file" in why
 
 
