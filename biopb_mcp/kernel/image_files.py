@@ -30,7 +30,8 @@ MAX_BYTES = 512 * 1024 * 1024
 """Bytes of saved images kept in the folder."""
 
 _SWEEP_EVERY = 50
-"""Saves between sweeps of a folder already within bounds (a sweep lists the whole folder)."""
+"""Saves between sweeps of a folder this process keeps within bounds: other servers of the state
+dir save there too (a sweep lists the whole folder, so not at every save)."""
 
 
 class ImageFiles:
@@ -43,7 +44,9 @@ class ImageFiles:
         self._lock = threading.Lock()
         self._since_sweep: int | None = None
         """Saves since the last sweep; None until this process swept once."""
-        self._bytes_since = 0
+        self._files = 0
+        self._bytes = 0
+        """The folder's size as of the last sweep plus what this process saved since."""
 
     def save(self, name: str, data: bytes) -> Path:
         """Write ``data`` as ``name`` (0600, never through a link planted there) and sweep if due.
@@ -53,10 +56,11 @@ class ImageFiles:
         """
         nofollow.write_atomic(self.directory, name, data, durable=False)
         with self._lock:
+            self._files += 1
+            self._bytes += len(data)
             due = (self._since_sweep is None or self._since_sweep + 1 >= _SWEEP_EVERY
-                   or self._bytes_since + len(data) >= self.max_bytes // 4)
-            self._since_sweep = 0 if due else (self._since_sweep or 0) + 1
-            self._bytes_since = 0 if due else self._bytes_since + len(data)
+                   or self._files > self.max_files or self._bytes > self.max_bytes)
+            self._since_sweep = (self._since_sweep or 0) + 1
         if due:
             self.sweep(keep=name)
         return self.directory / name
@@ -68,6 +72,7 @@ class ImageFiles:
         ``keep`` (the image just saved) never goes. Never raises.
         """
         entries: list[tuple[float, int, str]] = []
+        kept: list[int] = []
         try:
             with nofollow.open_dir(self.directory) as dir_fd:
                 for name in os.listdir(dir_fd):
@@ -75,11 +80,14 @@ class ImageFiles:
                         continue
                     with contextlib.suppress(OSError):
                         st = os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
-                        if stat.S_ISREG(st.st_mode) and name != keep:
-                            entries.append((st.st_mtime, st.st_size, name))
+                        if stat.S_ISREG(st.st_mode):
+                            if name == keep:
+                                kept.append(st.st_size)
+                            else:
+                                entries.append((st.st_mtime, st.st_size, name))
                 entries.sort()
-                count = len(entries) + (keep is not None)
-                total = sum(size for _, size, _ in entries)
+                count = len(entries) + len(kept)
+                total = sum(size for _, size, _ in entries) + sum(kept)
                 removed = 0
                 for _mtime, size, name in entries:
                     if count <= self.max_files and total <= self.max_bytes:
@@ -93,6 +101,8 @@ class ImageFiles:
         except OSError as exc:
             logger.warning("could not sweep the saved images in %s: %s", self.directory, exc)
             return 0
+        with self._lock:
+            self._since_sweep, self._files, self._bytes = 0, count, total
         if removed:
             logger.info("removed the %d oldest saved images from %s", removed, self.directory)
         return removed
