@@ -81,74 +81,64 @@ class AgentConsoleShell(ZMQTerminalInteractiveShell):  # type: ignore[misc]
         while run_sync(self.client.iopub_channel.msg_ready)():
             msg = run_sync(self.client.iopub_channel.get_msg)()
             kind, content = msg["header"]["msg_type"], msg["content"]
+            mine = self.from_here(msg)
             if kind == "execute_input":  # the next prompt follows whoever ran last
                 self.execution_count = int(content["execution_count"]) + 1
-            if self.from_here(msg):
-                self._show_own(kind, content)
-            elif self.include_other_output:
-                self._show_other(kind, content)
+            if not mine and not self.include_other_output:
+                continue
+            if kind == "status":
+                if mine:  # another client's idle must not end the wait for this one's cell
+                    self._execution_state = content["execution_state"]
+            elif kind == "execute_input":
+                if not mine:
+                    sys.stdout.write(f"\n{self.other_output_prefix}In [{content.get('execution_count')}]: "
+                                     f"{content.get('code', '')}\n")
+            elif kind == "stream":
+                out = sys.stderr if content.get("name") == "stderr" else sys.stdout
+                if self._pending_clearoutput:
+                    out.write("\r")
+                    self._pending_clearoutput = False
+                out.write(str(content.get("text", "")))
+            elif kind == "clear_output":
+                if content.get("wait"):
+                    self._pending_clearoutput = True
+                else:
+                    sys.stdout.write("\r")
+            elif kind == "error":
+                sys.stderr.write("\n".join(content.get("traceback", [])) + "\n")
+            elif kind in ("execute_result", "display_data"):
+                (self._show_own if mine else self._show_other)(kind, content)
             sys.stdout.flush()
             sys.stderr.flush()
 
-    def _stream(self, content: dict[str, Any]) -> None:
-        out = sys.stderr if content.get("name") == "stderr" else sys.stdout
-        if self._pending_clearoutput:
-            out.write("\r")
-            self._pending_clearoutput = False
-        out.write(str(content.get("text", "")))
-
-    def _clear(self, content: dict[str, Any]) -> None:
-        if content.get("wait"):
-            self._pending_clearoutput = True
-        else:
-            sys.stdout.write("\r")
-
     def _show_own(self, kind: str, content: dict[str, Any]) -> None:
-        """What jupyter-console shows of the scientist's own cell."""
-        if kind == "status":
-            self._execution_state = content["execution_state"]
-        elif kind == "stream":
-            self._stream(content)
-        elif kind == "clear_output":
-            self._clear(content)
-        elif kind == "error":
-            sys.stderr.write("\n".join(content.get("traceback", [])) + "\n")
-        elif kind in ("execute_result", "display_data"):
-            data = content.get("data", {})
-            handled = self.handle_rich_data(data)
-            if kind == "execute_result":
-                self.execution_count = int(content["execution_count"])
-                if "text/plain" not in data:
-                    return
-                sys.stdout.flush()
-                sys.stderr.flush()
-                self.print_out_prompt()  # prompt_toolkit prints at once: no prompt is running now
-                text = data["text/plain"]
-                print("\n" + text if "\n" in text else text)
-            elif not handled and "text/plain" in data:
-                print(data["text/plain"])
+        """A result or display of the scientist's own cell, as jupyter-console shows it."""
+        data = content.get("data", {})
+        handled = self.handle_rich_data(data)
+        if kind == "execute_result":
+            self.execution_count = int(content["execution_count"])
+            if "text/plain" not in data:
+                return
+            sys.stdout.flush()
+            sys.stderr.flush()
+            self.print_out_prompt()  # prompt_toolkit prints at once: no prompt is running now
+            text = data["text/plain"]
+            print("\n" + text if "\n" in text else text)
+        elif not handled and "text/plain" in data:
+            print(data["text/plain"])
 
     def _show_other(self, kind: str, content: dict[str, Any]) -> None:
-        """The agent's cell: marked, in the order it ran, an image as its size."""
+        """A result or display of the agent's cell: marked, an image as its size."""
+        data = content.get("data", {})
+        text = image_label(data) or data.get("text/plain")
+        if not isinstance(text, str):
+            return
         prefix = self.other_output_prefix
-        if kind == "execute_input":
-            sys.stdout.write(f"\n{prefix}In [{content.get('execution_count')}]: {content.get('code', '')}\n")
-        elif kind == "stream":
-            self._stream(content)
-        elif kind == "clear_output":
-            self._clear(content)
-        elif kind == "error":
-            sys.stderr.write("\n".join(content.get("traceback", [])) + "\n")
-        elif kind in ("execute_result", "display_data"):
-            data = content.get("data", {})
-            text = image_label(data) or data.get("text/plain")
-            if not isinstance(text, str):
-                return
-            if kind == "execute_result":
-                head = f"{prefix}Out[{content.get('execution_count')}]: "
-                sys.stdout.write(head + ("\n" if "\n" in text else "") + text + "\n")
-            else:
-                sys.stdout.write(f"{prefix}{text}\n")
+        if kind == "execute_result":
+            head = f"{prefix}Out[{content.get('execution_count')}]: "
+            sys.stdout.write(head + ("\n" if "\n" in text else "") + text + "\n")
+        else:
+            sys.stdout.write(f"{prefix}{text}\n")
 
 
 class AgentConsoleApp(ZMQTerminalIPythonApp):  # type: ignore[misc]

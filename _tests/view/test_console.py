@@ -27,6 +27,15 @@ async def run(client: Client, code: str) -> str:
     return text_of(result)
 
 
+async def until_in_namespace(client: Client, console: PtyProgram, name: str, value: str) -> None:
+    """Wait until a line typed in the console has run: the agent sees ``name`` with ``value``."""
+    for _ in range(100):
+        if value in await run(client, f"globals().get({name!r})"):
+            return
+        await anyio.sleep(0.2)
+    raise AssertionError(f"{name} typed in the console never reached the namespace:\n{console.screen}")
+
+
 async def test_console_shows_the_agents_work_shares_the_namespace_and_quit_keeps_the_kernel(
     tmp_path: Path,
 ) -> None:
@@ -54,12 +63,7 @@ async def test_console_shows_the_agents_work_shares_the_namespace_and_quit_keeps
 
                 # The scientist types into the same namespace; the agent sees it.
                 console.type("z = y * 2\r")
-                for _ in range(100):  # until the console's cell ran
-                    if "84" in await run(client, "globals().get('z')"):
-                        break
-                    await anyio.sleep(0.2)
-                else:
-                    raise AssertionError(f"the console's z never reached the namespace:\n{console.screen}")
+                await until_in_namespace(client, console, "z", "84")
 
                 # quit leaves the console, not the kernel.
                 console.type("quit\r")
@@ -117,12 +121,7 @@ async def test_console_keeps_the_prompt_whole_and_in_step_with_the_agents_cells(
                 assert "IPython.core.display.Image object" not in console.screen
 
                 console.type("\r")  # the typed line, intact, runs in the shared namespace
-                for _ in range(100):
-                    if "3" in await run(client, "globals().get('typed_here')"):
-                        break
-                    await anyio.sleep(0.2)
-                else:
-                    raise AssertionError(f"the typed line never ran:\n{console.screen}")
+                await until_in_namespace(client, console, "typed_here", "3")
                 console.type("quit\r")
                 await anyio.to_thread.run_sync(lambda: console.proc.wait(60))
             finally:

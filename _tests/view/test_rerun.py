@@ -8,7 +8,6 @@ same kernel) that a later agent cell read.
 from __future__ import annotations
 
 import json
-import os
 import re
 import shlex
 import subprocess
@@ -19,12 +18,10 @@ from typing import Any
 import anyio
 import nbformat
 import pytest
-from mcp import Client
 
 from _tests.support.results import text_of
-from _tests.support.view_helpers import make_settings
+from _tests.support.view_helpers import recording_server
 from biopb_mcp.record import agent_cells, read_session
-from biopb_mcp.server import build_server
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -56,35 +53,24 @@ def readme_rerun_command() -> str:
 
 
 async def record(root: Path) -> Path:
-    settings = make_settings(root, "[kernel]\npromote_after = 1.0\n")
-    mcp, state = build_server(settings)
-    cwd = os.getcwd()
-    os.chdir(root / "data")  # the agent's kernel starts here; the re-run must too
-    try:
-        with anyio.fail_after(180):
-            async with Client(mcp, mode="legacy") as client:
-                await client.call_tool("start_kernel", {})
-                status = json.loads(text_of(await client.call_tool("server_status", {})))
-                for code in (PLUGIN, FAILS):
-                    await client.call_tool("execute_code", {"code": code})
-                job = text_of(await client.call_tool("execute_code", {"code": STOPPED}))
-                assert "job-" in job, job
-                while not (root / "data" / "stopped-job-ran").exists():
-                    await anyio.sleep(0.05)
-                assert "interrupted" in text_of(await client.call_tool("interrupt_kernel", {})).lower()
-                # the scientist types a name in a console (another client, another process)
-                typed = await anyio.run_process([sys.executable, "-c", CONSOLE_CLIENT,
-                                                 status["kernel"]["connection_file"], CONSOLE])
-                assert typed.stdout.decode().strip() == "ok", typed
-                for code in (READS_CONSOLE, LAST):
-                    await client.call_tool("execute_code", {"code": code})
-                path = Path(status["kernel"]["session_notebook"])
-    finally:
-        os.chdir(cwd)
-        state.kernel.shutdown()
-        assert state.kernel.recorder is not None
-        state.kernel.recorder.close()
-    return path
+    with anyio.fail_after(180):
+        async with recording_server(root, "[kernel]\npromote_after = 1.0\n") as (client, _state):
+            await client.call_tool("start_kernel", {})  # in root/data: the re-run must start there too
+            status = json.loads(text_of(await client.call_tool("server_status", {})))
+            for code in (PLUGIN, FAILS):
+                await client.call_tool("execute_code", {"code": code})
+            job = text_of(await client.call_tool("execute_code", {"code": STOPPED}))
+            assert "job-" in job, job
+            while not (root / "data" / "stopped-job-ran").exists():
+                await anyio.sleep(0.05)
+            assert "interrupted" in text_of(await client.call_tool("interrupt_kernel", {})).lower()
+            # the scientist types a name in a console (another client, another process)
+            typed = await anyio.run_process([sys.executable, "-c", CONSOLE_CLIENT,
+                                             status["kernel"]["connection_file"], CONSOLE])
+            assert typed.stdout.decode().strip() == "ok", typed
+            for code in (READS_CONSOLE, LAST):
+                await client.call_tool("execute_code", {"code": code})
+    return Path(status["kernel"]["session_notebook"])
 
 
 @pytest.fixture(scope="module")
