@@ -14,14 +14,10 @@ then read; a cell that failed is tagged ``raises-exception`` (the re-run goes on
 cell that was interrupted or aborted is tagged ``skip-execution`` (the re-run does not start
 again what the agent stopped).
 
-The file is appended to, never rewritten: each write puts the new cells where the closing
-``]}`` was and the closing after them, so a call's cost does not grow with the session, and the
-writer holds one cell at a time, never the notebook. The writer's death (even by SIGKILL)
-leaves the file as it was before or after that write; only a kill landing inside the write of a
-multi-page cell can tear it, and the next recorder to start in the directory mends it (the torn
-cell is dropped). The setup cell sits in a fixed page-aligned slot of one page, so updating it is a
-single write the kernel completes or never starts. Writing happens on one writer thread so no
-tool call waits for the disk.
+The file is appended to, never rewritten (see :mod:`biopb_mcp.notebook_file`): a call's cost does
+not grow with the session, the writer holds one cell at a time, never the notebook, and a crash
+(even SIGKILL) leaves a valid notebook with every cell completed before it. Writing happens on one
+writer thread so no tool call waits for the disk.
 
 The writer emits nbformat 4.5 JSON itself: nbformat's validating builders cost milliseconds a
 cell. Reading back goes through nbformat (``read_session``), which validates what was written.
@@ -37,13 +33,11 @@ import binascii
 import contextlib
 import datetime as _dt
 import errno
-import fcntl
 import itertools
 import json
 import logging
 import os
 import queue
-import re
 import stat
 import threading
 import time
@@ -53,11 +47,11 @@ from pathlib import Path
 from typing import Any
 
 from biopb_mcp.cell_names import cell_names
+from biopb_mcp.notebook_file import SLOT_BYTES, NotebookFile, mend_torn
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["KernelSetup", "OutputCollector", "SessionRecorder", "agent_cells", "image_label", "mend_torn",
-           "read_session"]
+__all__ = ["KernelSetup", "OutputCollector", "SessionRecorder", "agent_cells", "image_label", "read_session"]
 
 NBFORMAT_MINOR = 5
 """nbformat 4.5: cells carry an ``id``."""
@@ -71,12 +65,6 @@ CELL_BUDGET_OUTPUTS = 10
 MAX_SESSION_BYTES = 128 * 1024 * 1024
 """Size of one notebook past which cells are still recorded (code, status) but without outputs:
 a notebook much bigger than this no longer opens comfortably in JupyterLab."""
-
-SLOT_BYTES = 4096
-"""The setup cell's slot: one page at a page-aligned offset, rewritten by one write."""
-
-TAIL = b"\n ]\n}\n"
-"""What closes the notebook after its last cell; each append overwrites it and writes it anew."""
 
 MAX_EARLY_CELLS = 200
 """Doc notes kept from before the first kernel start (they open its notebook)."""
@@ -92,8 +80,6 @@ _OUTPUT_KINDS = frozenset({"stream", "execute_result", "display_data", "error", 
 
 _numbers = itertools.count(1)
 """Numbers the notebooks of this process: two recorders started in one second never share a name."""
-
-_NOTEBOOK_NAME = re.compile(r"session-[0-9]{8}-[0-9]{6}-[0-9]+-[0-9]+\.ipynb")
 
 
 def _iso(stamp: float) -> str:
@@ -277,14 +263,9 @@ class KernelSetup:
 
 @dataclass
 class _Book:
-    """One open notebook file (writer thread only)."""
+    """The notebook being written and what its setup cell says (writer thread only)."""
 
-    path: Path
-    fd: int
-    end: int
-    """Offset of the closing ``TAIL``: where the next cell goes."""
-    slot: int
-    """Offset of the setup cell's slot."""
+    file: NotebookFile
     setup: KernelSetup
     used: set[str] = field(default_factory=set)
     """Names from outside the agent's cells that its cells read (the setup cell lists them)."""
@@ -421,7 +402,7 @@ class SessionRecorder:
         if kind == "new":
             path, previous, kernel_name, display_name, about, setup, stamp = payload
             when = _iso(stamp)
-            if self._book is not None and self._book.path == previous:
+            if self._book is not None and self._book.file.path == previous:
                 pending.append(_dump(_markdown_cell(
                     f"*Kernel restarted {when}; the session continues in `{path}`.*")))
             self._append(pending)
@@ -476,7 +457,7 @@ class SessionRecorder:
             "source": source, "outputs": outputs,
         }
         data = _dump(cell)
-        if book.end + sum(len(p) + 2 for p in pending) + len(data) > self.max_session_bytes:
+        if book.file.size + sum(len(p) + 2 for p in pending) + len(data) > self.max_session_bytes:
             if not book.capped:
                 book.capped = True
                 pending.append(_dump(_markdown_cell(
@@ -497,14 +478,13 @@ class SessionRecorder:
         self._outside -= names.binds
         if used - book.used:
             book.used |= used
-            self._write_slot(book)
+            with contextlib.suppress(OSError):  # the old setup cell stays: still a valid notebook
+                book.file.write_slot(_setup_slot(book.setup, book.used))
         return used
 
     def _open_book(self, path: Path, previous: Path | None, kernel_name: str, display_name: str,
                    about: str, setup: KernelSetup, when: str) -> None:
-        """Create the notebook (heading, setup slot, early notes) and keep it open for appends."""
-        from biopb_mcp.docs import nofollow
-
+        """Create the notebook (heading, setup cell, early notes) and keep it open for appends."""
         if not self._mended:
             self._mended = True
             for mended in mend_torn(self.directory):
@@ -519,49 +499,30 @@ class SessionRecorder:
         if previous is not None:
             lines += ["", (f"Continues the session recorded in `{previous}` (the kernel was "
                            "restarted there: the namespace starts empty here).")]
-        first = (head[:-1] + ',\n "cells": [\n').encode() + _dump(_markdown_cell("\n".join(lines))) + b",\n"
-        slot = (len(first) // SLOT_BYTES + 1) * SLOT_BYTES
-        first += b" " * (slot - len(first) - 1) + b"\n"
-        book = _Book(path, -1, 0, slot, setup)
-        body = first + _setup_slot(book) + b"".join(b",\n" + c for c in self._early) + TAIL
-        self._early = []
+        early, self._early = self._early, []
         try:
-            # 0700/0600 like the logs: the notebook holds the session's code and outputs. A random
-            # temp name made O_EXCL|O_NOFOLLOW and renamed into place: nothing planted is written through.
-            nofollow.write_atomic(self.directory, path.name, body, durable=False)
-            book.fd = _reopen(self.directory, path.name, body)
+            # 0700/0600 like the logs: the notebook holds the session's code and outputs
+            file = NotebookFile.create(self.directory, path.name, (head[:-1] + ',\n "cells": [\n').encode(),
+                                       _dump(_markdown_cell("\n".join(lines))), _setup_slot(setup, set()), early)
         except OSError as exc:
             self._failed(path, exc)
             return
-        book.end = len(body) - len(TAIL)
-        self._book = book
+        self._book = _Book(file, setup)
         self.error = None
 
     def _append(self, cells: list[bytes]) -> None:
-        """Put ``cells`` where the closing was, and the closing after them: one write."""
         book = self._book
         if book is None or not cells:
             return
-        data = b"".join(b",\n" + c for c in cells) + TAIL
         try:
-            _pwrite_all(book.fd, data, book.end)
-        except OSError as exc:  # disk full mid-write: close the notebook where it was
-            with contextlib.suppress(OSError):
-                os.pwrite(book.fd, TAIL, book.end)
-                os.ftruncate(book.fd, book.end + len(TAIL))
-            self._failed(book.path, exc)
-            return
-        book.end += len(data) - len(TAIL)
-
-    def _write_slot(self, book: _Book) -> None:
-        with contextlib.suppress(OSError):  # the old setup cell stays: still a valid notebook
-            os.pwrite(book.fd, _setup_slot(book), book.slot)
+            book.file.append(cells)
+        except OSError as exc:  # disk full mid-write: the notebook stays as it was before
+            self._failed(book.file.path, exc)
 
     def _close_book(self) -> None:
         book, self._book = self._book, None
         if book is not None:
-            with contextlib.suppress(OSError):
-                os.close(book.fd)
+            book.file.close()
 
     def _failed(self, path: Path, exc: OSError) -> None:
         if self.error is None:
@@ -569,38 +530,11 @@ class SessionRecorder:
         self.error = f"cannot write {path}: {exc.strerror or exc}"
 
 
-def _reopen(directory: Path, name: str, body: bytes) -> int:
-    """The notebook just renamed into place, opened for appends and locked; refused unless it is
-    exactly what was written (a file swapped in at that name is never appended to)."""
-    from biopb_mcp.docs import nofollow
-
-    with nofollow.open_dir(directory) as dir_fd:
-        fd = nofollow.open_file(dir_fd, name, os.O_RDWR | os.O_NONBLOCK)
-    try:
-        st = os.fstat(fd)
-        if (not stat.S_ISREG(st.st_mode) or st.st_nlink != 1 or st.st_uid != os.getuid()
-                or st.st_size != len(body) or os.pread(fd, len(body), 0) != body):
-            raise OSError(errno.EEXIST, f"{name} changed under the writer")
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)  # held while it is written: mend_torn skips it
-    except BaseException:
-        os.close(fd)
-        raise
-    return fd
-
-
-def _pwrite_all(fd: int, data: bytes, offset: int) -> None:
-    view = memoryview(data)
-    while view:
-        written = os.pwrite(fd, view, offset)
-        view, offset = view[written:], offset + written
-
-
-def _setup_slot(book: _Book) -> bytes:
+def _setup_slot(setup: KernelSetup, used: set[str]) -> bytes:
     """The setup cell, padded to exactly ``SLOT_BYTES``: the names it lists are cut to fit."""
-    names = sorted(book.used)
+    names = sorted(used)
     for shown in (len(names), 40, 10, 0):
-        data = _dump(_setup_cell(book.setup, names[:shown], len(names) - min(shown, len(names))),
-                     ascii_only=True)
+        data = _dump(_setup_cell(setup, names[:shown], len(names) - min(shown, len(names))), ascii_only=True)
         if len(data) <= SLOT_BYTES:
             return data + b" " * (SLOT_BYTES - len(data))
     data = _dump(_setup_cell(KernelSetup(), [], len(names)), ascii_only=True)
@@ -644,83 +578,6 @@ def _markdown_cell(text: str) -> dict[str, Any]:
 def _dump(cell: dict[str, Any], *, ascii_only: bool = False) -> bytes:
     """One cell as one line of JSON (a newline inside a string is escaped, so cells are lines)."""
     return json.dumps(cell, ensure_ascii=ascii_only, default=str).encode("utf-8")
-
-
-def mend_torn(directory: Path) -> list[Path]:
-    """Close the session notebooks in ``directory`` that a killed writer left torn; returns them.
-
-    Torn means its closing is missing: the writer died inside the write of a cell. The last whole
-    cell is kept, what follows is cut, and the closing written. A notebook whose writer is alive
-    (it holds a lock on it) or that is another user's is left alone. Never raises.
-    """
-    from biopb_mcp.docs import nofollow
-
-    mended: list[Path] = []
-    try:
-        names = [n for n in os.listdir(directory) if _NOTEBOOK_NAME.fullmatch(n)]
-    except (FileNotFoundError, NotADirectoryError):  # nothing recorded there yet
-        return []
-    except OSError as exc:
-        logger.warning("could not look for torn session notebooks in %s: %s", directory, exc)
-        return []
-    try:
-        with nofollow.open_dir(directory) as dir_fd:
-            for name in names:
-                with contextlib.suppress(OSError):
-                    fd = nofollow.open_file(dir_fd, name, os.O_RDWR | os.O_NONBLOCK)
-                    try:
-                        if _mend(fd):
-                            mended.append(directory / name)
-                    finally:
-                        os.close(fd)
-    except OSError as exc:
-        logger.warning("could not look for torn session notebooks in %s: %s", directory, exc)
-    return mended
-
-
-def _mend(fd: int) -> bool:
-    st = os.fstat(fd)
-    if not stat.S_ISREG(st.st_mode) or st.st_uid != os.getuid() or st.st_size < len(TAIL):
-        return False
-    if os.pread(fd, len(TAIL), st.st_size - len(TAIL)) == TAIL:
-        return False
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except OSError:  # its writer is alive and mid-write
-        return False
-    size = os.fstat(fd).st_size
-    if os.pread(fd, len(TAIL), size - len(TAIL)) == TAIL:
-        return False
-    cut = _last_whole_cell_end(fd, size)
-    if cut is None:
-        return False
-    os.pwrite(fd, TAIL, cut)
-    os.ftruncate(fd, cut + len(TAIL))
-    return True
-
-
-def _last_whole_cell_end(fd: int, size: int) -> int | None:
-    """Offset just past the last complete cell of a torn notebook (each cell is one line)."""
-    window = 1 << 16
-    while True:
-        start = max(0, size - window)
-        data = os.pread(fd, size - start, start)
-        at = data.rfind(b"\n{")
-        if at >= 0 or start == 0:
-            break
-        window *= 4
-    if at < 0:
-        return None
-    line = data[at + 1:].split(b"\n", 1)[0]
-    line = line[:-1] if line.endswith(b",") else line  # torn just after the next cell's comma
-    try:
-        cell = json.loads(line)
-    except ValueError:
-        cell = None
-    if isinstance(cell, dict) and "cell_type" in cell:
-        return start + at + 1 + len(line)
-    before = start + at  # the torn cell's line starts after ",\n": cut before the comma
-    return before - 1 if before > 0 and os.pread(fd, 1, before - 1) == b"," else before
 
 
 MAX_READ_BYTES = 8 * MAX_SESSION_BYTES
