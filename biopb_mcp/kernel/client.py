@@ -470,7 +470,7 @@ class KernelClient:
             from biopb_mcp.kernel.compute import kernel_env
 
             setup = dataclasses.replace(
-                setup, plugins=("dask_client (built in)", *_plugin_labels(Path(settings.plugins_dir))),
+                setup, plugins=("show, dask_client (built in)", *_plugin_labels(Path(settings.plugins_dir))),
                 load={"plugins_dir": str(settings.plugins_dir),
                       "compute": kernel_env(settings)["BIOPB_MCP_COMPUTE"]})
         self.recorder.start_notebook(kernel_name=name, display_name=f"Python ({name})", about=about, setup=setup)
