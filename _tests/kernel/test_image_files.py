@@ -65,7 +65,7 @@ async def test_images_past_max_images_keep_the_folder_within_its_bound_as_it_gro
         state.kernel.shutdown()
         image_files.for_dir(folder).max_files = MAX_FILES
     saved = re.findall(r"saved to (\S+\.png)", text)
-    assert len(saved) == 11  # one attached, the rest saved and named
+    assert len(saved) == 12  # every image is saved and named (one attached besides)
     files = sorted(folder.iterdir())
     assert len(files) == 5 and all(stat.S_IMODE(f.stat().st_mode) == 0o600 for f in files)
     assert {str(f) for f in files} <= set(saved)  # the newest are the ones kept
