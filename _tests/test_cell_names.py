@@ -20,15 +20,15 @@ def test_top_level_bindings_of_every_kind_count_and_function_locals_do_not() -> 
     names = cell_names(code)
     assert names.binds == {"np", "skimage", "ndi", "x", "y", "z", "i", "total", "fh", "err", "helper",
                            "Model", "squares"}
-    assert "threshold" in names.reads and "local" in names.reads and "k" in names.reads
+    assert names.free == {"range", "open", "ValueError", "threshold"}  # locals, loop and comprehension names are not
 
 
 def test_ipython_syntax_is_read_through_its_python_form() -> None:
     names = cell_names("%matplotlib inline\nfiles = !ls\nimg = load(files[0])")
-    assert {"files", "img"} <= names.binds and "load" in names.reads
+    assert {"files", "img"} <= names.binds and "load" in names.free
 
 
 def test_code_that_does_not_parse_or_is_huge_binds_and_reads_nothing() -> None:
     assert cell_names("def broken(:\n").binds == frozenset()
     huge = cell_names("x = 1\n" + "#" * MAX_PARSED_CHARS)
-    assert huge.binds == frozenset() and huge.reads == frozenset()
+    assert huge.binds == frozenset() and huge.free == frozenset()

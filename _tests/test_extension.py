@@ -24,7 +24,7 @@ from _tests.support.stdio_procs import RawServer, result_text
 from biopb_mcp.config import load_settings
 from biopb_mcp.extension import attach_text, status_text
 from biopb_mcp.kernel_link import AgentPresence, KernelLink, link_id
-from biopb_mcp.record import SessionRecorder, read_session
+from biopb_mcp.record import SessionRecorder, agent_cells, read_session
 
 
 @pytest.fixture(scope="module")
@@ -189,12 +189,13 @@ def test_an_agent_that_left_cleanly_is_reported_as_one_that_was_killed(
     """A real server joins this kernel, runs a cell and leaves by stdin EOF: %biopb status says it
     has exited, with what it ran (as after kill -9); its log and notebook say it joined, not started."""
     kernel, link, root = notebook
+    kernel.run("nb_value = 6")  # the scientist's, before the agent joins
     env = isolated_env(root)
     server = RawServer(env, root / "leaving.err", "--existing", str(kernel.connection_file))
     try:
         server.initialize()
         assert not server.call("start_kernel", timeout=90).get("isError")
-        assert "7" in result_text(server.call("execute_code", {"code": "left_cleanly = 7\nleft_cleanly"}))
+        assert "7" in result_text(server.call("execute_code", {"code": "left_cleanly = nb_value + 1\nleft_cleanly"}))
         for _ in range(100):  # the note of what it ran is written off the call's path
             presence = link.presence()
             if presence is not None and presence.last_job:
@@ -207,13 +208,18 @@ def test_an_agent_that_left_cleanly_is_reported_as_one_that_was_killed(
         server.close()
     status = kernel.run("%biopb status").stdout
     assert f"the last one (biopb-mcp pid {server.proc.pid}) has exited" in status, status
-    assert "left_cleanly = 7" in status and "Agent attached" not in status
+    assert "left_cleanly = nb_value + 1" in status and "Agent attached" not in status
     log = (root / "state" / "server.log").read_text()
     assert "stdin closed; leaving the joined kernel running" in log
     assert "stdin closed; shutting the kernel down" not in log
     presence = link.presence()
     assert presence is not None and presence.session_notebook
-    heading = read_session(Path(presence.session_notebook)).cells[0].source
+    nb = read_session(Path(presence.session_notebook))
+    heading = nb.cells[0].source
     assert heading.startswith("# Agent session, joined kernel `kernel-nb.json`"), heading
     assert "kernel started" not in heading
+    # a re-run lacks what the notebook held before the agent came: named first, the cell tagged
+    (cell,) = agent_cells(nb)
+    assert cell.metadata.biopb.outside_names == ["nb_value"] and "raises-exception" in cell.metadata.tags
+    assert "#   nb_value" in nb.cells[1].source
     assert kernel.run("print(left_cleanly)").stdout == "7\n"  # the kernel and its namespace stay

@@ -2,9 +2,10 @@
 
 The session notebook re-runs in a plain kernel, which lacks the names someone typed outside the
 agent's cells (a console, the notebook the agent joined): the recorder learns which names those
-cells bound, and which of them the agent's cells then read, from the code's syntax tree. This is
-an approximation by design (``globals()['z']`` and ``exec`` go unseen; a local that shadows a
-global counts as a read): it names what a reader should check, it proves nothing.
+cells bound, and which names the agent's cells then read without binding them, from the code's
+syntax tree. This is an approximation by design (``globals()['z']`` and ``exec`` go unseen, and
+``x = x + 1`` reads nothing from before, as far as it knows): it names what a reader should
+check, it proves nothing.
 """
 
 from __future__ import annotations
@@ -24,10 +25,13 @@ _SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef,
 
 @dataclass(frozen=True)
 class CellNames:
-    """The global names one cell binds and the names it reads anywhere."""
+    """The global names one cell binds, and the names it reads that it binds nowhere itself."""
 
     binds: frozenset[str]
-    reads: frozenset[str]
+    """Bound in the cell's own (the module's) scope: what later cells can read."""
+    free: frozenset[str]
+    """Read somewhere in the cell and bound nowhere in it (no assignment, parameter, loop or
+    comprehension variable of that name): what must come from before the cell."""
 
 
 _NOTHING = CellNames(frozenset(), frozenset())
@@ -71,7 +75,7 @@ def _bound_at_top(node: ast.AST, out: set[str]) -> None:
 
 @functools.lru_cache(maxsize=256)
 def cell_names(code: str) -> CellNames:
-    """The names ``code`` binds at the top level and reads anywhere (nothing when it does not parse)."""
+    """The names ``code`` binds at the top level and reads from before it (nothing when it does not parse)."""
     if len(code) > MAX_PARSED_CHARS:
         return _NOTHING
     tree = _tree(code)
@@ -79,5 +83,17 @@ def cell_names(code: str) -> CellNames:
         return _NOTHING
     binds: set[str] = set()
     _bound_at_top(tree, binds)
-    reads = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}
-    return CellNames(frozenset(binds), frozenset(reads))
+    reads: set[str] = set()
+    anywhere = set(binds)
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Name):
+            (reads if isinstance(node.ctx, ast.Load) else anywhere).add(node.id)
+        elif isinstance(node, ast.arg):
+            anywhere.add(node.arg)
+        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            anywhere.add(node.name)
+        elif isinstance(node, ast.ExceptHandler) and node.name:
+            anywhere.add(node.name)
+        elif isinstance(node, (ast.Import, ast.ImportFrom)):
+            anywhere.update(alias.asname or alias.name.split(".")[0] for alias in node.names)
+    return CellNames(frozenset(binds), frozenset(reads - anywhere))

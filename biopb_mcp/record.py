@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import builtins
 import contextlib
 import datetime as _dt
 import errno
@@ -38,6 +39,7 @@ import json
 import logging
 import os
 import queue
+import re
 import stat
 import threading
 import time
@@ -69,8 +71,14 @@ a notebook much bigger than this no longer opens comfortably in JupyterLab."""
 MAX_EARLY_CELLS = 200
 """Doc notes kept from before the first kernel start (they open its notebook)."""
 
-MAX_OUTSIDE_NAMES = 10_000
-"""Names bound outside the agent's cells that are tracked (a notebook it joined may define many)."""
+MAX_TRACKED_NAMES = 10_000
+"""Names whose last binder (the agent or someone else) is tracked (a notebook it joined may define many)."""
+
+_AMBIENT = frozenset(dir(builtins)) | {"get_ipython", "display", "In", "Out", "exit", "quit", "_", "__", "___",
+                                       "_i", "_ii", "_iii", "_ih", "_oh", "_dh", "show", "dask_client"}
+"""Names any IPython kernel (and the built-in plugins, which the setup cell loads) has."""
+
+_HISTORY_NAME = re.compile(r"_i?[0-9]+")
 
 SKIPPED_ON_RERUN = frozenset({"interrupted", "aborted", "dead"})
 """Statuses of cells that did not finish: a re-run must not start them again (a job the agent
@@ -301,8 +309,9 @@ class SessionRecorder:
         self._book: _Book | None = None
         self._early: list[bytes] = []
         """Doc notes made before the first kernel start: they open its notebook."""
-        self._outside: set[str] = set()
-        """Names the current kernel's namespace got from cells that were not the agent's."""
+        self._bound_by: dict[str, bool] = {}
+        """Per global name of this kernel, whether the agent's cells (True) or someone else's bound
+        it last; filled once someone else ran a cell, or from the start in a joined kernel."""
         self._mended = False
 
     @property
@@ -408,14 +417,12 @@ class SessionRecorder:
             self._append(pending)
             pending.clear()
             self._close_book()
-            self._outside.clear()
+            self._bound_by.clear()
             self._open_book(path, previous, kernel_name, display_name, about, setup, when)
         elif kind == "code":
             self._code(pending, *payload)
         elif kind == "outside":
-            binds = cell_names(payload).binds
-            if len(self._outside) + len(binds) <= MAX_OUTSIDE_NAMES:
-                self._outside |= binds
+            self._bind(cell_names(payload).binds, by_agent=False)
         else:
             text, stamp = payload
             cell = _markdown_cell(text)
@@ -468,14 +475,21 @@ class SessionRecorder:
             data = _dump(cell)
         pending.append(data)
 
+    def _bind(self, names: frozenset[str], *, by_agent: bool) -> None:
+        for name in names:
+            if name in self._bound_by or len(self._bound_by) < MAX_TRACKED_NAMES:
+                self._bound_by[name] = by_agent
+
     def _outside_reads(self, book: _Book, code: str) -> set[str]:
-        """Names from outside the agent's cells that ``code`` reads; updates the setup cell when
-        one is new. Code that only the agent's cells fed costs nothing here (no parse)."""
-        if not self._outside:
+        """Names the agent's ``code`` reads that came from outside its cells (someone else bound
+        them last; in a kernel it joined, also what was there before it came). The setup cell is
+        updated when one is new. An agent alone in a kernel it started costs nothing here (no parse)."""
+        joined = book.setup.joined is not None
+        if not joined and not self._bound_by:
             return set()
         names = cell_names(code)
-        used = set(names.reads & self._outside)
-        self._outside -= names.binds
+        used = {n for n in names.free if not self._bound_by.get(n, not joined or _ambient(n))}
+        self._bind(names.binds, by_agent=True)
         if used - book.used:
             book.used |= used
             with contextlib.suppress(OSError):  # the old setup cell stays: still a valid notebook
@@ -562,13 +576,18 @@ def _setup_cell(setup: KernelSetup, names: list[str], more: int) -> dict[str, An
                  "    print('biopb-mcp is not installed in this Python: the plugins above are missing')"]
     if names or more:
         shown = ", ".join(names) + (f" and {more} more" if more else "")
-        lines += ["# Its cells read names typed outside them (in a console, or in the notebook it joined):",
+        lines += ["# Its cells read names typed outside them (in a console, or in the notebook it joined, "
+                  "before or while it worked):",
                   f"#   {shown}",
                   "# A plain kernel lacks these: set them here. The cells that read them are tagged "
                   "raises-exception, so a re-run goes on past them."]
     return {"cell_type": "code", "id": "biopb-setup", "execution_count": None,
             "metadata": {"biopb": {"setup": True}, "tags": ["raises-exception"]},
             "source": "\n".join(lines + code), "outputs": []}
+
+
+def _ambient(name: str) -> bool:
+    return name in _AMBIENT or _HISTORY_NAME.fullmatch(name) is not None
 
 
 def _markdown_cell(text: str) -> dict[str, Any]:
