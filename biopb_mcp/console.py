@@ -126,21 +126,10 @@ def run(runtime_dir: Path, pid: int | None, announce: Callable[[str], None]) -> 
 
 
 def _launch_jupyter_console(argv: list[str]) -> None:
-    """jupyter-console, with the agent's marker printed in order with the agent's code.
+    """jupyter-console with the shell that shows the agent's work in order (see console_shell)."""
+    from biopb_mcp.console_shell import AgentConsoleApp
 
-    jupyter-console prints the marker through prompt_toolkit but the code and outputs through
-    ``sys.stdout``, which prompt_toolkit flushes later: the marker would land after the code it
-    marks. Writing it through ``sys.stdout`` too keeps the three in order.
-    """
-    from jupyter_console.app import ZMQTerminalIPythonApp  # type: ignore[import-untyped]
-    from jupyter_console.ptshell import ZMQTerminalInteractiveShell  # type: ignore[import-untyped]
-
-    def print_remote_prompt(self: ZMQTerminalInteractiveShell, ec: int | None = None) -> None:
-        count = self.execution_count if ec is None else ec
-        sys.stdout.write(f"{self.other_output_prefix}In [{count}]: ")
-
-    ZMQTerminalInteractiveShell.print_remote_prompt = print_remote_prompt
-    ZMQTerminalIPythonApp.launch_instance(argv=argv)
+    AgentConsoleApp.launch_instance(argv=argv)
 
 
 if __name__ == "__main__":  # the process run() replaces itself with

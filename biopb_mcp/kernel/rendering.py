@@ -16,6 +16,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from biopb_mcp.kernel import image_files
 from biopb_mcp.kernel.executions import Execution, ImageRecord, Rendered
 from biopb_mcp.kernel.states import ExecutionStatus
 
@@ -70,10 +71,8 @@ def image_factory(
         size = png_size(data)
         dims = f"{size[0]}x{size[1]} " if size else ""
         record = ImageRecord(index=index, nbytes=len(data), offset=offset, size=size)
-        path = image_dir / f"{job_id}-image{index}.png"
         try:
-            image_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
-            path.write_bytes(data)
+            path = image_files.for_dir(image_dir).save(f"{job_id}-image{index}.png", data)
             record.path = path
             saved = f"saved to {path}"
         except OSError as exc:
