@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any
 from jupyter_client.connect import write_connection_file
 
 from biopb_mcp.kernel import compute, lifeline
+from biopb_mcp.runtime_files import CONFIG_DIR_KEY
 
 if TYPE_CHECKING:
     from biopb_mcp.config import Settings
@@ -182,6 +183,8 @@ class LaunchedKernel(KernelProcess):
         _, info = write_connection_file(
             str(conn), ip=str(prefix), transport="ipc", key=uuid.uuid4().hex.encode(),
             kernel_name=ks.name or "python3",
+            # `biopb-mcp console` joins only kernels of its own config (Jupyter ignores extra keys)
+            **{CONFIG_DIR_KEY: str(settings.config_dir)},
         )
         os.chmod(conn, 0o600)
         if is_python:
