@@ -34,6 +34,7 @@ __all__ = [
     "ALIASES",
     "CONFIG_DIR_ENV",
     "CONFIG_FILE_NAME",
+    "KERNEL_START_KEYS",
     "SCHEMA",
     "SECTIONS",
     "ComputeSettings",
@@ -51,6 +52,7 @@ __all__ = [
     "load_settings",
     "render_example",
     "render_show",
+    "reread_kernel_start_keys",
     "resolve_user_path",
 ]
 
@@ -613,6 +615,38 @@ def _resolve_path(raw: str, cdir: Path, cfile: Path, dotted: str, line: int | No
         raise ConfigError(f"{dotted}: cannot expand {raw!r}: {exc}", path=cfile, line=line,
                           key=dotted) from None
     return p if p.is_absolute() else cdir / p
+
+
+KERNEL_START_KEYS = ("kernel.name", "compute")
+"""What a kernel start applies and so re-reads from the file: the kernel spec and the whole
+``[compute]`` section (the kernel's dask plugin is configured when the kernel starts)."""
+
+
+def reread_kernel_start_keys(settings: Settings) -> tuple[Settings, list[str]]:
+    """``settings`` with ``KERNEL_START_KEYS`` as the config file holds them now.
+
+    A user fixes ``kernel.name`` or sets ``[compute] scheduler`` in the file; the next
+    start_kernel/restart_kernel must apply it without a server restart. Every other key keeps
+    the value the server started with. A missing file changes nothing (the server may run on
+    settings built in code).
+
+    Returns:
+        The settings to use, and the dotted keys whose value changed (empty: ``settings`` itself).
+
+    Raises:
+        ConfigError: the file is bad now; ``settings`` stay as they were.
+    """
+    if not settings.config_file.is_file():
+        return settings, []
+    fresh = load_settings(settings.config_dir)
+    kernel = dataclasses.replace(settings.kernel, name=fresh.kernel.name)
+    changed = [k.dotted for k in SCHEMA
+               if (k.dotted in KERNEL_START_KEYS or k.section in KERNEL_START_KEYS)
+               and getattr(getattr(settings, k.section), k.name) != getattr(getattr(fresh, k.section), k.name)]
+    if not changed:
+        return settings, []
+    sources = {**settings.sources, **{key: fresh.sources[key] for key in changed}}
+    return dataclasses.replace(settings, kernel=kernel, compute=fresh.compute, sources=sources), changed
 
 
 def resolve_user_path(settings: Settings, path: Path | str) -> Path:

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from biopb_mcp.errors import JobNotFound, KernelBusy, KernelError
-from biopb_mcp.kernel import rendering
+from biopb_mcp.kernel import inspection, rendering
 from biopb_mcp.kernel.channels import KernelChannels
 from biopb_mcp.kernel.executions import Execution, Rendered
 from biopb_mcp.kernel.process import StartFailed
@@ -317,7 +317,7 @@ class KernelClient:
                 if self._current is not None:
                     raise _busy(self._current)
             content = _silent("")
-            content["user_expressions"] = {"r": rendering.inspect_expression(path)}
+            content["user_expressions"] = {"r": inspection.inspect_expression(path)}
             reply = channels.call("shell", "execute_request", content, timeout)
         finally:
             self._inspect_lock.release()
@@ -330,7 +330,7 @@ class KernelClient:
         info = rendering.parse_expression_json(expr["data"]["text/plain"])
         if "error" in info:
             raise KernelError(f"Cannot inspect {path!r}: {info['error']}.")
-        return rendering.format_inspection(info)
+        return inspection.format_inspection(info)
 
     def query_when_idle(self, expression: str, timeout: float = 2.0) -> Any:
         """The decoded value of ``expression`` (which yields a JSON string) in an idle kernel.
