@@ -26,8 +26,7 @@ from _tests.support.kernel_helpers import make_settings
 from _tests.support.stdio_procs import RawServer, make_env
 from biopb_mcp.config import Settings
 from biopb_mcp.kernel import KernelHost, compute
-from biopb_mcp.server import build_server
-from biopb_mcp.server import kernel_text
+from biopb_mcp.server import build_server, kernel_text
 from biopb_mcp.server.kernel_text import rendered_text
 
 REPO = Path(__file__).resolve().parents[2]
