@@ -77,7 +77,7 @@ def test_lists_and_dicts_of_arrays_describe_each_element_in_one_line(host: Kerne
               "by_name = {'dapi': np.zeros((3, 4)), 'gfp': 'not loaded'}")
     text = host.inspect("stack")
     assert "len: 8" in text and "[0]: numpy.ndarray (64, 64) uint16" in text and "... 3 more" in text, text
-    assert len(text) < 1200, len(text)
+    assert len(text) < 800, len(text)
     named = host.inspect("by_name")
     assert "'dapi': numpy.ndarray (3, 4) float64" in named and "'gfp': str 'not loaded'" in named, named
 

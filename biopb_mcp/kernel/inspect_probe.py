@@ -23,6 +23,9 @@ RANGE_MAX_ELEMENTS = 20_000_000
 SHORT_REPR = 600
 """Characters of repr kept for a data object (its shape and range say the rest)."""
 
+CONTAINER_REPR = 200
+"""Characters of repr kept for a list, tuple, set or dict whose elements are described one by one."""
+
 ITEMS_SHOWN = 5
 """Elements of a list, tuple, set or dict described one line each."""
 
@@ -147,7 +150,7 @@ def _brief(obj: Any) -> str:
     except Exception:  # a broken element must not break the container's answer
         facts = None
     if facts is not None:
-        shown = [v for k, v in facts[0] if k in ("shape", "dtype", "dims", "size", "mode", "len")]
+        shown = [v for k, v in facts[0] if k in ("shape", "dtype", "dims", "mode", "len")] or [facts[0][0][1]]
         return f"{_type_name(obj)} {' '.join(shown)}"
     try:
         text = repr(obj)
@@ -234,8 +237,8 @@ def describe(path: str, ns: dict[str, Any], limit_repr: int, limit_doc: int) -> 
         text = repr(obj)
     except Exception as exc:
         text = f"<repr failed: {type(exc).__name__}: {exc}>"
-    # a container's elements are described one by one below: its own repr need not be long
-    out["repr"] = _cut(text, SHORT_REPR if items else limit_repr)
+    # a container's elements are described one by one below: its own repr need only open it
+    out["repr"] = _cut(text, CONTAINER_REPR if items else limit_repr)
     if callable(obj):
         try:
             out["signature"] = f"{getattr(obj, '__name__', path.split('.')[-1])}{inspect.signature(obj)}"
