@@ -297,8 +297,10 @@ class KernelClient:
     def inspect(self, path: str) -> str:
         """Describe ``path`` (a dotted name like ``img`` or ``np.ndarray.shape``) from the kernel.
 
-        Returns type, bounded repr, signature, bounded docstring, shape/dtype for arrays. The
-        lookup runs in the kernel without adding names to the user's namespace.
+        Returns type and bounded repr; for a data object (array, table, image, a list or dict
+        of them) its shape, dtype and value range instead of its class's docstring; for a
+        function, class or module its signature and docstring. The lookup runs in the kernel
+        without adding names to the user's namespace (see ``inspection.py``).
 
         Raises:
             KernelNotReady: no connected kernel.
