@@ -136,7 +136,7 @@ def test_two_trees_from_the_env_never_see_each_others_servers(
     host = KernelHost(load_settings())
     try:
         conn = Path(host.start().status["connection_file"])
-        assert conn.parent == tmp_path / "a" / "run"
+        assert conn.parent == tmp_path / "a" / "run" and conn.parent.stat().st_mode & 0o777 == 0o700
         monkeypatch.setenv("BIOPB_CONFIG_DIR", str(tmp_path / "b"))
         assert main(["console"]) == 2
         assert f"in {tmp_path / 'b' / 'run'}" in capsys.readouterr().err
