@@ -31,6 +31,7 @@ from mcp import Client, StdioServerParameters
 from mcp.types import CallToolResult, TextContent
 
 from bench.cases import Case, get_case
+from biopb_mcp.server.kernel_text import parse_job_line
 
 __all__ = ["job_to_follow", "listed_ids", "main", "play"]
 
@@ -51,13 +52,11 @@ def _text(result: CallToolResult) -> str:
 def job_to_follow(result: CallToolResult) -> str | None:
     """The id of a job that is still running, from a result of execute_code or poll_job.
 
-    Read from the structured content (``job_id``, ``status``), never from the text: the text is
-    prose for a model and may be reworded at any time.
+    Read from the fixed job line that ends the text (the server's documented contract), never
+    from the prose above it, which is for a model and may be reworded at any time.
     """
-    structured = result.structured_content or {}
-    if structured.get("status") == "running" and structured.get("job_id"):
-        return str(structured["job_id"])
-    return None
+    line = parse_job_line(_text(result))
+    return line.job_id if line is not None and line.running else None
 
 
 def _log(message: str) -> None:

@@ -160,6 +160,9 @@ class KernelSettings:
     max_images: int = field(default=10, metadata=_about(
         "PNGs returned inline per execution; the rest are saved to files named in the output.",
         minimum=0))
+    max_result_bytes: int = field(default=1_000_000, metadata=_about(
+        "Largest tool result as sent (text, base64 images, JSON): clients drop a bigger one whole, "
+        "so images are downscaled or left out to fit (their files stay).", minimum=65536))
     startup_timeout: float = field(default=60.0, metadata=_about(
         "Seconds start_kernel waits for the kernel to become ready.", minimum=0.1))
     request_timeout: float = field(default=30.0, metadata=_about(

@@ -24,6 +24,7 @@ import anyio
 
 from biopb_mcp.kernel.lifeline import without_banners
 from biopb_mcp.runtime_files import pid_alive
+from biopb_mcp.server.kernel_text import split_job_line
 
 __all__ = ["DEFAULT_IMAGE", "run_demo"]
 
@@ -192,7 +193,7 @@ async def _walk(client: Any, t: _Transcript, image_path: Path, state: dict[str, 
 
     async def execute() -> None:
         result = await client.call_tool("execute_code", {"code": ANALYSIS_CODE})
-        text = _check(result, "execute_code")
+        text, _job = split_job_line(_check(result, "execute_code"))
         last = text.strip().splitlines()[-1] if text.strip() else ""
         try:
             placed, found, how = ast.literal_eval(last)

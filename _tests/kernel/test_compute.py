@@ -23,6 +23,7 @@ from mcp import Client
 from mcp.types import TextContent
 
 from _tests.support.kernel_helpers import make_settings
+from _tests.support.results import output_of
 from _tests.support.stdio_procs import RawServer, make_env
 from biopb_mcp.config import Settings
 from biopb_mcp.kernel import KernelHost, compute
@@ -226,7 +227,7 @@ async def test_attached_kernel_runs_its_computation_on_the_external_worker(
                     "print(c.submit(os.getpid, pure=False).result())"
                 )})
                 assert not result.is_error, _text(result)
-                assert int(_text(result).strip().splitlines()[-1]) == worker.pid
+                assert int(output_of(result).strip().splitlines()[-1]) == worker.pid
                 status = json.loads(_text(await client.call_tool("server_status", {})))
                 section = status["compute"]
                 assert section["state"] == "running" and section["address"] == address

@@ -48,3 +48,29 @@ def test_plt_show_and_an_open_figure_both_come_back_as_png(agg_host: KernelHost)
     assert len(left_open) == 1 and left_open[0].startswith(b"\x89PNG")
     _, after = run(agg_host, "x = 1")
     assert after == [], "a figure is shown once, not again after the next call"
+
+
+def test_a_figure_left_open_under_agg_chosen_in_code_still_comes_back_once(agg_host: KernelHost) -> None:
+    # matplotlib.use("Agg") in the agent's code: plt.show() shows nothing, the figure stays open
+    text, shown = run(agg_host, "import matplotlib\nmatplotlib.use('Agg')\nimport matplotlib.pyplot as plt\n"
+                                "plt.plot([1, 3, 2])\nplt.show()\nprint(matplotlib.get_backend())")
+    assert text.splitlines()[0].lower() == "agg" and len(shown) == 1 and shown[0].startswith(b"\x89PNG")
+    _, after = run(agg_host, "print(len(plt.get_fignums()))")
+    assert after == [], "the figure was closed once sent"
+    _, two = run(agg_host, "fig1 = plt.figure(); fig2 = plt.figure(); fig1.gca().plot([0, 1]); fig2.gca().plot([1, 0])")
+    assert len(two) == 2
+
+
+def test_show_is_preloaded_and_sends_a_bounded_png(agg_host: KernelHost) -> None:
+    from PIL import Image
+
+    text, shown = run(agg_host, "import numpy as np\nimg = np.random.default_rng(0).normal(100, 10, (2000, 1500))\n"
+                                "labels = np.zeros(img.shape, int); labels[100:400, 100:400] = 1\nshow(img, labels)")
+    assert len(shown) == 1, text
+    with Image.open(__import__("io").BytesIO(shown[0])) as png:
+        assert max(png.size) <= 768 and png.mode == "RGB"
+        assert png.getpixel((34, 60)) == (255, 51, 51)  # the outline, drawn in red (column 100 / step 3)
+        assert png.getpixel((60, 60)) != (255, 51, 51)
+    bad = agg_host.submit("show(np.zeros((5, 64, 64)))")
+    assert agg_host.wait(bad, 60)
+    assert "for a stack, show a projection" in rendered_text(agg_host.render(bad))

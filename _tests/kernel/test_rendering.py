@@ -78,7 +78,7 @@ def test_ansi_codes_are_stripped() -> None:
 
 
 def test_oversized_image_is_saved_to_a_file_not_attached(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(rendering, "_downscale", lambda data, max_bytes: None)  # as without Pillow
+    monkeypatch.setattr(rendering, "downscale_png", lambda data, max_bytes: None)  # as without Pillow
     data = png_bytes(64, 64)
     ex = Execution("job-3", "code", "msg")
     ex.add_image(rendering.image_factory(data, ex.job_id, 10, tmp_path / "images"))

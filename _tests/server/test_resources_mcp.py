@@ -321,3 +321,25 @@ async def test_an_index_write_announces_the_index_once(tmp_path: Path) -> None:
         await b.call_tool("write_doc", {"doc_id": ids[0], "body": "# Changed\n\nBy B.\n"})
         await inbox.wait_for({doc_uri(ids[0])})
         assert inbox.updated.count(INDEX_URI) == 2  # one per write
+
+
+@pytest.mark.anyio
+async def test_a_write_is_announced_once_while_the_watcher_runs(tmp_path: Path) -> None:
+    """The write and the watcher both see the change; subscribers hear of it once, whoever made it."""
+    local, shipped, ids = make_corpus(tmp_path, 2)
+    mcp, _, notifier = make_server(local, shipped, poll=0.05)
+    inbox = Inbox(WAIT)
+    async with Client(mcp, mode="legacy", cache=None, message_handler=inbox) as client:
+        await legacy_subscribe(client, INDEX_URI)
+        await legacy_subscribe(client, doc_uri(ids[0]))
+        assert notifier.watching
+        await client.call_tool("write_doc", {"doc_id": ids[0], "body": "# Changed\n\nOnce.\n"})
+        await inbox.wait_for({doc_uri(ids[0]), INDEX_URI})
+        await anyio.sleep(0.5)  # ten more looks at the disk: none may announce the write again
+        assert inbox.updated.count(doc_uri(ids[0])) == 1 and inbox.updated.count(INDEX_URI) == 1, inbox.updated
+        (local / f"{ids[0]}.md").write_text("# By hand\n\nAn editor saved this.\n")  # a change no write made
+        with anyio.fail_after(WAIT):
+            while inbox.updated.count(doc_uri(ids[0])) < 2:
+                await anyio.sleep(0.02)
+        await anyio.sleep(0.5)
+        assert inbox.updated.count(doc_uri(ids[0])) == 2, inbox.updated

@@ -92,7 +92,7 @@ async def test_kernel_tools_before_start_name_the_state_and_start_kernel(built: 
             result = await client.call_tool(name, args)
             assert result.is_error, name
             assert "not_started" in text_of(result) and "start_kernel" in text_of(result), name
-            assert result.structured_content == {"kernel_state": "not_started", "next_step": "start_kernel"}, name
+            assert result.structured_content is None, name
         status = json.loads(text_of(await client.call_tool("server_status", {})))
     assert status["kernel"]["state"] == "not_started"
 

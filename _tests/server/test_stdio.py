@@ -22,6 +22,7 @@ from mcp.types import CallToolResult, ImageContent
 from _tests.support.results import text_of
 from _tests.support.stdio_procs import make_env, stdio_params
 from biopb_mcp.docs.store import DocStore
+from biopb_mcp.server.kernel_text import parse_job_line, split_job_line
 
 pytestmark = pytest.mark.anyio
 
@@ -137,12 +138,13 @@ async def test_150_images_in_one_call_attach_at_most_max_images_and_name_the_res
     assert not result.is_error, text_of(result)
     images = [block for block in result.content if isinstance(block, ImageContent)]
     assert len(images) == 10  # kernel.max_images, the default
-    text = text_of(result)
-    while paged := re.search(r'poll_job\("(job-\d+)", offset=(\d+)\)', text.rsplit("\n", 1)[-1]):
-        polled = await client.call_tool("poll_job", {"job_id": paged[1], "offset": int(paged[2])})
+    text, line = split_job_line(text_of(result))
+    while line is not None and line.next_offset is not None:
+        polled = await client.call_tool("poll_job", {"job_id": line.job_id, "offset": line.next_offset})
         assert not [block for block in polled.content if isinstance(block, ImageContent)]
         # pages are exact slices: drop the truncation note, then the next page's two header lines
-        text = text.rsplit("\n", 1)[0] + text_of(polled).split("\n", 2)[2]
+        page, line = split_job_line(text_of(polled))
+        text = text.rsplit("\n", 1)[0] + page.split("\n", 2)[2]
     saved = re.findall(r"not attached \(max_images=10 per execution reached\); full size saved to (\S+\.png)\]", text)
     assert len(saved) == 140 and len(set(saved)) == 140
     assert all(Path(path).read_bytes() == tiny_png() for path in saved)
@@ -156,13 +158,14 @@ async def test_long_run_becomes_a_job_that_poll_and_interrupt_handle(session: tu
     text = text_of(result)
     assert "job-" in text and "poll_job" in text
     job_id = "job-" + text.split("job-", 1)[1].split()[0].rstrip(".:;,)\"'")
-    # beside the text, the facts a client follows the job by
-    assert result.structured_content is not None
-    assert result.structured_content["job_id"] == job_id and result.structured_content["status"] == "running"
-    assert isinstance(result.structured_content["next_offset"], int)
+    # the facts a client follows the job by: the text's fixed last line, and no structured content
+    # (several hosts would show the model only that)
+    line = parse_job_line(text)
+    assert result.structured_content is None and line is not None
+    assert line.job_id == job_id and line.status == "running" and isinstance(line.next_offset, int)
     polled = await client.call_tool("poll_job", {"job_id": job_id})
     assert "running" in text_of(polled)
-    assert polled.structured_content is not None and polled.structured_content["status"] == "running"
+    assert polled.structured_content is None and (parse_job_line(text_of(polled)) or line).status == "running"
     busy = await run(client, "1")
     assert busy.is_error and job_id in text_of(busy)
     with anyio.fail_after(60):  # interrupt once the code runs: earlier, none of it would have run
@@ -174,9 +177,8 @@ async def test_long_run_becomes_a_job_that_poll_and_interrupt_handle(session: tu
         while "running" in (final := text_of(await client.call_tool("poll_job", {"job_id": job_id}))).split("\n", 1)[0]:
             await anyio.sleep(0.1)
     assert "interrupted" in final and "KeyboardInterrupt" in final
-    ended = await client.call_tool("poll_job", {"job_id": job_id})
-    assert ended.structured_content is not None
-    assert ended.structured_content["status"] == "interrupted" and ended.structured_content["next_offset"] is None
+    ended = parse_job_line(text_of(await client.call_tool("poll_job", {"job_id": job_id})))
+    assert ended is not None and ended.status == "interrupted" and ended.next_offset is None
     assert "2" in text_of(await run_to_end(client, "1 + 1"))
 
 

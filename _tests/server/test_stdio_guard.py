@@ -50,7 +50,17 @@ UNREADABLE = [
     (b'{"jsonrpc": "2.0", "id": ' + b"7" * 5000 + b', "method": "ping"}', -32600, None),
     (b'{"jsonrpc": "2.0", "id": "six"}', -32600, "six"),
     (b"42", -32600, None),
+    # an id the SDK cannot echo would make the line a notification, never answered
+    (b'{"jsonrpc": "2.0", "id": {"a": 1}, "method": "ping"}', -32600, None),
+    (b'{"jsonrpc": "2.0", "id": true, "method": "ping"}', -32600, None),
+    (b'{"jsonrpc": "2.0", "id": 1.5, "method": "ping"}', -32600, 1.5),
+    # a readable id is answered with its own id and the field that is wrong, not another one
+    (b'{"jsonrpc": "2.0", "id": 7, "method": "ping", "params": "not an object"}', -32600, 7),
+    (b'{"jsonrpc": "1.0", "id": 8, "method": "ping"}', -32600, 8),
+    (b'{"jsonrpc": "2.0", "id": 10, "method": 5}', -32600, 10),
 ]
+
+REASONS: dict[object, str] = {7: "params", 8: "jsonrpc", 10: "method"}
 
 
 def test_every_unreadable_line_gets_a_json_rpc_error_and_the_server_still_answers(tmp_path: Path) -> None:
@@ -64,7 +74,22 @@ def test_every_unreadable_line_gets_a_json_rpc_error_and_the_server_still_answer
             reply = server.read_message(timeout=30)
             assert reply.get("id") == request_id and reply["error"]["code"] == code, (line[:60], reply)
             assert len(reply["error"]["message"]) < 400
+            assert REASONS.get(request_id, "") in reply["error"]["message"], reply
         ping = server.request("ping")
         assert server.response(ping, timeout=30) == {"jsonrpc": "2.0", "id": ping, "result": {}}
     finally:
         server.close()
+
+
+def test_an_unknown_tool_or_prompt_is_invalid_params_and_prompts_are_not_advertised(tmp_path: Path) -> None:
+    server = RawServer(make_env(tmp_path), tmp_path / "stderr.log")
+    try:
+        init = server.initialize()
+        assert "prompts" not in init["capabilities"] and "tools" in init["capabilities"]
+        for method, params in (("tools/call", {"name": "no_such_tool", "arguments": {}}),
+                               ("prompts/get", {"name": "no-such-prompt"})):
+            reply = server.response(server.request(method, params), timeout=30)
+            assert reply["error"]["code"] == -32602 and "no" in reply["error"]["message"], reply
+    finally:
+        server.close()
+    assert "Traceback" not in (tmp_path / "stderr.log").read_text()

@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from biopb_mcp.errors import KernelError, KernelNotOwned, KernelNotReady
-from biopb_mcp.kernel import compute
+from biopb_mcp.kernel import plugins
 from biopb_mcp.kernel.attached import (
     IDENTITY_EXPRESSION,
     AttachedKernel,
@@ -281,7 +281,7 @@ class KernelHost:
         if not self._settings.kernel.existing_plugins:
             return {}
         env = {"BIOPB_MCP_PLUGINS_DIR": str(self._settings.plugins_dir),
-               "BIOPB_MCP_KERNEL_LOG": str(self._settings.kernel_log_file), **compute.kernel_env(self._settings)}
+               "BIOPB_MCP_KERNEL_LOG": str(self._settings.kernel_log_file), **plugins.kernel_env(self._settings)}
         self._client.run_silent(bootstrap_code(BOOTSTRAP_FILE.read_text(encoding="utf-8"), env), remaining())
         return self._client.fetch_bootstrap(remaining) or {"errors": ["the bootstrap did not run in the joined kernel"]}
 

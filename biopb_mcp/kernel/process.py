@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 from jupyter_client.connect import write_connection_file
 
-from biopb_mcp.kernel import compute, lifeline
+from biopb_mcp.kernel import lifeline, plugins
 from biopb_mcp.runtime_files import CONFIG_DIR_KEY
 
 if TYPE_CHECKING:
@@ -201,7 +201,7 @@ class LaunchedKernel(KernelProcess):
             BIOPB_MCP_PLUGINS_DIR=str(settings.plugins_dir),
             BIOPB_MCP_KERNEL_LOG=str(log_path),
         )
-        env.update(compute.kernel_env(settings))
+        env.update(plugins.kernel_env(settings))
         env.pop("JPY_PARENT_PID", None)
         if is_python and "MPLBACKEND" not in spec_env:
             # figures must come back to the agent as PNGs, whatever backend the user's shell

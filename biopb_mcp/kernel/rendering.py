@@ -32,7 +32,7 @@ def png_size(data: bytes) -> tuple[int, int] | None:
     return None
 
 
-def _downscale(data: bytes, max_bytes: int) -> bytes | None:
+def downscale_png(data: bytes, max_bytes: int) -> bytes | None:
     """Shrink a PNG under ``max_bytes`` with Pillow when available; None otherwise."""
     try:
         from PIL import Image  # optional: not a dependency of biopb-mcp
@@ -59,42 +59,45 @@ def image_factory(
 ) -> Callable[[int, int], tuple[ImageRecord, str]]:
     """Build the callback ``Execution.add_image`` uses to record one PNG and its placeholder.
 
-    ``max_images`` set means the execution already holds that many inline images: this one is
-    saved to a file only, so neither a result nor the server's memory grows with the count.
+    Every image is saved to a file named in its placeholder, attached or not: a host that shows
+    the model only text still lets it reach the picture, and one cut from a result to fit a
+    client's limit is never lost. ``max_images`` set means the execution already holds that many
+    inline images: this one is saved only, so neither a result nor the server's memory grows
+    with the count.
     """
 
     def make(index: int, offset: int) -> tuple[ImageRecord, str]:
         size = png_size(data)
         dims = f"{size[0]}x{size[1]} " if size else ""
         record = ImageRecord(index=index, nbytes=len(data), offset=offset, size=size)
-        if max_images is None and len(data) <= max_bytes:
-            record.data = data
-            return record, f"[image {index}: {dims}PNG, {len(data)} bytes, attached]"
         path = image_dir / f"{job_id}-image{index}.png"
         try:
             image_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
             path.write_bytes(data)
             record.path = path
-            saved = f"full size saved to {path}"
+            saved = f"saved to {path}"
         except OSError as exc:
             saved = f"could not be saved ({exc})"
         if max_images is not None:
             return record, (
                 f"[image {index}: {dims}PNG, {len(data)} bytes; not attached (max_images={max_images} "
-                f"per execution reached); {saved}]"
+                f"per execution reached); full size {saved}]"
             )
-        small = _downscale(data, max_bytes)
+        if len(data) <= max_bytes:
+            record.data = data
+            return record, f"[image {index}: {dims}PNG, {len(data)} bytes, attached; {saved}]"
+        small = downscale_png(data, max_bytes)
         if small is not None:
             record.data = small
             small_size = png_size(small)
             sdims = f"{small_size[0]}x{small_size[1]}" if small_size else "smaller"
             return record, (
                 f"[image {index}: {dims}PNG, {len(data)} bytes > max_image_bytes={max_bytes}; "
-                f"attached downscaled to {sdims}; {saved}]"
+                f"attached downscaled to {sdims}; full size {saved}]"
             )
         return record, (
             f"[image {index}: {dims}PNG, {len(data)} bytes > max_image_bytes={max_bytes}; "
-            f"not attached; {saved}]"
+            f"not attached; full size {saved}]"
         )
 
     return make

@@ -22,6 +22,7 @@ from biopb_mcp.config import Settings, resolve_user_path
 from biopb_mcp.docs.store import DocStore
 from biopb_mcp.kernel import KernelHost
 from biopb_mcp.server.instructions import compose_instructions
+from biopb_mcp.server.protocol import spec_middleware
 from biopb_mcp.server.resources import install_resources
 from biopb_mcp.server.sdk import check_sdk
 from biopb_mcp.server.state import SERVER_NAME, AppState
@@ -118,6 +119,7 @@ def build_server(settings: Settings, *, trace: Path | None = None) -> tuple[MCPS
     check_sdk(mcp)
     register_kernel_tools(mcp, state)
     register_doc_tools(mcp, state)
+    mcp.middleware.insert(len(mcp.middleware) - 1, spec_middleware(mcp, prompt_names=lambda: ()))  # traced, before the rest
     state.notifier = install_resources(mcp, store)
     return mcp, state
 

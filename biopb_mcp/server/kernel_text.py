@@ -6,6 +6,8 @@ sentences that name the tool to call next.
 
 from __future__ import annotations
 
+import re
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -25,7 +27,23 @@ from biopb_mcp.kernel import (
     StartOutcome,
 )
 
-__all__ = ["compute_status", "error_text", "interrupted", "job_structure", "not_owned", "rendered_text", "started", "summary"]
+__all__ = [
+    "JOB_LINE",
+    "JobLine",
+    "cancelled_note",
+    "compute_status",
+    "cut_note",
+    "error_text",
+    "fitted_note",
+    "interrupted",
+    "job_line",
+    "not_owned",
+    "parse_job_line",
+    "rendered_text",
+    "split_job_line",
+    "started",
+    "summary",
+]
 
 
 def not_ready(exc: KernelNotReady) -> str:
@@ -134,16 +152,48 @@ def interrupted(result: Interruption) -> str:
     )
 
 
-def job_structure(rendered: Rendered) -> dict[str, Any]:
-    """The structured content beside an execution's text: what a client needs to follow or page it."""
-    return {
-        "job_id": rendered.job_id,
-        "status": str(rendered.status),
-        "offset": rendered.offset,
-        "next_offset": rendered.next_offset,
-        "total_chars": rendered.total_chars,
-        "images": len(rendered.images),
-    }
+JOB_LINE = re.compile(r"^\[(?P<job_id>job-\d+): (?P<status>[a-z]+)(?:, next_offset=(?P<next_offset>\d+))?\]$")
+"""The last line of every execute_code and poll_job text: ``[job-3: running, next_offset=1200]``.
+
+The facts a client follows a job by (its id, its status, where the next page starts) live in
+the text itself, in this fixed form, because several hosts show the model only the structured
+content of a result that has one: so no result carries structured content, and a client parses
+this line instead. ``next_offset`` is there while the job runs or more output remains to page.
+"""
+
+
+@dataclass(frozen=True)
+class JobLine:
+    """The facts of :data:`JOB_LINE`, parsed back."""
+
+    job_id: str
+    status: str
+    next_offset: int | None
+
+    @property
+    def running(self) -> bool:
+        return self.status == ExecutionStatus.RUNNING
+
+
+def job_line(r: Rendered) -> str:
+    """The fixed last line of an execution's text (see :data:`JOB_LINE`)."""
+    more = f", next_offset={r.next_offset}" if r.next_offset is not None else ""
+    return f"[{r.job_id}: {r.status}{more}]"
+
+
+def split_job_line(text: str) -> tuple[str, JobLine | None]:
+    """A result's text without its job line, and the job facts (None when it has no job line)."""
+    body, _, last = text.rstrip("\n").rpartition("\n")
+    match = JOB_LINE.match(last)
+    if match is None:
+        return text, None
+    offset = match.group("next_offset")
+    return body, JobLine(match.group("job_id"), match.group("status"), int(offset) if offset is not None else None)
+
+
+def parse_job_line(text: str) -> JobLine | None:
+    """The job facts from a result's text (its last line), or None when it has none."""
+    return split_job_line(text)[1]
 
 
 def _status_header(r: Rendered) -> str:
@@ -173,6 +223,35 @@ def ending_note(r: Rendered) -> str:
     if r.kernel_lost is None:
         return r.note
     return r.note + _LOST_ADVICE.get(r.kernel_lost, "")
+
+
+def cancelled_note(jobs: list[tuple[str, str]]) -> str:
+    """Where the code of calls the client cancelled went: each went on as a job."""
+    lines = []
+    for job_id, status in jobs:
+        state = "is still running" if status == ExecutionStatus.RUNNING else f"has ended ({status})"
+        lines.append(f"[a call of yours was cancelled, but its code went on as {job_id}, which {state}: "
+                     f'poll_job("{job_id}") shows its output; interrupt_kernel stops it]')
+    return "\n".join(lines)
+
+
+def fitted_note(shrunk: list[tuple[int, tuple[int, int] | None]], dropped: list[int], attached: int, limit: int) -> str:
+    """Why images of a result are smaller than attached, or missing: the client's size limit."""
+    did: list[str] = []
+    if shrunk:
+        sizes = ", ".join(f"{size[0]}x{size[1]}" if size else "smaller" for _, size in shrunk)
+        did.append(f"{len(shrunk)} of {attached} attached images downscaled (to {sizes})")
+    if dropped:
+        did.append(f"{len(dropped)} of {attached} left out")
+    return (f"[{' and '.join(did)} to keep this result under kernel.max_result_bytes={limit} bytes "
+            "(a client drops a bigger result whole); each image's full size is in the file its "
+            "placeholder above names]")
+
+
+def cut_note(limit: int) -> str:
+    """Said when even the text of a result was over the client's size limit."""
+    return (f"[... the text was cut here to keep this result under kernel.max_result_bytes={limit} bytes; "
+            "read on with poll_job and an offset, or lower kernel.max_output_chars]")
 
 
 def rendered_text(r: Rendered) -> str:

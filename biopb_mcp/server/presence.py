@@ -98,9 +98,4 @@ def paused_result(state: AppState) -> CallToolResult | None:
         "notebook with %biopb pause; execute_code runs no code in their kernel until they type "
         "%biopb resume there. Tell the user what you want to run next and wait for them to resume."
     )
-    return CallToolResult(
-        content=[TextContent(type="text", text=text)],
-        structured_content={"paused": True, "by": "scientist", "since": since, "reason": pause.reason,
-                            "next_step": "ask the user to run %biopb resume in their notebook"},
-        is_error=True,
-    )
+    return CallToolResult(content=[TextContent(type="text", text=text)], is_error=True)

@@ -10,12 +10,14 @@ A stray write lands in the log; a stray read sees EOF; children never inherit th
 
 from __future__ import annotations
 
+import collections
 import fcntl
 import io
 import json
 import logging
 import os
 import sys
+import threading
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
@@ -35,7 +37,17 @@ from biopb_mcp.server.state import AppState
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["AnsweringReadStream", "StdioWire", "claim_stdio", "error_reply", "serve_stdio", "wire_streams"]
+__all__ = [
+    "AnsweringReadStream",
+    "StdioWire",
+    "WireLines",
+    "WireWriter",
+    "claim_stdio",
+    "error_reply",
+    "precheck",
+    "serve_stdio",
+    "wire_streams",
+]
 
 
 @dataclass(frozen=True)
@@ -78,12 +90,18 @@ def claim_stdio(log_file: Path) -> StdioWire:
 
 @asynccontextmanager
 async def wire_streams(wire: StdioWire) -> AsyncIterator[tuple[Any, Any]]:
-    """The SDK's stdio transport, run over the private descriptors: yields (read, write) streams."""
+    """The SDK's stdio transport, run over the private descriptors: yields (read, write) streams.
+
+    The SDK's own reader gets its lines through :class:`WireLines`, which answers what the SDK
+    would misread before it sees it, and its writer through :class:`WireWriter`, which those
+    answers share, so a line on the wire is never interleaved with another.
+    """
     # closefd=False: the reader thread may still block on the fd when the transport exits.
     reader = io.TextIOWrapper(os.fdopen(wire.read_fd, "rb", closefd=False), encoding="utf-8", errors="replace")
-    writer = io.TextIOWrapper(os.fdopen(wire.write_fd, "wb", closefd=False), encoding="utf-8")
-    async with stdio_server(stdin=anyio.wrap_file(reader), stdout=anyio.wrap_file(writer)) as (read, write):
-        yield AnsweringReadStream(read, write), write
+    writer = WireWriter(io.TextIOWrapper(os.fdopen(wire.write_fd, "wb", closefd=False), encoding="utf-8"))
+    lines = WireLines(reader, writer)
+    async with stdio_server(stdin=lines, stdout=writer) as (read, write):  # type: ignore[arg-type]
+        yield AnsweringReadStream(read, write, lines.passed), write
 
 
 PARSE_ERROR = -32700
@@ -98,16 +116,105 @@ def _lenient_int(text: str) -> int | None:
     return int(text) if len(text.lstrip("-")) <= MAX_ID_DIGITS else None
 
 
-def error_reply(exc: Exception) -> JSONRPCError | None:
+def _readable_id(message: Any) -> str | int | None:
+    """The request's id when it is one the SDK can echo (a string or an integer), else None."""
+    candidate = message.get("id") if isinstance(message, dict) else None
+    if isinstance(candidate, str) or (isinstance(candidate, int) and not isinstance(candidate, bool)):
+        return candidate
+    return None
+
+
+def _error_line(request_id: Any, code: int, message: str) -> str:
+    return json.dumps({"jsonrpc": "2.0", "id": request_id, "error": {"code": code, "message": message}})
+
+
+def precheck(line: str) -> str | None:
+    """The error line answering a line the SDK would misread or drop, or None to pass it on.
+
+    A request whose id is not a string or an integer (an object, a boolean, a fraction) would
+    be read by the SDK as a notification and never answered, so it is answered here: with its
+    own id when that is a number, else with a null id, as JSON-RPC asks when the id cannot be
+    read. Everything else is the SDK's to read (and :func:`error_reply`'s when it cannot).
+    """
+    if not line.lstrip().startswith("{") or '"id"' not in line:
+        return None
+    try:
+        message = json.loads(line, parse_int=_lenient_int)
+    except (ValueError, RecursionError):
+        return None
+    if not isinstance(message, dict) or "method" not in message or "id" not in message:
+        return None
+    request_id = message["id"]
+    if request_id is None or _readable_id(message) is not None:
+        return None
+    echoed = request_id if isinstance(request_id, float) else None
+    return _error_line(echoed, INVALID_REQUEST,
+                       f"Invalid Request: id must be a string or an integer, not {type(request_id).__name__}")
+
+
+class WireWriter:
+    """The wire's writer: each ``write`` puts whole lines out under one lock, flushed at once.
+
+    The SDK writes one JSON line per call; the answers :class:`WireLines` writes itself take the
+    same lock, so two lines never interleave.
+    """
+
+    def __init__(self, file: io.TextIOWrapper) -> None:
+        self._file = file
+        self._lock = threading.Lock()
+
+    def write_now(self, text: str) -> None:
+        with self._lock:
+            self._file.write(text)
+            self._file.flush()
+
+    async def write(self, text: str) -> None:
+        await anyio.to_thread.run_sync(self.write_now, text)
+
+    async def flush(self) -> None:
+        """Every write is flushed already."""
+
+
+class WireLines:
+    """The lines of the wire as the SDK's reader iterates them, each checked by :func:`precheck`.
+
+    A line answered here never reaches the SDK. Every line passed on is also kept (in order) in
+    ``passed``, so the read stream can answer a line the SDK then fails to parse from the line
+    itself, with its own id and the real reason.
+    """
+
+    def __init__(self, file: io.TextIOWrapper, writer: WireWriter) -> None:
+        self._file = file
+        self._writer = writer
+        self.passed: collections.deque[str] = collections.deque()
+
+    def __aiter__(self) -> Self:
+        return self
+
+    async def __anext__(self) -> str:
+        while True:
+            line = await anyio.to_thread.run_sync(self._file.readline)
+            if not line:
+                raise StopAsyncIteration
+            answer = precheck(line)
+            if answer is None:
+                self.passed.append(line)
+                return line
+            logger.warning("unreadable message on stdin (answered %d): %s", INVALID_REQUEST, _short(ValueError(line)))
+            await self._writer.write(answer + "\n")
+
+
+def error_reply(exc: Exception, line: str | None = None) -> JSONRPCError | None:
     """The JSON-RPC error answering a line the SDK could not read as a message, or None.
 
     -32700 when the line is not JSON, -32600 when it is JSON but not one message (a batch, a
     surrogate escape or a number the SDK's parser refuses, a missing field). The id is the
     line's own when one can be read from it, else null. None for what looks like a response
     (``result``/``error`` without ``method``): answering a response could start a loop.
+    ``line`` is the raw line when known; else what the parser's error quotes is used.
     """
-    raw: Any = None
-    if isinstance(exc, ValidationError):
+    raw: Any = line
+    if raw is None and isinstance(exc, ValidationError):
         inputs = [e.get("input") for e in exc.errors(include_url=False)]
         raw = inputs[0] if inputs else None
     message: Any = raw
@@ -120,14 +227,9 @@ def error_reply(exc: Exception) -> JSONRPCError | None:
     if isinstance(message, list):
         return JSONRPCError(jsonrpc="2.0", id=None, error=ErrorData(
             code=INVALID_REQUEST, message="Invalid Request: batch arrays are not supported; send one message per line"))
-    request_id: str | int | None = None
-    if isinstance(message, dict):
-        if "method" not in message and ("result" in message or "error" in message):
-            return None
-        candidate = message.get("id")
-        if isinstance(candidate, str) or (isinstance(candidate, int) and not isinstance(candidate, bool)):
-            request_id = candidate
-    return JSONRPCError(jsonrpc="2.0", id=request_id, error=ErrorData(
+    if isinstance(message, dict) and "method" not in message and ("result" in message or "error" in message):
+        return None
+    return JSONRPCError(jsonrpc="2.0", id=_readable_id(message), error=ErrorData(
         code=INVALID_REQUEST, message=f"Invalid Request: not a JSON-RPC message the server can read ({_reason(exc)})"))
 
 
@@ -152,11 +254,14 @@ class AnsweringReadStream:
     The SDK's stdio transport hands such a line to the server as an exception, which the server
     drops: a client that sent a request with an id then waits forever. Over HTTP the same input
     gets an error response; this gives stdio the same. Everything else passes through untouched.
+    ``passed`` holds the raw lines the SDK got, in order (one item comes out per line), so an
+    answer quotes the line's own id and reason.
     """
 
-    def __init__(self, inner: Any, write: Any) -> None:
+    def __init__(self, inner: Any, write: Any, passed: collections.deque[str] | None = None) -> None:
         self._inner = inner
         self._write = write
+        self._passed = passed
 
     @property
     def last_context(self) -> Any:
@@ -166,9 +271,10 @@ class AnsweringReadStream:
     async def receive(self) -> Any:
         while True:
             item = await self._inner.receive()
+            line = self._passed.popleft() if self._passed else None
             if not isinstance(item, Exception):
                 return item
-            reply = error_reply(item)
+            reply = error_reply(item, line)
             logger.warning("unreadable message on stdin%s: %s",
                            "" if reply is None else f" (answered {reply.error.code})", _short(item))
             if reply is not None:

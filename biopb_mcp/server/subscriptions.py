@@ -6,8 +6,9 @@
 * A watcher that polls ``store.local_state()`` while anyone is subscribed, so edits by hand or by
   another server process (one per agent host under stdio) are announced too.
 
-Notifications are cues to refetch, never payloads; a change may be announced twice (once by the
-write, once by the watcher), which costs a client one extra read.
+Notifications are cues to refetch, never payloads. Each change is announced once, whoever made
+it: while the watcher runs, a write_doc hands its URIs to the watcher and wakes it, and the
+watcher leaves out of its next look at the disk what the writes already announced.
 """
 
 from __future__ import annotations
@@ -78,6 +79,9 @@ class DocNotifier:
         self._subs: dict[object, set[str]] = {}  # legacy connection -> subscribed URIs
         self._listens = 0  # open modern listen streams
         self._stop: threading.Event | None = None  # set to stop the running watcher
+        self._wake = threading.Event()  # set to make the running watcher look now
+        self._writes: list[tuple[list[str], bool]] = []  # (URIs, list changed) of writes the watcher announces
+        self._writes_lock = threading.Lock()
 
     # -- publishing ---------------------------------------------------------------------------
 
@@ -86,7 +90,13 @@ class DocNotifier:
         if not result.changed and not result.created:
             return
         # dict.fromkeys: write_doc("index") is the index's own URI, announced once.
-        await self.notify_updated(list(dict.fromkeys([INDEX_URI, doc_uri(result.doc_id)])))
+        uris = list(dict.fromkeys([INDEX_URI, doc_uri(result.doc_id)]))
+        if self.watching:  # the watcher would see this change on disk too: it alone announces it
+            with self._writes_lock:
+                self._writes.append((uris, result.created))
+            self._wake.set()
+            return
+        await self.notify_updated(uris)
         if result.created:
             await self.notify_list_changed()
 
@@ -161,6 +171,7 @@ class DocNotifier:
         """Stop the watcher once nobody is subscribed (starting needs a baseline: ``_start_watcher``)."""
         if self._demand() == 0 and self._stop is not None:
             self._stop.set()
+            self._wake.set()
             self._stop = None
 
     @property
@@ -178,6 +189,7 @@ class DocNotifier:
             return
         stop = threading.Event()
         self._stop = stop  # claimed before the await, so concurrent subscribers start one watcher
+        self._wake = wake = threading.Event()
         try:
             baseline = await anyio.to_thread.run_sync(self.store.local_state)
         except (OSError, DocError):
@@ -185,25 +197,36 @@ class DocNotifier:
             baseline = {}
         token = anyio.lowlevel.current_token()
         thread = threading.Thread(
-            target=self._watch, args=(stop, baseline, token), name="biopb-docs-watcher", daemon=True
+            target=self._watch, args=(stop, wake, baseline, token), name="biopb-docs-watcher", daemon=True
         )
         thread.start()
 
-    def _watch(self, stop: threading.Event, snapshot: Snapshot, token: Any) -> None:
-        """Thread body: poll ``local_state`` and hand each difference to the event loop."""
+    def _watch(self, stop: threading.Event, wake: threading.Event, snapshot: Snapshot, token: Any) -> None:
+        """Thread body: poll ``local_state`` (or look at once when a write wakes it) and hand each
+        write's URIs, then what else differs on disk, to the event loop."""
         logger.debug("docs watcher started (every %.1fs)", self.poll_interval)
-        while not stop.wait(self.poll_interval):
+        while True:
+            wake.wait(self.poll_interval)
+            wake.clear()
+            if stop.is_set():
+                break
             try:
                 current = self.store.local_state()
             except (OSError, DocError):
                 logger.warning("docs watcher: cannot read the local tier; trying again", exc_info=True)
                 continue
+            with self._writes_lock:
+                writes, self._writes = self._writes, []
             uris, list_changed = changes(snapshot, current)
             snapshot = current
-            if not uris or stop.is_set():
+            announced = {uri for group, _ in writes for uri in group}
+            others = [uri for uri in uris if uri not in announced]
+            if writes or others:
+                list_changed = list_changed and not any(created for _, created in writes)
+            if not (writes or others) or stop.is_set():
                 continue
             try:
-                anyio.from_thread.run(self._publish_changes, uris, list_changed, token=token)
+                anyio.from_thread.run(self._publish_changes, writes, others, list_changed, token=token)
             except RuntimeError:  # the event loop is gone: the server stopped under us
                 logger.debug("docs watcher: event loop closed; stopping")
                 return
@@ -211,9 +234,14 @@ class DocNotifier:
                 logger.exception("docs watcher: announcing changes failed; watching on")
         logger.debug("docs watcher stopped")
 
-    async def _publish_changes(self, uris: list[str], list_changed: bool) -> None:
-        logger.info("docs changed on disk: %s", ", ".join(uris))
-        await self.notify_updated(uris)
+    async def _publish_changes(self, writes: list[tuple[list[str], bool]], others: list[str], list_changed: bool) -> None:
+        for uris, created in writes:  # each write as it would have announced itself
+            await self.notify_updated(uris)
+            if created:
+                await self.notify_list_changed()
+        if others:
+            logger.info("docs changed on disk: %s", ", ".join(others))
+            await self.notify_updated(others)
         if list_changed:
             await self.notify_list_changed()
 

@@ -43,18 +43,13 @@ def _agent_text(exc: BiopbMcpError) -> str:
 def error_result(tool_name: str, exc: BiopbMcpError) -> CallToolResult:
     """The error result a tool answers an anticipated failure with.
 
-    A kernel that is not ready also answers in structured content (its state and the tool that
-    fixes it), so a client can act without parsing the text. Other failures carry the same
-    ``Error executing tool <name>:`` lead the SDK gives its own tool errors.
+    A kernel that is not ready answers with its text alone (it names start_kernel); other failures
+    carry the same ``Error executing tool <name>:`` lead the SDK gives its own tool errors.
     """
     text = _agent_text(exc)
     logger.info("Tool %r failed: %r", tool_name, text)
     if isinstance(exc, KernelNotReady):
-        return CallToolResult(
-            content=[TextContent(type="text", text=text)],
-            structured_content={"kernel_state": exc.state, "next_step": "start_kernel"},
-            is_error=True,
-        )
+        return CallToolResult(content=[TextContent(type="text", text=text)], is_error=True)
     return CallToolResult(content=[TextContent(type="text", text=f"Error executing tool {tool_name}: {text}")],
                           is_error=True)
 

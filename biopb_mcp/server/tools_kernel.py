@@ -5,7 +5,6 @@ Thin: each calls the kernel host (``biopb_mcp.kernel``) and writes what the agen
 
 from __future__ import annotations
 
-import base64
 import json
 import logging
 import os
@@ -15,19 +14,14 @@ from typing import Any
 
 import anyio
 from mcp.server.mcpserver import Context, MCPServer
-from mcp.types import (
-    CallToolResult,
-    ContentBlock,
-    ImageContent,
-    TextContent,
-    ToolAnnotations,
-)
+from mcp.types import CallToolResult, ToolAnnotations
 
 import biopb_mcp
 from biopb_mcp.config import reread_kernel_start_keys
 from biopb_mcp.errors import BiopbMcpError, ConfigError
 from biopb_mcp.kernel import Rendered, compute
 from biopb_mcp.server import kernel_text, presence
+from biopb_mcp.server.result_size import Fitted, encoded_size, fit_images, image_blocks, text_block
 from biopb_mcp.server.state import SERVER_NAME, AppState
 from biopb_mcp.server.tool import READ_ONLY, tool
 
@@ -37,6 +31,9 @@ __all__ = ["WAIT_SLICE_SECONDS", "register_kernel_tools"]
 
 WAIT_SLICE_SECONDS = 1.0
 """execute_code waits in slices this long, off the event loop, sending a progress note after each."""
+
+_NOTE_ROOM = 1024
+"""Bytes kept for the note saying what was shrunk to fit a result."""
 
 _ERROR_STATUSES = frozenset({"error", "dead"})
 """Execution statuses shown with ``is_error``: the agent's code raised, or the kernel died under it."""
@@ -52,17 +49,26 @@ def _versions() -> dict[str, str]:
     return found
 
 
-def _rendered_result(rendered: Rendered, *, prefix: str = "") -> CallToolResult:
-    """Text plus PNG images as MCP content, and the job's facts as structured content (a client
-    follows a running job by its ``job_id`` and ``status``, not by parsing the text); an error
-    in the agent's code marks the result as an error."""
-    body = kernel_text.rendered_text(rendered)
-    text = f"{prefix}{body}" if prefix else body
-    content: list[ContentBlock] = [TextContent(type="text", text=text or "(no output)")]
-    for png in rendered.images:
-        content.append(ImageContent(type="image", data=base64.b64encode(png).decode("ascii"), mime_type="image/png"))
-    return CallToolResult(content=content, structured_content=kernel_text.job_structure(rendered),
-                          is_error=rendered.status in _ERROR_STATUSES)
+def _rendered_result(rendered: Rendered, limit: int, *, prefix: str = "") -> CallToolResult:
+    """Text plus PNG images as MCP content, the whole under ``limit`` bytes as sent.
+
+    The text ends with the job line a client follows a job by (after any note on images shrunk
+    to fit); an error in the agent's code marks the result as an error.
+    """
+    text = f"{prefix}{kernel_text.rendered_text(rendered)}"
+    last = kernel_text.job_line(rendered)
+    result = CallToolResult(content=[text_block(f"{text}\n{last}")], is_error=rendered.status in _ERROR_STATUSES)
+    text_bytes = encoded_size(result)
+    if text_bytes + _NOTE_ROOM > limit:  # only with a huge max_output_chars: keep the head and the job line
+        text = text.encode("utf-8")[: max(limit // 2 - _NOTE_ROOM, 0)].decode("utf-8", "ignore")
+        text += "\n" + kernel_text.cut_note(limit)
+        fitted = Fitted([], dropped=list(range(1, len(rendered.images) + 1)))
+    else:
+        fitted = fit_images(text_bytes + _NOTE_ROOM, rendered.images, limit)
+    if fitted.shrunk or fitted.dropped:
+        text += "\n" + kernel_text.fitted_note(fitted.shrunk, fitted.dropped, len(rendered.images), limit)
+    result.content = [text_block(f"{text}\n{last}"), *image_blocks(fitted.images)]
+    return result
 
 
 def _reread_kernel_name(state: AppState) -> None:
@@ -88,6 +94,19 @@ def _reread_kernel_name(state: AppState) -> None:
 def register_kernel_tools(mcp: MCPServer, state: AppState) -> None:
     host = state.kernel
 
+    def cancelled_prefix() -> str:
+        """The note naming the jobs cancelled calls became, once, on the next answer."""
+        jobs = state.take_cancelled()
+        if not jobs:
+            return ""
+        facts = []
+        for job_id in jobs:
+            try:
+                facts.append((job_id, str(host.poll(job_id, 0).status)))
+            except BiopbMcpError:  # forgotten since (a restart): nothing left to point at
+                continue
+        return kernel_text.cancelled_note(facts) + "\n" if facts else ""
+
     @tool(mcp, ToolAnnotations(read_only_hint=False, destructive_hint=False, idempotent_hint=True))
     def start_kernel() -> str:
         """Start the IPython kernel, or recover it after it died. Call this first in every session,
@@ -107,8 +126,11 @@ def register_kernel_tools(mcp: MCPServer, state: AppState) -> None:
         A call still running after kernel.promote_after seconds (default 10) becomes a background
         job: you get its id, follow it with poll_job, stop it with interrupt_kernel. Only one
         execution runs at a time; a call while a job runs answers busy with the job id.
-        Long output is truncated with a note on how to page through the rest. If the user paused
-        you from their notebook (%biopb pause), nothing runs and the answer says so."""
+        Long output is truncated with a note on how to page through the rest. The text's last line
+        is always "[job-N: STATUS]" or "[job-N: STATUS, next_offset=K]" (K: the poll_job offset
+        where more output starts). If you cancel a call, its code keeps running as a job: the
+        next answer names it. If the user paused you from their notebook (%biopb pause), nothing
+        runs and the answer says so."""
         promote_after = float(state.settings.kernel.promote_after)
         submitted: list[Any] = []  # the execution, known even if the call is cancelled mid-hop
 
@@ -132,14 +154,14 @@ def register_kernel_tools(mcp: MCPServer, state: AppState) -> None:
                 if isinstance(rendered, CallToolResult):
                     return rendered
                 if rendered is not None:
-                    return _rendered_result(rendered)
+                    return _rendered_result(rendered, state.settings.kernel.max_result_bytes, prefix=cancelled_prefix())
                 waited += slice_seconds
                 await ctx.report_progress(waited, None, f"running for {waited:.0f} s")
         except anyio.get_cancelled_exc_class():
             # The client gave up on the call; keep the execution reachable as a job.
             if submitted:
                 with anyio.CancelScope(shield=True):
-                    await anyio.to_thread.run_sync(host.promote, submitted[0])
+                    state.note_cancelled(await anyio.to_thread.run_sync(host.promote, submitted[0]))
             raise
         execution = submitted[0]
         job_id = await anyio.to_thread.run_sync(host.promote, execution)
@@ -148,7 +170,7 @@ def register_kernel_tools(mcp: MCPServer, state: AppState) -> None:
             f"Still running after {promote_after:g} s, so it continues in the background as {job_id}; "
             "interrupt_kernel stops it.\n"
         )
-        result = _rendered_result(so_far, prefix=note)
+        result = _rendered_result(so_far, state.settings.kernel.max_result_bytes, prefix=cancelled_prefix() + note)
         result.is_error = False
         return result
 
@@ -157,13 +179,14 @@ def register_kernel_tools(mcp: MCPServer, state: AppState) -> None:
         """Check a background job that execute_code promoted (its id looks like job-1): returns its
         status (running, ok, error, interrupted, dead) and its output so far. Use offset to page
         through long output from that character onward, as a truncation note tells you."""
-        return _rendered_result(host.poll(job_id, offset))
+        rendered = host.poll(job_id, offset)
+        return _rendered_result(rendered, state.settings.kernel.max_result_bytes, prefix=cancelled_prefix())
 
     @tool(mcp, ToolAnnotations(read_only_hint=False, destructive_hint=False))
     def interrupt_kernel() -> str:
         """Stop the code running in the kernel (like Ctrl-C; raises KeyboardInterrupt in it). Use
         it when a job runs too long or was started by mistake. The namespace is kept."""
-        return kernel_text.interrupted(host.interrupt())
+        return cancelled_prefix() + kernel_text.interrupted(host.interrupt())
 
     @tool(mcp, ToolAnnotations(read_only_hint=False, destructive_hint=True))
     def restart_kernel() -> str:

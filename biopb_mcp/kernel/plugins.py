@@ -1,0 +1,28 @@
+"""The built-in kernel plugins: files of this package the kernel bootstrap loads by path.
+
+Each runs inside the kernel (standard library only at import, as the kernel may be another
+Python without biopb_mcp) and adds what the agent uses to the namespace: ``show()`` and the
+figure flush (``figures_plugin.py``), ``dask_client()`` (``compute_plugin.py``).
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from biopb_mcp.kernel import compute
+
+if TYPE_CHECKING:
+    from biopb_mcp.config import Settings
+
+__all__ = ["FIGURES_PLUGIN", "kernel_env"]
+
+FIGURES_PLUGIN = Path(__file__).with_name("figures_plugin.py")
+
+
+def kernel_env(settings: Settings) -> dict[str, str]:
+    """Environment for a kernel start: every built-in plugin's file and what they read."""
+    env = compute.kernel_env(settings)
+    env["BIOPB_MCP_BUILTIN_PLUGINS"] = os.pathsep.join([str(FIGURES_PLUGIN), str(compute.PLUGIN_FILE)])
+    return env
