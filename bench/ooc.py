@@ -103,12 +103,14 @@ class LoadMeter:
         return "load {:.1f} {:.1f} {:.1f}".format(*loads)
 
 
-def load_warning(peak: float, cores: int) -> str | None:
-    """What to say when the 1-minute load passed the core count during a run, else None."""
-    if peak <= cores:
+def load_warning(load: float, cores: int, own: int = 0) -> str | None:
+    """What to say when the 1-minute load passed the core count plus the ``own`` busy processes
+    the run itself adds (its workers and the kernel: 0 before it starts them), else None."""
+    if load <= cores + own:
         return None
-    return (f"WARNING: the 1-minute load reached {peak:.1f} on {cores} cores: other processes shared the CPUs, "
-            f"so these MB/s understate the method; re-run when `uptime` shows a load below {cores}")
+    mine = f" (this run's own {own} busy processes included)" if own else ""
+    return (f"WARNING: the 1-minute load reached {load:.1f} on {cores} cores{mine}: other processes shared "
+            f"the CPUs, so these MB/s understate the method; re-run when `uptime` shows a load below {cores}")
 
 
 def throughput_line(figures: dict[str, Any], blocks: int, compute_s: float, load_now: str) -> str:
@@ -276,7 +278,8 @@ def run(side_px: int, workers: int, memory_limit: str, workdir: Path, crop_px: i
         f"labels (int32) {4 * mb:.0f} MB; chunks {chunk} px")
     out(throughput_line(figures, len(blocks), compute_s, load()))
     figures["load_peak"] = round(load.peak, 1)
-    warning = load_warning(load.peak, os.cpu_count() or 1)
+    # the run's own load: its workers and the kernel (which runs the scheduler and the steps)
+    warning = load_warning(load.peak, os.cpu_count() or 1, own=workers + 1)
     if warning:
         out(warning)
     out(f"checks: objects {got['n_objects']} (drawn {figures['objects_expected']}); crop "
