@@ -7,6 +7,7 @@ kernel's environment.
 
 from __future__ import annotations
 
+import functools
 from pathlib import Path
 from typing import Any
 
@@ -14,14 +15,9 @@ __all__ = ["format_inspection", "inspect_expression"]
 
 PROBE_FILE = Path(__file__).with_name("inspect_probe.py")
 
-_probe_source: str | None = None
-
-
+@functools.cache
 def _probe() -> str:
-    global _probe_source
-    if _probe_source is None:
-        _probe_source = PROBE_FILE.read_text(encoding="utf-8")
-    return _probe_source
+    return PROBE_FILE.read_text(encoding="utf-8")
 
 
 def inspect_expression(path: str, limit_repr: int = 2000, limit_doc: int = 3000) -> str:
