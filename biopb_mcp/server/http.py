@@ -31,6 +31,7 @@ from biopb_mcp.config import Settings
 from biopb_mcp.errors import ConfigError
 from biopb_mcp.runtime_files import private_runtime_dir
 from biopb_mcp.server.app import log_level
+from biopb_mcp.server.protocol import RefuseBatches
 from biopb_mcp.server.run import shutdown_and_exit, stderr_line
 from biopb_mcp.server.state import AppState
 
@@ -336,7 +337,7 @@ async def serve_http(
             enable_dns_rebinding_protection=True, allowed_hosts=sorted(hosts), allowed_origins=sorted(origins)
         ),
     )
-    guarded = GuardMiddleware(app, HttpGuard(allowed_hosts=hosts, allowed_origins=origins, token=token))
+    guarded = GuardMiddleware(RefuseBatches(app), HttpGuard(allowed_hosts=hosts, allowed_origins=origins, token=token))
     url = f"http://127.0.0.1:{port}/mcp"
     state.extra_status["http"] = {"url": url, "auth": token is not None, "token_file": str(token_file) if token_file else None}
     stderr_line(f"biopb-mcp serving streamable HTTP at {url} (loopback only)")
