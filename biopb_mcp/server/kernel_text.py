@@ -294,7 +294,7 @@ def compute_status(section: dict[str, Any]) -> dict[str, Any]:
     if mode == "none":
         out["state"] = ('off: no cluster is configured ([compute] scheduler = "none"); dask runs in the '
                         "kernel's own threads, and dask_client() raises until the user sets a scheduler in "
-                        "the config file and the kernel is restarted (restart_kernel)")
+                        "the config file, which the next restart_kernel (or start_kernel) applies")
     elif reported == "no_kernel":
         out["state"] = "not started (no kernel)"
     elif reported == "busy":
