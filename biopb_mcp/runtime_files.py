@@ -23,7 +23,11 @@ from pathlib import Path
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["private_runtime_dir", "sweep_stale"]
+__all__ = ["CONFIG_DIR_KEY", "private_runtime_dir", "sweep_stale"]
+
+CONFIG_DIR_KEY = "biopb_config_dir"
+"""Key in a server's kernel connection file naming the server's config dir: ``biopb-mcp console``
+joins only the kernels of its own config, even where two configs share one runtime dir."""
 
 STALE_NAME = re.compile(r"(?:kernel-(?P<kpid>\d+)-[0-9a-f]+(?:\.json|-\d+)|http-token-(?P<tpid>\d+))")
 """Runtime files named by their server's pid: connection files and IPC sockets

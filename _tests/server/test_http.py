@@ -73,7 +73,7 @@ def token(server: HttpServer) -> str:
 
 def token_file_of(root: Path, pid: int) -> Path:
     """One token file per server process: two HTTP servers sharing a runtime dir keep their own."""
-    return root / "runtime" / "biopb" / f"http-token-{pid}"
+    return root / "config" / "run" / f"http-token-{pid}"
 
 
 def post(server: HttpServer, headers: dict[str, str]) -> httpx2.Response:
@@ -117,7 +117,7 @@ def test_foreign_host_is_refused(server: HttpServer, token: str) -> None:
 
 
 def server_log(server: HttpServer) -> Path:
-    return server.root / "state" / "biopb" / "server.log"
+    return server.root / "config" / "state" / "server.log"
 
 
 def test_a_non_ascii_bearer_token_is_401_without_a_traceback(server: HttpServer) -> None:
@@ -172,7 +172,7 @@ def test_no_auth_opts_out_with_a_warning(tmp_path: Path) -> None:
         assert "WARNING" in unguarded.stderr() and "--no-auth" in unguarded.stderr()
         assert post(unguarded, {}).status_code == 200
         assert post(unguarded, {"origin": "http://evil.example"}).status_code == 403
-        assert not list((tmp_path / "runtime" / "biopb").glob("http-token*"))
+        assert not list((tmp_path / "config" / "run").glob("http-token*"))
     finally:
         unguarded.stop()
 
@@ -219,7 +219,7 @@ def test_the_stable_token_survives_a_restart_and_rotate_token_renews_it(tmp_path
         assert renewed != token and "rotated" in rotated.stderr()
         assert post(rotated, {"authorization": f"Bearer {token}"}).status_code == 401
         assert post(rotated, {"authorization": f"Bearer {renewed}"}).status_code == 200
-        stable_file = tmp_path / "state" / "biopb" / "http-token"
+        stable_file = tmp_path / "config" / "state" / "http-token"
         assert stable_file.read_text().strip() == renewed and stat.S_IMODE(stable_file.stat().st_mode) == 0o600
     finally:
         rotated.stop()
@@ -234,4 +234,4 @@ def test_a_per_start_token_is_not_kept(tmp_path: Path) -> None:
         assert post(server, {"authorization": f"Bearer {token}"}).status_code == 200
     finally:
         server.stop()
-    assert not (tmp_path / "state" / "biopb" / "http-token").exists()
+    assert not (tmp_path / "config" / "state" / "http-token").exists()

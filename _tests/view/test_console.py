@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import sys
 from pathlib import Path
 
@@ -15,6 +16,7 @@ from _tests.support.pty_console import PtyProgram
 from _tests.support.results import text_of
 from _tests.support.stdio_procs import make_env, stdio_params
 from biopb_mcp.cli import main
+from biopb_mcp.errors import KernelError
 
 pytestmark = pytest.mark.anyio
 
@@ -149,3 +151,47 @@ def test_a_shared_runtime_dir_is_searched_where_the_server_writes_its_files(tmp_
     conn = private / f"kernel-{os.getpid()}-0123abcd.json"
     conn.write_text("{}", encoding="utf-8")
     assert [k.connection_file for k in running_kernels(shared)] == [conn]
+
+
+def test_console_joins_only_a_server_of_its_own_config_even_in_a_shared_runtime_dir(tmp_path: Path) -> None:
+    """Two config trees that share a runtime dir: "the newest server" is the newest of this config,
+    and --pid naming the other tree's server says which config it runs with."""
+    from _tests.support.kernel_helpers import make_settings
+    from biopb_mcp.console import find_kernel
+    from biopb_mcp.kernel import KernelHost
+
+    shared = tmp_path / "rt"
+    mine = make_settings(tmp_path / "a", runtime_dir=shared)
+    host = KernelHost(mine)
+    try:
+        conn = Path(host.start().status["connection_file"])
+        other = conn.with_name(f"kernel-{os.getppid()}-0123abcd.json")  # a live pid, a newer file
+        other.write_text(json.dumps({"biopb_config_dir": str(tmp_path / "b" / "config")}), encoding="utf-8")
+        os.utime(other, (conn.stat().st_mtime + 60,) * 2)
+        assert find_kernel(shared, None, mine.config_dir).connection_file == conn
+        assert find_kernel(shared, os.getpid(), mine.config_dir).connection_file == conn
+        with pytest.raises(KernelError, match=re.escape(f"config dir {tmp_path / 'b' / 'config'}")):
+            find_kernel(shared, os.getppid(), mine.config_dir)
+        with pytest.raises(KernelError, match="no running biopb-mcp server with the config dir"):
+            find_kernel(shared, None, tmp_path / "c")
+    finally:
+        host.shutdown()
+
+
+def test_two_trees_from_the_env_never_see_each_others_servers(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A server of tree A in its default runtime dir is invisible to `biopb-mcp console` of tree B."""
+    from biopb_mcp.config import load_settings
+    from biopb_mcp.kernel import KernelHost
+
+    monkeypatch.setenv("BIOPB_CONFIG_DIR", str(tmp_path / "a"))
+    host = KernelHost(load_settings())
+    try:
+        conn = Path(host.start().status["connection_file"])
+        assert conn.parent == tmp_path / "a" / "run" and conn.parent.stat().st_mode & 0o777 == 0o700
+        monkeypatch.setenv("BIOPB_CONFIG_DIR", str(tmp_path / "b"))
+        assert main(["console"]) == 2
+        assert f"in {tmp_path / 'b' / 'run'}" in capsys.readouterr().err
+    finally:
+        host.shutdown()

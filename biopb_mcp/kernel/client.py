@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from biopb_mcp.errors import JobNotFound, KernelBusy, KernelError
-from biopb_mcp.kernel import image_files, rendering
+from biopb_mcp.kernel import image_files, inspection, rendering
 from biopb_mcp.kernel.channels import KernelChannels
 from biopb_mcp.kernel.executions import Execution, Rendered
 from biopb_mcp.kernel.process import StartFailed
@@ -301,8 +301,10 @@ class KernelClient:
     def inspect(self, path: str) -> str:
         """Describe ``path`` (a dotted name like ``img`` or ``np.ndarray.shape``) from the kernel.
 
-        Returns type, bounded repr, signature, bounded docstring, shape/dtype for arrays. The
-        lookup runs in the kernel without adding names to the user's namespace.
+        Returns type and bounded repr; for a data object (array, table, image, a list or dict
+        of them) its shape, dtype and value range instead of its class's docstring; for a
+        function, class or module its signature and docstring. The lookup runs in the kernel
+        without adding names to the user's namespace (see ``inspection.py``).
 
         Raises:
             KernelNotReady: no connected kernel.
@@ -321,7 +323,7 @@ class KernelClient:
                 if self._current is not None:
                     raise _busy(self._current)
             content = _silent("")
-            content["user_expressions"] = {"r": rendering.inspect_expression(path)}
+            content["user_expressions"] = {"r": inspection.inspect_expression(path)}
             reply = channels.call("shell", "execute_request", content, timeout)
         finally:
             self._inspect_lock.release()
@@ -334,7 +336,7 @@ class KernelClient:
         info = rendering.parse_expression_json(expr["data"]["text/plain"])
         if "error" in info:
             raise KernelError(f"Cannot inspect {path!r}: {info['error']}.")
-        return rendering.format_inspection(info)
+        return inspection.format_inspection(info)
 
     def query_when_idle(self, expression: str, timeout: float = 2.0) -> Any:
         """The decoded value of ``expression`` (which yields a JSON string) in an idle kernel.
