@@ -7,9 +7,9 @@ import stat
 
 import pytest
 
-from biopb_mcp import logs
-from biopb_mcp.config import load_settings
-from biopb_mcp.logs import setup_logging
+from biopb_mcp.config.settings import load_settings
+from biopb_mcp.server import logs
+from biopb_mcp.server.logs import setup_logging
 
 
 def test_the_log_rotates_at_its_size_cap_and_every_file_stays_0600(

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from biopb_mcp.docs.fts import FtsIndex, digest
-from biopb_mcp.docs.search import (
+from biopb_mcp.docs.search.fts import FtsIndex, digest
+from biopb_mcp.docs.search.query import (
     Hit,
     search_docs,
     snippet,
@@ -20,7 +20,9 @@ from biopb_mcp.docs.search import (
     warm_index,
 )
 from biopb_mcp.docs.store import DocStore
+from biopb_mcp.docs.views import Origin
 from biopb_mcp.errors import InvalidQuery
+from biopb_mcp.text.doc_views import read_doc
 
 # ---------------------------------------------------------------------------------------------
 # Corpus generator, reusable by the perf harness (bench/): `bench_corpus` and `time_search`.
@@ -295,9 +297,9 @@ def test_shadowed_shipped_doc_is_searched_in_its_local_text_only(
     _write(tiers[1] / "kernel.md", "# Kernel, my notes\n\n## Mine\nlocalword and kernel.promote_after = 30\n")
     assert search_docs(store, "shippedword") == []
     hits = search_docs(store, "kernel.promote_after")
-    assert (hits[0].doc_id, hits[0].heading, hits[0].origin) == ("kernel", "Mine", "local (shadows shipped)")
+    assert (hits[0].doc_id, hits[0].heading, hits[0].origin) == ("kernel", "Mine", Origin.SHADOW)
     assert "Config" not in {h.heading for h in hits}  # the shipped text's section is gone
-    assert search_docs(store, "localword")[0].origin == "local (shadows shipped)"
+    assert search_docs(store, "localword")[0].origin == Origin.SHADOW
 
 
 def test_nested_local_docs_under_a_listed_folder_are_searched_but_not_hidden_files(
@@ -320,13 +322,13 @@ def test_search_covers_only_what_the_index_surfaces(store: DocStore, tiers: tupl
     _write(local / "scratch.md", "# Scratch\nunlistedword lives here\n")
     assert search_docs(store, "unlistedword") == []
     assert search_docs(store, "skimage.filters.threshold_otsu") == []  # banked
-    assert "unlistedword" in store.read_doc("scratch")
-    assert "threshold_otsu" in store.read_doc("_banked/thresholds")
+    assert "unlistedword" in read_doc(store, "scratch")
+    assert "threshold_otsu" in read_doc(store, "_banked/thresholds")
     assert _ids(search_docs(store, "kernel.promote_after"))[0] == ("kernel", "Config")
     index = (local / "index.md").read_text(encoding="utf-8")
     store.write_doc("index", body=index.replace("- kernel: run code\n", "") + "\nignored: kernel\n- scratch: mine\n")
     assert search_docs(store, "kernel.promote_after") == []
-    assert "promote_after" in store.read_doc("kernel")
+    assert "promote_after" in read_doc(store, "kernel")
     assert _ids(search_docs(store, "unlistedword")) == [("scratch", "Scratch")]
 
 
@@ -358,7 +360,7 @@ def test_unreadable_doc_is_skipped_with_a_warning(
     local = tiers[1]
     (local / "binary.md").write_bytes(b"\xff\xfe\x00 not utf-8 otsu")
     _write(local / "fine.md", "# Fine\notsu here\n")
-    with caplog.at_level(logging.WARNING, logger="biopb_mcp.docs.search"):
+    with caplog.at_level(logging.WARNING, logger="biopb_mcp.docs.search.query"):
         hits = search_docs(store, "otsu")
     assert "binary" not in {h.doc_id for h in hits}
     assert "fine" in {h.doc_id for h in hits}

@@ -27,7 +27,7 @@ CHILD = textwrap.dedent(
     store.write_doc("group/sub/deep", old="first", new="second")
     store.write_doc("top", body="# top\\n\\ntext\\n")
     store.write_doc("index", old="## Unfiled", new="## Unfiled (hand-sorted later)")
-    print(store.read_doc("top@history")[:20])
+    print(read_doc(store, "top@history")[:20])
     """
 )
 

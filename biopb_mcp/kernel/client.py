@@ -31,8 +31,8 @@ from biopb_mcp.kernel.process import StartFailed
 from biopb_mcp.kernel.states import ExecutionStatus, KernelState
 
 if TYPE_CHECKING:
-    from biopb_mcp.config import Settings
-    from biopb_mcp.record import SessionRecorder
+    from biopb_mcp.config.settings import Settings
+    from biopb_mcp.kernel.notebook import SessionRecorder
 
 logger = logging.getLogger(__name__)
 
@@ -460,7 +460,7 @@ class KernelClient:
         """Begin a new session notebook for a freshly started (or joined) kernel."""
         if self.recorder is None:
             return
-        from biopb_mcp.record import KernelSetup
+        from biopb_mcp.kernel.notebook import KernelSetup
 
         settings = self._settings
         name = settings.kernel.name or "python3"

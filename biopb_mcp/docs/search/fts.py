@@ -1,0 +1,507 @@
+"""The full-text index behind search: SQLite FTS5 rows per doc section, kept in one file.
+
+One row per `##` section; one `docs` row per doc file, keyed by the file's tier root and doc id,
+holding the (inode, mtime_ns, size) stamp it was read at and a digest of its text, so a restarted
+server checks each file with a stat and re-reads only what changed. The file may be shared by
+several servers (WAL, a busy timeout, short write transactions). A file that is missing, of
+another schema or corrupt is rebuilt from empty with a log line: it is a cache, never the truth.
+
+This module knows nothing of the docs store: callers hand it sections and stamps.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import os
+import sqlite3
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+from biopb_mcp.docs.search.sections import atoms, compounds, fold
+from biopb_mcp.errors import DocError
+
+__all__ = ["FtsIndex", "Indexed", "Ranked", "SearchUnavailable", "digest", "encode_compound", "fts5_probe"]
+
+logger = logging.getLogger(__name__)
+
+SCHEMA_VERSION = 2
+"""Kept in the file's user_version: a file written under another layout is rebuilt, not read."""
+
+BUSY_TIMEOUT_S = 10.0
+"""How long a write waits for another server's write transaction before giving up."""
+
+_SECTION_BITS = 12
+"""A section's rowid is its doc's id shifted by this, plus its number: a doc's rows are one range."""
+_DOC_BITS = 28
+"""A doc's id is its tier root's number shifted by this, plus its own: a root's rows are one
+range, so a search scores only its own tiers' rows (several stores may share a file)."""
+RANK_CAP = 1_000
+"""Most rows one query pass scores (see FtsIndex.search); scoring is FTS5's cost per row."""
+MAX_SECTIONS = 1 << _SECTION_BITS
+"""Sections per doc; later `##` sections of a longer doc are merged into the last row."""
+
+# unicode61 splits at `_` and `.`, so a compound literal is stored with them mapped to private-use
+# characters, which it keeps inside a token: `kernel.promote_after` stays one searchable token.
+_COMPOUND_MAP = str.maketrans({".": "\ue000", "_": "\ue001"})
+
+_SCHEMA = (
+    # last_doc: the last doc id given out in the root's range; ids are never given twice, so a
+    # searcher holding a row id read before another server dropped that doc cannot meet a new
+    # doc's sections under it.
+    "CREATE TABLE roots (id INTEGER PRIMARY KEY, path TEXT NOT NULL UNIQUE, last_doc INTEGER NOT NULL DEFAULT 0)",
+    (
+        "CREATE TABLE docs (id INTEGER PRIMARY KEY, root TEXT NOT NULL, doc_id TEXT NOT NULL, "
+        "ino INTEGER, mtime_ns INTEGER, size INTEGER, digest BLOB, settled INTEGER NOT NULL, "
+        "UNIQUE (root, doc_id))"
+    ),
+    # body: the section's text (indexed, and what snippets are cut from); literals: its
+    # compounds, encoded; heading: shown in a hit, never matched on its own.
+    (
+        "CREATE VIRTUAL TABLE sections USING fts5(body, literals, heading UNINDEXED, "
+        "tokenize = 'unicode61 remove_diacritics 0')"
+    ),
+)
+
+
+class SearchUnavailable(DocError):
+    """Search cannot run in this Python (its sqlite3 lacks FTS5); the rest of the docs store works."""
+
+
+def fts5_probe() -> None:
+    """Raise sqlite3.Error when this Python's SQLite cannot create an FTS5 table."""
+    probe = sqlite3.connect(":memory:")
+    try:
+        probe.execute("CREATE VIRTUAL TABLE temp.probe USING fts5(x)")
+    finally:
+        probe.close()
+
+
+def digest(text: str) -> bytes:
+    """A stable digest of a doc's text (the builtin hash differs per process)."""
+    return hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=16).digest()
+
+
+def encode_compound(term: str) -> str:
+    """A compound literal as the `literals` column stores it (one unicode61 token)."""
+    return term.translate(_COMPOUND_MAP)
+
+
+@dataclass(frozen=True)
+class Indexed:
+    """What a doc's rows were built from."""
+
+    row: int
+    root: str
+    doc_id: str
+    stamp: tuple[int, int, int]  # (inode, mtime_ns, size)
+    digest: bytes | None  # None: the file could not be read, so it has no sections
+    settled: bool  # False: read so soon after a change that the stamp cannot be trusted
+
+
+@dataclass(frozen=True)
+class Ranked:
+    """One matching section, best first; ``phrase`` when it holds the query as written."""
+
+    root: str
+    doc_id: str
+    heading: str
+    body: str
+    score: float
+    phrase: bool
+
+
+def _is_corrupt(exc: sqlite3.Error) -> bool:
+    """True for a file that is not (or no longer) a readable database, as opposed to a busy one."""
+    return getattr(exc, "sqlite_errorname", "").startswith(("SQLITE_CORRUPT", "SQLITE_NOTADB"))
+
+
+def _is_other_layout(exc: sqlite3.Error) -> bool:
+    """True when the file's tables are not this release's: a server of another release sharing
+    the file rebuilt it under its own schema."""
+    return isinstance(exc, sqlite3.OperationalError) and str(exc).startswith(("no such column", "no such table"))
+
+
+def _quote(text: str) -> str:
+    return '"' + text.replace('"', '""') + '"'
+
+
+class FtsIndex:
+    """The section index in one SQLite file (or in memory when ``path`` is None).
+
+    Not thread-safe: the caller serialises use (search holds one lock per index). Safe across
+    processes sharing the file.
+
+    Raises:
+        SearchUnavailable: this Python's sqlite3 has no FTS5.
+    """
+
+    def __init__(self, path: Path | None) -> None:
+        try:
+            fts5_probe()
+        except sqlite3.Error as exc:
+            raise SearchUnavailable(
+                f"Search needs SQLite's FTS5 extension, which this Python's sqlite3 module "
+                f"(SQLite {sqlite3.sqlite_version}) was built without ({exc}). Docs can still be "
+                "read and written; run the server with a Python whose sqlite3 has FTS5 "
+                "(python.org, conda and most Linux builds do) to search them."
+            ) from exc
+        self.path = path
+        self._conn: sqlite3.Connection | None = None
+        self._file_id: tuple[int, int] | None = None
+        self._rows: dict[tuple[str, str], Indexed] = {}
+        self._by_row: dict[int, Indexed] = {}
+        self._data_version = -1
+        self._root_nos: dict[str, int] = {}
+        self._last_rows: dict[int, int] = {}  # root number -> its largest row id, in this write transaction
+        self.generation = 0
+        """Bumped on every change to the rows this process knows: an answer derived at one
+        generation holds while it is current."""
+        self.reloads = 0
+        """Bumped when the rows were re-read after another connection committed."""
+        self._open()
+
+    # ------------------------------------------------------------------ the file
+
+    def _connect(self) -> sqlite3.Connection:
+        target = ":memory:" if self.path is None else os.fspath(self.path)
+        conn = sqlite3.connect(target, timeout=BUSY_TIMEOUT_S, isolation_level=None, check_same_thread=False)
+        try:
+            if self.path is not None:
+                conn.execute("PRAGMA journal_mode = WAL")
+                conn.execute("PRAGMA synchronous = NORMAL")  # a cache: a lost last commit is re-read
+            self._ensure_schema(conn)
+        except BaseException:
+            conn.close()
+            raise
+        return conn
+
+    def _ensure_schema(self, conn: sqlite3.Connection) -> None:
+        if conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION:
+            conn.execute("SELECT 1 FROM docs LIMIT 1").fetchall()  # a garbage file fails here
+            return
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            version = conn.execute("PRAGMA user_version").fetchone()[0]
+            if version != SCHEMA_VERSION:  # another server may have just created it
+                tables = [r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table' "
+                                                     "AND name NOT LIKE 'sections_%' AND name NOT LIKE 'sqlite_%'")]
+                if tables and self.path is not None:
+                    logger.info("Search index %s has schema %d, this server uses %d: rebuilding it",
+                                self.path, version, SCHEMA_VERSION)
+                for table in tables:
+                    conn.execute(f"DROP TABLE IF EXISTS {_quote(table)}")
+                for statement in _SCHEMA:
+                    conn.execute(statement)
+                conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+            conn.execute("COMMIT")
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
+
+    def _open(self) -> None:
+        """Connect, replacing a file that is not a usable index with a fresh one."""
+        try:
+            self._conn = self._connect()
+        except sqlite3.Error as exc:
+            if self.path is None or not _is_corrupt(exc):
+                raise
+            self._replace_file(exc)
+            self._conn = self._connect()
+        self._file_id = self._current_file_id()
+        self._forget_rows()
+
+    def _replace_file(self, exc: sqlite3.Error) -> None:
+        assert self.path is not None
+        logger.warning("Search index %s is unreadable (%s): rebuilding it from the docs", self.path, exc)
+        if self._conn is not None:
+            self._conn.close()
+            self._conn = None
+        for suffix in ("", "-wal", "-shm"):
+            try:
+                os.unlink(f"{self.path}{suffix}")
+            except FileNotFoundError:
+                pass
+
+    def _current_file_id(self) -> tuple[int, int] | None:
+        if self.path is None:
+            return None
+        try:
+            st = os.stat(self.path)
+        except OSError:
+            return None
+        return st.st_dev, st.st_ino
+
+    def reopen_if_replaced(self) -> None:
+        """Follow another server that replaced a corrupt file: a connection to the old one sees
+        none of its writes."""
+        if self.path is not None and self._current_file_id() != self._file_id:
+            if self._conn is not None:
+                self._conn.close()
+            self._open()
+
+    def recover(self, exc: sqlite3.Error) -> bool:
+        """After ``exc`` from a query: rebuild a corrupt file, or reopen one another release
+        rebuilt (this release's schema is restored), and return True (the caller retries)."""
+        if self.path is None:
+            return False
+        if _is_other_layout(exc):
+            logger.warning("Search index %s was rebuilt by another release of the server: rebuilding it", self.path)
+            self.close()
+            self._open()
+            return True
+        if not _is_corrupt(exc):
+            return False
+        self._replace_file(exc)
+        self._open()
+        return True
+
+    def close(self) -> None:
+        if self._conn is not None:
+            self._conn.close()
+            self._conn = None
+
+    @property
+    def conn(self) -> sqlite3.Connection:
+        if self._conn is None:
+            self._open()
+        assert self._conn is not None
+        return self._conn
+
+    # ------------------------------------------------------------------ docs rows
+
+    def _forget_rows(self) -> None:
+        self._rows, self._by_row, self._data_version, self._root_nos = {}, {}, -1, {}
+        self.generation += 1
+
+    def rows(self) -> dict[tuple[str, str], Indexed]:
+        """Every doc row, by (root, doc id); re-read only when another connection committed."""
+        version = self.conn.execute("PRAGMA data_version").fetchone()[0]
+        if version != self._data_version:
+            rows = {}
+            for row, root, doc_id, ino, mtime_ns, size, dig, settled in self.conn.execute(
+                "SELECT id, root, doc_id, ino, mtime_ns, size, digest, settled FROM docs"
+            ):
+                rows[(root, doc_id)] = Indexed(row, root, doc_id, (ino, mtime_ns, size), dig, bool(settled))
+            self._rows = rows
+            self._by_row = {r.row: r for r in rows.values()}
+            self._data_version = version
+            self.generation += 1
+            self.reloads += 1
+        return self._rows
+
+    @contextmanager
+    def writing(self) -> Iterator[None]:
+        """One short write transaction (other servers' writes wait up to BUSY_TIMEOUT_S)."""
+        conn = self.conn
+        conn.execute("BEGIN IMMEDIATE")
+        self._last_rows = {}  # another server may have added rows since the last transaction
+        try:
+            self.rows()  # what other servers committed before this transaction began
+            yield
+            conn.execute("COMMIT")
+        except BaseException:
+            conn.execute("ROLLBACK")
+            self._forget_rows()  # the in-memory copy may hold rows that were rolled back
+            raise
+
+    def put(self, root: str, doc_id: str, stamp: tuple[int, int, int], dig: bytes | None, settled: bool,
+            sections: Callable[[], Sequence[tuple[str, str]]]) -> None:
+        """Record a doc read at ``stamp`` with text digest ``dig``; its rows are rebuilt from
+        ``sections()`` only when the stored digest differs. Call inside `writing()`.
+        """
+        conn = self.conn
+        old = self._rows.get((root, doc_id))
+        if old is None:  # `writing()` re-read the rows under the write lock: none is there
+            row = self._next_row(root)
+            conn.execute(
+                "INSERT INTO docs (id, root, doc_id, ino, mtime_ns, size, digest, settled) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                (row, root, doc_id, *stamp, dig, int(settled)),
+            )
+            if dig is not None:
+                self._insert_sections(row, sections())
+        else:
+            row = old.row
+            conn.execute(
+                "UPDATE docs SET ino = ?, mtime_ns = ?, size = ?, digest = ?, settled = ? WHERE id = ?",
+                (*stamp, dig, int(settled), row),
+            )
+            if old.digest != dig:
+                first = row << _SECTION_BITS
+                conn.execute("DELETE FROM sections WHERE rowid BETWEEN ? AND ?", (first, first + MAX_SECTIONS - 1))
+                if dig is not None:
+                    self._insert_sections(row, sections())
+        entry = Indexed(row, root, doc_id, stamp, dig, settled)
+        self._rows[(root, doc_id)] = entry
+        self._by_row[row] = entry
+        self.generation += 1
+
+    def _root_no(self, root: str) -> int:
+        """The number of a tier root (its rows' range), added on first use. Inside `writing()`."""
+        number = self._root_nos.get(root)
+        if number is None:
+            self.conn.execute("INSERT OR IGNORE INTO roots (path) VALUES (?)", (root,))
+            number = self._root_nos[root] = int(
+                self.conn.execute("SELECT id FROM roots WHERE path = ?", (root,)).fetchone()[0])
+        return number
+
+    def _next_row(self, root: str) -> int:
+        """A new doc's row id in its root's range. Inside `writing()`, which forgets the counters."""
+        number = self._root_no(root)
+        last = self._last_rows.get(number)
+        if last is None:
+            first = number << _DOC_BITS
+            given = int(self.conn.execute("SELECT last_doc FROM roots WHERE id = ?", (number,)).fetchone()[0])
+            # max(id) too: a server of an older release sharing the file adds rows without last_doc
+            used = self.conn.execute("SELECT max(id) FROM docs WHERE id BETWEEN ? AND ?",
+                                     (first, first + (1 << _DOC_BITS) - 1)).fetchone()[0]
+            last = max(given, first, 0 if used is None else int(used))
+        self._last_rows[number] = last + 1
+        self.conn.execute("UPDATE roots SET last_doc = ? WHERE id = ?", (last + 1, number))
+        return last + 1
+
+    def _insert_sections(self, row: int, sections: Sequence[tuple[str, str]]) -> None:
+        first = row << _SECTION_BITS
+        sections = list(sections)
+        if len(sections) > MAX_SECTIONS:
+            tail = "\n".join(text for _, text in sections[MAX_SECTIONS - 1 :])
+            sections = [*sections[: MAX_SECTIONS - 1], (sections[MAX_SECTIONS - 1][0], tail)]
+        self.conn.executemany(
+            "INSERT INTO sections (rowid, body, literals, heading) VALUES (?, ?, ?, ?)",
+            [(first + n, text, " ".join(map(encode_compound, compounds(text))), heading)
+             for n, (heading, text) in enumerate(sections)],
+        )
+
+    def drop(self, keys: Iterable[tuple[str, str]]) -> None:
+        """Forget docs and their sections. Call inside `writing()`."""
+        conn = self.conn
+        for key in keys:
+            entry = self._rows.pop(key, None)
+            if entry is None:
+                continue
+            self._by_row.pop(entry.row, None)
+            self.generation += 1
+            first = entry.row << _SECTION_BITS
+            conn.execute("DELETE FROM sections WHERE rowid BETWEEN ? AND ?", (first, first + MAX_SECTIONS - 1))
+            conn.execute("DELETE FROM docs WHERE id = ?", (entry.row,))
+
+    # ------------------------------------------------------------------ queries
+
+    def search(self, query: str, max_results: int, allowed: set[int]) -> list[Ranked]:
+        """Best ``max_results`` sections of the docs whose row is in ``allowed``: sections holding
+        the whole query as written (case and whitespace folded) first, then BM25 order.
+
+        FTS5 scores every row a MATCH returns, so a query of common words would score most of
+        the corpus. Each pass therefore scores at most RANK_CAP rows, sorted by SQLite: the
+        phrase (a phrase in more rows than that is listed unscored, in index order), then the OR
+        of the query's rarest terms (those a section is found by), then, only if hits are still
+        missing, the first RANK_CAP rows holding any term, then any word as a prefix. Only the
+        rows of ``allowed``'s tier roots are matched at all.
+        """
+        words = list(dict.fromkeys(atoms(query)))
+        literals = list(dict.fromkeys(compounds(query)))
+        terms = [f"body : {_quote(w)}" for w in words]
+        terms += [f"literals : {_quote(encode_compound(c))}" for c in literals]
+        if not terms:
+            return []
+        folded = fold(query)
+        found: list[Ranked] = []
+        seen: set[int] = set()
+        shift = _DOC_BITS + _SECTION_BITS
+        ranges = [(n << shift, ((n + 1) << shift) - 1) for n in sorted({row >> _DOC_BITS for row in allowed})]
+        if not (len(words) == 1 and not literals and folded == words[0]):
+            # A plain word needs no phrase pass: every section holding it holds it as written.
+            # Otherwise the candidates hold the query's words in order; then, for a longer
+            # query, its inner words, as the query may start or end mid-word ("Error: operands
+            # could no" sits inside "ValueError: operands could not"). Each candidate is
+            # confirmed on its folded text. (A prefix query would cover more, at the price of
+            # merging every term the prefix starts.)
+            ordered = atoms(query)
+            passes = [ordered] + ([ordered[1:-1]] if len(ordered) >= 3 else [])
+            top = float("inf")
+            for phrase in passes:
+                match = f"body : {_quote(' '.join(phrase))}"
+                # bm25() first counts every row holding the phrase (its idf): for a phrase in
+                # more rows than a pass may score, that count is most of a query's cost, and
+                # such a phrase weighs little or nothing (FTS5 clamps the idf of one in over
+                # half the rows to ~0). Its rows come in index order, unscored.
+                common = self._count(match, ranges) > RANK_CAP
+                for rowid, score in self._unscored(match, ranges) if common else self._scored(match, ranges):
+                    if len(found) >= max_results:
+                        break
+                    if rowid in seen or (rowid >> _SECTION_BITS) not in allowed:
+                        continue
+                    ranked = self._ranked(rowid, min(score, top), True)
+                    if folded in fold(ranked.body):
+                        seen.add(rowid)
+                        top = ranked.score
+                        found.append(ranked)
+        if len(found) < max_results:
+            counts = {term: self._count(term, ranges) for term in terms}
+            rare: list[str] = []
+            total = 0
+            for term in sorted(terms, key=counts.__getitem__):
+                n = counts[term]
+                if rare and total + n > RANK_CAP:
+                    break
+                rare.append(term)
+                total += n
+            # Last, the words as prefixes ("checkpoint" finds "checkpoints"), only when hits are
+            # still missing: expanding a prefix merges every term it starts.
+            prefixes = " OR ".join(f"body : {_quote(w)} *" for w in words)
+            floor = float("inf")  # a later pass scores other terms: its hits never outscore earlier ones
+            for group in [rare] + ([terms] if len(rare) < len(terms) else []) + ([[prefixes]] if words else []):
+                for rowid, score in self._scored(" OR ".join(group), ranges):
+                    if len(found) >= max_results:
+                        break
+                    if rowid not in seen and (rowid >> _SECTION_BITS) in allowed:
+                        seen.add(rowid)
+                        floor = min(floor, score)
+                        found.append(self._ranked(rowid, floor, False))
+        return found
+
+    def _count(self, match: str, ranges: list[tuple[int, int]]) -> int:
+        """Rows matching in ``ranges``, counted up to RANK_CAP + 1 each (cheap: no scoring)."""
+        return sum(int(self.conn.execute(
+            "SELECT count(*) FROM (SELECT 1 FROM sections WHERE sections MATCH ? AND rowid BETWEEN ? AND ? LIMIT ?)",
+            (match, first, last, RANK_CAP + 1),
+        ).fetchone()[0]) for first, last in ranges)
+
+    def _scored(self, match: str, ranges: list[tuple[int, int]]) -> Iterator[tuple[int, float]]:
+        """(rowid, score) of at most RANK_CAP rows matching per range, best first (higher is
+        better). Sorted by SQLite and read lazily: a caller that stops at its first hits never
+        pays to move the rest into Python."""
+        if not ranges:
+            return
+        one = "SELECT rowid, bm25(sections) AS score FROM sections WHERE sections MATCH ? AND rowid BETWEEN ? AND ? LIMIT ?"
+        sql = " UNION ALL ".join(f"SELECT * FROM ({one})" for _ in ranges) + " ORDER BY score, rowid"
+        cursor = self.conn.execute(sql, [arg for first, last in ranges for arg in (match, first, last, RANK_CAP)])
+        try:
+            for rowid, score in cursor:
+                yield rowid, -score
+        finally:
+            cursor.close()  # an abandoned read would hold the file's read snapshot open
+
+    def _unscored(self, match: str, ranges: list[tuple[int, int]]) -> Iterator[tuple[int, float]]:
+        """(rowid, 0.0) of the rows matching, in rowid order, read lazily."""
+        for first, last in ranges:
+            cursor = self.conn.execute(  # capped: each row may cost its caller a fetch and a compare
+                "SELECT rowid FROM sections WHERE sections MATCH ? AND rowid BETWEEN ? AND ? LIMIT ?",
+                (match, first, last, RANK_CAP))
+            try:
+                for (rowid,) in cursor:
+                    yield rowid, 0.0
+            finally:
+                cursor.close()
+
+    def _ranked(self, rowid: int, score: float, phrase: bool) -> Ranked:
+        heading, body = self.conn.execute("SELECT heading, body FROM sections WHERE rowid = ?", (rowid,)).fetchone()
+        entry = self._by_row[rowid >> _SECTION_BITS]
+        return Ranked(entry.root, entry.doc_id, heading, body, score, phrase)
+
+    def row_ids(self, keys: Iterable[tuple[str, str]]) -> set[int]:
+        """Row ids of the given (root, doc id) keys that are indexed."""
+        rows = self._rows
+        return {rows[k].row for k in keys if k in rows}
