@@ -9,6 +9,7 @@ allowed Host, carry an allowed Origin when it carries one, and present the beare
 
 from __future__ import annotations
 
+import asyncio
 import hmac
 import json
 import logging
@@ -327,6 +328,8 @@ async def serve_http(
     import uvicorn
     from mcp.server.transport_security import TransportSecuritySettings
 
+    from biopb_mcp.server.http_limits import ACCEPT_BACKLOG, LimitedH11Protocol, accept_error_handler, connection_cap
+
     settings = state.settings
     port = sock.getsockname()[1]
     hosts, origins = allowlists(port, settings.http.allowed_hosts, settings.http.allowed_origins)
@@ -368,10 +371,14 @@ async def serve_http(
     for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
         signal.signal(signum, on_signal)
     # No access log: one line per request is a disk-filling channel for anyone who can reach the
-    # port; refusals are logged (rate-limited) by the guard.
+    # port; refusals are logged (rate-limited) by the guard. The protocol class times out a
+    # request that does not arrive whole and caps open connections (see http_limits).
+    protocol = type("ServedH11Protocol", (LimitedH11Protocol,), {"cap": connection_cap()})
+    loop = asyncio.get_running_loop()
+    loop.set_exception_handler(accept_error_handler(loop.get_exception_handler()))
     config = uvicorn.Config(
         guarded, log_config=None, log_level=log_level(settings).lower(), timeout_graceful_shutdown=2, lifespan="on",
-        access_log=False,
+        access_log=False, http=protocol, backlog=ACCEPT_BACKLOG,
     )
     server = uvicorn.Server(config)
     await server.serve(sockets=[sock])
