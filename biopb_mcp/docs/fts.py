@@ -3,8 +3,11 @@
 One row per `##` section; one `docs` row per doc file, keyed by the file's tier root and doc id,
 holding the (inode, mtime_ns, size) stamp it was read at and a digest of its text, so a restarted
 server checks each file with a stat and re-reads only what changed. The file may be shared by
-several servers (WAL, a busy timeout, short write transactions). A file that is missing, of
-another schema or corrupt is rebuilt from empty with a log line: it is a cache, never the truth.
+several servers (WAL, a busy timeout, short write transactions). A file of ours that is missing,
+of another layout or corrupt is unlinked and rebuilt from empty with a log line: it is a cache,
+never the truth. Anything else at the index's name (a link, a file of another user, another
+program's database) is never opened for writing nor changed: the index is kept in memory instead.
+The file and its `-wal`/`-shm` are private (0600): they hold doc text.
 
 This module knows nothing of the docs store: callers hand it sections and stamps.
 """
@@ -15,6 +18,7 @@ import hashlib
 import logging
 import os
 import sqlite3
+import stat
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -29,6 +33,17 @@ logger = logging.getLogger(__name__)
 
 SCHEMA_VERSION = 2
 """Kept in the file's user_version: a file written under another layout is rebuilt, not read."""
+
+APPLICATION_ID = 0x62696F70
+"""Kept in the file's application_id ("biop"): marks the file as a search index of this server,
+so a database of another program is never taken for one. (Releases before it left 0.)"""
+
+_OUR_TABLES = frozenset({"roots", "docs", "sections", "sections_data", "sections_idx", "sections_content",
+                         "sections_docsize", "sections_config"})
+"""Every table any release of the index made: a file with application_id 0 is ours only if it
+holds none but these."""
+
+_SIDECARS = ("-wal", "-shm")
 
 BUSY_TIMEOUT_S = 10.0
 """How long a write waits for another server's write transaction before giving up."""
@@ -68,6 +83,14 @@ _SCHEMA = (
 
 class SearchUnavailable(DocError):
     """Search cannot run in this Python (its sqlite3 lacks FTS5); the rest of the docs store works."""
+
+
+class ForeignFile(Exception):
+    """What sits at the index's name is not an index file of ours; it must be left alone."""
+
+
+class _Replaced(Exception):
+    """The file was ours, of another layout, and has been unlinked: open again."""
 
 
 def fts5_probe() -> None:
@@ -124,6 +147,30 @@ def _is_other_layout(exc: sqlite3.Error) -> bool:
     return isinstance(exc, sqlite3.OperationalError) and str(exc).startswith(("no such column", "no such table"))
 
 
+def _header(conn: sqlite3.Connection) -> tuple[int, int, frozenset[str]]:
+    """(application_id, user_version, table names) of a database, read without writing it."""
+    app_id = int(conn.execute("PRAGMA application_id").fetchone()[0])
+    version = int(conn.execute("PRAGMA user_version").fetchone()[0])
+    tables = frozenset(r[0] for r in conn.execute(
+        "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%'"))
+    return app_id, version, tables
+
+
+def _make_private(fd: int) -> None:
+    """Mode 0600 on an open regular file of this user (the index holds doc text).
+
+    Raises:
+        ForeignFile: not a regular file, or another user's.
+    """
+    st = os.fstat(fd)
+    if not stat.S_ISREG(st.st_mode):
+        raise ForeignFile("it is not a regular file")
+    if st.st_uid != os.getuid():
+        raise ForeignFile(f"it belongs to user id {st.st_uid}")
+    if st.st_mode & 0o077:
+        os.fchmod(fd, 0o600)
+
+
 def _quote(text: str) -> str:
     return '"' + text.replace('"', '""') + '"'
 
@@ -149,6 +196,7 @@ class FtsIndex:
                 "(python.org, conda and most Linux builds do) to search them."
             ) from exc
         self.path = path
+        """The index file; None when it is kept in memory (asked for, or the file is not ours)."""
         self._conn: sqlite3.Connection | None = None
         self._file_id: tuple[int, int] | None = None
         self._rows: dict[tuple[str, str], Indexed] = {}
@@ -165,52 +213,142 @@ class FtsIndex:
 
     # ------------------------------------------------------------------ the file
 
-    def _connect(self) -> sqlite3.Connection:
-        target = ":memory:" if self.path is None else os.fspath(self.path)
-        conn = sqlite3.connect(target, timeout=BUSY_TIMEOUT_S, isolation_level=None, check_same_thread=False)
-        try:
-            if self.path is not None:
-                conn.execute("PRAGMA journal_mode = WAL")
-                conn.execute("PRAGMA synchronous = NORMAL")  # a cache: a lost last commit is re-read
-            self._ensure_schema(conn)
-        except BaseException:
-            conn.close()
-            raise
-        return conn
+    def _connect(self, path: str) -> sqlite3.Connection:
+        return sqlite3.connect(path, timeout=BUSY_TIMEOUT_S, isolation_level=None, check_same_thread=False)
 
-    def _ensure_schema(self, conn: sqlite3.Connection) -> None:
-        if conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION:
-            conn.execute("SELECT 1 FROM docs LIMIT 1").fetchall()  # a garbage file fails here
-            return
-        conn.execute("BEGIN IMMEDIATE")
+    def _claim(self) -> tuple[int, tuple[int, int]]:
+        """Open (creating it 0600) the index file, never through a link; returns the fd and the
+        file's (dev, ino). Its sidecars are made private too; a link in their place is removed.
+
+        Raises:
+            ForeignFile: a link, not a regular file, or a file of another user is at the name.
+        """
+        assert self.path is not None
+        path = os.fspath(self.path)
         try:
-            version = conn.execute("PRAGMA user_version").fetchone()[0]
-            if version != SCHEMA_VERSION:  # another server may have just created it
-                tables = [r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table' "
-                                                     "AND name NOT LIKE 'sections_%' AND name NOT LIKE 'sqlite_%'")]
-                if tables and self.path is not None:
-                    logger.info("Search index %s has schema %d, this server uses %d: rebuilding it",
-                                self.path, version, SCHEMA_VERSION)
-                for table in tables:
-                    conn.execute(f"DROP TABLE IF EXISTS {_quote(table)}")
-                for statement in _SCHEMA:
-                    conn.execute(statement)
-                conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+            fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, 0o600)
+        except OSError as exc:
+            if os.path.islink(path):
+                raise ForeignFile("it is a symbolic link") from None
+            raise ForeignFile(exc.strerror or str(exc)) from None
+        try:
+            _make_private(fd)
+            st = os.fstat(fd)
+            for suffix in _SIDECARS:
+                self._claim_sidecar(path + suffix)
+        except BaseException:
+            os.close(fd)
+            raise
+        return fd, (st.st_dev, st.st_ino)
+
+    @staticmethod
+    def _claim_sidecar(path: str) -> None:
+        try:
+            fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+        except FileNotFoundError:
+            return
+        except OSError:
+            if os.path.islink(path):  # SQLite itself would refuse it; what it points to is untouched
+                os.unlink(path)
+                return
+            raise
+        try:
+            _make_private(fd)
+        finally:
+            os.close(fd)
+
+    def _prepare(self, conn: sqlite3.Connection, file_id: tuple[int, int]) -> None:
+        """Make ``conn``'s file a ready index of this layout; only a file of ours is written.
+
+        Raises:
+            ForeignFile: another program's database (its tables are listed).
+            _Replaced: ours, of another layout: unlinked, to be opened again.
+        """
+        app_id, version, tables = _header(conn)
+        if self._current_file_id() != file_id:  # swapped since it was claimed: never trust it
+            raise _Replaced
+        ours = app_id == APPLICATION_ID or (app_id == 0 and tables <= _OUR_TABLES)
+        if not ours:
+            raise ForeignFile(f"it is a database of another program (tables {', '.join(sorted(tables)[:5])})")
+        if tables and version == SCHEMA_VERSION:
+            self._set_modes(conn)
+            if app_id == 0:  # an index of the release before the mark
+                conn.execute(f"PRAGMA application_id = {APPLICATION_ID}")
+            conn.execute("SELECT 1 FROM docs LIMIT 1").fetchall()  # a damaged file fails here
+            return
+        conn.execute("BEGIN IMMEDIATE")  # another server may be creating or replacing it right now
+        try:
+            if self._current_file_id() != file_id:
+                raise _Replaced
+            app_id, version, tables = _header(conn)
+            if tables and version == SCHEMA_VERSION and app_id == APPLICATION_ID:
+                conn.execute("COMMIT")  # made by the other server meanwhile
+                self._set_modes(conn)
+                return
+            if tables:
+                logger.info("Search index %s has schema %d, this server uses %d: rebuilding it",
+                            self.path, version, SCHEMA_VERSION)
+                self._unlink_files()
+                raise _Replaced
+            conn.execute(f"PRAGMA application_id = {APPLICATION_ID}")
+            for statement in _SCHEMA:
+                conn.execute(statement)
+            conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
             conn.execute("COMMIT")
         except BaseException:
-            conn.execute("ROLLBACK")
+            if conn.in_transaction:
+                conn.execute("ROLLBACK")
             raise
+        self._set_modes(conn)
+
+    @staticmethod
+    def _set_modes(conn: sqlite3.Connection) -> None:
+        conn.execute("PRAGMA journal_mode = WAL")
+        conn.execute("PRAGMA synchronous = NORMAL")  # a cache: a lost last commit is re-read
 
     def _open(self) -> None:
-        """Connect, replacing a file that is not a usable index with a fresh one."""
+        """Connect to the index file, rebuilding one of ours that is damaged or of another layout;
+        in memory when the name holds something that is not ours."""
+        if self.path is not None:
+            for _ in range(3):  # servers replacing a file at the same moment settle within a round
+                try:
+                    self._open_file()
+                    return
+                except _Replaced:
+                    continue
+                except ForeignFile as exc:
+                    logger.warning("Search index %s is not a file of this server (%s): it is left alone, and "
+                                   "the index is kept in memory. Move it away, or set server.state_dir, to "
+                                   "keep the index on disk.", self.path, exc)
+                    break
+            else:
+                logger.warning("Search index %s kept being replaced while opened: keeping it in memory", self.path)
+            self.path = None
+        conn = self._connect(":memory:")
+        for statement in _SCHEMA:
+            conn.execute(statement)
+        self._conn, self._file_id = conn, None
+        self._forget_rows()
+
+    def _open_file(self) -> None:
+        assert self.path is not None
+        fd, file_id = self._claim()
         try:
-            self._conn = self._connect()
-        except sqlite3.Error as exc:
-            if self.path is None or not _is_corrupt(exc):
+            conn = self._connect(os.fspath(self.path))
+            try:
+                self._prepare(conn, file_id)
+            except sqlite3.Error as exc:
+                conn.close()
+                if not _is_corrupt(exc):
+                    raise
+                self._replace_file(exc)
+                raise _Replaced from exc
+            except BaseException:
+                conn.close()
                 raise
-            self._replace_file(exc)
-            self._conn = self._connect()
-        self._file_id = self._current_file_id()
+        finally:
+            os.close(fd)  # SQLite holds its own descriptor now
+        self._conn, self._file_id = conn, file_id
         self._forget_rows()
 
     def _replace_file(self, exc: sqlite3.Error) -> None:
@@ -219,7 +357,11 @@ class FtsIndex:
         if self._conn is not None:
             self._conn.close()
             self._conn = None
-        for suffix in ("", "-wal", "-shm"):
+        self._unlink_files()
+
+    def _unlink_files(self) -> None:
+        """Remove the index file and its sidecars (names only: a link is removed, never followed)."""
+        for suffix in ("", *_SIDECARS):
             try:
                 os.unlink(f"{self.path}{suffix}")
             except FileNotFoundError:
@@ -229,7 +371,7 @@ class FtsIndex:
         if self.path is None:
             return None
         try:
-            st = os.stat(self.path)
+            st = os.lstat(self.path)
         except OSError:
             return None
         return st.st_dev, st.st_ino
