@@ -579,11 +579,11 @@ def test_a_write_computes_its_diffs_after_releasing_the_tier_lock(
     """A big diff must not hold every other writer out: the lock is free while it is computed."""
     import fcntl
 
-    from biopb_mcp.docs import atomic, writes
+    from biopb_mcp.docs import atomic, textdiff, writes
 
     store.render_index()
     held: list[bool] = []
-    real = writes.unified_diff
+    real = textdiff.unified_diff
 
     def probing(*args: str) -> str:
         fd = os.open(store.local_dir / atomic.LOCK_NAME, os.O_RDWR)

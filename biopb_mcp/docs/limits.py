@@ -23,3 +23,7 @@ QUERY_MAX_CHARS = 1_000
 
 FILE_MAX_BYTES = 5_000_000
 """A file bigger than this is not read as a doc (a hand-dropped dataset, not markdown)."""
+
+QUERY_BUDGET_S = 2.0
+"""Seconds a search query may spend ranking (the refresh of changed docs aside): searches queue
+behind each other, so a query that matches most of a pathological doc is stopped and refused."""
