@@ -30,7 +30,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from biopb_mcp.config import Settings
 from biopb_mcp.errors import ConfigError
-from biopb_mcp.runtime_files import private_runtime_dir
+from biopb_mcp.runtime_files import private_runtime_dir, read_private_text
 from biopb_mcp.server.app import log_level
 from biopb_mcp.server.run import shutdown_and_exit, stderr_line
 from biopb_mcp.server.state import AppState
@@ -101,9 +101,12 @@ def write_token_file(runtime_dir: Path, token: str) -> Path:
 
 def _write_private(path: Path, token: str) -> None:
     """Write ``token`` to ``path`` created 0600 from the start (a chmod after a default-mode
-    create would leave a window), never through a link."""
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
+    create would leave a window), never through a link nor into a FIFO (whose open would wait
+    for a reader)."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_NONBLOCK, 0o600)
     try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise OSError(f"{path} is not a regular file")
         os.fchmod(fd, 0o600)
         os.write(fd, (token + "\n").encode("ascii"))
     finally:
@@ -114,6 +117,8 @@ STABLE_TOKEN_FILE_NAME = "http-token"
 """File name of the stable bearer token inside the state dir (``http.token = "stable"``)."""
 
 _TOKEN_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_")
+_TOKEN_MAX_BYTES = 4096
+"""Most bytes read from a stored token file (a token is 43)."""
 
 
 def stable_token(state_dir: Path, *, rotate: bool = False) -> tuple[str, Path, str]:
@@ -131,24 +136,21 @@ def stable_token(state_dir: Path, *, rotate: bool = False) -> tuple[str, Path, s
     how = "rotated" if rotate else "new"
     if not rotate:
         try:
-            fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
+            text = read_private_text(path, _TOKEN_MAX_BYTES).strip()
         except FileNotFoundError:
-            fd = -1
-        except OSError:  # a link or unreadable: never trusted
-            fd, how = -1, "replaced"
-        if fd >= 0:
-            try:
-                st = os.fstat(fd)
-                text = os.read(fd, 4096).decode("ascii", "replace").strip()
-            finally:
-                os.close(fd)
-            private = stat.S_ISREG(st.st_mode) and st.st_uid == os.getuid() and not st.st_mode & 0o077
-            if private and len(text) >= 32 and set(text) <= _TOKEN_CHARS:
+            pass
+        except OSError as exc:  # a link, a FIFO, another user's or an unreadable file: never trusted
+            logger.warning("the stored HTTP token is not used: %s; made a new one", exc)
+            how = "replaced"
+        else:
+            if len(text) >= 32 and set(text) <= _TOKEN_CHARS:
                 return text, path, "reused"
+            logger.warning("the stored HTTP token %s is not a token; made a new one", path)
             how = "replaced"
     token = new_token()
     state_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
     tmp = state_dir / f".{STABLE_TOKEN_FILE_NAME}.{os.getpid()}.tmp"
+    tmp.unlink(missing_ok=True)  # a crash's leftover, or something planted: never written through
     _write_private(tmp, token)
     os.replace(tmp, path)  # a reader never sees a half-written token; a planted link is replaced
     return token, path, how
@@ -297,8 +299,6 @@ def http_token(settings: Settings, rotate: bool = False) -> tuple[str, Path, tup
                 f"cannot keep the HTTP token in {settings.state_dir}: {exc.strerror or exc}; set "
                 f"server.state_dir in {settings.config_file} to a writable directory, or "
                 f'http.token = "per-start"', key="server.state_dir") from None
-        if how == "replaced":
-            logger.warning("the stored HTTP token %s was not a private file of this user; made a new one", stable_path)
         stable: tuple[Path, str] | None = (stable_path, how)
     else:
         token, stable = new_token(), None
