@@ -188,13 +188,27 @@ class HttpGuard:
         if origin is not None and origin.lower() not in self.allowed_origins:
             return 403, f"Origin {_shown(origin)} is not allowed (add it to http.allowed_origins to allow it)."
         if self.token is not None:
-            scheme, _, presented = headers.get("authorization", "").partition(" ")
+            sent = headers.get("authorization")
+            scheme, _, presented = (sent or "").partition(" ")
             # Compared as bytes: compare_digest refuses a str with non-ASCII characters, and a
             # client may send any byte in a header.
             given = presented.strip().encode("utf-8", "surrogatepass")
             if scheme.lower() != "bearer" or not hmac.compare_digest(given, self.token.encode("utf-8")):
-                return 401, "Missing or wrong bearer token; send 'Authorization: Bearer <token from the http-token file>'."
+                return 401, _token_refusal(sent, scheme)
         return None
+
+
+def _token_refusal(sent: str | None, scheme: str) -> str:
+    """Why a request's token was refused, and where the right one is."""
+    where = ("The server printed its token when it started; it is kept in the file http-token in its "
+             "state dir (http-token-<pid> in its runtime dir with http.token = \"per-start\"); "
+             "`biopb-mcp config show` prints both dirs.")
+    if sent is None:
+        return f"No bearer token: this server needs the header 'Authorization: Bearer <token>'. {where}"
+    if scheme.lower() != "bearer":
+        return f"The Authorization header is not 'Bearer <token>' (it names {_shown(scheme)}). {where}"
+    return ("Wrong bearer token: it is not this server's (a token from before --rotate-token, or "
+            f"from another server?). {where}")
 
 
 def _shown(value: str | None) -> str:
@@ -265,13 +279,28 @@ class GuardMiddleware:
             return
         status, reason = refused
         self.refusals.refused(status, reason)
-        response_headers = [(b"content-type", b"text/plain; charset=utf-8")]
-        if status == 401:
-            response_headers.append((b"www-authenticate", b'Bearer realm="biopb-mcp"'))
-        body = reason.encode("utf-8")
-        response_headers.append((b"content-length", str(len(body)).encode()))
-        await send({"type": "http.response.start", "status": status, "headers": response_headers})
-        await send({"type": "http.response.body", "body": body})
+        await send({"type": "http.response.start", "status": status, "headers": refusal_headers(status, reason)})
+        await send({"type": "http.response.body", "body": refusal_body(reason)})
+
+
+REFUSAL_CODE = -32600
+"""JSON-RPC code of a refused request (invalid request): MCP defines none for HTTP-level refusals."""
+
+
+def refusal_body(reason: str) -> bytes:
+    """A refusal as a JSON-RPC error: MCP clients (the SDK's among them) show a JSON-RPC error
+    body of a 4xx reply to the user, and only a generic "error response" for any other body."""
+    return json.dumps({"jsonrpc": "2.0", "id": None, "error": {"code": REFUSAL_CODE, "message": reason}}).encode()
+
+
+def refusal_headers(status: int, reason: str) -> list[tuple[bytes, bytes]]:
+    """Headers of a refusal; a 401 names its reason in WWW-Authenticate too (RFC 6750)."""
+    headers = [(b"content-type", b"application/json"), (b"content-length", str(len(refusal_body(reason))).encode())]
+    if status == 401:
+        description = reason.replace("\\", "").replace('"', "'").encode("ascii", "replace")
+        headers.append((b"www-authenticate",
+                        b'Bearer realm="biopb-mcp", error="invalid_token", error_description="' + description + b'"'))
+    return headers
 
 
 def bind_loopback(port: int) -> socket.socket:
