@@ -139,7 +139,7 @@ def test_an_index_of_another_schema_is_rebuilt(tiers: tuple[Path, Path, Path], c
         conn.execute("INSERT INTO docs VALUES ('lab/doc1', 'stale')")
         conn.execute("PRAGMA user_version = 0")
     store = DocStore(local, shipped_dir=shipped, version="1.0", search_db=db)
-    with caplog.at_level(logging.INFO, logger="biopb_mcp.docs.fts"):
+    with caplog.at_level(logging.INFO, logger="biopb_mcp.docs.fts_file"):
         assert [h.doc_id for h in search_docs(store, "uniqword2")] == ["lab/doc2"]
     assert any("schema 0" in r.getMessage() for r in caplog.records)
     with sqlite3.connect(db) as conn:

@@ -5,9 +5,8 @@ holding the (inode, mtime_ns, size) stamp it was read at and a digest of its tex
 server checks each file with a stat and re-reads only what changed. The file may be shared by
 several servers (WAL, a busy timeout, short write transactions). A file of ours that is missing,
 of another layout or corrupt is unlinked and rebuilt from empty with a log line: it is a cache,
-never the truth. Anything else at the index's name (a link, a file of another user, another
-program's database) is never opened for writing nor changed: the index is kept in memory instead.
-The file and its `-wal`/`-shm` are private (0600): they hold doc text.
+never the truth. Anything else at the index's name is left alone and the index kept in memory
+(`biopb_mcp.docs.fts_file`).
 
 This module knows nothing of the docs store: callers hand it sections and stamps.
 """
@@ -16,15 +15,14 @@ from __future__ import annotations
 
 import hashlib
 import logging
-import os
 import sqlite3
-import stat
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
+from biopb_mcp.docs.fts_file import ForeignFile, Replaced, file_id, open_file, unlink_files
 from biopb_mcp.docs.sections import atoms, compounds, fold
 from biopb_mcp.errors import DocError
 
@@ -47,17 +45,6 @@ logger = logging.getLogger(__name__)
 
 SCHEMA_VERSION = 3
 """Kept in the file's user_version: a file written under another layout is rebuilt, not read."""
-
-APPLICATION_ID = 0x62696F70
-"""Kept in the file's application_id ("biop"): marks the file as a search index of this server,
-so a database of another program is never taken for one. (Releases before it left 0.)"""
-
-_OUR_TABLES = frozenset({"roots", "docs", "sections", "sections_data", "sections_idx", "sections_content",
-                         "sections_docsize", "sections_config"})
-"""Every table any release of the index made: a file with application_id 0 is ours only if it
-holds none but these."""
-
-_SIDECARS = ("-wal", "-shm")
 
 BUSY_TIMEOUT_S = 1.0
 """How long a write waits for another process's write transaction before giving up (`IndexBusy`):
@@ -115,14 +102,6 @@ class TooCostly(Exception):
 
 class IndexBusy(Exception):
     """Another process held the index's write lock for longer than BUSY_TIMEOUT_S."""
-
-
-class ForeignFile(Exception):
-    """What sits at the index's name is not an index file of ours; it must be left alone."""
-
-
-class _Replaced(Exception):
-    """The file was ours, of another layout, and has been unlinked: open again."""
 
 
 def fts5_probe() -> None:
@@ -190,30 +169,6 @@ def _is_other_layout(exc: sqlite3.Error) -> bool:
     return isinstance(exc, sqlite3.OperationalError) and str(exc).startswith(("no such column", "no such table"))
 
 
-def _header(conn: sqlite3.Connection) -> tuple[int, int, frozenset[str]]:
-    """(application_id, user_version, table names) of a database, read without writing it."""
-    app_id = int(conn.execute("PRAGMA application_id").fetchone()[0])
-    version = int(conn.execute("PRAGMA user_version").fetchone()[0])
-    tables = frozenset(r[0] for r in conn.execute(
-        "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%'"))
-    return app_id, version, tables
-
-
-def _make_private(fd: int) -> None:
-    """Mode 0600 on an open regular file of this user (the index holds doc text).
-
-    Raises:
-        ForeignFile: not a regular file, or another user's.
-    """
-    st = os.fstat(fd)
-    if not stat.S_ISREG(st.st_mode):
-        raise ForeignFile("it is not a regular file")
-    if st.st_uid != os.getuid():
-        raise ForeignFile(f"it belongs to user id {st.st_uid}")
-    if st.st_mode & 0o077:
-        os.fchmod(fd, 0o600)
-
-
 def _varint(data: bytes, at: int) -> tuple[int, int]:
     """An SQLite varint at ``at`` (big-endian, 7 bits a byte, a full ninth byte): (value, next offset)."""
     value = 0
@@ -271,105 +226,15 @@ class FtsIndex:
     def _connect(self, path: str) -> sqlite3.Connection:
         return sqlite3.connect(path, timeout=BUSY_TIMEOUT_S, isolation_level=None, check_same_thread=False)
 
-    def _claim(self) -> tuple[int, tuple[int, int]]:
-        """Open (creating it 0600) the index file, never through a link; returns the fd and the
-        file's (dev, ino). Its sidecars are made private too; a link in their place is removed.
-
-        Raises:
-            ForeignFile: a link, not a regular file, or a file of another user is at the name.
-        """
-        assert self.path is not None
-        path = os.fspath(self.path)
-        try:
-            fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, 0o600)
-        except OSError as exc:
-            if os.path.islink(path):
-                raise ForeignFile("it is a symbolic link") from None
-            raise ForeignFile(exc.strerror or str(exc)) from None
-        try:
-            _make_private(fd)
-            st = os.fstat(fd)
-            for suffix in _SIDECARS:
-                self._claim_sidecar(path + suffix)
-        except BaseException:
-            os.close(fd)
-            raise
-        return fd, (st.st_dev, st.st_ino)
-
-    @staticmethod
-    def _claim_sidecar(path: str) -> None:
-        try:
-            fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
-        except FileNotFoundError:
-            return
-        except OSError:
-            if os.path.islink(path):  # SQLite itself would refuse it; what it points to is untouched
-                os.unlink(path)
-                return
-            raise
-        try:
-            _make_private(fd)
-        finally:
-            os.close(fd)
-
-    def _prepare(self, conn: sqlite3.Connection, file_id: tuple[int, int]) -> None:
-        """Make ``conn``'s file a ready index of this layout; only a file of ours is written.
-
-        Raises:
-            ForeignFile: another program's database (its tables are listed).
-            _Replaced: ours, of another layout: unlinked, to be opened again.
-        """
-        app_id, version, tables = _header(conn)
-        if self._current_file_id() != file_id:  # swapped since it was claimed: never trust it
-            raise _Replaced
-        ours = app_id == APPLICATION_ID or (app_id == 0 and tables <= _OUR_TABLES)
-        if not ours:
-            raise ForeignFile(f"it is a database of another program (tables {', '.join(sorted(tables)[:5])})")
-        if tables and version == SCHEMA_VERSION:
-            self._set_modes(conn)
-            if app_id == 0:  # an index of the release before the mark
-                conn.execute(f"PRAGMA application_id = {APPLICATION_ID}")
-            conn.execute("SELECT 1 FROM docs LIMIT 1").fetchall()  # a damaged file fails here
-            return
-        conn.execute("BEGIN IMMEDIATE")  # another server may be creating or replacing it right now
-        try:
-            if self._current_file_id() != file_id:
-                raise _Replaced
-            app_id, version, tables = _header(conn)
-            if tables and version == SCHEMA_VERSION and app_id == APPLICATION_ID:
-                conn.execute("COMMIT")  # made by the other server meanwhile
-                self._set_modes(conn)
-                return
-            if tables:
-                logger.info("Search index %s has schema %d, this server uses %d: rebuilding it",
-                            self.path, version, SCHEMA_VERSION)
-                self._unlink_files()
-                raise _Replaced
-            conn.execute(f"PRAGMA application_id = {APPLICATION_ID}")
-            for statement in _SCHEMA:
-                conn.execute(statement)
-            conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
-            conn.execute("COMMIT")
-        except BaseException:
-            if conn.in_transaction:
-                conn.execute("ROLLBACK")
-            raise
-        self._set_modes(conn)
-
-    @staticmethod
-    def _set_modes(conn: sqlite3.Connection) -> None:
-        conn.execute("PRAGMA journal_mode = WAL")
-        conn.execute("PRAGMA synchronous = NORMAL")  # a cache: a lost last commit is re-read
-
     def _open(self) -> None:
         """Connect to the index file, rebuilding one of ours that is damaged or of another layout;
-        in memory when the name holds something that is not ours."""
+        in memory when the name holds something that is not ours (see `fts_file`)."""
         if self.path is not None:
             for _ in range(3):  # servers replacing a file at the same moment settle within a round
                 try:
                     self._open_file()
                     return
-                except _Replaced:
+                except Replaced:
                     continue
                 except ForeignFile as exc:
                     logger.warning("Search index %s is not a file of this server (%s): it is left alone, and "
@@ -387,23 +252,13 @@ class FtsIndex:
 
     def _open_file(self) -> None:
         assert self.path is not None
-        fd, file_id = self._claim()
         try:
-            conn = self._connect(os.fspath(self.path))
-            try:
-                self._prepare(conn, file_id)
-            except sqlite3.Error as exc:
-                conn.close()
-                if not _is_corrupt(exc):
-                    raise
-                self._replace_file(exc)
-                raise _Replaced from exc
-            except BaseException:
-                conn.close()
+            self._conn, self._file_id = open_file(self.path, self._connect, _SCHEMA, SCHEMA_VERSION)
+        except sqlite3.Error as exc:
+            if not _is_corrupt(exc):
                 raise
-        finally:
-            os.close(fd)  # SQLite holds its own descriptor now
-        self._conn, self._file_id = conn, file_id
+            self._replace_file(exc)
+            raise Replaced from exc
         self._forget_rows()
 
     def _replace_file(self, exc: sqlite3.Error) -> None:
@@ -412,29 +267,12 @@ class FtsIndex:
         if self._conn is not None:
             self._conn.close()
             self._conn = None
-        self._unlink_files()
-
-    def _unlink_files(self) -> None:
-        """Remove the index file and its sidecars (names only: a link is removed, never followed)."""
-        for suffix in ("", *_SIDECARS):
-            try:
-                os.unlink(f"{self.path}{suffix}")
-            except FileNotFoundError:
-                pass
-
-    def _current_file_id(self) -> tuple[int, int] | None:
-        if self.path is None:
-            return None
-        try:
-            st = os.lstat(self.path)
-        except OSError:
-            return None
-        return st.st_dev, st.st_ino
+        unlink_files(self.path)
 
     def reopen_if_replaced(self) -> None:
         """Follow another server that replaced a corrupt file: a connection to the old one sees
         none of its writes."""
-        if self.path is not None and self._current_file_id() != self._file_id:
+        if self.path is not None and file_id(self.path) != self._file_id:
             if self._conn is not None:
                 self._conn.close()
             self._open()

@@ -165,10 +165,10 @@ class _Abouts:
     def __init__(self) -> None:
         self._of: dict[tuple[str, str], tuple[str, str, frozenset[str]]] = {}
         self._by_word: dict[str, set[tuple[str, str]]] = {}
-        self._seen: tuple[int, int] | None = None
+        self._seen: tuple[Scope, int] | None = None  # the scope itself: its id could be reused once freed
 
     def update(self, scope: Scope, rows: dict[tuple[str, str], Indexed], generation: int) -> None:
-        if self._seen == (id(scope), generation):
+        if self._seen is not None and self._seen[0] is scope and self._seen[1] == generation:
             return
         live = set()
         for key, doc_id, _, origin in scope.targets:
@@ -187,7 +187,7 @@ class _Abouts:
                 self._by_word.setdefault(word, set()).add(key)
         for key in [k for k in self._of if k not in live]:
             self._forget(key)
-        self._seen = (id(scope), generation)
+        self._seen = (scope, generation)
 
     def _forget(self, key: tuple[str, str]) -> None:
         known = self._of.pop(key, None)
