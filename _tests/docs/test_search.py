@@ -505,3 +505,25 @@ def test_a_long_query_expands_only_a_few_long_words_as_prefixes(monkeypatch: pyt
     assert prefixes, seen
     expanded = [w for m in prefixes for w in m.split('"')[1::2]]
     assert len(expanded) <= 4 and all(len(w) >= 4 for w in expanded), expanded
+
+
+def test_a_long_query_is_matched_as_a_phrase_of_a_few_words_around_its_rarest(monkeypatch: pytest.MonkeyPatch) -> None:
+    """FTS5 matches a phrase inside one row without yielding to the query's deadline, at a cost of
+    the row's length times the phrase's: 249 words against a megabyte of one word took seconds
+    past the budget. The whole query is still confirmed on the section's text."""
+    from biopb_mcp.docs import fts
+
+    index = _index(LITERAL_CORPUS)
+    seen: list[str] = []
+    real = FtsIndex._unscored
+
+    def recording(self: FtsIndex, match: str, ranges: list[tuple[int, int]], cap: int = fts.RANK_CAP) -> Iterator[int]:
+        seen.append(match)
+        return real(self, match, ranges, cap)
+
+    monkeypatch.setattr(FtsIndex, "_unscored", recording)
+    query = "Error: operands could not be broadcast together with shapes (3,) (4,)\nFix the axis order"
+    assert _top(index, query)[0] == ("numpy-errors", "The broadcast error")
+    phrases = [m.split('"')[1].split() for m in seen]
+    assert phrases and all(len(p) <= fts.PHRASE_WORDS for p in phrases), phrases
+    assert all("fix" in p for p in phrases)  # its rarest word (one section holds it) is in every phrase

@@ -14,6 +14,7 @@ This module knows nothing of the docs store: callers hand it sections and stamps
 from __future__ import annotations
 
 import hashlib
+import itertools
 import logging
 import sqlite3
 import time
@@ -58,6 +59,10 @@ _DOC_BITS = 28
 range, so a search scores only its own tiers' rows (several stores may share a file)."""
 RANK_CAP = 1_000
 """Most rows one query pass scores (see FtsIndex.candidates); scoring is FTS5's cost per row."""
+PHRASE_WORDS = 12
+"""Most words of the query an FTS5 phrase matches (the rest is confirmed on the section's text):
+FTS5 matches a phrase inside one row without ever yielding to SQLite's progress handler, at a
+cost of the row's length times the phrase's, seconds for a long query over a megabyte of one word."""
 PREFIX_WORDS = 4
 """Most query words the prefix pass expands: expanding a prefix merges every term it starts."""
 PREFIX_MIN_CHARS = 4
@@ -167,6 +172,16 @@ def _is_other_layout(exc: sqlite3.Error) -> bool:
     """True when the file's tables are not this release's: a server of another release sharing
     the file rebuilt it under its own schema."""
     return isinstance(exc, sqlite3.OperationalError) and str(exc).startswith(("no such column", "no such table"))
+
+
+def _rarest_window(phrase: list[str], held: dict[str, int]) -> list[str]:
+    """At most PHRASE_WORDS consecutive words of ``phrase``, around its rarest word: FTS5 walks
+    the rows holding every word of a phrase, so the rarest one decides what that costs."""
+    if len(phrase) <= PHRASE_WORDS:
+        return phrase
+    rarest = min(range(len(phrase)), key=lambda k: (held.get(phrase[k], 0), k))
+    start = max(0, min(rarest - PHRASE_WORDS // 2, len(phrase) - PHRASE_WORDS))
+    return phrase[start : start + PHRASE_WORDS]
 
 
 def _varint(data: bytes, at: int) -> tuple[int, int]:
@@ -487,6 +502,7 @@ class FtsIndex:
                 raise TooCostly("the query's time is up")
             return rowid not in found and (rowid >> SECTION_BITS) in allowed
 
+        counts = {term: self._count(term, ranges) for term in terms}
         if not (len(words) == 1 and not literals and folded == words[0]):
             # A plain word needs no phrase pass: every section holding it holds it as written.
             # Otherwise the candidates hold the query's words in order; then, for a longer
@@ -495,12 +511,18 @@ class FtsIndex:
             # confirmed on its folded text.
             ordered = atoms(query)
             phrases = 0
-            for phrase in [ordered] + ([ordered[1:-1]] if len(ordered) >= 3 else []):
-                match = f"body : {_quote(' '.join(phrase))}"
-                # bm25() first counts every row holding the phrase (its idf): for a phrase in
-                # more rows than a pass may score, that count is most of a query's cost.
-                common = self._count(match, ranges) > RANK_CAP
-                for rowid in self._unscored(match, ranges) if common else self._scored(match, ranges):
+            held = {w: counts[f"body : {_quote(w)}"] for w in words}
+            matches = [f"body : {_quote(' '.join(_rarest_window(phrase, held)))}"
+                       for phrase in [ordered] + ([ordered[1:-1]] if len(ordered) >= 3 else [])]
+            for match in dict.fromkeys(matches):
+                # Every row holding the phrase, up to one past what a pass may score: matching is
+                # the cost, so it is done once. Few enough for the pool are taken as they are;
+                # more are ranked by bm25() (which counts them all again, for the idf); more
+                # than a pass may score are taken in index order.
+                holders = list(self._unscored(match, ranges, RANK_CAP + 1))
+                if pool < len(holders) <= RANK_CAP:
+                    holders = list(itertools.islice(self._scored(match, ranges), RANK_CAP))
+                for rowid in holders:
                     if phrases >= pool:
                         break
                     if wanted(rowid):
@@ -508,7 +530,6 @@ class FtsIndex:
                         if folded in fold(section.body):
                             found[rowid] = section
                             phrases += 1
-        counts = {term: self._count(term, ranges) for term in terms}
         rare: list[str] = []
         total = 0
         for term in sorted(terms, key=counts.__getitem__):
@@ -603,12 +624,12 @@ class FtsIndex:
         finally:
             cursor.close()  # an abandoned read would hold the file's read snapshot open
 
-    def _unscored(self, match: str, ranges: list[tuple[int, int]]) -> Iterator[int]:
-        """Row ids of the rows matching, in rowid order, read lazily."""
+    def _unscored(self, match: str, ranges: list[tuple[int, int]], cap: int = RANK_CAP) -> Iterator[int]:
+        """Row ids of at most ``cap`` rows matching per range, in rowid order, read lazily."""
         for first, last in ranges:
             cursor = self.conn.execute(  # capped: each row may cost its caller a fetch and a compare
                 "SELECT rowid FROM sections WHERE sections MATCH ? AND rowid BETWEEN ? AND ? LIMIT ?",
-                (match, first, last, RANK_CAP))
+                (match, first, last, cap))
             try:
                 for (rowid,) in cursor:
                     yield rowid
