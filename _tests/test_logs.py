@@ -8,17 +8,24 @@ import stat
 import pytest
 
 from biopb_mcp import logs
-from biopb_mcp.config import load_settings
+from biopb_mcp.config import Settings, load_settings
 from biopb_mcp.logs import setup_logging
+
+
+def _logging_with(monkeypatch: pytest.MonkeyPatch, *, stderr: bool, **limits: int) -> Settings:
+    """The server's logging set up with some of its limits lowered; the settings it logs by."""
+    for name, value in limits.items():
+        monkeypatch.setattr(logs, name, value)
+    settings = load_settings()
+    setup_logging(settings, stderr=stderr)
+    return settings
 
 
 def test_the_log_rotates_at_its_size_cap_and_every_file_stays_0600(
     root_handlers: None, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(logs, "LOG_MAX_BYTES", 20_000)
-    monkeypatch.setattr(logs, "LOG_BURST", 10_000)  # rotation, not the rate limit, is under test here
-    settings = load_settings()
-    setup_logging(settings, stderr=False)
+    # rotation, not the rate limit, is under test here
+    settings = _logging_with(monkeypatch, stderr=False, LOG_MAX_BYTES=20_000, LOG_BURST=10_000)
     flood = logging.getLogger("biopb_mcp.test_flood")
     for n in range(2000):  # ~300 KB of records
         flood.warning("record %d %s", n, "y" * 100)
@@ -33,9 +40,7 @@ def test_a_flood_from_one_line_of_code_is_a_burst_then_one_count(
     root_handlers: None, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """What uvicorn logs per malformed request: one call site, thousands of times a second."""
-    monkeypatch.setattr(logs, "LOG_BURST", 5)
-    settings = load_settings()
-    setup_logging(settings, stderr=False)
+    settings = _logging_with(monkeypatch, stderr=False, LOG_BURST=5)
     flood = logging.getLogger("uvicorn.error")
     for n in range(3000):
         flood.warning("Invalid HTTP request received. %d", n)
@@ -52,9 +57,7 @@ def test_a_flood_from_one_line_of_code_is_a_burst_then_one_count(
 def test_stderr_takes_at_most_its_cap_then_says_where_the_rest_goes(
     root_handlers: None, monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixture[str]
 ) -> None:
-    monkeypatch.setattr(logs, "STDERR_MAX_BYTES", 5_000)
-    settings = load_settings()
-    setup_logging(settings, stderr=True)
+    settings = _logging_with(monkeypatch, stderr=True, STDERR_MAX_BYTES=5_000)
     log = logging.getLogger("biopb_mcp.test_stderr")
     for n in range(200):
         log.warning(f"distinct line {n} " + "z" * 80)  # one call site, a new text each time
