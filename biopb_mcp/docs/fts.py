@@ -14,7 +14,6 @@ This module knows nothing of the docs store: callers hand it sections and stamps
 from __future__ import annotations
 
 import hashlib
-import itertools
 import logging
 import sqlite3
 import time
@@ -234,6 +233,9 @@ class FtsIndex:
         generation holds while it is current."""
         self.reloads = 0
         """Bumped when the rows were re-read after another connection committed."""
+        self._held: dict[tuple[str, str], int] = {}  # (column, term) -> sections holding it
+        self._held_generation = -1  # the generation `_held` was counted at
+        self._ranges: tuple[set[int], list[tuple[int, int]]] | None = None  # the last allowed set's row ranges
         self._open()
 
     # ------------------------------------------------------------------ the file
@@ -494,8 +496,7 @@ class FtsIndex:
             return []
         folded = fold(query)
         found: dict[int, Section] = {}
-        shift = _DOC_BITS + SECTION_BITS
-        ranges = [(n << shift, ((n + 1) << shift) - 1) for n in sorted({row >> _DOC_BITS for row in allowed})]
+        ranges = self._ranges_of(allowed)
 
         def wanted(rowid: int) -> bool:
             if time.monotonic() > deadline:
@@ -503,6 +504,7 @@ class FtsIndex:
             return rowid not in found and (rowid >> SECTION_BITS) in allowed
 
         counts = {term: self._count(term, ranges) for term in terms}
+        phrases = 0
         if not (len(words) == 1 and not literals and folded == words[0]):
             # A plain word needs no phrase pass: every section holding it holds it as written.
             # Otherwise the candidates hold the query's words in order; then, for a longer
@@ -510,18 +512,18 @@ class FtsIndex:
             # could no" sits inside "ValueError: operands could not"). Each candidate is
             # confirmed on its folded text.
             ordered = atoms(query)
-            phrases = 0
             held = {w: counts[f"body : {_quote(w)}"] for w in words}
             matches = [f"body : {_quote(' '.join(_rarest_window(phrase, held)))}"
                        for phrase in [ordered] + ([ordered[1:-1]] if len(ordered) >= 3 else [])]
             for match in dict.fromkeys(matches):
-                # Every row holding the phrase, up to one past what a pass may score: matching is
-                # the cost, so it is done once. Few enough for the pool are taken as they are;
-                # more are ranked by bm25() (which counts them all again, for the idf); more
-                # than a pass may score are taken in index order.
-                holders = list(self._unscored(match, ranges, RANK_CAP + 1))
-                if pool < len(holders) <= RANK_CAP:
-                    holders = list(itertools.islice(self._scored(match, ranges), RANK_CAP))
+                # The rows holding the phrase: few enough for the pool are taken as they are
+                # (matching is the cost: done once); more are ranked by bm25() (which counts them
+                # all first, for the idf); more than a pass may score are taken in index order.
+                few = list(self._unscored(match, ranges, pool + 1))
+                holders: Iterable[int] = few
+                if len(few) > pool:
+                    common = self._count(match, ranges) > RANK_CAP
+                    holders = self._unscored(match, ranges) if common else self._scored(match, ranges)
                 for rowid in holders:
                     if phrases >= pool:
                         break
@@ -530,6 +532,10 @@ class FtsIndex:
                         if folded in fold(section.body):
                             found[rowid] = section
                             phrases += 1
+        if phrases >= pool:
+            # Sections holding the query as written outrank any that only hold its terms (see
+            # `ranking`): with the pool full of them, no term pass could add a hit shown first.
+            return list(found.values())
         rare: list[str] = []
         total = 0
         for term in sorted(terms, key=counts.__getitem__):
@@ -555,6 +561,15 @@ class FtsIndex:
                     others += 1
         return list(found.values())
 
+    def _ranges_of(self, allowed: set[int]) -> list[tuple[int, int]]:
+        """The section row ranges of the tier roots ``allowed``'s docs are in (kept for the same set:
+        a steady search passes the same one each time)."""
+        if self._ranges is None or self._ranges[0] is not allowed:
+            shift = _DOC_BITS + SECTION_BITS
+            roots = sorted({row >> _DOC_BITS for row in allowed})
+            self._ranges = (allowed, [(n << shift, ((n + 1) << shift) - 1) for n in roots])
+        return self._ranges[1]
+
     def sections_of(self, row: int, query: str) -> list[Section]:
         """A doc's sections that hold any word or literal of ``query``; its first section when none does."""
         first = row << SECTION_BITS
@@ -575,13 +590,19 @@ class FtsIndex:
         """Section count, mean section length and how many sections hold each term, over the
         whole file (as FTS5's own bm25() counts them)."""
         sections, mean = self._averages()
-        self.conn.execute("CREATE VIRTUAL TABLE IF NOT EXISTS temp.sections_vocab USING fts5vocab(main, sections, 'col')")
+        if self._held_generation != self.generation:  # counted before the rows last changed
+            self._held, self._held_generation = {}, self.generation
         holding: dict[str, int] = {}
         for key, term, column in [(w, w, "body") for w in words] + [
                 (f"compound {c}", encode_compound(c), "literals") for c in literals]:
-            found = self.conn.execute("SELECT doc FROM temp.sections_vocab WHERE term = ? AND col = ?",
-                                      (term, column)).fetchone()
-            holding[key] = int(found[0]) if found else 0
+            held = self._held.get((column, term))
+            if held is None:  # a common term's count walks its whole doclist: kept while the rows are
+                self.conn.execute("CREATE VIRTUAL TABLE IF NOT EXISTS temp.sections_vocab "
+                                  "USING fts5vocab(main, sections, 'col')")
+                found = self.conn.execute("SELECT doc FROM temp.sections_vocab WHERE term = ? AND col = ?",
+                                          (term, column)).fetchone()
+                held = self._held[(column, term)] = int(found[0]) if found else 0
+            holding[key] = held
         return TermStats(sections, mean, holding)
 
     def _averages(self) -> tuple[int, float]:

@@ -57,6 +57,11 @@ _T = TypeVar("_T")
 MAX_RESULTS_LIMIT = 50
 """Largest max_results a caller may ask for; more is noise for an agent's context."""
 
+POOL = 20
+"""Sections gathered per kind of candidate (the query as written, its terms, docs it names) when
+max_results is smaller: every one is scored alike, so the first 20 hits never depend on how many
+were asked for."""
+
 SNIPPET_CHARS = 200
 """Target length of a hit's snippet, in characters."""
 
@@ -467,12 +472,13 @@ def _query(corpus: _Corpus, view: _View, query: str, max_results: int, deadline:
     index = corpus.index
     words = list(dict.fromkeys(atoms(query)))
     literals = list(dict.fromkeys(compounds(query)))
-    found = {s.rowid: s for s in index.candidates(query, view.allowed, MAX_RESULTS_LIMIT, deadline)}
+    pool = max(POOL, max_results)
+    found = {s.rowid: s for s in index.candidates(query, view.allowed, pool, deadline)}
     rows = index.rows()
     named = [key for key in corpus.abouts.naming(words) if key in rows and rows[key].row in view.allowed]
     titled = set(named)
-    for key in named[:MAX_RESULTS_LIMIT]:  # the most specific first
-        for section in index.sections_of(rows[key].row, query)[:MAX_RESULTS_LIMIT]:
+    for key in named[:pool]:  # the most specific first
+        for section in index.sections_of(rows[key].row, query)[:pool]:
             found.setdefault(section.rowid, section)
     if view.direct:
         wanted = set(words) | {f"compound {c}" for c in literals}
