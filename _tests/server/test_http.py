@@ -17,7 +17,7 @@ import anyio
 import httpx2
 import psutil
 import pytest
-from mcp import Client
+from mcp import Client, MCPError
 from mcp.client.streamable_http import streamable_http_client
 from mcp.types import TextContent
 
@@ -141,6 +141,35 @@ def test_a_flood_of_refused_requests_with_8kb_origins_leaves_the_log_bounded(ser
             assert len(response.content) < 1000
     grown = server_log(server).stat().st_size - before
     assert grown < 20 * 1024, grown  # unbounded, the 300 quoted Origins alone would be 2.4 MB
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize(("headers", "said"), [
+    ({"authorization": "Bearer wrong-token"}, "Wrong bearer token"),
+    ({}, "No bearer token"),
+    ({"authorization": "Basic abc"}, "is not 'Bearer <token>'"),
+])
+async def test_the_sdk_client_shows_why_its_token_was_refused(
+    server: HttpServer, headers: dict[str, str], said: str
+) -> None:
+    """The SDK client said only "Server returned an error response": the 401 body is a JSON-RPC
+    error whose message it shows, and WWW-Authenticate says the same."""
+    async with httpx2.AsyncClient(headers=headers, timeout=30) as http:
+        with anyio.fail_after(60), pytest.raises(BaseExceptionGroup) as caught:
+            async with Client(streamable_http_client(server.url, http_client=http), mode="legacy"):
+                pass
+    errors = [exc for exc in _leaves(caught.value) if isinstance(exc, MCPError)]
+    assert errors and said in str(errors[0]) and "http-token" in str(errors[0]), repr(caught.value)
+    response = post(server, headers)
+    assert response.status_code == 401 and said in response.json()["error"]["message"]
+    assert 'error="invalid_token"' in response.headers["www-authenticate"] and said in response.headers["www-authenticate"]
+
+
+def _leaves(exc: BaseException) -> list[BaseException]:
+    """Every exception inside nested exception groups."""
+    if isinstance(exc, BaseExceptionGroup):
+        return [leaf for inner in exc.exceptions for leaf in _leaves(inner)]
+    return [exc]
 
 
 @pytest.mark.anyio
