@@ -23,6 +23,7 @@ from biopb_mcp.docs.search.query import (
 from biopb_mcp.docs.search.ranking import score_all
 from biopb_mcp.docs.search.sections import atoms, compounds
 from biopb_mcp.docs.store import DocStore
+from biopb_mcp.docs.views import Origin
 from biopb_mcp.errors import InvalidQuery
 from biopb_mcp.text.doc_views import read_doc
 
@@ -302,9 +303,9 @@ def test_shadowed_shipped_doc_is_searched_in_its_local_text_only(
     _write(tiers[1] / "kernel.md", "# Kernel, my notes\n\n## Mine\nlocalword and kernel.promote_after = 30\n")
     assert search_docs(store, "shippedword") == []
     hits = search_docs(store, "kernel.promote_after")
-    assert (hits[0].doc_id, hits[0].heading, hits[0].origin) == ("kernel", "Mine", "local (shadows shipped)")
+    assert (hits[0].doc_id, hits[0].heading, hits[0].origin) == ("kernel", "Mine", Origin.SHADOW)
     assert "Config" not in {h.heading for h in hits}  # the shipped text's section is gone
-    assert search_docs(store, "localword")[0].origin == "local (shadows shipped)"
+    assert search_docs(store, "localword")[0].origin == Origin.SHADOW
 
 
 def test_nested_local_docs_under_a_listed_folder_are_searched_but_not_hidden_files(

@@ -198,7 +198,7 @@ def test_removing_a_local_copy_brings_back_the_shipped_doc_it_shadowed(tmp_path:
     _write(local / "ref/kernel.md", "# Kernel\n\n## Use\nlocalword in the lab's copy\n")
     store = DocStore(local, shipped_dir=shipped, version="1.0", search_db=tmp_path / "search.sqlite3")
     for _ in range(2):  # the second query runs on the folder watches
-        assert [(h.doc_id, h.origin) for h in search_docs(store, "localword")] == [("ref/kernel", "local (shadows shipped)")]
+        assert [(h.doc_id, h.origin) for h in search_docs(store, "localword")] == [("ref/kernel", Origin.SHADOW)]
         assert _ids(store, "shippedword") == []
     (local / "ref/kernel.md").unlink()
     assert [(h.doc_id, h.origin) for h in search_docs(store, "shippedword")] == [("ref/kernel", "shipped")]
