@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 
+from biopb_mcp.cli.config import init_config
 from biopb_mcp.config.settings import (
     ALIASES,
     CONFIG_DIR_ENV,
@@ -19,7 +20,6 @@ from biopb_mcp.config.settings import (
     Settings,
     config_dir,
     defaults,
-    init_config,
     load_settings,
     render_example,
     render_show,

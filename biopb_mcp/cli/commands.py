@@ -16,7 +16,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, NoReturn
 
 import biopb_mcp
-from biopb_mcp.config.settings import Settings, init_config, load_settings, render_show
+from biopb_mcp.cli.config import init_config
+from biopb_mcp.config.settings import Settings, load_settings, render_show
 from biopb_mcp.errors import BiopbMcpError, DocError
 from biopb_mcp.text.doc_views import read_doc
 

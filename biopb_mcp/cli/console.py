@@ -11,7 +11,6 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
-import re
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -19,16 +18,12 @@ from pathlib import Path
 from typing import NoReturn
 
 from biopb_mcp.errors import KernelError
-from biopb_mcp.fs.runtime import CONFIG_DIR_KEY, private_runtime_dir
+from biopb_mcp.fs.runtime import CONFIG_DIR_KEY, connection_file_pid, pid_alive, private_runtime_dir
 
 __all__ = ["AGENT_PREFIX", "ServerKernel", "console_argv", "find_kernel", "running_kernels"]
 
 AGENT_PREFIX = "[agent] "
 """Printed before every input and output that came from another client: in practice, the agent."""
-
-_CONN_RE = re.compile(r"^kernel-(\d+)-[0-9a-f]+\.json$")
-"""Connection files the server writes: ``kernel-<server pid>-<random>.json``."""
-
 
 @dataclass(frozen=True)
 class ServerKernel:
@@ -41,16 +36,6 @@ class ServerKernel:
     """The server's config dir, from its connection file (None: a file that does not name one)."""
 
 
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:  # someone else's process: not a server we may attach to
-        return False
-    return True
-
-
 def running_kernels(runtime_dir: Path) -> list[ServerKernel]:
     """Kernels of live servers in ``runtime_dir``, newest first (files of dead servers skipped)."""
     found: list[ServerKernel] = []
@@ -61,11 +46,10 @@ def running_kernels(runtime_dir: Path) -> list[ServerKernel]:
     except OSError:
         return []
     for entry in entries:
-        m = _CONN_RE.match(entry.name)
-        if not m or not entry.is_file():
+        pid = connection_file_pid(entry.name)
+        if pid is None or not entry.is_file():
             continue
-        pid = int(m.group(1))
-        if not _alive(pid):
+        if not pid_alive(pid, mine=True):  # another user's process there is a reused pid
             continue
         try:
             mtime = entry.stat().st_mtime

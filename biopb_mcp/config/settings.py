@@ -48,7 +48,6 @@ __all__ = [
     "Settings",
     "config_dir",
     "defaults",
-    "init_config",
     "load_settings",
     "render_example",
     "render_show",
@@ -682,30 +681,6 @@ def render_example() -> str:
             # has not uncommented to its default, not to this file.
             parts.append(f"# {key.doc}\n# {tomli_w.dumps({key.name: key.default})}")
     return "".join(parts)
-
-
-def init_config(cdir: Path, *, force: bool = False) -> Path:
-    """Write the commented default config file into ``cdir``; returns its path.
-
-    Raises:
-        ConfigError: the file exists and ``force`` is false, or the dir/file cannot be written.
-    """
-    cfile = cdir / CONFIG_FILE_NAME
-    if not force and (cfile.exists() or cfile.is_symlink()):
-        raise ConfigError("already exists; edit it, or rerun with --force to overwrite it with "
-                          "the defaults", path=cfile)
-    tmp = cfile.with_name(f".{CONFIG_FILE_NAME}.tmp{os.getpid()}")
-    try:
-        cdir.mkdir(parents=True, exist_ok=True, mode=0o700)
-        tmp.write_text(render_example(), encoding="utf-8")
-        os.replace(tmp, cfile)
-    except OSError as exc:
-        if tmp.parent.is_dir():
-            tmp.unlink(missing_ok=True)
-        raise ConfigError(
-            f"cannot write the config file: {exc.strerror or exc}; set ${CONFIG_DIR_ENV} "
-            f"to a writable directory", path=cfile) from None
-    return cfile
 
 
 def render_show(settings: Settings) -> str:

@@ -232,13 +232,16 @@ def write_atomic(
     data: bytes,
     *,
     durable: bool = True,
+    mode: int | None = None,
     around_replace: Callable[[Replacing], AbstractContextManager[object]] | None = None,
 ) -> None:
     """Replace `root/rel` with `data` through a temp file renamed over it, all relative to one dir fd.
 
     Missing parent folders are made. A link at `rel` itself is replaced (the rename swaps the
     name, never writes through it); a link among the parents refuses the write. A new file gets
-    mode 0600, an existing one keeps its mode. `durable` fsyncs the data and the directory.
+    mode 0600, an existing one keeps its mode, unless `mode` says what the file must have (a
+    secret stays private whatever mode the file it replaces had). `durable` fsyncs the data and
+    the directory.
     The replace runs inside `around_replace(Replacing(...))` when given, after the data is on
     disk: the old file is swapped out to the temp name (`Replacing.displaced`), so the hook can
     read whatever was there at the very instant of the replace, and unlinked after its block.
@@ -246,19 +249,23 @@ def write_atomic(
     parts = split(rel)
     name = parts[-1]
     with open_dir(root, parts[:-1], create=True) as dir_fd:
+        kept: int | None = None
         try:
             st = os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
-            mode = stat.S_IMODE(st.st_mode) if stat.S_ISREG(st.st_mode) else None
+            kept = stat.S_IMODE(st.st_mode) if stat.S_ISREG(st.st_mode) else None
         except FileNotFoundError:
-            mode = None
+            pass
+        regular = kept is not None
+        if mode is not None:
+            kept = mode
         tmp = f".{name}.{os.getpid()}.{secrets.token_hex(4)}{TEMP_SUFFIX}"
         fd = open_file(dir_fd, tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL)
         try:
             with os.fdopen(fd, "wb") as fh:
                 fh.write(data)
                 fh.flush()
-                if mode is not None:
-                    os.fchmod(fh.fileno(), mode)
+                if kept is not None:
+                    os.fchmod(fh.fileno(), kept)
                 if durable:
                     os.fdatasync(fh.fileno())  # data + size: enough for rename-over safety
             if around_replace is None:
@@ -267,7 +274,7 @@ def write_atomic(
                 replacing = Replacing(dir_fd, name)
                 with around_replace(replacing):
                     # Only a regular file is swapped out: a rename onto a folder must still fail.
-                    if mode is not None and _exchange(dir_fd, tmp, name):
+                    if regular and _exchange(dir_fd, tmp, name):
                         try:
                             out: int | None = os.stat(tmp, dir_fd=dir_fd, follow_symlinks=False).st_mode
                         except FileNotFoundError:  # a temp sweep took it already: nothing to read

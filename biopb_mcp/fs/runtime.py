@@ -17,21 +17,51 @@ import contextlib
 import logging
 import os
 import re
+import secrets
 import stat
 import tempfile
 from pathlib import Path
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["CONFIG_DIR_KEY", "UnsafeFile", "private_runtime_dir", "read_private_text", "sweep_stale"]
+__all__ = [
+    "CONFIG_DIR_KEY",
+    "CONNECTION_FILE",
+    "KERNEL_STEM",
+    "UnsafeFile",
+    "connection_file_pid",
+    "kernel_stem",
+    "pid_alive",
+    "private_runtime_dir",
+    "read_private_text",
+    "sweep_stale",
+]
 
 CONFIG_DIR_KEY = "biopb_config_dir"
 """Key in a server's kernel connection file naming the server's config dir: ``biopb-mcp console``
 joins only the kernels of its own config, even where two configs share one runtime dir."""
 
+KERNEL_STEM = "kernel-{pid}-{token}"
+"""A server's kernel files: its connection file ``<stem>.json`` and IPC sockets ``<stem>-<n>``,
+named by the server's pid (so a sweep knows whose they are) and a random hex token."""
+
+CONNECTION_FILE = re.compile(r"kernel-(?P<pid>\d+)-[0-9a-f]+\.json")
+"""A server's kernel connection file: ``KERNEL_STEM`` + ``.json``."""
+
 STALE_NAME = re.compile(r"(?:kernel-(?P<kpid>\d+)-[0-9a-f]+(?:\.json|-\d+)|http-token-(?P<tpid>\d+))")
-"""Runtime files named by their server's pid: connection files and IPC sockets
-(``kernel-<pid>-<hex>.json`` / ``kernel-<pid>-<hex>-<n>``) and per-server token files."""
+"""Runtime files named by their server's pid: connection files and IPC sockets (``KERNEL_STEM``
+with ``.json`` or ``-<n>``) and per-server token files."""
+
+
+def kernel_stem(pid: int) -> str:
+    """A new, unique stem for this server's kernel files (see ``KERNEL_STEM``)."""
+    return KERNEL_STEM.format(pid=pid, token=secrets.token_hex(4))
+
+
+def connection_file_pid(name: str) -> int | None:
+    """The server pid a connection file's name carries, or None when the name is not one of ours."""
+    match = CONNECTION_FILE.fullmatch(name)
+    return int(match.group("pid")) if match else None
 
 
 SOCKET_DIR_NAME = re.compile(r"biopb-(?P<pid>\d+)-[A-Za-z0-9_]+")
@@ -133,14 +163,19 @@ def read_private_text(path: Path, max_bytes: int) -> str:
         os.close(fd)
 
 
-def pid_alive(pid: int) -> bool:
-    """Whether ``pid`` is a live process (another user's counts as alive)."""
+def pid_alive(pid: int, *, mine: bool = False) -> bool:
+    """Whether ``pid`` is a live process; with ``mine``, a live process of this user.
+
+    Another user's process counts as alive by default (a sweep must not take files of a pid
+    that may still be their server's); ``mine`` asks whether it can be this user's server, as
+    a console attaching to it must (another user's process there is a reused pid).
+    """
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
         return False
     except PermissionError:  # another user's live process
-        return True
+        return not mine
     return True
 
 

@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 from jupyter_client.connect import write_connection_file
 
-from biopb_mcp.fs.runtime import CONFIG_DIR_KEY
+from biopb_mcp.fs.runtime import CONFIG_DIR_KEY, kernel_stem
 from biopb_mcp.kernel import lifeline, plugins
 from biopb_mcp.kernel.inside import INSIDE_DIR
 
@@ -175,7 +175,7 @@ class LaunchedKernel(KernelProcess):
                 f"cannot use the runtime dir {settings.runtime_dir} ({exc.strerror or exc}). Set "
                 f"server.runtime_dir in {settings.config_file} to a writable directory."
             ) from None
-        stem = f"kernel-{os.getpid()}-{uuid.uuid4().hex[:8]}"
+        stem = kernel_stem(os.getpid())
         conn = runtime / f"{stem}.json"
         argv, spec_env, desc, is_python = self._kernel_command(conn)
         prefix, sock_dir = lifeline.socket_prefix(runtime, stem)

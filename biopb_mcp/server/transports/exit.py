@@ -78,6 +78,20 @@ async def exit_on_signal(state: AppState) -> None:
             shutdown_and_exit(state, 0)
 
 
+def sweep_at_start(settings: Settings) -> None:
+    """What servers killed mid-write left: runtime files of dead servers, and temp files under
+    the state dir (search index, notebooks, images, tokens) and the runtime dir. The docs tier is
+    swept by its store. Never raises."""
+    from biopb_mcp.fs.atomic import sweep_stale_temps
+    from biopb_mcp.fs.runtime import sweep_stale
+
+    sweep_stale(settings.runtime_dir)
+    for root in {Path(settings.state_dir), Path(settings.runtime_dir), Path(settings.record.dir or settings.state_dir)}:
+        swept = sweep_stale_temps(root)
+        if swept:
+            logger.info("removed %d temp files crashed writers left under %s", swept, root)
+
+
 def run_then_exit(state: AppState, main: Callable[..., Any], *args: Any) -> NoReturn:
     """Run a transport; whatever way it ends, the kernel goes down with the server."""
     try:
@@ -109,7 +123,6 @@ def serve(
     Returns:
         An exit code (the stdio and HTTP paths normally leave through ``os._exit``).
     """
-    from biopb_mcp.fs.runtime import sweep_stale
     from biopb_mcp.server.logs import setup_logging
 
     if transport == "stdio":
@@ -118,14 +131,14 @@ def serve(
         setup_logging(settings, stderr=True)  # creates the log file 0600; raises ConfigError if it cannot
         # Before anything else can print: the wire moves to private fds, fd 1 goes to the log.
         wire = claim_stdio(settings.log_file)
-        sweep_stale(settings.runtime_dir)  # files a SIGKILLed server could not remove
+        sweep_at_start(settings)
         mcp, state = build_server(settings, trace=trace)
         state.transport = "stdio"
         logger.info("biopb-mcp %s serving stdio (pid %d)", biopb_mcp.__version__, os.getpid())
         run_then_exit(state, serve_stdio, mcp, state, wire)
     if transport == "http":
         setup_logging(settings, stderr=True)
-        sweep_stale(settings.runtime_dir)
+        sweep_at_start(settings)
         from biopb_mcp.server.transports.http import bind_loopback, http_token, serve_http
 
         mcp, state = build_server(settings, trace=trace)

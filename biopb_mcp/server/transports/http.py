@@ -17,7 +17,6 @@ import os
 import secrets
 import signal
 import socket
-import stat
 import threading
 import time
 from collections.abc import Iterable
@@ -30,6 +29,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from biopb_mcp.config.settings import Settings
 from biopb_mcp.errors import ConfigError
+from biopb_mcp.fs import nofollow
 from biopb_mcp.fs.runtime import private_runtime_dir, read_private_text
 from biopb_mcp.server.app import log_level
 from biopb_mcp.server.protocol import RefuseBatches
@@ -101,17 +101,10 @@ def write_token_file(runtime_dir: Path, token: str) -> Path:
 
 
 def _write_private(path: Path, token: str) -> None:
-    """Write ``token`` to ``path`` created 0600 from the start (a chmod after a default-mode
-    create would leave a window), never through a link nor into a FIFO (whose open would wait
-    for a reader)."""
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_NONBLOCK, 0o600)
-    try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            raise OSError(f"{path} is not a regular file")
-        os.fchmod(fd, 0o600)
-        os.write(fd, (token + "\n").encode("ascii"))
-    finally:
-        os.close(fd)
+    """Write ``token`` to ``path`` through the package's one atomic write: a temp file created
+    0600 (no window with a wider mode), renamed over whatever was there (a link or a FIFO is
+    replaced, never written through or waited on)."""
+    nofollow.write_atomic(path.parent, path.name, (token + "\n").encode("ascii"), mode=0o600)
 
 
 STABLE_TOKEN_FILE_NAME = "http-token"
@@ -150,10 +143,7 @@ def stable_token(state_dir: Path, *, rotate: bool = False) -> tuple[str, Path, s
             how = "replaced"
     token = new_token()
     state_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
-    tmp = state_dir / f".{STABLE_TOKEN_FILE_NAME}.{os.getpid()}.tmp"
-    tmp.unlink(missing_ok=True)  # a crash's leftover, or something planted: never written through
-    _write_private(tmp, token)
-    os.replace(tmp, path)  # a reader never sees a half-written token; a planted link is replaced
+    _write_private(path, token)  # a reader never sees a half-written token
     return token, path, how
 
 
