@@ -22,6 +22,6 @@ from __future__ import annotations
 
 from biopb_mcp.server.app import build_server
 from biopb_mcp.server.state import AppState
-from biopb_mcp.server.transports.exit import serve
+from biopb_mcp.server.transports.serve import serve
 
 __all__ = ["AppState", "build_server", "serve"]
