@@ -309,6 +309,39 @@ class KernelClient:
         if not _PATH_RE.fullmatch(path):
             raise KernelError(f"{path!r} is not a dotted Python name such as 'img' or 'np.ndarray'.")
         timeout = self._settings.kernel.request_timeout
+        expr = self._evaluate_idle(rendering.inspect_expression(path), timeout, "the inspection")
+        if expr.get("status") != "ok":
+            raise KernelError(f"Inspecting {path!r} failed: {expr.get('ename')}: {expr.get('evalue')}")
+        info = rendering.parse_expression_json(expr["data"]["text/plain"])
+        if "error" in info:
+            raise KernelError(f"Cannot inspect {path!r}: {info['error']}.")
+        return rendering.format_inspection(info)
+
+    def query(self, expression: str, timeout: float, what: str = "the query") -> Any:
+        """The decoded value of ``expression`` (which yields a JSON string), asked like ``inspect``.
+
+        Raises:
+            KernelNotReady: no connected kernel.
+            KernelBusy: code is running (the query would wait behind it).
+            KernelError: the kernel did not answer within ``timeout``, or the expression raised.
+        """
+        expr = self._evaluate_idle(expression, timeout, what)
+        if expr.get("status") != "ok":
+            raise KernelError(f"{what[:1].upper()}{what[1:]} failed in the kernel: {expr.get('ename')}: "
+                              f"{expr.get('evalue')}")
+        try:
+            return rendering.parse_expression_json(expr["data"]["text/plain"])
+        except (ValueError, KeyError, SyntaxError) as exc:
+            raise KernelError(f"The kernel's answer to {what} was unreadable ({type(exc).__name__}).") from None
+
+    def _evaluate_idle(self, expression: str, timeout: float, what: str) -> dict[str, Any]:
+        """The ``user_expressions`` entry of ``expression`` from an idle kernel (one at a time).
+
+        Raises:
+            KernelNotReady: no connected kernel.
+            KernelBusy: code is running.
+            KernelError: another query holds the kernel past ``timeout``, or no answer in time.
+        """
         if not self._inspect_lock.acquire(timeout=timeout):
             raise KernelError("Another inspection did not finish; retry.")
         try:
@@ -317,20 +350,15 @@ class KernelClient:
                 if self._current is not None:
                     raise _busy(self._current)
             content = _silent("")
-            content["user_expressions"] = {"r": rendering.inspect_expression(path)}
+            content["user_expressions"] = {"r": expression}
             reply = channels.call("shell", "execute_request", content, timeout)
         finally:
             self._inspect_lock.release()
         if reply is None:
             self._require_channels()
-            raise KernelError(f"The kernel did not answer the inspection within {timeout} s.")
+            raise KernelError(f"The kernel did not answer {what} within {timeout} s.")
         expr = reply["content"].get("user_expressions", {}).get("r", {})
-        if expr.get("status") != "ok":
-            raise KernelError(f"Inspecting {path!r} failed: {expr.get('ename')}: {expr.get('evalue')}")
-        info = rendering.parse_expression_json(expr["data"]["text/plain"])
-        if "error" in info:
-            raise KernelError(f"Cannot inspect {path!r}: {info['error']}.")
-        return rendering.format_inspection(info)
+        return expr if isinstance(expr, dict) else {}
 
     def query_when_idle(self, expression: str, timeout: float = 2.0) -> Any:
         """The decoded value of ``expression`` (which yields a JSON string) in an idle kernel.

@@ -386,6 +386,20 @@ class KernelHost:
         """
         return self._client.inspect(path)
 
+    def query(self, expression: str, timeout: float | None = None, what: str = "the query") -> Any:
+        """The decoded value of ``expression`` (which yields a JSON string), for a tool's answer.
+
+        Unlike ``query_when_idle`` it says why there is no answer. ``timeout`` defaults to
+        ``kernel.request_timeout``; ``what`` names the query in errors ("the viewer query").
+
+        Raises:
+            KernelNotReady: no ready kernel.
+            KernelBusy: code is running (the query would wait behind it).
+            KernelError: no answer in time, or the expression raised in the kernel.
+        """
+        return self._client.query(expression, self._settings.kernel.request_timeout if timeout is None else timeout,
+                                  what)
+
     def query_when_idle(self, expression: str, timeout: float = 2.0) -> Any:
         """The decoded value of ``expression`` (which yields a JSON string) in an idle kernel.
 

@@ -2,7 +2,8 @@
 
 Each runs inside the kernel (standard library only at import, as the kernel may be another
 Python without biopb_mcp) and adds what the agent uses to the namespace: ``show()`` and the
-figure flush (``figures_plugin.py``), ``dask_client()`` (``compute_plugin.py``).
+figure flush (``figures_plugin.py``), ``dask_client()`` (``compute_plugin.py``), ``viewer()``
+(``viewer_plugin.py``, the napari window shared with the user).
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from biopb_mcp.kernel import compute
+from biopb_mcp.kernel import compute, viewer
 
 if TYPE_CHECKING:
     from biopb_mcp.config import Settings
@@ -24,5 +25,6 @@ FIGURES_PLUGIN = Path(__file__).with_name("figures_plugin.py")
 def kernel_env(settings: Settings) -> dict[str, str]:
     """Environment for a kernel start: every built-in plugin's file and what they read."""
     env = compute.kernel_env(settings)
-    env["BIOPB_MCP_BUILTIN_PLUGINS"] = os.pathsep.join([str(FIGURES_PLUGIN), str(compute.PLUGIN_FILE)])
+    files = [FIGURES_PLUGIN, compute.PLUGIN_FILE, viewer.PLUGIN_FILE]
+    env["BIOPB_MCP_BUILTIN_PLUGINS"] = os.pathsep.join(str(path) for path in files)
     return env
