@@ -119,7 +119,7 @@ def parse_look(answer: Any) -> ViewerLook:
     if not isinstance(answer, dict):
         return ViewerLook(ViewerState.ERROR, error="the kernel's answer was not readable")
     try:
-        state = ViewerState(answer.get("state"))
+        state = ViewerState(str(answer.get("state")))
     except ValueError:
         return ViewerLook(ViewerState.ERROR, error=f"unknown viewer state {answer.get('state')!r}")
     png: bytes | None = None

@@ -17,6 +17,7 @@ may not have it): it uses the viewer ``viewer()`` opened, else ``napari.current_
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import importlib.util
 import io
@@ -36,7 +37,7 @@ PROBE_TIMEOUT = 30.0
 """Seconds the display probe may take; a display that hangs is reported, not waited on."""
 
 WAKE_INTERVAL_MS = 50
-"""How often the idle kernel checks for a request that Qt's socket notifier missed."""
+"""How often the idle kernel checks, from Qt's loop, for a request its socket notifier missed."""
 
 MAX_COUNTED_LABELS = 16_777_216
 """Labels layers up to this many pixels (in memory) have their labels counted for the layer list."""
@@ -233,17 +234,29 @@ def _enable_qt_loop() -> None:
         return
     if getattr(shell, "active_eventloop", None) != "qt":
         shell.run_line_magic("gui", "qt")
-    pass
+    _keep_waking(getattr(shell, "kernel", None))
+
+
+def _asyncio_has_work() -> bool:
+    """Tasks besides the one running Qt's loop wait on the kernel's asyncio loop (a request's handler)."""
+    try:
+        current = asyncio.current_task()
+        return any(task is not current for task in asyncio.all_tasks())
+    except RuntimeError:  # no running asyncio loop: nothing of the kernel's can be waiting on it
+        return False
 
 
 def _keep_waking(kernel: Any) -> None:
-    """Poll the shell socket while Qt's loop runs, so a request is never left waiting.
+    """Every ``WAKE_INTERVAL_MS`` while the idle kernel runs Qt's loop, hand its own loop a turn.
 
-    ipykernel leaves Qt's loop when a socket notifier sees the shell socket become readable;
-    zmq signals that edge once, and a request that lands while the kernel is between two runs
-    of the loop can miss it: the kernel then sits in Qt's loop with the request unread (seen
-    as an execute_code that never starts). A timer does the notifier's work every
-    ``WAKE_INTERVAL_MS``, only while the kernel idles in the loop.
+    ipykernel leaves Qt's loop only when a socket notifier sees a new request on the shell
+    socket. Two ways a request is then left waiting (an execute_code that never starts): the
+    kernel's asyncio loop took the request in (its handler is a task not yet run) just before
+    ipykernel re-entered Qt's loop, which blocks that asyncio loop; or the request landed while
+    the notifier was off and zmq, which signals readability once, never signals it again. So
+    the timer takes in any waiting request (as the notifier would) and leaves Qt's loop when
+    it took one in or a task waits on the asyncio loop; ipykernel re-enters Qt's loop a
+    millisecond later, so the window stays live.
     """
     app = getattr(kernel, "app", None)
     if kernel is None or app is None or getattr(kernel, "_biopb_wake_timer", None) is not None:
@@ -251,6 +264,7 @@ def _keep_waking(kernel: Any) -> None:
     from ipykernel import eventloops
     from qtpy.QtCore import QTimer
 
+    # ipykernel 7 reads requests through a per-subshell stream; earlier versions had one shell stream
     shell_stream = (eventloops.get_shell_stream(kernel) if hasattr(eventloops, "get_shell_stream")
                     else kernel.shell_stream)
 
@@ -258,11 +272,13 @@ def _keep_waking(kernel: Any) -> None:
         loop = getattr(app, "qt_event_loop", None)
         if loop is None or not getattr(app, "_in_event_loop", False):
             return  # a cell is running (napari processing events): requests wait their turn
-        if shell_stream.flush(limit=1):
-            notifier = getattr(kernel, "_qt_notifier", None)
-            if notifier is not None:
-                notifier.setEnabled(False)
-            loop.quit()
+        took_in = shell_stream.flush(limit=1)
+        if not took_in and not _asyncio_has_work():
+            return
+        notifier = getattr(kernel, "_qt_notifier", None)
+        if notifier is not None:
+            notifier.setEnabled(False)
+        loop.quit()
 
     timer = QTimer(app)
     timer.setInterval(WAKE_INTERVAL_MS)
@@ -339,7 +355,7 @@ def _layer_facts(layer: Any, shown: Any) -> dict[str, Any]:
                              "selected": layer is shown.layers.selection.active}
     data = layer.data
     if kind == "points":
-        facts["count"] = int(len(data))
+        facts["count"] = len(data)
     elif kind == "shapes":
         facts["count"] = int(layer.nshapes)
         kinds: dict[str, int] = {}
@@ -353,7 +369,7 @@ def _layer_facts(layer: Any, shown: Any) -> dict[str, Any]:
     if getattr(data, "dtype", None) is not None:
         facts["dtype"] = str(data.dtype)
     if multiscale:
-        facts["levels"] = int(len(data))
+        facts["levels"] = len(data)
     array = data[0] if multiscale else data
     module = type(array).__module__.split(".")[0]
     if module not in ("numpy", "builtins", "napari"):
