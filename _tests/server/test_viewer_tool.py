@@ -12,6 +12,7 @@ import base64
 import contextlib
 import io
 import json
+import re
 from collections.abc import AsyncIterator, Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -26,6 +27,7 @@ from mcp import Client
 from mcp.types import CallToolResult, ImageContent
 from PIL import Image
 
+from _tests.support import seedlib
 from _tests.support.kernel_helpers import make_settings
 from _tests.support.notebook_kernel import NotebookKernel, Ran
 from _tests.support.results import output_of, text_of
@@ -133,13 +135,15 @@ async def call(client: Client, tool: str, **arguments: object) -> CallToolResult
 
 
 async def run_code(client: Client, code: str) -> str:
-    """execute_code, followed with poll_job to its end (a first viewer() can outlast promote_after)."""
+    """execute_code's output, followed with poll_job to its end (a first viewer() can outlast promote_after)."""
     result = await call(client, "execute_code", code=code)
     while (line := parse_job_line(text_of(result))) is not None and line.running:
         await anyio.sleep(0.2)
         result = await call(client, "poll_job", job_id=line.job_id)
     assert not result.is_error, text_of(result)
-    return output_of(result)
+    output = output_of(result)
+    # a call that became a job (promote_after) reads back with a status line first
+    return output.split("\n", 1)[1] if re.match(r"job-\d+: finished in ", output) else output
 
 
 def screenshot(result: CallToolResult) -> np.ndarray:
@@ -257,6 +261,19 @@ async def test_a_big_screenshot_is_downscaled_to_the_image_bound_and_said_so(age
     assert f"max_image_bytes={MAX_IMAGE_BYTES}; attached downscaled to" in text, text
     assert len(base64.b64decode(next(b for b in result.content if isinstance(b, ImageContent)).data)) <= MAX_IMAGE_BYTES
     assert encoded_size(result) <= state.settings.kernel.max_result_bytes
+
+
+async def test_the_viewer_doc_runs_as_written(agent: tuple[Client, Any]) -> None:
+    client, _ = agent
+    await run_code(client, "image = np.random.default_rng(1).random((64, 80))\n"
+                           "labels = np.zeros((64, 80), np.int32); labels[10:20, 10:20] = 1")
+    printed = ""
+    for block in seedlib.code_blocks(seedlib.read("viewer")):
+        printed = await run_code(client, block)
+    assert printed == "0 seeds; 1 labels; 0 regions", printed
+    text = text_of(await call(client, "look_at_viewer"))
+    for name in ("dapi", "nuclei (otsu)", "seeds", "regions", "nuclei corrected"):
+        assert f"- {name}" in text, text
 
 
 async def test_while_a_job_runs_it_answers_busy_naming_the_job(agent: tuple[Client, Any], world: World) -> None:
