@@ -142,6 +142,12 @@ def test_requests_never_wait_behind_an_idle_qt_loop(shown: KernelHost) -> None:
     run(shown, "v.layers.clear()")
 
 
+def test_a_qt_loop_turned_on_without_viewer_gets_the_wake_up_too(shown: KernelHost) -> None:
+    # napari.Viewer() or %gui qt typed by hand: the next cell's end installs the same poll
+    run(shown, "k = get_ipython().kernel\nk._biopb_wake_timer.stop()\ndel k._biopb_wake_timer")
+    assert run(shown, "print(k._biopb_wake_timer.isActive())")[0] == "True"
+
+
 def test_matplotlib_keeps_its_backend_and_figures_still_come_back(shown: KernelHost) -> None:
     text, images = run(shown, "import matplotlib, matplotlib.pyplot as plt\nplt.plot([1, 3, 2])\n"
                               "print(matplotlib.get_backend(), get_ipython().active_eventloop)")

@@ -51,6 +51,10 @@ MAX_KEPT_IMAGE_BYTES = 64 * 1024 * 1024
 """Total bytes of inline images kept across finished executions (they stay pageable by job id);
 past it the oldest executions are forgotten, as for text."""
 
+NUDGE_AFTER = 0.25
+"""Seconds after which an unanswered query is followed by a message that wakes a kernel idling in
+Qt's loop (``%gui qt``: napari in a user's notebook), which can miss that the query arrived."""
+
 _PATH_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*")
 
 _BOOTSTRAP_EXPR = "__import__('json').dumps(__biopb_bootstrap__)"
@@ -351,7 +355,7 @@ class KernelClient:
                     raise _busy(self._current)
             content = _silent("")
             content["user_expressions"] = {"r": expression}
-            reply = channels.call("shell", "execute_request", content, timeout)
+            reply = channels.call("shell", "execute_request", content, timeout, nudge_after=NUDGE_AFTER)
         finally:
             self._inspect_lock.release()
         if reply is None:

@@ -220,16 +220,21 @@ def _require_display() -> None:
     state["display_ok"] = True
 
 
+def _shell() -> Any:
+    """The IPython shell this runs in, or None (plain Python)."""
+    try:
+        from IPython import get_ipython
+    except ImportError:
+        return None
+    return get_ipython()
+
+
 def _enable_qt_loop() -> None:
     """``%gui qt``: the kernel runs Qt's event loop while idle, so the window stays live.
 
     It sets no matplotlib backend: figures keep coming back as images.
     """
-    try:
-        from IPython import get_ipython
-    except ImportError:
-        return
-    shell = get_ipython()
+    shell = _shell()
     if shell is None:
         return
     if getattr(shell, "active_eventloop", None) != "qt":
@@ -316,13 +321,8 @@ def look(canvas_only: bool = True) -> dict[str, Any]:
 
 
 def _environment() -> dict[str, Any]:
-    try:
-        from IPython import get_ipython
-
-        shell = get_ipython()
-        ns = shell.user_ns if shell is not None else {}
-    except ImportError:
-        ns = {}
+    shell = _shell()
+    ns = shell.user_ns if shell is not None else {}
     own = sys.modules.get(MODULE_NAME)
     return {
         "napari_problem": napari_problem(),
@@ -396,11 +396,7 @@ def _count_labels(data: Any, multiscale: bool) -> int | None:
 def install(ns: dict[str, Any]) -> None:
     """Bootstrap entry: put ``viewer`` in the namespace, unless the user already has that name."""
     ns.setdefault("viewer", viewer)
-    try:
-        from IPython import get_ipython
-    except ImportError:
-        return
-    shell = get_ipython()
+    shell = _shell()
     if shell is None:
         return
 
@@ -408,4 +404,11 @@ def install(ns: dict[str, Any]) -> None:
         # %reset empties the namespace; the helper must outlive it like the kernel's own names
         shell.user_ns.setdefault("viewer", viewer)
 
+    def keep_qt_loop_answering(_result: Any) -> None:
+        # napari.Viewer() or %gui qt typed by hand turn on Qt's loop without viewer(): it needs
+        # the same wake-up
+        if getattr(shell, "active_eventloop", None) == "qt":
+            _keep_waking(getattr(shell, "kernel", None))
+
     shell.events.register("pre_run_cell", restore_name)
+    shell.events.register("post_run_cell", keep_qt_loop_answering)
