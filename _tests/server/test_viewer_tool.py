@@ -306,17 +306,18 @@ async def test_in_a_joined_notebook_kernel_it_finds_the_scientists_own_viewer(wo
             "sv.add_image(np.ones((64, 64)), name='scientist-image')"))
         assert ran.error is None, ran.error
         settings = make_settings(world.root / "attached",
-                                 kernel=f'existing = "{notebook.connection_file}"\nrequest_timeout = 30.0\n')
+                                 kernel=f'existing = "{notebook.connection_file}"\nrequest_timeout = 30.0\npromote_after = 20.0\n')
         mcp, state = build_server(settings)
         try:
             async with Client(mcp, mode="legacy") as client:
                 assert not (await call(client, "start_kernel")).is_error
                 result = await call(client, "look_at_viewer")
-                # Back-to-back queries: ipykernel idling in Qt's loop can miss one that lands as it
-                # re-enters the loop; unanswered, it is followed by a message that wakes the kernel
-                for _ in range(40):
-                    for again in (await call(client, "look_at_viewer"), await call(client, "inspect_object", path="sv")):
-                        assert not again.is_error, text_of(again)
+                # Back-to-back requests: ipykernel idling in Qt's loop can miss one that lands as it
+                # re-enters the loop; one not begun soon is followed by a message that wakes it
+                for i in range(40):
+                    for again in (await call(client, "look_at_viewer"), await call(client, "inspect_object", path="sv"),
+                                  await call(client, "execute_code", code=f"n = {i}")):
+                        assert not again.is_error and "running" not in text_of(again), text_of(again)
         finally:
             await anyio.to_thread.run_sync(state.kernel.shutdown)
         text = text_of(result)

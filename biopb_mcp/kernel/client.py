@@ -90,6 +90,8 @@ class KernelClient:
         self._by_msg: dict[str, Execution] = {}
         self._current: Execution | None = None
         self._counter = 0
+        self._nudged: set[str] = set()
+        """msg_ids of executions whose start ``wait`` has watched (each is nudged at most once)."""
         self._image_stem = f"{os.getpid()}-{uuid.uuid4().hex[:6]}"
         """Prefix of saved images: job ids restart at job-1 in every server sharing the state dir."""
 
@@ -124,6 +126,7 @@ class KernelClient:
             self._open = False
             current, self._current = self._current, None
             self._by_msg.clear()
+            self._nudged.clear()
         if current is not None:
             current.finish(status, note=note, kernel_lost=kernel_lost)
 
@@ -245,6 +248,27 @@ class KernelClient:
             old = self._executions.pop(finished.pop(0))
             total -= len(old.snapshot()[0])
             images -= old.inline_bytes
+
+    def wait(self, ex: Execution, timeout: float) -> bool:
+        """Block up to ``timeout`` seconds; True once ``ex`` finished with all its output.
+
+        An execution the kernel has not begun after ``NUDGE_AFTER`` seconds is followed, once,
+        by a ``kernel_info_request``: a kernel idling in Qt's loop (napari in a user's notebook)
+        can miss that a request arrived, and the next message wakes it. A kernel that is merely
+        busy answers it later; its reply is dropped.
+        """
+        timeout = max(0.0, timeout)
+        deadline = time.monotonic() + timeout
+        if not ex.began.is_set():
+            with self._lock:
+                first = ex.msg_id not in self._nudged
+                self._nudged.add(ex.msg_id)
+            if first and not ex.began.wait(min(max(NUDGE_AFTER - ex.elapsed(), 0.0), timeout)):
+                with self._lock:
+                    channels = self._channels if self._current is ex else None
+                if channels is not None:
+                    channels.send("shell", channels.new_msg("kernel_info_request", {}))
+        return ex.done.wait(max(0.0, deadline - time.monotonic()))
 
     def render(self, ex: Execution, offset: int = 0) -> Rendered:
         """Bounded text and images of ``ex`` from ``offset``; see ``Rendered``."""
@@ -463,6 +487,7 @@ class KernelClient:
             final = ExecutionStatus.OK
         with self._lock:
             self._by_msg.pop(ex.msg_id, None)
+            self._nudged.discard(ex.msg_id)
             if self._current is ex:
                 self._current = None
         ex.finish(final)

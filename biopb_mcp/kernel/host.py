@@ -328,8 +328,12 @@ class KernelHost:
         return self._client.submit(code)
 
     def wait(self, ex: Execution, timeout: float) -> bool:
-        """Block up to ``timeout`` seconds; True once ``ex`` finished with all its output."""
-        return ex.done.wait(max(0.0, timeout))
+        """Block up to ``timeout`` seconds; True once ``ex`` finished with all its output.
+
+        An execution the kernel has not begun shortly after its submission is followed, once,
+        by a message that wakes a kernel idling in Qt's loop (see ``KernelClient.wait``).
+        """
+        return self._client.wait(ex, timeout)
 
     def promote(self, ex: Execution) -> str:
         """Mark ``ex`` a background job (output keeps being collected); returns its ``job-N``."""
