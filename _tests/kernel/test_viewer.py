@@ -16,7 +16,9 @@ import pytest
 from _tests.support.kernel_helpers import make_settings
 from _tests.support.xvfb import require_napari, virtual_display
 from biopb_mcp.kernel import KernelHost
+from biopb_mcp.kernel.viewer import ViewerState, look_expression, parse_look
 from biopb_mcp.server.kernel_text import rendered_text
+from biopb_mcp.server.viewer_text import look_text
 
 pytestmark = pytest.mark.slow
 
@@ -109,6 +111,19 @@ def test_napari_missing_names_the_extra_to_install(headless: KernelHost) -> None
                             "finally:\n    del sys.modules['napari']", ok=False)
     assert "napari is not installed in this kernel's Python" in text, text
     assert "pip install 'biopb-mcp[viewer]'" in text, text
+
+
+def test_the_look_query_says_why_no_viewer_can_open(headless: KernelHost) -> None:
+    require_napari()
+    look = parse_look(headless.query(look_expression(canvas_only=True)))
+    assert look.state == ViewerState.NO_VIEWER and look.viewer_function, look
+    assert "neither DISPLAY nor WAYLAND_DISPLAY" in look_text(look), look_text(look)
+    run(headless, "import sys\nsys.modules['napari'] = None")
+    try:
+        hidden = parse_look(headless.query(look_expression(canvas_only=True)))
+    finally:
+        run(headless, "del sys.modules['napari']")
+    assert "pip install 'biopb-mcp[viewer]'" in look_text(hidden), look_text(hidden)
 
 
 def test_the_helper_survives_reset_and_never_replaces_a_users_name(headless: KernelHost) -> None:

@@ -273,6 +273,22 @@ async def test_the_viewer_doc_runs_as_written(agent: tuple[Client, Any]) -> None
         assert f"- {name}" in text, text
 
 
+async def test_lazy_and_multiscale_layers_are_described_without_reading_them(agent: tuple[Client, Any]) -> None:
+    client, _ = agent
+    await run_code(client, (
+        "import dask.array as da\n"
+        "v3 = viewer()\n"
+        "v3.add_image(da.zeros((4, 256, 256), chunks=(1, 128, 128)), name='lazy stack', contrast_limits=(0, 1))\n"
+        "v3.add_image([np.zeros((256, 256)), np.zeros((128, 128))], multiscale=True, name='pyramid')\n"
+        "v3.add_labels(da.zeros((4, 256, 256), dtype=np.int32, chunks=(1, 128, 128)), name='lazy labels')"))
+    text = text_of(await call(client, "look_at_viewer"))
+    assert "- lazy stack: image, shape (4, 256, 256) float64, lazy (dask.array.core.Array)" in text, text
+    assert "- pyramid: image, shape (256, 256) float64, multiscale, 2 levels" in text, text
+    assert "labels not counted (large or lazy)" in text, text
+    assert "sliders: axis 0 at " in text and " of 4." in text, text
+    await run_code(client, "v3.layers.clear()")
+
+
 async def test_while_a_job_runs_it_answers_busy_naming_the_job(agent: tuple[Client, Any], world: World) -> None:
     client, _ = agent
     flag = world.root / "release-job"

@@ -67,8 +67,8 @@ class ViewerLook:
     canvas_only: bool = True
     opened_by: str = ""
     """``viewer()`` (the plugin's) or ``napari`` (the user's own, found by napari.current_viewer())."""
-    sliders: list[tuple[str, int, int]] = field(default_factory=list)
-    """(axis label, current index, number of steps) of the axes not on screen."""
+    sliders: list[tuple[int, str, int, int]] = field(default_factory=list)
+    """(axis, its label, current index, number of steps) of the axes not on screen."""
     ndisplay: int = 2
     error: str = ""
     napari_problem: str | None = None
@@ -136,7 +136,7 @@ def parse_look(answer: Any) -> ViewerLook:
         title=str(answer.get("title", "")),
         canvas_only=bool(answer.get("canvas_only", True)),
         opened_by=str(answer.get("opened_by", "")),
-        sliders=[(str(s.get("axis", "?")), int(s.get("at", 0)), int(s.get("of", 0)))
+        sliders=[(int(s.get("axis", 0)), str(s.get("label", "")), int(s.get("at", 0)), int(s.get("of", 0)))
                  for s in dims.get("sliders", []) if isinstance(s, dict)],
         ndisplay=int(dims.get("ndisplay", 2)),
         error=str(answer.get("error", "")),

@@ -343,7 +343,7 @@ def _png(rgba: Any) -> bytes:
 
 def _dims(shown: Any) -> dict[str, Any]:
     dims = shown.dims
-    sliders = [{"axis": str(dims.axis_labels[axis]), "at": int(dims.current_step[axis]),
+    sliders = [{"axis": int(axis), "label": str(dims.axis_labels[axis]), "at": int(dims.current_step[axis]),
                 "of": int(dims.nsteps[axis])}
                for axis in dims.not_displayed if int(dims.nsteps[axis]) > 1]
     return {"ndim": int(dims.ndim), "ndisplay": int(dims.ndisplay), "sliders": sliders}

@@ -25,7 +25,12 @@ read_doc("viewer") has the details."""
 
 
 def _number(value: float) -> str:
-    return f"{value:g}"
+    return f"{value:.4g}"
+
+
+def _axis_name(label: str) -> str:
+    """`` (z)`` for a named axis; nothing for napari's default labels (-3, -2, -1)."""
+    return "" if not label or label.lstrip("-").isdigit() else f" ({label})"
 
 
 def _layer_line(layer: LayerFacts) -> str:
@@ -101,7 +106,8 @@ def look_text(look: ViewerLook, placeholder: str = "") -> str:
     if placeholder:
         lines.append(placeholder)
     if look.sliders:
-        at = ", ".join(f"axis {axis} at {index} of {steps}" for axis, index, steps in look.sliders)
+        at = ", ".join(f"axis {axis}{_axis_name(label)} at {index} of {steps}"
+                       for axis, label, index, steps in look.sliders)
         lines.append(f"{look.ndisplay}-D view; sliders: {at}.")
     if look.state == ViewerState.OPEN or look.layers:
         lines += _layers_text(look)
