@@ -7,8 +7,11 @@ following a job that outlives ``promote_after`` with ``poll_job`` until it ends.
 
 * The docs-driven agent (default) reads the case's docs *only if the handshake lists them*, and
   plays the case's full solution only when it could read them all; otherwise it plays the
-  textbook solution, as an agent without those docs would. In session 1 of a two-session case it
-  writes the convention down with ``write_doc``.
+  textbook solution, as an agent without those docs would. For a case a shipped procedure
+  covers, the full solution is the procedure itself: the python blocks of the docs it read
+  through the server, run as written, one ``execute_code`` per block, between the case's prelude
+  (files and inputs) and epilogue (the files the request names). In session 1 of a two-session
+  case it writes the convention down with ``write_doc``.
 * ``--blind``, the docs-blind agent, reads and writes no doc and always plays the textbook solution:
   it shows which cases need what the docs hold.
 
@@ -80,7 +83,12 @@ async def play(case_name: str, workdir: Path, mcp_config: Path, *, session: int 
     case = get_case(case_name)
     session = session or case.sessions
     spec = json.loads(mcp_config.read_text(encoding="utf-8"))["mcpServers"]["biopb"]
-    params = StdioServerParameters(command=spec["command"], args=spec.get("args", []), env=spec.get("env"), cwd=str(workdir))
+    env = dict(spec.get("env") or {})
+    if os.environ.get("PYTHONPATH"):
+        # the server (and so the docs it serves) of the checkout this agent runs from, not whatever
+        # copy of the package happens to be installed
+        env.setdefault("PYTHONPATH", os.environ["PYTHONPATH"])
+    params = StdioServerParameters(command=spec["command"], args=spec.get("args", []), env=env, cwd=str(workdir))
     async with Client(params, read_timeout_seconds=120) as client:
         listed = listed_ids(client.instructions or "")
         _log(f"session {session} of {case.sessions}; handshake lists {len(listed)} ids; {'blind' if blind else 'docs-driven'}")
@@ -88,18 +96,29 @@ async def play(case_name: str, workdir: Path, mcp_config: Path, *, session: int 
         if session < case.sessions:
             return await _first_session(client, case, workdir, blind)
         informed = not blind
-        for doc_id in case.docs:
-            if blind:
-                break
-            if doc_id in listed:
-                result = await client.call_tool("read_doc", {"id": doc_id})
-                _log(f"read_doc({doc_id!r}): {len(_text(result))} chars")
-            else:
-                informed = False
-                _log(f"{doc_id!r} is not listed here; not reading it")
-        code = case.solution if informed else case.textbook_solution
-        _log("playing the " + ("full solution" if code is case.solution else "textbook solution"))
-        return await _run_code(client, workdir, code)
+        texts: dict[str, str] = {}
+        # the docs that cover the case first; the other docs its procedure runs (the references
+        # its save step calls) only once those could be read
+        for group in (case.docs, case.procedure.docs if case.procedure else ()):
+            for doc_id in group:
+                if not informed or doc_id in texts:
+                    continue
+                if doc_id in listed:
+                    result = await client.call_tool("read_doc", {"id": doc_id})
+                    texts[doc_id] = _text(result)
+                    _log(f"read_doc({doc_id!r}): {len(texts[doc_id])} chars")
+                else:
+                    informed = False
+                    _log(f"{doc_id!r} is not listed here; not reading it")
+        if not informed:
+            _log("playing the textbook solution")
+            return await _run_code(client, workdir, case.textbook_solution)
+        cells = case.solution_cells(texts.__getitem__)
+        _log("playing the " + (f"procedure as written ({len(cells)} cells)" if case.procedure else "full solution"))
+        for cell in cells:
+            if await _run_code(client, workdir, cell):
+                return 1
+        return 0
 
 
 async def _first_session(client: Client, case: Case, workdir: Path, blind: bool) -> int:

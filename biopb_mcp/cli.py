@@ -262,7 +262,8 @@ def _console(args: argparse.Namespace) -> int:
     settings = load_settings()
     from biopb_mcp.console import run
 
-    return run(Path(settings.runtime_dir), args.pid, lambda text: print(text, flush=True))
+    return run(Path(settings.runtime_dir), args.pid, lambda text: print(text, flush=True),
+               config_dir=settings.config_dir)
 
 
 def _serve(args: argparse.Namespace) -> int:

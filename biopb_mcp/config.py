@@ -34,6 +34,7 @@ __all__ = [
     "ALIASES",
     "CONFIG_DIR_ENV",
     "CONFIG_FILE_NAME",
+    "KERNEL_START_KEYS",
     "SCHEMA",
     "SECTIONS",
     "ComputeSettings",
@@ -51,13 +52,19 @@ __all__ = [
     "load_settings",
     "render_example",
     "render_show",
+    "reread_kernel_start_keys",
     "resolve_user_path",
 ]
 
 CONFIG_DIR_ENV = "BIOPB_CONFIG_DIR"
-"""Environment variable that moves the whole config dir (config file, local docs, kernel plugins)."""
+"""Environment variable that moves the whole config tree: config file, local docs, kernel plugins,
+and (unless the config moves them) the state and runtime dirs."""
 
 CONFIG_FILE_NAME = "config.toml"
+STATE_SUBDIR = "state"
+"""The state dir inside a config tree of its own (see ``_is_own_tree``), unless the config moves it."""
+RUNTIME_SUBDIR = "run"
+"""The runtime dir inside a config tree of its own, created 0700, unless the config moves it."""
 APP_NAME = "biopb"
 LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
 
@@ -121,10 +128,14 @@ class ServerSettings:
     """Server process: state, runtime and log locations, log level, tool-call trace."""
 
     state_dir: Path | None = field(default=None, metadata=_about(
-        'Logs live here; "" = the platform state dir (Linux: ~/.local/state/biopb).'))
+        'Server and kernel logs, the search index, session notebooks, the stable HTTP token and '
+        'images too big to return; "" = <config dir>/state when $BIOPB_CONFIG_DIR names the config '
+        'dir, else the platform state dir (Linux: ~/.local/state/biopb).'))
     runtime_dir: Path | None = field(default=None, metadata=_about(
-        'Kernel connection files and HTTP token files; one that others can enter gets a private '
-        'biopb-mcp-<uid> subdir (its own mode is never changed); "" = the platform runtime dir.'))
+        'Kernel connection files, HTTP token files and the %biopb magics\' files; one that others '
+        'can enter gets a private biopb-mcp-<uid> subdir (its own mode is never changed); "" = '
+        '<config dir>/run (0700) when $BIOPB_CONFIG_DIR names the config dir, else the platform '
+        'runtime dir.'))
     log_file: Path | None = field(default=None, metadata=_about(
         'Server log file; "" = <state_dir>/server.log.'))
     log_level: str = field(default="INFO", metadata=_about(
@@ -374,7 +385,8 @@ def load_settings(config_dir: Path | None = None) -> Settings:
 
     sections = {name: section(name) for name in _SECTION_TYPES}
     server: ServerSettings = sections["server"]
-    state_dir = server.state_dir or Path(platformdirs.user_state_dir(APP_NAME))
+    own_tree = _is_own_tree(cdir)
+    state_dir = server.state_dir or (cdir / STATE_SUBDIR if own_tree else Path(platformdirs.user_state_dir(APP_NAME)))
     record: RecordSettings = sections["record"]
     sections["record"] = dataclasses.replace(record, dir=record.dir or state_dir / "notebooks")
     return Settings(
@@ -382,7 +394,8 @@ def load_settings(config_dir: Path | None = None) -> Settings:
         config_file=cfile,
         docs_local_dir=sections["services"].docs_local_dir or cdir / "docs",
         state_dir=state_dir,
-        runtime_dir=server.runtime_dir or _platform_runtime_dir(warnings),
+        runtime_dir=server.runtime_dir or (cdir / RUNTIME_SUBDIR if own_tree
+                                           else _platform_runtime_dir(warnings)),
         log_file=server.log_file or state_dir / "server.log",
         kernel_log_file=state_dir / "kernel.log",
         plugins_dir=cdir / "kernel",
@@ -391,6 +404,15 @@ def load_settings(config_dir: Path | None = None) -> Settings:
         warnings=warnings,
         **sections,
     )
+
+
+def _is_own_tree(cdir: Path) -> bool:
+    """Whether ``cdir`` is a config tree of its own (``$BIOPB_CONFIG_DIR`` or a dir passed in)
+    rather than the platform one: such a tree keeps its state and runtime files inside it, so
+    its servers never share a search index, token or kernel connection files with another
+    tree's, and ``console`` finds only its own servers' kernels."""
+    platform = Path(platformdirs.user_config_dir(APP_NAME)).expanduser().absolute()
+    return cdir != platform
 
 
 def _platform_runtime_dir(warnings: list[str]) -> Path:
@@ -469,6 +491,13 @@ def _merge(
     key_line: dict[str, int | None] = {}
     alias_values: dict[str, tuple[str, Any, int | None]] = {}
     for section, body in data.items():
+        if section not in SECTIONS and not isinstance(body, dict):
+            homes = [f"[{k.section}]" for k in SCHEMA if k.name == section]
+            hint = f" ({section} is a key of {' and '.join(homes)})" if homes else _closest_key(section)
+            raise ConfigError(
+                f"{section} is a key outside any section; every key belongs under a section header"
+                f"{hint}; sections: {', '.join(f'[{name}]' for name in SECTIONS)}",
+                path=cfile, line=lines.get(section), key=section)
         if section not in SECTIONS:
             hint = _closest(section, SECTIONS)
             raise ConfigError(
@@ -568,6 +597,15 @@ def _closest(word: str, options: Any) -> str:
     return f" (did you mean {match[0]}?)" if match else ""
 
 
+def _closest_key(name: str) -> str:
+    """A hint naming the key a stray top-level ``name`` was probably meant to be, or ""."""
+    match = difflib.get_close_matches(name, [k.name for k in SCHEMA], n=1)
+    if not match:
+        return ""
+    homes = " and ".join(f"[{k.section}] {k.name}" for k in SCHEMA if k.name == match[0])
+    return f" (did you mean {homes}?)"
+
+
 def _where(cfile: Path, line: int | None) -> str:
     return f"{cfile}:{line}" if line is not None else str(cfile)
 
@@ -580,6 +618,38 @@ def _resolve_path(raw: str, cdir: Path, cfile: Path, dotted: str, line: int | No
         raise ConfigError(f"{dotted}: cannot expand {raw!r}: {exc}", path=cfile, line=line,
                           key=dotted) from None
     return p if p.is_absolute() else cdir / p
+
+
+KERNEL_START_KEYS = ("kernel.name", "compute")
+"""What a kernel start applies and so re-reads from the file: the kernel spec and the whole
+``[compute]`` section (the kernel's dask plugin is configured when the kernel starts)."""
+
+
+def reread_kernel_start_keys(settings: Settings) -> tuple[Settings, list[str]]:
+    """``settings`` with ``KERNEL_START_KEYS`` as the config file holds them now.
+
+    A user fixes ``kernel.name`` or sets ``[compute] scheduler`` in the file; the next
+    start_kernel/restart_kernel must apply it without a server restart. Every other key keeps
+    the value the server started with. A missing file changes nothing (the server may run on
+    settings built in code).
+
+    Returns:
+        The settings to use, and the dotted keys whose value changed (empty: ``settings`` itself).
+
+    Raises:
+        ConfigError: the file is bad now; ``settings`` stay as they were.
+    """
+    if not settings.config_file.is_file():
+        return settings, []
+    fresh = load_settings(settings.config_dir)
+    kernel = dataclasses.replace(settings.kernel, name=fresh.kernel.name)
+    changed = [k.dotted for k in SCHEMA
+               if (k.dotted in KERNEL_START_KEYS or k.section in KERNEL_START_KEYS)
+               and getattr(getattr(settings, k.section), k.name) != getattr(getattr(fresh, k.section), k.name)]
+    if not changed:
+        return settings, []
+    sources = {**settings.sources, **{key: fresh.sources[key] for key in changed}}
+    return dataclasses.replace(settings, kernel=kernel, compute=fresh.compute, sources=sources), changed
 
 
 def resolve_user_path(settings: Settings, path: Path | str) -> Path:

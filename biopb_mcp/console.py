@@ -9,6 +9,7 @@ connection file, with the options that make other clients' work visible. Leaving
 from __future__ import annotations
 
 import importlib.util
+import json
 import os
 import re
 import sys
@@ -18,7 +19,7 @@ from pathlib import Path
 from typing import NoReturn
 
 from biopb_mcp.errors import KernelError
-from biopb_mcp.runtime_files import private_runtime_dir
+from biopb_mcp.runtime_files import CONFIG_DIR_KEY, private_runtime_dir
 
 __all__ = ["AGENT_PREFIX", "ServerKernel", "console_argv", "find_kernel", "running_kernels"]
 
@@ -36,6 +37,8 @@ class ServerKernel:
     server_pid: int
     connection_file: Path
     mtime: float
+    config_dir: Path | None = None
+    """The server's config dir, from its connection file (None: a file that does not name one)."""
 
 
 def _alive(pid: int) -> bool:
@@ -68,30 +71,52 @@ def running_kernels(runtime_dir: Path) -> list[ServerKernel]:
             mtime = entry.stat().st_mtime
         except OSError:
             continue
-        found.append(ServerKernel(pid, Path(entry.path), mtime))
+        found.append(ServerKernel(pid, Path(entry.path), mtime, _config_dir_of(Path(entry.path))))
     return sorted(found, key=lambda k: k.mtime, reverse=True)
 
 
-def find_kernel(runtime_dir: Path, pid: int | None = None) -> ServerKernel:
+def _config_dir_of(connection_file: Path) -> Path | None:
+    """The config dir a server wrote into its connection file, or None (unreadable, not named)."""
+    try:
+        named = json.loads(connection_file.read_text(encoding="utf-8")).get(CONFIG_DIR_KEY)
+    except (OSError, ValueError, AttributeError):
+        return None
+    return Path(named) if isinstance(named, str) and named else None
+
+
+def find_kernel(runtime_dir: Path, pid: int | None = None, config_dir: Path | None = None) -> ServerKernel:
     """The kernel to attach to: the newest server's, or server ``pid``'s.
 
+    With ``config_dir``, only a server of that config counts: two config trees may share a
+    runtime dir, and "the newest server" must not be another tree's.
+
     Raises:
-        KernelError: no running server has a kernel there (or not the one asked for).
+        KernelError: no running server of this config has a kernel there (or not the one asked for).
     """
-    kernels = running_kernels(runtime_dir)
+    every = running_kernels(runtime_dir)
+    mine = config_dir.resolve() if config_dir is not None else None
+    kernels = [k for k in every if mine is None or (k.config_dir is not None and k.config_dir.resolve() == mine)]
     if pid is not None:
         for kernel in kernels:
             if kernel.server_pid == pid:
                 return kernel
+        for kernel in every:
+            if kernel.server_pid == pid:
+                where = kernel.config_dir or "a config this release cannot tell"
+                raise KernelError(
+                    f"the biopb-mcp server with pid {pid} runs with the config dir {where}, not "
+                    f"{config_dir}: run biopb-mcp console with BIOPB_CONFIG_DIR={where}"
+                )
         others = ", ".join(str(k.server_pid) for k in kernels)
         hint = f"; servers with a kernel: {others}" if others else ""
         raise KernelError(
             f"no biopb-mcp server with pid {pid} has a running kernel in {runtime_dir}{hint}"
         )
     if not kernels:
+        of_config = f" with the config dir {config_dir}" if config_dir is not None else ""
         raise KernelError(
-            f"no running biopb-mcp server with a kernel found in {runtime_dir}: start your MCP "
-            "client (the agent calls start_kernel first), then run biopb-mcp console again"
+            f"no running biopb-mcp server{of_config} with a kernel found in {runtime_dir}: start your "
+            "MCP client (the agent calls start_kernel first), then run biopb-mcp console again"
         )
     return kernels[0]
 
@@ -107,10 +132,12 @@ def console_argv(connection_file: Path) -> list[str]:
     ]
 
 
-def run(runtime_dir: Path, pid: int | None, announce: Callable[[str], None]) -> NoReturn:
+def run(runtime_dir: Path, pid: int | None, announce: Callable[[str], None], *,
+        config_dir: Path | None = None) -> NoReturn:
     """Replace this process with the console after `announce`-ing what it attached to (the CLI
-    writes that to the terminal); returns only on error (exit code 2 via KernelError)."""
-    kernel = find_kernel(runtime_dir, pid)
+    writes that to the terminal); returns only on error (exit code 2 via KernelError). Only a
+    server of ``config_dir`` is joined (see ``find_kernel``)."""
+    kernel = find_kernel(runtime_dir, pid, config_dir)
     if importlib.util.find_spec("jupyter_console") is None:
         raise KernelError(
             "biopb-mcp console needs jupyter-console: pip install 'biopb-mcp[console]'"
@@ -126,21 +153,10 @@ def run(runtime_dir: Path, pid: int | None, announce: Callable[[str], None]) -> 
 
 
 def _launch_jupyter_console(argv: list[str]) -> None:
-    """jupyter-console, with the agent's marker printed in order with the agent's code.
+    """jupyter-console with the shell that shows the agent's work in order (see console_shell)."""
+    from biopb_mcp.console_shell import AgentConsoleApp
 
-    jupyter-console prints the marker through prompt_toolkit but the code and outputs through
-    ``sys.stdout``, which prompt_toolkit flushes later: the marker would land after the code it
-    marks. Writing it through ``sys.stdout`` too keeps the three in order.
-    """
-    from jupyter_console.app import ZMQTerminalIPythonApp  # type: ignore[import-untyped]
-    from jupyter_console.ptshell import ZMQTerminalInteractiveShell  # type: ignore[import-untyped]
-
-    def print_remote_prompt(self: ZMQTerminalInteractiveShell, ec: int | None = None) -> None:
-        count = self.execution_count if ec is None else ec
-        sys.stdout.write(f"{self.other_output_prefix}In [{count}]: ")
-
-    ZMQTerminalInteractiveShell.print_remote_prompt = print_remote_prompt
-    ZMQTerminalIPythonApp.launch_instance(argv=argv)
+    AgentConsoleApp.launch_instance(argv=argv)
 
 
 if __name__ == "__main__":  # the process run() replaces itself with

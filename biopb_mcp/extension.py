@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from biopb_mcp.kernel_link import AgentPresence, KernelLink, Pause, link_id
+from biopb_mcp.record import image_label
 
 __all__ = ["attach_text", "load", "server_command", "status_text", "unload"]
 
@@ -214,8 +215,13 @@ def _replay(ip: Any, cells: list[Any]) -> None:
             if kind == "stream":
                 _write(out.get("text", ""), err=out.get("name") == "stderr")
             elif kind in ("execute_result", "display_data"):
-                # the frontend renders the bundle as it rendered the agent's own output
-                ip.display_pub.publish(data=dict(out.get("data", {})), metadata=dict(out.get("metadata", {})))
+                # the frontend renders the bundle as it rendered the agent's own output; a text-only
+                # frontend (a console) shows the image's size, not the repr of the object behind it
+                data = dict(out.get("data", {}))
+                label = image_label(data)
+                if label is not None:
+                    data["text/plain"] = label
+                ip.display_pub.publish(data=data, metadata=dict(out.get("metadata", {})))
             elif kind == "error":
                 _write("\n".join(out.get("traceback", [])) + "\n", err=True)
         _write("\n")

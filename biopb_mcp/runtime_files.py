@@ -23,7 +23,11 @@ from pathlib import Path
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["private_runtime_dir", "sweep_stale"]
+__all__ = ["CONFIG_DIR_KEY", "UnsafeFile", "private_runtime_dir", "read_private_text", "sweep_stale"]
+
+CONFIG_DIR_KEY = "biopb_config_dir"
+"""Key in a server's kernel connection file naming the server's config dir: ``biopb-mcp console``
+joins only the kernels of its own config, even where two configs share one runtime dir."""
 
 STALE_NAME = re.compile(r"(?:kernel-(?P<kpid>\d+)-[0-9a-f]+(?:\.json|-\d+)|http-token-(?P<tpid>\d+))")
 """Runtime files named by their server's pid: connection files and IPC sockets
@@ -88,6 +92,45 @@ def private_runtime_dir(runtime_dir: Path, *, create: bool = True) -> Path | Non
             f"open to group/others); remove it, or point server.runtime_dir at a private directory"
         )
     return sub
+
+
+class UnsafeFile(OSError):
+    """A secret's file that must not be trusted: a link, not a regular file, another user's, open
+    to others, or too big; the message says which."""
+
+
+def read_private_text(path: Path, max_bytes: int) -> str:
+    """The text of a secret's file (a token): a regular file of this user that nobody else can
+    read, opened without following a link and without blocking (a FIFO planted at the name would
+    hang an open for reading until a writer came), at most ``max_bytes`` long.
+
+    Raises:
+        FileNotFoundError: nothing at ``path``.
+        UnsafeFile: something is there that must not be trusted; the message says what.
+        OSError: it cannot be read.
+    """
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except FileNotFoundError:
+        raise
+    except OSError as exc:
+        if os.path.islink(path):
+            raise UnsafeFile(f"{path} is a symbolic link") from None
+        raise UnsafeFile(f"{path} cannot be opened: {exc.strerror or exc}") from None
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            kind = "a FIFO" if stat.S_ISFIFO(st.st_mode) else "a socket" if stat.S_ISSOCK(st.st_mode) else "not a regular file"
+            raise UnsafeFile(f"{path} is {kind}")
+        if st.st_uid != os.getuid():
+            raise UnsafeFile(f"{path} belongs to another user (uid {st.st_uid})")
+        if st.st_mode & 0o077:
+            raise UnsafeFile(f"{path} is readable by others (mode {stat.S_IMODE(st.st_mode):o})")
+        if st.st_size > max_bytes:
+            raise UnsafeFile(f"{path} is {st.st_size:,} bytes, more than a token's {max_bytes:,}")
+        return os.read(fd, max_bytes + 1)[:max_bytes].decode("ascii", "replace")
+    finally:
+        os.close(fd)
 
 
 def pid_alive(pid: int) -> bool:

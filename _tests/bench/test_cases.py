@@ -1,8 +1,11 @@
 """Every case's check fails on an empty work dir and passes on its solution run in a real kernel; the
-textbook solution of every lab, hard and two-session case fails its check (so each needs a doc)."""
+textbook solution of every lab, hard and two-session case fails its check (so each needs a doc); a
+case a shipped procedure covers is solved by that procedure's blocks as written, its own code only
+loading files, passing inputs and saving."""
 
 from __future__ import annotations
 
+import ast
 import os
 from collections.abc import Iterator
 from pathlib import Path
@@ -12,7 +15,7 @@ import pytest
 from jupyter_client.blocking.client import BlockingKernelClient
 from jupyter_client.manager import KernelManager, start_new_kernel
 
-from bench.cases import all_cases, run_check
+from bench.cases import Case, all_cases, python_blocks, run_check
 from bench.prepare import (
     LAB_DIR,
     LAB_SECTION,
@@ -78,7 +81,7 @@ def kernel(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BlockingKernelC
         manager.shutdown_kernel(now=True)
 
 
-def _run(kernel: BlockingKernelClient, tmp_path: Path, code: str) -> None:
+def _run(kernel: BlockingKernelClient, tmp_path: Path, code: str, *, reset: bool = True) -> None:
     outputs: list[str] = []
 
     def keep(message: dict) -> None:
@@ -89,19 +92,90 @@ def _run(kernel: BlockingKernelClient, tmp_path: Path, code: str) -> None:
             outputs.append("\n".join(content["traceback"]))
 
     # a clean namespace per solution, so one case's imports cannot hide another's missing ones
-    code = f"%reset -f\nimport os\nos.chdir({str(tmp_path)!r})\n" + code
-    reply = kernel.execute_interactive(code, timeout=60, output_hook=keep)
+    code = ("%reset -f\n" if reset else "") + f"import os\nos.chdir({str(tmp_path)!r})\n" + code
+    reply = kernel.execute_interactive(code, timeout=120, output_hook=keep)
     assert reply["content"]["status"] == "ok", "".join(outputs)
+
+
+def shipped(doc_id: str) -> str:
+    """A shipped doc's text, as the docs arm's server would serve it under its header."""
+    return (shipped_index_path().parent / f"{doc_id}.md").read_text(encoding="utf-8")
 
 
 @pytest.mark.parametrize("case", CASES, ids=lambda case: case.name)
 def test_solution_run_in_a_kernel_passes_the_check(case, kernel: BlockingKernelClient, tmp_path: Path) -> None:
+    """The docs arm's solution, in one namespace: a covered case's is its procedure's blocks as written."""
     truth = case.setup(tmp_path, np.random.default_rng(1))
     if case.first_solution:
         _run(kernel, tmp_path, case.first_solution)
-    _run(kernel, tmp_path, case.solution)
+    _run(kernel, tmp_path, "")
+    for cell in case.solution_cells(shipped):
+        _run(kernel, tmp_path, cell, reset=False)
     passed, detail = run_check(case, tmp_path, truth)
     assert passed, detail
+
+
+PROCEDURES = set(ablate_index(shipped_index_path().read_text(encoding="utf-8")).moved)
+COVERED = [case for case in CASES if set(case.docs) & PROCEDURES]
+OWN_CODE_IMPORTS = {"numpy", "tifffile", "csv", "os", "pathlib"}
+OWN_CODE_CALLS = {
+    # loading files and passing inputs
+    "tifffile.imread", "tifffile.TiffFile", "np.stack", "np.asarray", "np.array", "np.arange", "Path",
+    "range", "len", "int", "float", "str", "list", "dict", "zip", "enumerate", "print",
+    # saving in the layout the request asks for, through the outputs helpers or plainly
+    "open", "out_path", "save_table", "save_labels", "save_image", "tifffile.imwrite", "np.savetxt", "csv.writer",
+}
+OWN_CODE_METHODS = {"asarray", "take", "index", "append", "write", "writerow", "writerows", "tolist"}
+
+
+def analysis_calls(code: str) -> list[str]:
+    """Calls and imports in a case's own code that are not file loading, input passing or saving."""
+    found: list[str] = []
+    for node in ast.walk(ast.parse(code)):
+        if isinstance(node, ast.Import | ast.ImportFrom):
+            modules = [node.module or ""] if isinstance(node, ast.ImportFrom) else [a.name for a in node.names]
+            found += [f"import {m}" for m in modules if m.split(".")[0] not in OWN_CODE_IMPORTS]
+        elif isinstance(node, ast.Call):
+            name = ast.unparse(node.func)
+            method = node.func.attr if isinstance(node.func, ast.Attribute) else ""
+            if name not in OWN_CODE_CALLS and not (method in OWN_CODE_METHODS and name not in ("np." + method,)):
+                found.append(name)
+    return found
+
+
+def test_every_covered_case_is_solved_by_its_procedure_as_written() -> None:
+    """A covered case passes through the shipped procedure's blocks, not its own analysis: it has a
+    Procedure running the docs that cover it, and its prelude, glue and epilogue call nothing but
+    file loading, input passing and saving."""
+    assert len(COVERED) >= 20
+    problems: list[str] = []
+    for case in COVERED:
+        if case.procedure is None:
+            problems.append(f"{case.name}: covered by {case.docs} but solved by its own code")
+            continue
+        missing = set(case.docs) - set(case.procedure.docs)
+        if missing:
+            problems.append(f"{case.name}: the procedure does not run {sorted(missing)}")
+        for code in case.procedure.own_code:
+            bad = analysis_calls(code)
+            if bad:
+                problems.append(f"{case.name}: its own code calls {bad}")
+        if not all(python_blocks(shipped(doc)) for doc in case.procedure.docs):
+            problems.append(f"{case.name}: a doc it runs has no python block")
+    assert not problems, "\n".join(problems)
+
+
+def test_the_own_code_check_sees_analysis() -> None:
+    """The check above would see a case doing the analysis itself."""
+    assert analysis_calls("from skimage import filters\nt = filters.threshold_otsu(img)") == [
+        "import skimage", "filters.threshold_otsu"]
+    assert analysis_calls("m = np.percentile(img, 50)\nx = img.max()") == ["np.percentile", "img.max"]
+    assert analysis_calls('import tifffile\nimage = tifffile.imread("a.tif")\nsave_table({"n": [1]}, "x")') == []
+
+
+def test_a_procedure_case_keeps_a_textbook_solution_for_the_arm_without_docs() -> None:
+    for case in COVERED:
+        assert isinstance(case, Case) and case.blind_solution, f"{case.name}: no textbook solution"
 
 
 @pytest.mark.parametrize("case", NEEDS_DOCS, ids=lambda case: case.name)

@@ -28,7 +28,7 @@ def test_scripted_agent_passes_through_the_real_server_and_reads_only_listed_doc
         assert row["harness_error"] is None and not row["timed_out"] and row["exit_code"] == 0
         assert row["tool_calls"]["start_kernel"] == 1 and row["tool_calls"]["execute_code"] >= 1
     nuclei, crop, flat = rows
-    assert nuclei["docs_read"] == ["segment-nuclei"]  # listed in the docs arm, so read
+    assert nuclei["docs_read"] == ["segment-nuclei", "outputs"]  # listed in the docs arm: the procedure and its save helpers
     assert crop["docs_read"] == []  # no procedure covers it
     assert flat["docs_read"] == [] and not flat["read_doc_called"]  # flatfield is not listed here
     assert (Path(flat["run_dir"]) / "trace.jsonl").is_file()

@@ -215,3 +215,20 @@ def test_a_torn_last_log_line_does_not_swallow_the_next_version(store: DocStore)
     (store.local_dir / "proc.md").write_text("# Proc\n\nA hand edit.\n", encoding="utf-8")
     store.write_doc("proc", body=V3)
     assert _kept_texts(store, "proc")[-2:] == ["# Proc\n\nA hand edit.\n", V3]
+
+
+@pytest.mark.parametrize("bad", [b"[" * 100_000 + b"]" * 100_000, b'{"n": ' * 50_000 + b"1" + b"}" * 50_000],
+                         ids=["lists", "objects"])
+def test_a_deeply_nested_log_line_is_skipped_and_logged_never_breaking_writes_or_the_listing(
+    store: DocStore, caplog: pytest.LogCaptureFixture, bad: bytes
+) -> None:
+    store.write_doc("proc", body=V1)
+    log = store.local_dir / HISTORY_DIR / "proc" / "versions.jsonl"
+    with log.open("ab") as f:
+        f.write(bad + b"\n")
+    with caplog.at_level("WARNING", logger="biopb_mcp.docs.history"):
+        store.write_doc("proc", body=V2)
+        listing = store.read_doc("proc@history", FOR_AGENT)
+    assert "v1" in listing and "v2 (current)" in listing
+    assert _kept_texts(store, "proc") == [V1, V2]
+    assert any("unusable line" in r.getMessage() for r in caplog.records)

@@ -6,11 +6,13 @@ import logging
 import os
 import random
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from biopb_mcp.docs.fts import FtsIndex, digest
+from biopb_mcp.docs.ranking import score_all
 from biopb_mcp.docs.search import (
     Hit,
     search_docs,
@@ -19,6 +21,7 @@ from biopb_mcp.docs.search import (
     tokenize,
     warm_index,
 )
+from biopb_mcp.docs.sections import atoms, compounds
 from biopb_mcp.docs.store import DocStore
 from biopb_mcp.errors import InvalidQuery
 
@@ -156,8 +159,11 @@ def _index(docs: dict[str, str]) -> FtsIndex:
 
 
 def _top(index: FtsIndex, query: str, n: int = 5) -> list[tuple[str, str]]:
+    """The index's candidates for ``query``, scored as search scores them (no titles known)."""
     every = index.row_ids(index.rows())
-    return [(r.doc_id, r.heading) for r in index.search(query, n, every)]
+    found = index.candidates(query, every, 50)
+    stats = index.stats(list(dict.fromkeys(atoms(query))), list(dict.fromkeys(compounds(query))))
+    return [(s.section.doc_id, s.section.heading) for s in score_all(found, query, stats, set())][:n]
 
 
 LITERAL_CORPUS = {
@@ -435,3 +441,89 @@ def test_concurrent_searches_and_writes_stay_consistent(store: DocStore) -> None
         thread.join(timeout=60)
     assert not errors
     assert len(search_docs(store, "racedoc", 50)) == 20
+
+
+def test_a_hits_score_does_not_depend_on_how_many_hits_are_asked_for(store: DocStore, tiers: tuple[Path, Path]) -> None:
+    """The same section scored 3.758 with max_results=2 and 9.252 with 10: the phrase hits were
+    lifted by the best other hit, and with 2 asked for there was none."""
+    for n in range(3):
+        _write(tiers[1] / f"many/phrase{n}.md", f"# Phrase {n}\n\n## Use\nSet the camera offset {n} before flat-fielding.\n")
+    for n in range(6):
+        _write(tiers[1] / f"many/words{n}.md", f"# Words {n}\n\n## Notes\noffset of the camera, offset {n}, camera\n")
+    few, many = search_docs(store, "camera offset", 2), search_docs(store, "camera offset", 10)
+    assert [(h.doc_id, h.heading) for h in few] == [(h.doc_id, h.heading) for h in many[:2]]
+    by_section = {(h.doc_id, h.heading): h.score for h in many}
+    for hit in few:
+        assert hit.score == by_section[(hit.doc_id, hit.heading)]
+    assert many == sorted(many, key=lambda h: -h.score)
+
+
+def test_a_doc_titled_or_hooked_with_the_query_outranks_body_mentions(store: DocStore, tiers: tuple[Path, Path]) -> None:
+    """"Scope pixel size" ranked 5th for `pixel size` under docs that only mention it."""
+    shipped, local = tiers
+    for n in range(6):
+        _write(local / f"many/mention{n}.md", f"# Imaging notes {n}\n\n## Calibration\n" + "The pixel size matters; check the pixel size. " * (n + 2) + "\n")
+    _write(local / "many/scope.md", "# Scope pixel size\n\nOur scope: 0.325 µm per pixel at 20x.\n")
+    _write(local / "notes.md", "# Lab notes\n\nMeasured once: size of a pixel on camera B.\n")  # hook below names it
+    index = (shipped / "index.md").read_text().replace("- notes: my notes", "- notes: pixel size of camera B")
+    _write(local / "index.md", index)
+    hits = search_docs(store, "pixel size", 10)
+    assert {h.doc_id for h in hits[:2]} == {"many/scope", "notes"}, [(h.doc_id, h.score) for h in hits]
+    assert all(h.score < hits[1].score for h in hits[2:])
+
+
+def test_a_query_past_its_time_budget_is_refused_saying_what_to_do(
+    store: DocStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from biopb_mcp.docs import search as search_mod
+    from biopb_mcp.errors import DocProblem
+
+    assert search_docs(store, "operands could not be broadcast")  # the index is built: refresh is not timed
+    monkeypatch.setattr(search_mod, "QUERY_BUDGET_S", 0.0)
+    with pytest.raises(InvalidQuery, match=r"was stopped after 0 s.*most distinctive part") as caught:
+        search_docs(store, "operands could not be broadcast")
+    assert caught.value.kind is DocProblem.QUERY_TOO_COSTLY
+    monkeypatch.undo()
+    assert search_docs(store, "operands could not be broadcast")[0].doc_id == "numpy-errors"
+
+
+def test_a_long_query_expands_only_a_few_long_words_as_prefixes(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every word of a pasted passage expanded as a prefix ("a*", "of*", "to*") merged most of the
+    vocabulary: ordinary long queries took seconds on 5,000 docs."""
+    index = _index(LITERAL_CORPUS)
+    seen: list[str] = []
+    real = FtsIndex._scored
+
+    def recording(self: FtsIndex, match: str, ranges: list[tuple[int, int]]) -> Iterator[int]:
+        seen.append(match)
+        return real(self, match, ranges)
+
+    monkeypatch.setattr(FtsIndex, "_scored", recording)
+    query = "a value error of this kind is what you get to see when operands of two shapes do not line up"
+    _top(index, query)
+    prefixes = [m for m in seen if " *" in m]
+    assert prefixes, seen
+    expanded = [w for m in prefixes for w in m.split('"')[1::2]]
+    assert len(expanded) <= 4 and all(len(w) >= 4 for w in expanded), expanded
+
+
+def test_a_long_query_is_matched_as_a_phrase_of_a_few_words_around_its_rarest(monkeypatch: pytest.MonkeyPatch) -> None:
+    """FTS5 matches a phrase inside one row without yielding to the query's deadline, at a cost of
+    the row's length times the phrase's: 249 words against a megabyte of one word took seconds
+    past the budget. The whole query is still confirmed on the section's text."""
+    from biopb_mcp.docs import fts
+
+    index = _index(LITERAL_CORPUS)
+    seen: list[str] = []
+    real = FtsIndex._unscored
+
+    def recording(self: FtsIndex, match: str, ranges: list[tuple[int, int]], cap: int = fts.RANK_CAP) -> Iterator[int]:
+        seen.append(match)
+        return real(self, match, ranges, cap)
+
+    monkeypatch.setattr(FtsIndex, "_unscored", recording)
+    query = "Error: operands could not be broadcast together with shapes (3,) (4,)\nFix the axis order"
+    assert _top(index, query)[0] == ("numpy-errors", "The broadcast error")
+    phrases = [m.split('"')[1].split() for m in seen]
+    assert phrases and all(len(p) <= fts.PHRASE_WORDS for p in phrases), phrases
+    assert all("fix" in p for p in phrases)  # its rarest word (one section holds it) is in every phrase

@@ -536,3 +536,70 @@ def test_a_same_size_edit_within_the_same_timestamp_is_still_seen(store: DocStor
     path.write_text("---\ndescription: other take\n---\n# Note\n")  # same size
     os.utime(path, ns=(stamp, stamp))  # and the same mtime, as a coarse clock would give
     assert store.info("lab/note").description == "other take"
+
+
+def test_the_size_cap_holds_for_the_text_written_not_the_argument(store: DocStore) -> None:
+    """A body of exactly the cap gains a newline, and old/new can grow a doc: the cap is checked
+    on the text that would be written, so no write leaves a doc too big to read again."""
+    store.render_index()
+    before = snapshot(store.local_dir)
+    with pytest.raises(WriteRefused, match=f"would be {FILE_MAX_BYTES + 1:,} bytes; a doc file may have at most"):
+        store.write_doc("huge", body="a" * FILE_MAX_BYTES)  # no trailing newline: one more byte on disk
+    assert snapshot(store.local_dir) == before
+    half = "b" * (FILE_MAX_BYTES // 2) + "\n"
+    store.write_doc("grown", body="# Grown\n\nMARK\n" + half)
+    with pytest.raises(WriteRefused, match="bytes; a doc file may have at most"):
+        store.write_doc("grown", old="MARK", new=half + half)
+    assert store.doc_text("grown")[0] == "# Grown\n\nMARK\n" + half  # unchanged, still readable
+    assert store.write_doc("fits", body="c" * (FILE_MAX_BYTES - 1)).created  # + newline: exactly the cap
+    assert len(store.doc_text("fits")[0].encode()) == FILE_MAX_BYTES
+
+
+def test_the_index_is_capped_in_bytes_and_lines_and_a_shrinking_write_stays_allowed(store: DocStore) -> None:
+    from biopb_mcp.docs import INDEX_MAX_BYTES, INDEX_MAX_LINES
+
+    store.render_index()
+    before = snapshot(store.local_dir)
+    prose = "".join(f"note {i}\n" for i in range(INDEX_MAX_LINES))
+    with pytest.raises(WriteRefused, match=f"would be {INDEX_MAX_LINES + 2:,} lines; the index may have at most"):
+        store.write_doc("index", body="# docs\n\n" + prose)
+    with pytest.raises(WriteRefused, match="bytes; the index may have at most"):
+        store.write_doc("index", body="# docs\n\n" + "x" * INDEX_MAX_BYTES + "\n")
+    with pytest.raises(WriteRefused, match="lines; the index may have at most"):
+        store.write_doc("index", old="ignored: smlm", new="ignored: smlm\n" + prose)
+    assert snapshot(store.local_dir) == before
+    # An index made too long by hand can still be shortened by a write.
+    (store.local_dir / "index.md").write_text(SHIPPED_INDEX + prose)
+    assert store.write_doc("index", old="note 0\n", new="").changed
+
+
+def test_a_write_computes_its_diffs_after_releasing_the_tier_lock(
+    store: DocStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A big diff must not hold every other writer out: the lock is free while it is computed."""
+    import fcntl
+
+    from biopb_mcp.docs import atomic, textdiff, writes
+
+    store.render_index()
+    held: list[bool] = []
+    real = textdiff.unified_diff
+
+    def probing(*args: str) -> str:
+        fd = os.open(store.local_dir / atomic.LOCK_NAME, os.O_RDWR)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            fcntl.flock(fd, fcntl.LOCK_UN)
+            held.append(False)
+        except BlockingIOError:
+            held.append(True)
+        finally:
+            os.close(fd)
+        return real(*args)
+
+    monkeypatch.setattr(writes, "unified_diff", probing)
+    result = store.write_doc("fresh", body="# Fresh\n\nA procedure.\n")
+    assert "+A procedure." in result.diff and result.index_diff is not None and "fresh" in result.index_diff
+    assert "+Changed." in store.write_doc("fresh", body="# Fresh\n\nChanged.\n").diff
+    assert "+- kernel : namespace" in store.write_doc("index", old="- kernel:", new="- kernel :").diff
+    assert held and not any(held), held

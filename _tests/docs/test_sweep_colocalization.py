@@ -90,6 +90,36 @@ def test_pearson_texture_by_design(kernel: seedlib.KernelRunner, tmp_path: Path)
     assert int(out["_images_shown"]) == 1, "the scatter plot comes back as one image"
 
 
+def test_manders_on_a_continuous_texture(kernel: seedlib.KernelRunner, tmp_path: Path) -> None:
+    """A continuous texture (inside the validated range): the two-population gate measures noise as
+    noise, so Manders comes out, equal to the classic formula on the same pixels."""
+    inputs, _ = make_texture(311)
+    out = run_doc(kernel, "colocalization", inputs, PRODUCES, tmp_path)
+    truth = classic_manders(inputs)
+    assert str(out["manders_note"]) == ""
+    for k in ("m1", "m2"):
+        assert abs(float(out[k]) - truth[k]) < 1e-9, f"{k} {float(out[k])} vs classic {truth[k]}"
+
+
+def test_sweep_fails_with_the_spread_of_all_pixels_as_noise(kernel: seedlib.KernelRunner, tmp_path: Path) -> None:
+    """Core step replaced by the old one (noise = spread of every pixel in the mask): the texture's
+    own signal counts as noise, the gate rejects it and M1/M2 become NaN."""
+    inputs, _ = make_texture(311)
+    edit = replace_once("    noise = 1.4826 * np.median(np.abs(d[inside])) / 2          # SD of one pixel's noise",
+                        "    noise = 1.4826 * np.median(np.abs(v - np.median(v)))")
+    out = run_doc(kernel, "colocalization", inputs, PRODUCES, tmp_path, edit=edit)
+    assert np.isnan(float(out["m1"])), "the old gate should reject the texture"
+
+
+def classic_manders(inputs: Inputs) -> dict[str, float]:
+    """Classic M1/M2 with Otsu thresholds on the pixels inside the mask (the definition itself)."""
+    from skimage.filters import threshold_otsu
+
+    m = inputs["mask"]
+    a, b = inputs["ch1"].astype(float)[m], inputs["ch2"].astype(float)[m]
+    return {"m1": float(a[b > threshold_otsu(b)].sum() / a.sum()), "m2": float(b[a > threshold_otsu(a)].sum() / b.sum())}
+
+
 def test_out_of_register_is_at_chance(kernel: seedlib.KernelRunner, tmp_path: Path) -> None:
     """ch2 shifted far out of register: M1 falls to its chance level, and the doc's chance value says so."""
     inputs, _ = make_spots(308)

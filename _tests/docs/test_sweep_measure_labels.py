@@ -61,12 +61,13 @@ def check(out: Outputs, inputs: Inputs, truth: list[tuple]) -> None:
     with open(Path(str(out["csv_path"])), newline="") as f:
         rows = list(csv.DictReader(f))
     assert len(rows) == len(truth)
-    px = inputs["pixel_size_um"]
+    px = inputs["pixel_size_um"] or 1.0
+    unit = "um" if inputs["pixel_size_um"] else "px"     # lengths in pixels when no pixel size is given
     for row, (lab, area, cy, cx, mean) in zip(rows, sorted(truth), strict=True):
         assert int(float(row["label"])) == lab
-        assert float(row["area_um2"]) == pytest.approx(area * px**2, rel=1e-9)
-        assert float(row["centroid_y_um"]) == pytest.approx(cy * px, rel=1e-9)
-        assert float(row["centroid_x_um"]) == pytest.approx(cx * px, rel=1e-9)
+        assert float(row[f"area_{unit}2"]) == pytest.approx(area * px**2, rel=1e-9)
+        assert float(row[f"centroid_y_{unit}"]) == pytest.approx(cy * px, rel=1e-9)
+        assert float(row[f"centroid_x_{unit}"]) == pytest.approx(cx * px, rel=1e-9)
         assert float(row["intensity_mean"]) == pytest.approx(mean, rel=1e-9), f"label {lab} mean"
         assert float(row["intensity_integrated"]) == pytest.approx(mean * area, rel=1e-9)
 
@@ -92,6 +93,14 @@ def test_measure_sweep(kernel: seedlib.KernelRunner, tmp_path: Path, seed: int, 
     assert int(out["saturated"]) == 0
 
 
+def test_areas_in_pixels_when_the_user_asks_for_pixels(kernel: seedlib.KernelRunner, tmp_path: Path) -> None:
+    inputs, truth = make(409)
+    inputs.update(pixel_size_um=None, source_path=str(tmp_path / "px.tif"), user_names={"measure": "nuclei.csv"})
+    out = run_doc(kernel, "measure-labels", inputs, PRODUCES, tmp_path)
+    assert Path(str(out["csv_path"])) == tmp_path / "results" / "nuclei.csv"      # the user's name, via outputs
+    check(out, inputs, truth)
+
+
 def test_saturated_objects_are_counted(kernel: seedlib.KernelRunner, tmp_path: Path) -> None:
     inputs, truth = make(407, image_dtype=np.uint8, value=(100, 250))
     for lab, *_ in truth[:3]:
@@ -104,8 +113,8 @@ def test_saturated_objects_are_counted(kernel: seedlib.KernelRunner, tmp_path: P
 @pytest.mark.parametrize(("change", "message"), [
     ("mask", "labels is a mask, not a label image: run measure.label"),
     ("shape", r"labels \(200, 220\) vs image \(200, 219\)"),
-    ("pixel", "pixel_size_um is required"),
-], ids=["bool-mask", "shape-mismatch", "no-pixel-size"])
+    ("pixel", "pixel_size_um must be positive"),
+], ids=["bool-mask", "shape-mismatch", "negative-pixel-size"])
 def test_bad_input_stops_naming_what_to_check(kernel: seedlib.KernelRunner, tmp_path: Path, change: str,
                                               message: str) -> None:
     inputs, _ = make(408)
@@ -115,7 +124,7 @@ def test_bad_input_stops_naming_what_to_check(kernel: seedlib.KernelRunner, tmp_
     elif change == "shape":
         inputs["image"] = inputs["image"][:, :-1]
     else:
-        inputs["pixel_size_um"] = None
+        inputs["pixel_size_um"] = -0.325
     with pytest.raises(seedlib.KernelError, match=message):
         run_doc(kernel, "measure-labels", inputs, PRODUCES, tmp_path)
     assert not (tmp_path / "results").exists(), "bad input writes nothing"

@@ -1,5 +1,6 @@
 """stitch-tiles across its validated range: grids 2x2 to 3x4, real overlap 5-30 % with the
-nominal value off by up to 5 points, stage error up to 8 px, one low-texture tile.
+nominal value off by up to 25 points or unknown, stage error up to 8 px, one low-texture tile or a
+faint sample (every tile's texture at the noise level).
 
 Truth is the position each tile was cut from a generated world; tolerance 1 px on every tile.
 """
@@ -27,10 +28,11 @@ class Case:
     seed: int
     grid: tuple[int, int]
     overlap: float            # real overlap between neighbours
-    nominal: float            # what the acquisition settings claim
+    nominal: float | None     # what the acquisition settings claim (None: unknown)
     stage_px: int             # stage error: each tile is off by up to this many px in y and x
     low_texture: tuple[int, int] | None = None   # one tile whose texture sits at the noise level
     dtype: str = "uint16"
+    faint: float = 0.0        # every tile's contrast scaled by this (a faint sample: texture below the noise)
 
 
 CASES = {
@@ -40,6 +42,10 @@ CASES = {
     "3x4-overlap20-nominal20-stage8": Case(104, (3, 4), 0.20, 0.20, 8),
     "2x4-overlap30-nominal25-stage2-float": Case(105, (2, 4), 0.30, 0.25, 2, dtype="float32"),
     "3x2-overlap25-nominal30-stage8-lowtexture": Case(106, (3, 2), 0.25, 0.30, 8, low_texture=(2, 0)),
+    # texture SD 2.5 (blobs 15) under noise SD 5: raw NCC cannot match these, smoothed copies can
+    "faint-3x3-overlap30-nominal5-stage8": Case(115, (3, 3), 0.30, 0.05, 8, faint=0.05),
+    "faint-2x3-overlap10-unknown-stage5": Case(114, (2, 3), 0.10, None, 5, faint=0.05),
+    "3x3-overlap8-nominal33-stage3": Case(112, (3, 3), 0.08, 0.33, 3),
 }
 
 
@@ -63,6 +69,8 @@ def make_tiles(case: Case, flat_overlap: bool = False, ghost: tuple[int, int] | 
             tile = world[y : y + TILE, x : x + TILE]
             if (r, c) == case.low_texture:
                 tile = 500 + (tile - 500) * 0.1          # texture SD 5 + blobs 30 against noise SD 5
+            elif case.faint:
+                tile = 500 + (tile - 500) * case.faint
             tiles[r, c] = tile + rng.normal(0, 5, (TILE, TILE))
             truth.append((y, x))
     if ghost:   # tile right of `ghost` shows its left neighbour's overlap 6 px lower: a confident wrong match
@@ -90,7 +98,8 @@ def test_stitch_sweep(kernel: seedlib.KernelRunner, tmp_path: Path, name: str) -
     mosaic = out["mosaic"]
     region = truth["world"][y0 : y0 + mosaic.shape[0], x0 : x0 + mosaic.shape[1]]
     covered = mosaic != 0
-    assert np.corrcoef(mosaic[covered], region[covered])[0, 1] > 0.9
+    if not case.faint and case.low_texture is None:    # a faint tile's raw pixels are mostly noise
+        assert np.corrcoef(mosaic[covered], region[covered])[0, 1] > 0.9
     print(name, "error px", err, "trusted", out["trusted"].sum(), "of", len(out["trusted"]),
           "min NCC", out["pair_quality"].min().round(3), "loops", out["loop_errors"].tolist())
 
@@ -131,7 +140,46 @@ def test_stitch_sweep_fails_when_the_search_is_replaced_by_the_nominal_offset(
     """Core step removed (offsets taken from the acquisition's nominal overlap): positions go wrong."""
     case = CASES["2x2-overlap5-nominal10-stage8"]
     inputs, truth = make_tiles(case)
-    edit = replace_once("(dy, dx), ncc = best_offset(a, b, ov_lo, ov_hi, err)",
-                        "(dy, dx), ncc = (0, round((1 - overlap_fraction) * a.shape[1])), 1.0")
+    edit = replace_once("(dy, dx), ncc, edge = best_offset(a, b, ov_lo, ov_hi, err)",
+                        "(dy, dx), ncc, edge = (0, round((1 - overlap_fraction) * a.shape[1])), 1.0, None")
     out = run_doc(kernel, "stitch-tiles", inputs, PRODUCES, tmp_path, edit=edit)
+    assert position_error(out, truth) > 1
+
+
+def test_stitch_stops_when_the_overlap_lies_beyond_the_search(kernel: seedlib.KernelRunner, tmp_path: Path) -> None:
+    """A real overlap of 50 % for a nominal 10 % (window up to 45 %): the best match sits on the
+    window's edge; the procedure names the setting to widen instead of accepting it."""
+    inputs, _ = make_tiles(Case(116, (2, 2), 0.50, 0.10, 3))
+    with pytest.raises(seedlib.KernelError, match=r"edge of its search window \(overlap.*widen overlap_slack"):
+        run_doc(kernel, "stitch-tiles", inputs, PRODUCES, tmp_path)
+
+
+def test_stitch_stops_when_the_stage_error_lies_beyond_the_search(kernel: seedlib.KernelRunner, tmp_path: Path) -> None:
+    inputs, _ = make_tiles(Case(117, (2, 2), 0.20, 0.20, 16))
+    with pytest.raises(seedlib.KernelError, match=r"edge of its search window \(stage.*widen stage_slack"):
+        run_doc(kernel, "stitch-tiles", inputs, PRODUCES, tmp_path)
+
+
+def test_stitch_sweep_fails_when_an_edge_optimum_is_accepted(kernel: seedlib.KernelRunner, tmp_path: Path) -> None:
+    """Core step removed (an optimum on the window's edge accepted): the tiles are placed wrong."""
+    inputs, truth = make_tiles(Case(116, (2, 2), 0.50, 0.10, 3))
+    edit = replace_once("    if trusted[k] and (i, j) in on_edge:", "    if False:")
+    try:
+        out = run_doc(kernel, "stitch-tiles", inputs, PRODUCES, tmp_path, edit=edit)
+    except seedlib.KernelError as exc:          # a later gate may still catch the wrong pair
+        assert "matches best on the edge of its search window" not in str(exc).splitlines()[-1]
+        return
+    assert position_error(out, truth) > 1
+
+
+def test_stitch_sweep_fails_when_faint_tiles_are_matched_raw(kernel: seedlib.KernelRunner, tmp_path: Path) -> None:
+    """Core step replaced by the old one (NCC on the raw tiles): on a faint sample the noise swamps
+    the texture; the procedure stops or places tiles wrong."""
+    inputs, truth = make_tiles(CASES["faint-2x3-overlap10-unknown-stage5"])
+    edit = replace_once("matched = np.stack([[ndi.gaussian_filter(t, 1.5) for t in row] for row in tiles])",
+                        "matched = tiles")
+    try:
+        out = run_doc(kernel, "stitch-tiles", inputs, PRODUCES, tmp_path, edit=edit)
+    except seedlib.KernelError:
+        return
     assert position_error(out, truth) > 1

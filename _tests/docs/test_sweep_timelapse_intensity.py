@@ -23,7 +23,7 @@ PRODUCES = ["bleach_rate_per_s", "f_over_f0", "times_s", "notes"]
 
 def make(seed: int, n_t: int = 40, dt: float = 2.0, k: float = 0.015, step_at: int = 20, response: float = 1.3,
          signal: float = 500.0, noise: float = 5.0, with_reference: bool = True, fast: float = 0.0,
-         dtype: Any = np.uint16) -> tuple[Inputs, dict[str, Any]]:
+         dtype: Any = np.uint16, derive_background: bool = False) -> tuple[Inputs, dict[str, Any]]:
     rng = np.random.default_rng(seed)
     shape = (48, 64)
     t = np.arange(n_t) * dt
@@ -41,7 +41,7 @@ def make(seed: int, n_t: int = 40, dt: float = 2.0, k: float = 0.015, step_at: i
     movie += rng.normal(0, noise, movie.shape)
     if np.issubdtype(dtype, np.integer):
         movie = np.round(np.clip(movie, 0, None))
-    inputs: Inputs = {"movie": movie.astype(dtype), "roi": roi, "background_roi": bg,
+    inputs: Inputs = {"movie": movie.astype(dtype), "roi": roi, "background_roi": None if derive_background else bg,
                       "reference_roi": ref if with_reference else None, "frame_interval_s": dt,
                       "baseline_frames": step_at}
     return inputs, {"k": k, "step_at": step_at, "response": response}
@@ -63,6 +63,7 @@ CONDITIONS = [
     ("10-frames-doubling", 504, {"n_t": 10, "step_at": 4, "response": 2.0, "k": 0.03}, []),
     ("low-snr-float", 505, {"signal": 100.0, "noise": 20.0, "dtype": np.float32, "response": 1.2}, []),
     ("no-reference-no-response", 506, {"with_reference": False, "response": 1.0, "k": 0.012}, []),
+    ("background-area-derived", 507, {"derive_background": True, "noise": 20.0}, []),
 ]
 
 

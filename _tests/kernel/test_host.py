@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import signal
 import stat
+import sys
 import threading
 import time
 from pathlib import Path
@@ -14,7 +15,7 @@ import pytest
 from _tests.support.kernel_helpers import make_settings, png_bytes
 from biopb_mcp.errors import JobNotFound, KernelBusy, KernelError
 from biopb_mcp.kernel import Execution, KernelHost, Rendered
-from biopb_mcp.server.kernel_text import interrupted, rendered_text
+from biopb_mcp.server.kernel_text import interrupted, rendered_text, summary
 
 pytestmark = pytest.mark.slow
 
@@ -239,3 +240,14 @@ def test_status_and_private_file_modes(host: KernelHost) -> None:
     mask = os.umask(0o022)
     os.umask(mask)
     assert rendered_text(r) == repr(oct(mask))
+
+
+def test_the_console_command_says_how_to_install_the_console_extra_when_it_is_missing(
+    host: KernelHost, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    host.start()
+    assert host.status()["connect_command"] == f"biopb-mcp console --pid {os.getpid()}"
+    monkeypatch.setitem(sys.modules, "jupyter_console", None)  # how Python marks a module unimportable
+    expected = f"pip install 'biopb-mcp[console]' && biopb-mcp console --pid {os.getpid()}"
+    assert host.status()["connect_command"] == expected
+    assert f"share it: {expected}" in summary(host.status())

@@ -8,6 +8,7 @@ section names, to compare with generated truth.
 from __future__ import annotations
 
 import math
+import os
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -17,6 +18,10 @@ import pytest
 from scipy import ndimage as ndi
 
 from _tests.support import seedlib
+
+DOCS_ENV = "BIOPB_SWEEP_DOCS"
+"""Optional folder to read the procedure docs from instead of the package (e.g. an older release's
+docs, to tabulate old against new on the same conditions)."""
 
 Inputs = dict[str, Any]
 Outputs = dict[str, np.ndarray]
@@ -47,8 +52,14 @@ def run_doc(
     workdir: Path,
     edit: Callable[[str], str] | None = None,
 ) -> Outputs:
-    """Set `inputs` in a fresh namespace, run the doc's blocks in order, return `produces`."""
+    """Set `inputs` in a fresh namespace, run the doc's blocks in order, return `produces`.
+
+    A procedure saves through the helpers of the outputs reference, so its blocks run first, as a
+    stranger following the procedure would run them (`source_path` defaults to a file in `workdir`).
+    """
     kernel.reset()
+    if doc_id != "outputs":
+        inputs = {"source_path": str(workdir / "raw.tif"), **inputs}
     arrays: dict[str, Any] = {k: v for k, v in inputs.items() if isinstance(v, np.ndarray)}
     in_file = workdir / f"{doc_id}-inputs.npz"
     np.savez(in_file, **arrays)
@@ -57,11 +68,14 @@ def run_doc(
         lines.append(f"{name} = _d[{name!r}]" if name in arrays else f"{name} = {value!r}")
     lines.append("del _np, _d")
     kernel.run("\n".join(lines))
-    text = seedlib.read(doc_id)
+    folder = os.environ.get(DOCS_ENV)
+    text = seedlib.read(doc_id, Path(folder)) if folder else seedlib.read(doc_id)
     if edit is not None:
         text = edit(text)
     blocks = seedlib.code_blocks(text)
     assert blocks, f"{doc_id} has no python blocks"
+    if doc_id != "outputs":
+        blocks = seedlib.code_blocks(seedlib.read("outputs")) + blocks
     images = 0
     for block in blocks:
         kernel.run(block)

@@ -13,6 +13,12 @@ working directory set to the work dir: the known answer, proving that the check 
 ``docs`` names the docs that cover the case (empty for the cases no procedure covers): shipped
 procedures, the lab tier's docs, or the doc a two-session case's first session writes.
 
+A case a shipped procedure covers has a :class:`Procedure` instead of a solution of its own: in
+the docs arm the scripted agent reads the procedure's docs through the server and runs their
+python blocks as written. Only a prelude that loads the files and passes the inputs, glue that
+hands one doc's outputs to the next, and an epilogue that saves in the layout the request asks
+for are the case's own code; none of them may call an analysis function (a test checks).
+
 Categories tell what a case needs:
 
 * ``textbook``: a strong model solves it from general knowledge; the docs may help.
@@ -29,14 +35,27 @@ docs-blind scripted agent): it passes textbook cases and must fail every other c
 from __future__ import annotations
 
 import importlib
-from collections.abc import Callable
+import re
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-__all__ = ["CATEGORIES", "Case", "CheckFailed", "all_cases", "get_case", "register", "run_check"]
+__all__ = [
+    "CATEGORIES",
+    "Case",
+    "CheckFailed",
+    "Each",
+    "Procedure",
+    "Run",
+    "all_cases",
+    "get_case",
+    "python_blocks",
+    "register",
+    "run_check",
+]
 
 CATEGORIES = ("textbook", "lab", "hard", "two-session")
 """Case categories, in report order; see the module docstring."""
@@ -48,6 +67,96 @@ class CheckFailed(Exception):
     """An artifact is missing or wrong; the message is the check's detail."""
 
 
+_FENCE = re.compile(r"^```(\w*)\s*$")
+
+
+def python_blocks(text: str) -> list[str]:
+    """The fenced python blocks of a doc as read (fences at column 0), in order: what a reader
+    following the doc runs."""
+    blocks: list[str] = []
+    lines: list[str] = []
+    language: str | None = None
+    for line in text.splitlines():
+        if language is None:
+            if match := _FENCE.match(line):
+                language, lines = match.group(1), []
+        elif line.startswith("```"):
+            if language == "python":
+                blocks.append("\n".join(lines))
+            language = None
+        else:
+            lines.append(line)
+    return blocks
+
+
+@dataclass(frozen=True)
+class Run:
+    """Run one doc's python blocks, as written, in order."""
+
+    doc: str
+
+
+@dataclass(frozen=True)
+class Each:
+    """Run ``steps`` once per pass of a loop ``header`` (e.g. ``for c in range(2):``), all in one cell."""
+
+    header: str
+    steps: tuple[str | Run, ...]
+
+
+Step = str | Run | Each
+"""A procedure step: the case's own code (prelude, glue or epilogue), a doc's blocks, or a loop."""
+
+
+@dataclass(frozen=True)
+class Procedure:
+    """A covered case's docs-arm solution: shipped docs run as written, between the case's own
+    code (a string step), which only loads files, passes inputs and saves what the request asks for."""
+
+    steps: tuple[Step, ...]
+
+    @property
+    def docs(self) -> tuple[str, ...]:
+        """The docs the steps run, in first-use order: what the agent must read."""
+        found: list[str] = []
+        for step in self.steps:
+            for inner in step.steps if isinstance(step, Each) else (step,):
+                if isinstance(inner, Run) and inner.doc not in found:
+                    found.append(inner.doc)
+        return tuple(found)
+
+    @property
+    def own_code(self) -> list[str]:
+        """Every piece of the case's own code (prelude, glue, epilogue, loop headers)."""
+        code: list[str] = []
+        for step in self.steps:
+            if isinstance(step, Each):
+                code += [step.header + "\n    pass", *(s for s in step.steps if isinstance(s, str))]
+            elif isinstance(step, str):
+                code.append(step)
+        return code
+
+    def cells(self, read: Callable[[str], str]) -> list[str]:
+        """The code to run, one cell per step or doc block; ``read(doc_id)`` gives a doc's text."""
+        cells: list[str] = []
+        for step in self.steps:
+            if isinstance(step, Run):
+                cells += python_blocks(read(step.doc))
+            elif isinstance(step, Each):
+                cells.append(_loop_cell(step, read))
+            else:
+                cells.append(step)
+        return cells
+
+
+def _loop_cell(step: Each, read: Callable[[str], str]) -> str:
+    """One cell running the loop: each pass runs the steps' code in the kernel's own namespace."""
+    parts: list[str] = []
+    for inner in step.steps:
+        parts += python_blocks(read(inner.doc)) if isinstance(inner, Run) else [inner]
+    return f"_steps = {parts!r}\n{step.header}\n    for _step in _steps:\n        exec(_step, globals())\n"
+
+
 @dataclass(frozen=True)
 class Case:
     """One bench task; see the module docstring for the contract of each field."""
@@ -56,7 +165,7 @@ class Case:
     request: str
     setup: Callable[[Path, np.random.Generator], Truth]
     check: Callable[[Path, Truth], tuple[bool, str]]
-    solution: str
+    solution: str = ""
     docs: tuple[str, ...] = ()
     category: str = "textbook"
     blind_solution: str | None = None
@@ -64,6 +173,8 @@ class Case:
     first_solution: str = ""
     memo: tuple[str, str] | None = None
     """Two-session cases: (doc id, body) the scripted agent writes in session 1."""
+    procedure: Procedure | None = None
+    """Covered cases: the docs-arm solution is this procedure, run from the docs as written."""
 
     @property
     def covered(self) -> bool:
@@ -73,6 +184,11 @@ class Case:
     @property
     def sessions(self) -> int:
         return 2 if self.category == "two-session" else 1
+
+    def solution_cells(self, read: Callable[[str], str]) -> Sequence[str]:
+        """What the docs-driven agent runs: the procedure's cells (docs read with ``read``), else
+        the case's solution."""
+        return self.procedure.cells(read) if self.procedure is not None else [self.solution]
 
     @property
     def textbook_solution(self) -> str:
@@ -97,6 +213,8 @@ def register(case: Case) -> Case:
         raise ValueError(f"case {case.name!r}: a {case.category} case needs the textbook solution that fails it")
     if (case.category == "two-session") != (case.memo is not None and bool(case.first_request)):
         raise ValueError(f"case {case.name!r}: two-session cases, and only they, have a first request and a memo")
+    if case.procedure is not None and (case.solution or case.blind_solution is None):
+        raise ValueError(f"case {case.name!r}: a procedure is the docs-arm solution; the textbook one goes in blind_solution")
     _REGISTRY[case.name] = case
     return case
 

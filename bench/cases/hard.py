@@ -1,10 +1,9 @@
-"""Hard cases: data on which the textbook method fails and the robust method works.
+"""Hard cases: data on which the textbook method fails and the shipped procedure, as written, works.
 
 Each case's ``blind_solution`` is what a capable agent does without the procedure (a global Otsu
-threshold, trusting the stated overlap, a wide blur as the illumination estimate); its
-``solution`` is the robust method (watershed on the distance transform, a top-hat before
-detection, an overlap search on denoised tiles, a background-only surface fit). Both are written
-here in full, so the cases do not depend on the wording of any doc.
+threshold, trusting the stated overlap, a wide blur as the illumination estimate), written here in
+full; its docs-arm solution is the procedure itself, run from the doc as written, with only a
+prelude that loads the files and passes the inputs.
 """
 
 from __future__ import annotations
@@ -14,7 +13,7 @@ from pathlib import Path
 import numpy as np
 from scipy import ndimage as ndi
 
-from bench.cases import Case, Truth, register
+from bench.cases import Case, Procedure, Run, Truth, register
 from bench.cases._kit import (
     best_shift_ncc,
     disks,
@@ -24,10 +23,10 @@ from bench.cases._kit import (
     smooth_texture,
     to_uint16,
 )
-from bench.cases.illumination import _flatness, vignetting
-from bench.cases.nuclei import _check_labels, nuclei_image
-from bench.cases.spots import _check_spots, random_points
-from bench.cases.stacks import write_tile_grid
+from bench.cases.illumination import _FIELD_ALONE, _flatness, vignetting
+from bench.cases.nuclei import _NUCLEI_INPUTS, _SAVE_COUNT, _check_labels, nuclei_image
+from bench.cases.spots import _SPOTS_INPUTS, _check_spots, random_points
+from bench.cases.stacks import TILE_INPUTS, write_tile_grid
 
 SHAPE = (256, 256)
 
@@ -108,14 +107,12 @@ register(
         ),
         setup=_setup_touching,
         check=_check_touching,
-        solution=_OTSU + """
-from scipy import ndimage as ndi
-distance = ndi.distance_transform_edt(mask)
-peaks = feature.peak_local_max(filters.gaussian(distance, 1), min_distance=6, threshold_abs=3, labels=measure.label(mask))
-markers = np.zeros(mask.shape, np.int32)
-markers[tuple(peaks.T)] = np.arange(1, len(peaks) + 1)
-labels = segmentation.watershed(-distance, markers, mask=mask)
-""" + _SAVE_LABELS,
+        procedure=Procedure((
+            _NUCLEI_INPUTS + 'exclude_edge = False\nuser_names = {"nuclei-labels": "labels.tif"}\n',
+            Run("outputs"),
+            Run("segment-nuclei"),
+            _SAVE_COUNT,
+        )),
         blind_solution=_OTSU + """
 labels = measure.label(mask)
 """ + _SAVE_LABELS,
@@ -155,15 +152,8 @@ register(
         ),
         setup=_setup_spots_background,
         check=_check_spots,
-        solution="""
-import numpy as np, tifffile
-from skimage import filters, morphology, feature
-img = tifffile.imread("spots.tif").astype(float)
-# a white top-hat wider than a spot removes the haze and the gradient; on the flattened image a
-# global threshold separates spots from noise, and local maxima give one point per spot
-flat = morphology.white_tophat(filters.gaussian(img, 1, preserve_range=True), morphology.disk(5))
-found = feature.peak_local_max(flat, min_distance=3, threshold_abs=filters.threshold_otsu(flat))
-""" + _SAVE_SPOTS,
+        procedure=Procedure((_SPOTS_INPUTS + 'mask = None\nuser_names = {"spots": "spots.csv"}\n',
+                             Run("outputs"), Run("count-spots"))),
         blind_solution="""
 import numpy as np, tifffile
 from skimage import filters, measure
@@ -207,20 +197,7 @@ register(
         ),
         setup=_setup_flat_big,
         check=_check_flat_big,
-        solution="""
-import numpy as np, tifffile
-img = tifffile.imread("field.tif").astype(np.float64)
-# fit a smooth surface to background pixels only, re-masking the objects after each fit
-yy, xx = np.mgrid[: img.shape[0], : img.shape[1]] / max(img.shape)
-terms = np.stack([np.ones_like(yy), yy, xx, yy * yy, xx * xx, yy * xx], -1).reshape(-1, 6)
-keep = img.ravel() <= np.percentile(img, 50)
-for _ in range(8):
-    coef, *_ = np.linalg.lstsq(terms[keep], img.ravel()[keep], rcond=None)
-    surface = terms @ coef
-    keep = img.ravel() / surface < 1.15
-flat = surface.reshape(img.shape)
-tifffile.imwrite("corrected.tif", (img / flat * flat.mean()).astype(np.float32))
-""",
+        procedure=Procedure((_FIELD_ALONE, Run("outputs"), Run("flatfield"))),
         blind_solution="""
 import numpy as np, tifffile
 from scipy import ndimage as ndi
@@ -293,29 +270,8 @@ register(
         ),
         setup=_setup_stitch_faint,
         check=_check_stitch_faint,
-        solution=_TILES + """
-from scipy import ndimage as ndi
-# do not trust the nominal overlap: search a wide range, on denoised tiles, by NCC
-smooth = {k: ndi.gaussian_filter(t, 2) for k, t in tiles.items()}
-tiles_raw, tiles = tiles, smooth
-
-def ncc(a, b):
-    a = a - a.mean(); b = b - b.mean()
-    return float((a * b).sum() / np.sqrt((a * a).sum() * (b * b).sum()))
-
-def offset(a, b, axis):
-    best = (-2.0, None)
-    for overlap in range(8, T // 2):
-        for d in range(-8, 9):
-            if axis == 1:
-                sa, sb, p = a[max(d, 0):T + min(d, 0), T - overlap:], b[max(-d, 0):T + min(-d, 0), :overlap], (d, T - overlap)
-            else:
-                sa, sb, p = a[T - overlap:, max(d, 0):T + min(d, 0)], b[:overlap, max(-d, 0):T + min(-d, 0)], (T - overlap, d)
-            score = ncc(sa, sb)
-            if score > best[0]:
-                best = (score, p)
-    return np.array(best[1])
-""" + _PLACE.replace("for key, tile in tiles.items():", "for key, tile in tiles_raw.items():"),
+        procedure=Procedure((TILE_INPUTS + "overlap_fraction = 0.10  # as the acquisition was set\n",
+                             Run("outputs"), Run("stitch-tiles"))),
         blind_solution=_TILES + """
 from skimage.registration import phase_cross_correlation
 overlap = round(0.10 * T)  # as acquired

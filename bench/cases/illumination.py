@@ -7,7 +7,7 @@ from pathlib import Path
 import numpy as np
 from scipy import ndimage as ndi
 
-from bench.cases import Case, Truth, register
+from bench.cases import Case, Procedure, Run, Truth, register
 from bench.cases._kit import disks, load_tiff, save_tiff, to_uint16
 
 SHAPE = (256, 256)
@@ -77,7 +77,19 @@ register(
         ),
         setup=_setup_flat_blank,
         check=_check_flat,
-        solution="""
+        procedure=Procedure((
+            """
+import tifffile
+image = tifffile.imread("sample.tif")
+blank = tifffile.imread("blank.tif")
+dark_level = tifffile.imread("dark.tif")  # a dark frame: the procedure takes its median
+source_path = "sample.tif"
+user_names = {"flatfield": "corrected.tif"}
+""",
+            Run("outputs"),
+            Run("flatfield"),
+        )),
+        blind_solution="""
 import numpy as np, tifffile
 sample = tifffile.imread("sample.tif").astype(np.float32)
 blank = tifffile.imread("blank.tif").astype(np.float32)
@@ -89,6 +101,17 @@ tifffile.imwrite("corrected.tif", corrected.astype(np.float32))
         docs=("flatfield",),
     )
 )
+
+
+_FIELD_ALONE = """
+import tifffile
+image = tifffile.imread("field.tif")
+blank = None  # no blank: the profile comes from the image's own background
+dark_level = 0.0  # no camera offset in these files
+source_path = "field.tif"
+user_names = {"flatfield": "corrected.tif"}
+"""
+"""Inputs of a flat-field case without a blank; the hard case with big objects reuses it."""
 
 
 # --- flatfield-estimate --------------------------------------------------------------------
@@ -121,7 +144,8 @@ register(
         ),
         setup=_setup_flat_estimate,
         check=_check_flat_estimate,
-        solution="""
+        procedure=Procedure((_FIELD_ALONE, Run("outputs"), Run("flatfield"))),
+        blind_solution="""
 import numpy as np, tifffile
 from scipy import ndimage as ndi
 img = tifffile.imread("field.tif").astype(np.float32)
@@ -175,7 +199,18 @@ register(
         ),
         setup=_setup_background,
         check=_check_background,
-        solution="""
+        procedure=Procedure((
+            """
+import tifffile
+image = tifffile.imread("cells.tif")
+object_diameter_px = None  # measured by the procedure
+source_path = "cells.tif"
+user_names = {"background-subtracted": "background_subtracted.tif"}
+""",
+            Run("outputs"),
+            Run("background-subtraction"),
+        )),
+        blind_solution="""
 import numpy as np, tifffile
 from scipy import ndimage as ndi
 img = tifffile.imread("cells.tif").astype(np.float32)

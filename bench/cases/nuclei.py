@@ -7,7 +7,7 @@ from pathlib import Path
 import numpy as np
 from scipy import ndimage as ndi
 
-from bench.cases import Case, CheckFailed, Truth, register
+from bench.cases import Case, CheckFailed, Each, Procedure, Run, Truth, register
 from bench.cases._kit import disks, load_tiff, read_csv, read_number, save_tiff, to_uint16
 
 SHAPE = (256, 256)
@@ -69,6 +69,14 @@ def _check_count(workdir: Path, truth: Truth) -> tuple[bool, str]:
     return True, f"{count} labelled, count.txt {reported:g}, truth {truth['count']}, F1 {f1:.2f}"
 
 
+_NUCLEI_INPUTS = """
+import tifffile
+image = tifffile.imread("nuclei.tif")
+source_path = "nuclei.tif"
+nucleus_diameter_px = None
+"""
+_SAVE_COUNT = 'open(out_path("count", "txt", "count.txt"), "w").write(str(n_nuclei))\n'
+
 _SEGMENT = """
 import numpy as np, tifffile
 from skimage import filters, measure, morphology, segmentation
@@ -89,13 +97,19 @@ register(
         ),
         setup=_setup_count,
         check=_check_count,
-        solution=_SEGMENT
+        blind_solution=_SEGMENT
         + """
 tifffile.imwrite("labels.tif", labels.astype(np.uint16))
 with open("count.txt", "w") as f:
     f.write(str(int(labels.max())))
 print(labels.max(), "nuclei")
 """,
+        procedure=Procedure((
+            _NUCLEI_INPUTS + 'exclude_edge = False\nuser_names = {"nuclei-labels": "labels.tif"}\n',
+            Run("outputs"),
+            Run("segment-nuclei"),
+            _SAVE_COUNT,
+        )),
         docs=("segment-nuclei",),
     )
 )
@@ -142,7 +156,7 @@ register(
         ),
         setup=_setup_border,
         check=_check_border,
-        solution=_SEGMENT
+        blind_solution=_SEGMENT
         + """
 labels = segmentation.clear_border(labels)
 labels, _, _ = segmentation.relabel_sequential(labels)
@@ -150,6 +164,12 @@ tifffile.imwrite("labels_interior.tif", labels.astype(np.uint16))
 with open("count.txt", "w") as f:
     f.write(str(int(labels.max())))
 """,
+        procedure=Procedure((
+            _NUCLEI_INPUTS + 'exclude_edge = True\nuser_names = {"nuclei-labels": "labels_interior.tif"}\n',
+            Run("outputs"),
+            Run("segment-nuclei"),
+            _SAVE_COUNT,
+        )),
         docs=("segment-nuclei",),
     )
 )
@@ -194,7 +214,20 @@ register(
         ),
         setup=_setup_measure,
         check=_check_measure,
-        solution="""
+        procedure=Procedure((
+            """
+import tifffile
+labels = tifffile.imread("labels.tif")
+image = tifffile.imread("nuclei.tif")
+source_path = "nuclei.tif"
+pixel_size_um = None  # the request asks for pixels
+""",
+            Run("outputs"),
+            Run("measure-labels"),
+            'save_table({"label": table["label"], "area": table["area_px2"], "mean_intensity": table["intensity_mean"]}, '
+            '"nuclei", "nuclei.csv")\n',
+        )),
+        blind_solution="""
 import tifffile, csv
 from skimage import measure
 labels = tifffile.imread("labels.tif")
@@ -247,7 +280,24 @@ register(
         ),
         setup=_setup_timelapse_count,
         check=_check_timelapse_count,
-        solution="""
+        procedure=Procedure((
+            """
+import tifffile
+stack = tifffile.imread("timelapse.tif")
+source_path = "timelapse.tif"
+nucleus_diameter_px = None  # measured on the first frame, then kept for every frame
+exclude_edge = False
+counts = []
+""",
+            Run("outputs"),
+            Each("for frame_index in range(len(stack)):", (
+                'image = stack[frame_index]\nuser_names = {"nuclei-labels": f"labels_t{frame_index}.tif"}\n',
+                Run("segment-nuclei"),
+                "counts.append(n_nuclei)\n",
+            )),
+            'import numpy as np\nsave_table({"frame": np.arange(len(counts)), "count": counts}, "counts", "counts.csv")\n',
+        )),
+        blind_solution="""
 import numpy as np, tifffile, csv
 from skimage import filters, measure, morphology
 stack = tifffile.imread("timelapse.tif").astype(float)
@@ -259,6 +309,6 @@ with open("counts.csv", "w", newline="") as f:
         mask = morphology.remove_small_objects(smooth > filters.threshold_otsu(smooth), max_size=19)
         w.writerow([t, int(measure.label(mask).max())])
 """,
-        docs=("segment-nuclei", "timelapse-intensity"),
+        docs=("segment-nuclei",),
     )
 )

@@ -7,7 +7,7 @@ from pathlib import Path
 import numpy as np
 from scipy import ndimage as ndi
 
-from bench.cases import Case, Truth, register
+from bench.cases import Case, Procedure, Run, Truth, register
 from bench.cases._kit import disks, match_points, read_csv, save_tiff, smooth_texture, to_uint16
 
 
@@ -31,6 +31,14 @@ def random_points(shape: tuple[int, int], count: int, rng: np.random.Generator, 
         if all((y - py) ** 2 + (x - px) ** 2 >= gap * gap for py, px in points):
             points.append((y, x))
     return np.array(points, np.float64).reshape(-1, 2)
+
+
+_SPOTS_INPUTS = """
+import tifffile
+image = tifffile.imread("spots.tif")
+spot_fwhm_px = None  # measured by the procedure
+source_path = "spots.tif"
+"""
 
 
 # --- count-spots ---------------------------------------------------------------------------
@@ -62,7 +70,9 @@ register(
         ),
         setup=_setup_spots,
         check=_check_spots,
-        solution="""
+        procedure=Procedure((_SPOTS_INPUTS + 'mask = None\nuser_names = {"spots": "spots.csv"}\n',
+                             Run("outputs"), Run("count-spots"))),
+        blind_solution="""
 import numpy as np, tifffile, csv
 from skimage import feature, filters
 img = tifffile.imread("spots.tif").astype(float)
@@ -124,7 +134,12 @@ register(
         ),
         setup=_setup_spots_per_cell,
         check=_check_spots_per_cell,
-        solution="""
+        procedure=Procedure((
+            _SPOTS_INPUTS + 'mask = tifffile.imread("cells.tif")\nuser_names = {"spots-per-cell": "spots_per_cell.csv"}\n',
+            Run("outputs"),
+            Run("count-spots"),
+        )),
+        blind_solution="""
 import numpy as np, tifffile, csv
 from skimage import feature, filters
 cells = tifffile.imread("cells.tif")
@@ -140,7 +155,7 @@ with open("spots_per_cell.csv", "w", newline="") as f:
     for label in np.unique(cells[cells > 0]):
         w.writerow([int(label), int((owner == label).sum())])
 """,
-        docs=("count-spots", "measure-labels"),
+        docs=("count-spots",),
     )
 )
 
@@ -161,6 +176,14 @@ def _two_channels(workdir: Path, rng: np.random.Generator) -> tuple[np.ndarray, 
     save_tiff(workdir / "coloc.tif", image, axes="CYX")
     save_tiff(workdir / "cell_mask.tif", mask.astype(np.uint8) * 255)
     return image.astype(np.float64), mask
+
+
+_COLOC_INPUTS = """
+import tifffile
+ch1, ch2 = tifffile.imread("coloc.tif")
+mask = tifffile.imread("cell_mask.tif") > 0  # nonzero = cell, as the request says
+source_path = "coloc.tif"
+"""
 
 
 def _setup_pearson(workdir: Path, rng: np.random.Generator) -> Truth:
@@ -186,7 +209,9 @@ register(
         ),
         setup=_setup_pearson,
         check=_check_pearson,
-        solution="""
+        procedure=Procedure((_COLOC_INPUTS + 'user_names = {"colocalization": "coloc.csv"}\n',
+                             Run("outputs"), Run("colocalization"))),
+        blind_solution="""
 import numpy as np, tifffile, csv
 img = tifffile.imread("coloc.tif").astype(float)
 mask = tifffile.imread("cell_mask.tif") > 0
@@ -235,7 +260,9 @@ register(
         ),
         setup=_setup_manders,
         check=_check_manders,
-        solution="""
+        procedure=Procedure((_COLOC_INPUTS + 'user_names = {"colocalization": "manders.csv"}\n',
+                             Run("outputs"), Run("colocalization"))),
+        blind_solution="""
 import numpy as np, tifffile, csv
 from skimage.filters import threshold_otsu
 img = tifffile.imread("coloc.tif").astype(float)

@@ -7,7 +7,7 @@ from pathlib import Path
 import numpy as np
 from scipy import ndimage as ndi
 
-from bench.cases import Case, Truth, register
+from bench.cases import Case, Each, Procedure, Run, Truth, register
 from bench.cases._kit import best_shift_ncc, disks, load_tiff, ncc, read_csv, save_tiff, smooth_texture, to_uint16
 
 
@@ -51,7 +51,18 @@ register(
         ),
         setup=_setup_mip,
         check=_check_mip,
-        solution="""
+        procedure=Procedure((
+            """
+import tifffile
+stack = tifffile.imread("zstack.tif")
+in_focus_only = False  # a plain maximum projection along z, as asked
+source_path = "zstack.tif"
+user_names = {"mip": "mip.tif"}
+""",
+            Run("outputs"),
+            Run("max-projection"),
+        )),
+        blind_solution="""
 import tifffile
 stack = tifffile.imread("zstack.tif")
 tifffile.imwrite("mip.tif", stack.max(axis=0))
@@ -88,7 +99,22 @@ register(
         ),
         setup=_setup_mip_channels,
         check=_check_mip_channels,
-        solution="""
+        procedure=Procedure((
+            """
+import tifffile
+with tifffile.TiffFile("stack.tif") as tif:
+    axes = tif.series[0].axes  # a Fiji hyperstack: ZCYX
+    data = tif.asarray()
+in_focus_only = False  # a plain maximum projection per channel, as asked
+source_path = "stack.tif"
+""",
+            Run("outputs"),
+            Each('for channel in range(data.shape[axes.index("C")]):', (
+                'stack = data.take(channel, axis=axes.index("C"))\nuser_names = {"mip": f"mip_c{channel + 1}.tif"}\n',
+                Run("max-projection"),
+            )),
+        )),
+        blind_solution="""
 import tifffile
 with tifffile.TiffFile("stack.tif") as tif:
     axes = tif.series[0].axes
@@ -102,6 +128,15 @@ for c in range(mip.shape[axes.index("C")]):
         docs=("max-projection",),
     )
 )
+
+
+TILE_INPUTS = """
+import numpy as np, tifffile
+tiles = np.stack([[tifffile.imread(f"tile_r{r}_c{c}.tif") for c in range(2)] for r in range(2)])  # (row, col, Y, X)
+source_path = "tile_r0_c0.tif"
+user_names = {"mosaic": "stitched.tif"}
+"""
+"""Inputs of a 2x2 stitching case: the tiles in grid order, the mosaic under the name asked for."""
 
 
 # --- stitch-tiles --------------------------------------------------------------------------
@@ -166,7 +201,12 @@ register(
         ),
         setup=_setup_stitch,
         check=_check_stitch,
-        solution="""
+        procedure=Procedure((
+            TILE_INPUTS + 'overlap_fraction = 0.125  # "roughly 10-15%"\n',
+            Run("outputs"),
+            Run("stitch-tiles"),
+        )),
+        blind_solution="""
 import numpy as np, tifffile
 tiles = {(r, c): tifffile.imread(f"tile_r{r}_c{c}.tif").astype(np.float32) for r in range(2) for c in range(2)}
 T = tiles[0, 0].shape[0]
@@ -251,7 +291,18 @@ register(
         ),
         setup=_setup_register,
         check=_check_register,
-        solution="""
+        procedure=Procedure((
+            """
+import tifffile
+channels = tifffile.imread("two_channel.tif")
+reference_channel = 0  # channel 1 stays as it is
+source_path = "two_channel.tif"
+user_names = {"registered": "aligned.tif"}
+""",
+            Run("outputs"),
+            Run("register-channels"),
+        )),
+        blind_solution="""
 import numpy as np, tifffile
 from scipy import ndimage as ndi
 from skimage.registration import phase_cross_correlation
@@ -311,7 +362,28 @@ register(
         ),
         setup=_setup_timelapse_intensity,
         check=_check_timelapse_intensity,
-        solution="""
+        procedure=Procedure((
+            """
+import tifffile
+movie = tifffile.imread("timelapse.tif")
+image = movie[0]  # the cell is outlined on the first frame
+nucleus_diameter_px = None
+exclude_edge = False
+source_path = "timelapse.tif"
+""",
+            Run("outputs"),
+            Run("segment-nuclei"),
+            """
+roi = labels > 0  # the cell, as segmented
+background_roi = None  # derived by the procedure
+reference_roi = None  # one cell: bleaching is fitted on it
+frame_interval_s = 1.0  # not in the file: frames are the time unit
+baseline_frames = 1
+""",
+            Run("timelapse-intensity"),
+            'import numpy as np\nsave_table({"frame": np.arange(len(trace)), "mean_intensity": trace}, "intensity", "intensity.csv")\n',
+        )),
+        blind_solution="""
 import numpy as np, tifffile, csv
 from skimage import filters, measure
 stack = tifffile.imread("timelapse.tif").astype(float)

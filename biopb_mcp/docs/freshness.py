@@ -21,6 +21,7 @@ import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from biopb_mcp.docs import index as index_mod
 from biopb_mcp.docs.filecache import Stamp, is_settled, stamp
 from biopb_mcp.docs.ids import DOC_SUFFIX
 from biopb_mcp.docs.views import ORIGIN_SHIPPED
@@ -50,6 +51,7 @@ class Scope:
     targets: list[Target]
     inputs: dict[str, Stamp | None]  # the index, the manifest and every folder: stamps at the walk
     folders: list[str] | None  # the folders alone; None when a tier holds a symlink
+    hooks: dict[str, str] = field(default_factory=dict)  # id -> the hook of its index entry
     answer: tuple[int, dict[str, str], set[int]] | None = None
     """The last refresh's (index generation, id -> origin, allowed rows): reused while current."""
 
@@ -171,7 +173,8 @@ class Freshness:
         local = os.fspath(store.local_dir)
         targets = [((roots.get(origin, local), doc_id), doc_id, path, origin)
                    for doc_id, path, origin in walked if doc_id in surfaced]
-        scope = Scope(targets, inputs, folders)
+        hooks = {e.doc_id: e.hook for e in index_mod.parse(store.index_text()[0]).entries if not e.collection}
+        scope = Scope(targets, inputs, folders, hooks)
         # Without a watch, a stamp this recent may not show the next change: walk again next time.
         settled = watching or (folders is not None and all(is_settled(st, started) for st in inputs.values()))
         self.scope = scope if settled else None

@@ -3,8 +3,10 @@
 One row per `##` section; one `docs` row per doc file, keyed by the file's tier root and doc id,
 holding the (inode, mtime_ns, size) stamp it was read at and a digest of its text, so a restarted
 server checks each file with a stat and re-reads only what changed. The file may be shared by
-several servers (WAL, a busy timeout, short write transactions). A file that is missing, of
-another schema or corrupt is rebuilt from empty with a log line: it is a cache, never the truth.
+several servers (WAL, a busy timeout, short write transactions). A file of ours that is missing,
+of another layout or corrupt is unlinked and rebuilt from empty with a log line: it is a cache,
+never the truth. Anything else at the index's name is left alone and the index kept in memory
+(`biopb_mcp.docs.fts_file`).
 
 This module knows nothing of the docs store: callers hand it sections and stamps.
 """
@@ -13,34 +15,60 @@ from __future__ import annotations
 
 import hashlib
 import logging
-import os
 import sqlite3
+import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
+from biopb_mcp.docs.fts_file import ForeignFile, Replaced, file_id, open_file, unlink_files
 from biopb_mcp.docs.sections import atoms, compounds, fold
 from biopb_mcp.errors import DocError
 
-__all__ = ["FtsIndex", "Indexed", "Ranked", "SearchUnavailable", "digest", "encode_compound", "fts5_probe"]
+__all__ = [
+    "MAX_SECTIONS",
+    "SECTION_BITS",
+    "FtsIndex",
+    "IndexBusy",
+    "Indexed",
+    "SearchUnavailable",
+    "Section",
+    "TermStats",
+    "TooCostly",
+    "digest",
+    "encode_compound",
+    "fts5_probe",
+]
 
 logger = logging.getLogger(__name__)
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 """Kept in the file's user_version: a file written under another layout is rebuilt, not read."""
 
-BUSY_TIMEOUT_S = 10.0
-"""How long a write waits for another server's write transaction before giving up."""
+BUSY_TIMEOUT_S = 1.0
+"""How long a write waits for another process's write transaction before giving up (`IndexBusy`):
+servers sharing the file hold it for a batch of docs at a time, milliseconds; a process that holds
+it longer must not stall every search behind it."""
 
-_SECTION_BITS = 12
+SECTION_BITS = 12
 """A section's rowid is its doc's id shifted by this, plus its number: a doc's rows are one range."""
 _DOC_BITS = 28
 """A doc's id is its tier root's number shifted by this, plus its own: a root's rows are one
 range, so a search scores only its own tiers' rows (several stores may share a file)."""
 RANK_CAP = 1_000
-"""Most rows one query pass scores (see FtsIndex.search); scoring is FTS5's cost per row."""
-MAX_SECTIONS = 1 << _SECTION_BITS
+"""Most rows one query pass scores (see FtsIndex.candidates); scoring is FTS5's cost per row."""
+PHRASE_WORDS = 12
+"""Most words of the query an FTS5 phrase matches (the rest is confirmed on the section's text):
+FTS5 matches a phrase inside one row without ever yielding to SQLite's progress handler, at a
+cost of the row's length times the phrase's, seconds for a long query over a megabyte of one word."""
+PREFIX_WORDS = 4
+"""Most query words the prefix pass expands: expanding a prefix merges every term it starts."""
+PREFIX_MIN_CHARS = 4
+"""Shortest query word expanded as a prefix ("a*" would merge most of the vocabulary)."""
+_PROGRESS_STEPS = 1_000
+"""SQLite virtual-machine steps between two checks of a query's deadline."""
+MAX_SECTIONS = 1 << SECTION_BITS
 """Sections per doc; later `##` sections of a longer doc are merged into the last row."""
 
 # unicode61 splits at `_` and `.`, so a compound literal is stored with them mapped to private-use
@@ -52,10 +80,12 @@ _SCHEMA = (
     # searcher holding a row id read before another server dropped that doc cannot meet a new
     # doc's sections under it.
     "CREATE TABLE roots (id INTEGER PRIMARY KEY, path TEXT NOT NULL UNIQUE, last_doc INTEGER NOT NULL DEFAULT 0)",
+    # title and hook: the doc's title (first H1) and its own description, what a query naming the
+    # doc is matched against besides its sections.
     (
         "CREATE TABLE docs (id INTEGER PRIMARY KEY, root TEXT NOT NULL, doc_id TEXT NOT NULL, "
         "ino INTEGER, mtime_ns INTEGER, size INTEGER, digest BLOB, settled INTEGER NOT NULL, "
-        "UNIQUE (root, doc_id))"
+        "title TEXT NOT NULL DEFAULT '', hook TEXT NOT NULL DEFAULT '', UNIQUE (root, doc_id))"
     ),
     # body: the section's text (indexed, and what snippets are cut from); literals: its
     # compounds, encoded; heading: shown in a hit, never matched on its own.
@@ -68,6 +98,14 @@ _SCHEMA = (
 
 class SearchUnavailable(DocError):
     """Search cannot run in this Python (its sqlite3 lacks FTS5); the rest of the docs store works."""
+
+
+class TooCostly(Exception):
+    """A query ran past its deadline and was stopped."""
+
+
+class IndexBusy(Exception):
+    """Another process held the index's write lock for longer than BUSY_TIMEOUT_S."""
 
 
 def fts5_probe() -> None:
@@ -99,18 +137,29 @@ class Indexed:
     stamp: tuple[int, int, int]  # (inode, mtime_ns, size)
     digest: bytes | None  # None: the file could not be read, so it has no sections
     settled: bool  # False: read so soon after a change that the stamp cannot be trusted
+    title: str = ""
+    hook: str = ""
 
 
 @dataclass(frozen=True)
-class Ranked:
-    """One matching section, best first; ``phrase`` when it holds the query as written."""
+class Section:
+    """One indexed section of a doc."""
 
+    rowid: int
     root: str
     doc_id: str
     heading: str
     body: str
-    score: float
-    phrase: bool
+
+
+@dataclass(frozen=True)
+class TermStats:
+    """What BM25 weighs a query's terms by: sections indexed, their mean length in words, and how
+    many sections hold each term (words by themselves, literals as `compound` keys)."""
+
+    sections: int
+    mean_words: float
+    holding: dict[str, int]
 
 
 def _is_corrupt(exc: sqlite3.Error) -> bool:
@@ -122,6 +171,28 @@ def _is_other_layout(exc: sqlite3.Error) -> bool:
     """True when the file's tables are not this release's: a server of another release sharing
     the file rebuilt it under its own schema."""
     return isinstance(exc, sqlite3.OperationalError) and str(exc).startswith(("no such column", "no such table"))
+
+
+def _rarest_window(phrase: list[str], held: dict[str, int]) -> list[str]:
+    """At most PHRASE_WORDS consecutive words of ``phrase``, around its rarest word: FTS5 walks
+    the rows holding every word of a phrase, so the rarest one decides what that costs."""
+    if len(phrase) <= PHRASE_WORDS:
+        return phrase
+    rarest = min(range(len(phrase)), key=lambda k: (held.get(phrase[k], 0), k))
+    start = max(0, min(rarest - PHRASE_WORDS // 2, len(phrase) - PHRASE_WORDS))
+    return phrase[start : start + PHRASE_WORDS]
+
+
+def _varint(data: bytes, at: int) -> tuple[int, int]:
+    """An SQLite varint at ``at`` (big-endian, 7 bits a byte, a full ninth byte): (value, next offset)."""
+    value = 0
+    for _ in range(8):
+        byte = data[at]
+        at += 1
+        if byte < 0x80:
+            return (value << 7) | byte, at
+        value = (value << 7) | (byte & 0x7F)
+    return (value << 8) | data[at], at + 1
 
 
 def _quote(text: str) -> str:
@@ -149,6 +220,7 @@ class FtsIndex:
                 "(python.org, conda and most Linux builds do) to search them."
             ) from exc
         self.path = path
+        """The index file; None when it is kept in memory (asked for, or the file is not ours)."""
         self._conn: sqlite3.Connection | None = None
         self._file_id: tuple[int, int] | None = None
         self._rows: dict[tuple[str, str], Indexed] = {}
@@ -161,56 +233,49 @@ class FtsIndex:
         generation holds while it is current."""
         self.reloads = 0
         """Bumped when the rows were re-read after another connection committed."""
+        self._held: dict[tuple[str, str], int] = {}  # (column, term) -> sections holding it
+        self._held_generation = -1  # the generation `_held` was counted at
+        self._ranges: tuple[set[int], list[tuple[int, int]]] | None = None  # the last allowed set's row ranges
         self._open()
 
     # ------------------------------------------------------------------ the file
 
-    def _connect(self) -> sqlite3.Connection:
-        target = ":memory:" if self.path is None else os.fspath(self.path)
-        conn = sqlite3.connect(target, timeout=BUSY_TIMEOUT_S, isolation_level=None, check_same_thread=False)
-        try:
-            if self.path is not None:
-                conn.execute("PRAGMA journal_mode = WAL")
-                conn.execute("PRAGMA synchronous = NORMAL")  # a cache: a lost last commit is re-read
-            self._ensure_schema(conn)
-        except BaseException:
-            conn.close()
-            raise
-        return conn
-
-    def _ensure_schema(self, conn: sqlite3.Connection) -> None:
-        if conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION:
-            conn.execute("SELECT 1 FROM docs LIMIT 1").fetchall()  # a garbage file fails here
-            return
-        conn.execute("BEGIN IMMEDIATE")
-        try:
-            version = conn.execute("PRAGMA user_version").fetchone()[0]
-            if version != SCHEMA_VERSION:  # another server may have just created it
-                tables = [r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table' "
-                                                     "AND name NOT LIKE 'sections_%' AND name NOT LIKE 'sqlite_%'")]
-                if tables and self.path is not None:
-                    logger.info("Search index %s has schema %d, this server uses %d: rebuilding it",
-                                self.path, version, SCHEMA_VERSION)
-                for table in tables:
-                    conn.execute(f"DROP TABLE IF EXISTS {_quote(table)}")
-                for statement in _SCHEMA:
-                    conn.execute(statement)
-                conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
-            conn.execute("COMMIT")
-        except BaseException:
-            conn.execute("ROLLBACK")
-            raise
+    def _connect(self, path: str) -> sqlite3.Connection:
+        return sqlite3.connect(path, timeout=BUSY_TIMEOUT_S, isolation_level=None, check_same_thread=False)
 
     def _open(self) -> None:
-        """Connect, replacing a file that is not a usable index with a fresh one."""
+        """Connect to the index file, rebuilding one of ours that is damaged or of another layout;
+        in memory when the name holds something that is not ours (see `fts_file`)."""
+        if self.path is not None:
+            for _ in range(3):  # servers replacing a file at the same moment settle within a round
+                try:
+                    self._open_file()
+                    return
+                except Replaced:
+                    continue
+                except ForeignFile as exc:
+                    logger.warning("Search index %s is not a file of this server (%s): it is left alone, and "
+                                   "the index is kept in memory. Move it away, or set server.state_dir, to "
+                                   "keep the index on disk.", self.path, exc)
+                    break
+            else:
+                logger.warning("Search index %s kept being replaced while opened: keeping it in memory", self.path)
+            self.path = None
+        conn = self._connect(":memory:")
+        for statement in _SCHEMA:
+            conn.execute(statement)
+        self._conn, self._file_id = conn, None
+        self._forget_rows()
+
+    def _open_file(self) -> None:
+        assert self.path is not None
         try:
-            self._conn = self._connect()
+            self._conn, self._file_id = open_file(self.path, self._connect, _SCHEMA, SCHEMA_VERSION)
         except sqlite3.Error as exc:
-            if self.path is None or not _is_corrupt(exc):
+            if not _is_corrupt(exc):
                 raise
             self._replace_file(exc)
-            self._conn = self._connect()
-        self._file_id = self._current_file_id()
+            raise Replaced from exc
         self._forget_rows()
 
     def _replace_file(self, exc: sqlite3.Error) -> None:
@@ -219,25 +284,12 @@ class FtsIndex:
         if self._conn is not None:
             self._conn.close()
             self._conn = None
-        for suffix in ("", "-wal", "-shm"):
-            try:
-                os.unlink(f"{self.path}{suffix}")
-            except FileNotFoundError:
-                pass
-
-    def _current_file_id(self) -> tuple[int, int] | None:
-        if self.path is None:
-            return None
-        try:
-            st = os.stat(self.path)
-        except OSError:
-            return None
-        return st.st_dev, st.st_ino
+        unlink_files(self.path)
 
     def reopen_if_replaced(self) -> None:
         """Follow another server that replaced a corrupt file: a connection to the old one sees
         none of its writes."""
-        if self.path is not None and self._current_file_id() != self._file_id:
+        if self.path is not None and file_id(self.path) != self._file_id:
             if self._conn is not None:
                 self._conn.close()
             self._open()
@@ -281,10 +333,10 @@ class FtsIndex:
         version = self.conn.execute("PRAGMA data_version").fetchone()[0]
         if version != self._data_version:
             rows = {}
-            for row, root, doc_id, ino, mtime_ns, size, dig, settled in self.conn.execute(
-                "SELECT id, root, doc_id, ino, mtime_ns, size, digest, settled FROM docs"
+            for row, root, doc_id, ino, mtime_ns, size, dig, settled, title, hook in self.conn.execute(
+                "SELECT id, root, doc_id, ino, mtime_ns, size, digest, settled, title, hook FROM docs"
             ):
-                rows[(root, doc_id)] = Indexed(row, root, doc_id, (ino, mtime_ns, size), dig, bool(settled))
+                rows[(root, doc_id)] = Indexed(row, root, doc_id, (ino, mtime_ns, size), dig, bool(settled), title, hook)
             self._rows = rows
             self._by_row = {r.row: r for r in rows.values()}
             self._data_version = version
@@ -294,9 +346,18 @@ class FtsIndex:
 
     @contextmanager
     def writing(self) -> Iterator[None]:
-        """One short write transaction (other servers' writes wait up to BUSY_TIMEOUT_S)."""
+        """One short write transaction (other servers' writes wait up to BUSY_TIMEOUT_S).
+
+        Raises:
+            IndexBusy: another process held the write lock all that time; nothing was written.
+        """
         conn = self.conn
-        conn.execute("BEGIN IMMEDIATE")
+        try:
+            conn.execute("BEGIN IMMEDIATE")
+        except sqlite3.OperationalError as exc:
+            if getattr(exc, "sqlite_errorname", "").startswith("SQLITE_BUSY"):
+                raise IndexBusy(str(exc)) from exc
+            raise
         self._last_rows = {}  # another server may have added rows since the last transaction
         try:
             self.rows()  # what other servers committed before this transaction began
@@ -308,32 +369,39 @@ class FtsIndex:
             raise
 
     def put(self, root: str, doc_id: str, stamp: tuple[int, int, int], dig: bytes | None, settled: bool,
-            sections: Callable[[], Sequence[tuple[str, str]]]) -> None:
+            sections: Callable[[], Sequence[tuple[str, str]]],
+            about: Callable[[], tuple[str, str]] = lambda: ("", "")) -> None:
         """Record a doc read at ``stamp`` with text digest ``dig``; its rows are rebuilt from
-        ``sections()`` only when the stored digest differs. Call inside `writing()`.
+        ``sections()``, and its (title, hook) taken from ``about()``, only when the stored digest
+        differs. Call inside `writing()`.
         """
         conn = self.conn
         old = self._rows.get((root, doc_id))
         if old is None:  # `writing()` re-read the rows under the write lock: none is there
             row = self._next_row(root)
+            title, hook = about() if dig is not None else ("", "")
             conn.execute(
-                "INSERT INTO docs (id, root, doc_id, ino, mtime_ns, size, digest, settled) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-                (row, root, doc_id, *stamp, dig, int(settled)),
+                "INSERT INTO docs (id, root, doc_id, ino, mtime_ns, size, digest, settled, title, hook) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                (row, root, doc_id, *stamp, dig, int(settled), title, hook),
             )
             if dig is not None:
                 self._insert_sections(row, sections())
         else:
             row = old.row
+            title, hook = old.title, old.hook
+            if old.digest != dig:
+                title, hook = about() if dig is not None else ("", "")
             conn.execute(
-                "UPDATE docs SET ino = ?, mtime_ns = ?, size = ?, digest = ?, settled = ? WHERE id = ?",
-                (*stamp, dig, int(settled), row),
+                "UPDATE docs SET ino = ?, mtime_ns = ?, size = ?, digest = ?, settled = ?, title = ?, hook = ? WHERE id = ?",
+                (*stamp, dig, int(settled), title, hook, row),
             )
             if old.digest != dig:
-                first = row << _SECTION_BITS
+                first = row << SECTION_BITS
                 conn.execute("DELETE FROM sections WHERE rowid BETWEEN ? AND ?", (first, first + MAX_SECTIONS - 1))
                 if dig is not None:
                     self._insert_sections(row, sections())
-        entry = Indexed(row, root, doc_id, stamp, dig, settled)
+        entry = Indexed(row, root, doc_id, stamp, dig, settled, title, hook)
         self._rows[(root, doc_id)] = entry
         self._by_row[row] = entry
         self.generation += 1
@@ -363,7 +431,7 @@ class FtsIndex:
         return last + 1
 
     def _insert_sections(self, row: int, sections: Sequence[tuple[str, str]]) -> None:
-        first = row << _SECTION_BITS
+        first = row << SECTION_BITS
         sections = list(sections)
         if len(sections) > MAX_SECTIONS:
             tail = "\n".join(text for _, text in sections[MAX_SECTIONS - 1 :])
@@ -383,22 +451,42 @@ class FtsIndex:
                 continue
             self._by_row.pop(entry.row, None)
             self.generation += 1
-            first = entry.row << _SECTION_BITS
+            first = entry.row << SECTION_BITS
             conn.execute("DELETE FROM sections WHERE rowid BETWEEN ? AND ?", (first, first + MAX_SECTIONS - 1))
             conn.execute("DELETE FROM docs WHERE id = ?", (entry.row,))
 
     # ------------------------------------------------------------------ queries
 
-    def search(self, query: str, max_results: int, allowed: set[int]) -> list[Ranked]:
-        """Best ``max_results`` sections of the docs whose row is in ``allowed``: sections holding
-        the whole query as written (case and whitespace folded) first, then BM25 order.
+    @contextmanager
+    def budget(self, deadline: float) -> Iterator[None]:
+        """Stop any SQL run inside past ``deadline`` (time.monotonic()).
+
+        Raises:
+            TooCostly: the deadline passed (a statement was interrupted, or a caller's check).
+        """
+        conn = self.conn
+        conn.set_progress_handler(lambda: time.monotonic() > deadline, _PROGRESS_STEPS)
+        try:
+            yield
+        except sqlite3.OperationalError as exc:
+            if getattr(exc, "sqlite_errorname", "") == "SQLITE_INTERRUPT":
+                raise TooCostly(str(exc)) from None
+            raise
+        finally:
+            conn.set_progress_handler(None, 0)
+
+    def candidates(self, query: str, allowed: set[int], pool: int, deadline: float = float("inf")) -> list[Section]:
+        """Sections of the docs whose row is in ``allowed`` that may answer
+        ``query``: up to ``pool`` holding the whole query as written (case and whitespace folded),
+        then up to ``pool`` holding its terms. Not ranked: the caller scores them all alike.
 
         FTS5 scores every row a MATCH returns, so a query of common words would score most of
-        the corpus. Each pass therefore scores at most RANK_CAP rows, sorted by SQLite: the
+        the corpus. Each pass therefore takes at most RANK_CAP rows, best by BM25 first: the
         phrase (a phrase in more rows than that is listed unscored, in index order), then the OR
-        of the query's rarest terms (those a section is found by), then, only if hits are still
-        missing, the first RANK_CAP rows holding any term, then any word as a prefix. Only the
-        rows of ``allowed``'s tier roots are matched at all.
+        of the query's rarest terms (those a section is found by), then, only while the pool is
+        not full, the first RANK_CAP rows holding any term, then a few of its words as prefixes.
+        Only the rows of ``allowed``'s tier roots are matched at all. The pools do not depend on
+        how many hits a caller shows, so neither does what it shows first.
         """
         words = list(dict.fromkeys(atoms(query)))
         literals = list(dict.fromkeys(compounds(query)))
@@ -407,60 +495,133 @@ class FtsIndex:
         if not terms:
             return []
         folded = fold(query)
-        found: list[Ranked] = []
-        seen: set[int] = set()
-        shift = _DOC_BITS + _SECTION_BITS
-        ranges = [(n << shift, ((n + 1) << shift) - 1) for n in sorted({row >> _DOC_BITS for row in allowed})]
+        found: dict[int, Section] = {}
+        ranges = self._ranges_of(allowed)
+
+        def wanted(rowid: int) -> bool:
+            if time.monotonic() > deadline:
+                raise TooCostly("the query's time is up")
+            return rowid not in found and (rowid >> SECTION_BITS) in allowed
+
+        counts = {term: self._count(term, ranges) for term in terms}
+        phrases = 0
         if not (len(words) == 1 and not literals and folded == words[0]):
             # A plain word needs no phrase pass: every section holding it holds it as written.
             # Otherwise the candidates hold the query's words in order; then, for a longer
             # query, its inner words, as the query may start or end mid-word ("Error: operands
             # could no" sits inside "ValueError: operands could not"). Each candidate is
-            # confirmed on its folded text. (A prefix query would cover more, at the price of
-            # merging every term the prefix starts.)
+            # confirmed on its folded text.
             ordered = atoms(query)
-            passes = [ordered] + ([ordered[1:-1]] if len(ordered) >= 3 else [])
-            top = float("inf")
-            for phrase in passes:
-                match = f"body : {_quote(' '.join(phrase))}"
-                # bm25() first counts every row holding the phrase (its idf): for a phrase in
-                # more rows than a pass may score, that count is most of a query's cost, and
-                # such a phrase weighs little or nothing (FTS5 clamps the idf of one in over
-                # half the rows to ~0). Its rows come in index order, unscored.
-                common = self._count(match, ranges) > RANK_CAP
-                for rowid, score in self._unscored(match, ranges) if common else self._scored(match, ranges):
-                    if len(found) >= max_results:
+            held = {w: counts[f"body : {_quote(w)}"] for w in words}
+            matches = [f"body : {_quote(' '.join(_rarest_window(phrase, held)))}"
+                       for phrase in [ordered] + ([ordered[1:-1]] if len(ordered) >= 3 else [])]
+            for match in dict.fromkeys(matches):
+                # The rows holding the phrase: few enough for the pool are taken as they are
+                # (matching is the cost: done once); more are ranked by bm25() (which counts them
+                # all first, for the idf); more than a pass may score are taken in index order.
+                few = list(self._unscored(match, ranges, pool + 1))
+                holders: Iterable[int] = few
+                if len(few) > pool:
+                    common = self._count(match, ranges) > RANK_CAP
+                    holders = self._unscored(match, ranges) if common else self._scored(match, ranges)
+                for rowid in holders:
+                    if phrases >= pool:
                         break
-                    if rowid in seen or (rowid >> _SECTION_BITS) not in allowed:
-                        continue
-                    ranked = self._ranked(rowid, min(score, top), True)
-                    if folded in fold(ranked.body):
-                        seen.add(rowid)
-                        top = ranked.score
-                        found.append(ranked)
-        if len(found) < max_results:
-            counts = {term: self._count(term, ranges) for term in terms}
-            rare: list[str] = []
-            total = 0
-            for term in sorted(terms, key=counts.__getitem__):
-                n = counts[term]
-                if rare and total + n > RANK_CAP:
-                    break
-                rare.append(term)
-                total += n
-            # Last, the words as prefixes ("checkpoint" finds "checkpoints"), only when hits are
-            # still missing: expanding a prefix merges every term it starts.
-            prefixes = " OR ".join(f"body : {_quote(w)} *" for w in words)
-            floor = float("inf")  # a later pass scores other terms: its hits never outscore earlier ones
-            for group in [rare] + ([terms] if len(rare) < len(terms) else []) + ([[prefixes]] if words else []):
-                for rowid, score in self._scored(" OR ".join(group), ranges):
-                    if len(found) >= max_results:
-                        break
-                    if rowid not in seen and (rowid >> _SECTION_BITS) in allowed:
-                        seen.add(rowid)
-                        floor = min(floor, score)
-                        found.append(self._ranked(rowid, floor, False))
-        return found
+                    if wanted(rowid):
+                        section = self._section(rowid)
+                        if folded in fold(section.body):
+                            found[rowid] = section
+                            phrases += 1
+        if phrases >= pool:
+            # Sections holding the query as written outrank any that only hold its terms (see
+            # `ranking`): with the pool full of them, no term pass could add a hit shown first.
+            return list(found.values())
+        rare: list[str] = []
+        total = 0
+        for term in sorted(terms, key=counts.__getitem__):
+            if rare and total + counts[term] > RANK_CAP:
+                break
+            rare.append(term)
+            total += counts[term]
+        groups = [" OR ".join(rare)] + ([" OR ".join(terms)] if len(rare) < len(terms) else [])
+        # Last, a few words as prefixes ("checkpoint" finds "checkpoints"), only while the pool is
+        # not full: expanding a prefix merges every term it starts, so the words found least
+        # whole, and long enough to say something, are the ones expanded.
+        long_words = [w for w in words if len(w) >= PREFIX_MIN_CHARS]
+        long_words.sort(key=lambda w: (counts[f"body : {_quote(w)}"], -len(w), w))
+        if long_words:
+            groups.append(" OR ".join(f"body : {_quote(w)} *" for w in long_words[:PREFIX_WORDS]))
+        others = 0
+        for group in groups:
+            for rowid in self._scored(group, ranges):
+                if others >= pool:
+                    return list(found.values())
+                if wanted(rowid):
+                    found[rowid] = self._section(rowid)
+                    others += 1
+        return list(found.values())
+
+    def _ranges_of(self, allowed: set[int]) -> list[tuple[int, int]]:
+        """The section row ranges of the tier roots ``allowed``'s docs are in (kept for the same set:
+        a steady search passes the same one each time)."""
+        if self._ranges is None or self._ranges[0] is not allowed:
+            shift = _DOC_BITS + SECTION_BITS
+            roots = sorted({row >> _DOC_BITS for row in allowed})
+            self._ranges = (allowed, [(n << shift, ((n + 1) << shift) - 1) for n in roots])
+        return self._ranges[1]
+
+    def sections_of(self, row: int, query: str) -> list[Section]:
+        """A doc's sections that hold any word or literal of ``query``; its first section when none does."""
+        first = row << SECTION_BITS
+        terms = [f"body : {_quote(w)}" for w in dict.fromkeys(atoms(query))]
+        terms += [f"literals : {_quote(encode_compound(c))}" for c in dict.fromkeys(compounds(query))]
+        rowids: list[int] = []
+        if terms:
+            rowids = [r for (r,) in self.conn.execute(
+                "SELECT rowid FROM sections WHERE sections MATCH ? AND rowid BETWEEN ? AND ? LIMIT ?",
+                (" OR ".join(terms), first, first + MAX_SECTIONS - 1, MAX_SECTIONS))]
+        if not rowids:
+            rowids = [r for (r,) in self.conn.execute(
+                "SELECT rowid FROM sections WHERE rowid BETWEEN ? AND ? ORDER BY rowid LIMIT 1",
+                (first, first + MAX_SECTIONS - 1))]
+        return [self._section(r) for r in rowids]
+
+    def stats(self, words: Sequence[str], literals: Sequence[str]) -> TermStats:
+        """Section count, mean section length and how many sections hold each term, over the
+        whole file (as FTS5's own bm25() counts them)."""
+        sections, mean = self._averages()
+        if self._held_generation != self.generation:  # counted before the rows last changed
+            self._held, self._held_generation = {}, self.generation
+        holding: dict[str, int] = {}
+        for key, term, column in [(w, w, "body") for w in words] + [
+                (f"compound {c}", encode_compound(c), "literals") for c in literals]:
+            held = self._held.get((column, term))
+            if held is None:  # a common term's count walks its whole doclist: kept while the rows are
+                self.conn.execute("CREATE VIRTUAL TABLE IF NOT EXISTS temp.sections_vocab "
+                                  "USING fts5vocab(main, sections, 'col')")
+                found = self.conn.execute("SELECT doc FROM temp.sections_vocab WHERE term = ? AND col = ?",
+                                          (term, column)).fetchone()
+                held = self._held[(column, term)] = int(found[0]) if found else 0
+            holding[key] = held
+        return TermStats(sections, mean, holding)
+
+    def _averages(self) -> tuple[int, float]:
+        """(rows, mean words of the body column) from FTS5's averages record (a row count and a
+        token total per column, as SQLite varints); (rows counted, 0.0) if it cannot be read."""
+        found = self.conn.execute("SELECT block FROM sections_data WHERE id = 1").fetchone()
+        if found is not None and isinstance(found[0], bytes):
+            values: list[int] = []
+            at = 0
+            block = found[0]
+            try:
+                while at < len(block) and len(values) < 2:
+                    value, at = _varint(block, at)
+                    values.append(value)
+            except IndexError:
+                values = []
+            if len(values) == 2 and values[0] > 0:
+                return values[0], values[1] / values[0]
+        return int(self.conn.execute("SELECT count(*) FROM sections_docsize").fetchone()[0]), 0.0
 
     def _count(self, match: str, ranges: list[tuple[int, int]]) -> int:
         """Rows matching in ``ranges``, counted up to RANK_CAP + 1 each (cheap: no scoring)."""
@@ -469,37 +630,37 @@ class FtsIndex:
             (match, first, last, RANK_CAP + 1),
         ).fetchone()[0]) for first, last in ranges)
 
-    def _scored(self, match: str, ranges: list[tuple[int, int]]) -> Iterator[tuple[int, float]]:
-        """(rowid, score) of at most RANK_CAP rows matching per range, best first (higher is
-        better). Sorted by SQLite and read lazily: a caller that stops at its first hits never
-        pays to move the rest into Python."""
+    def _scored(self, match: str, ranges: list[tuple[int, int]]) -> Iterator[int]:
+        """Row ids of at most RANK_CAP rows matching per range, best BM25 first. Sorted by
+        SQLite and read lazily: a caller that stops at its first rows never pays to move the
+        rest into Python."""
         if not ranges:
             return
         one = "SELECT rowid, bm25(sections) AS score FROM sections WHERE sections MATCH ? AND rowid BETWEEN ? AND ? LIMIT ?"
         sql = " UNION ALL ".join(f"SELECT * FROM ({one})" for _ in ranges) + " ORDER BY score, rowid"
         cursor = self.conn.execute(sql, [arg for first, last in ranges for arg in (match, first, last, RANK_CAP)])
         try:
-            for rowid, score in cursor:
-                yield rowid, -score
+            for rowid, _ in cursor:
+                yield rowid
         finally:
             cursor.close()  # an abandoned read would hold the file's read snapshot open
 
-    def _unscored(self, match: str, ranges: list[tuple[int, int]]) -> Iterator[tuple[int, float]]:
-        """(rowid, 0.0) of the rows matching, in rowid order, read lazily."""
+    def _unscored(self, match: str, ranges: list[tuple[int, int]], cap: int = RANK_CAP) -> Iterator[int]:
+        """Row ids of at most ``cap`` rows matching per range, in rowid order, read lazily."""
         for first, last in ranges:
             cursor = self.conn.execute(  # capped: each row may cost its caller a fetch and a compare
                 "SELECT rowid FROM sections WHERE sections MATCH ? AND rowid BETWEEN ? AND ? LIMIT ?",
-                (match, first, last, RANK_CAP))
+                (match, first, last, cap))
             try:
                 for (rowid,) in cursor:
-                    yield rowid, 0.0
+                    yield rowid
             finally:
                 cursor.close()
 
-    def _ranked(self, rowid: int, score: float, phrase: bool) -> Ranked:
+    def _section(self, rowid: int) -> Section:
         heading, body = self.conn.execute("SELECT heading, body FROM sections WHERE rowid = ?", (rowid,)).fetchone()
-        entry = self._by_row[rowid >> _SECTION_BITS]
-        return Ranked(entry.root, entry.doc_id, heading, body, score, phrase)
+        entry = self._by_row[rowid >> SECTION_BITS]
+        return Section(rowid, entry.root, entry.doc_id, heading, body)
 
     def row_ids(self, keys: Iterable[tuple[str, str]]) -> set[int]:
         """Row ids of the given (root, doc id) keys that are indexed."""

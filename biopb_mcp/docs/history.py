@@ -93,11 +93,12 @@ def _version_from(line: str) -> Version | None:
     """One log line as a Version, or None when it is not exactly one (torn, hand-edited, foreign).
 
     Every field is type-checked: a line such as `"n": "zz"` parses as JSON, and once trusted it
-    broke sorting, numbering and every view of the doc for good.
+    broke sorting, numbering and every view of the doc for good. A line nested deeper than the
+    parser recurses (RecursionError) is no version either.
     """
     try:
         data = json.loads(line)
-    except ValueError:
+    except (ValueError, RecursionError):
         return None
     if not isinstance(data, dict) or data.keys() != _FIELD_TYPES.keys():
         return None

@@ -10,6 +10,8 @@ keep counting and finished executions stay pageable after a restart.
 from __future__ import annotations
 
 import base64
+import contextlib
+import dataclasses
 import logging
 import os
 import re
@@ -22,7 +24,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from biopb_mcp.errors import JobNotFound, KernelBusy, KernelError
-from biopb_mcp.kernel import rendering
+from biopb_mcp.kernel import image_files, inspection, rendering
 from biopb_mcp.kernel.channels import KernelChannels
 from biopb_mcp.kernel.executions import Execution, Rendered
 from biopb_mcp.kernel.process import StartFailed
@@ -113,6 +115,8 @@ class KernelClient:
         channels = KernelChannels(dict(info), on_message=on_message, is_alive=is_alive, on_death=on_death)
         with self._lock:
             self._channels, self._open = channels, False
+        # images saved by earlier runs (every server of the state dir saves there): bounded at each start
+        image_files.for_dir(Path(self._settings.state_dir) / "images").sweep()
 
     def open(self) -> None:
         """Accept code from now on (the kernel is ready)."""
@@ -325,8 +329,10 @@ class KernelClient:
     def inspect(self, path: str) -> str:
         """Describe ``path`` (a dotted name like ``img`` or ``np.ndarray.shape``) from the kernel.
 
-        Returns type, bounded repr, signature, bounded docstring, shape/dtype for arrays. The
-        lookup runs in the kernel without adding names to the user's namespace.
+        Returns type and bounded repr; for a data object (array, table, image, a list or dict
+        of them) its shape, dtype and value range instead of its class's docstring; for a
+        function, class or module its signature and docstring. The lookup runs in the kernel
+        without adding names to the user's namespace (see ``inspection.py``).
 
         Raises:
             KernelNotReady: no connected kernel.
@@ -337,13 +343,13 @@ class KernelClient:
         if not _PATH_RE.fullmatch(path):
             raise KernelError(f"{path!r} is not a dotted Python name such as 'img' or 'np.ndarray'.")
         timeout = self._settings.kernel.request_timeout
-        expr = self._evaluate_idle(rendering.inspect_expression(path), timeout, "the inspection")
+        expr = self._evaluate_idle(inspection.inspect_expression(path), timeout, "the inspection")
         if expr.get("status") != "ok":
             raise KernelError(f"Inspecting {path!r} failed: {expr.get('ename')}: {expr.get('evalue')}")
         info = rendering.parse_expression_json(expr["data"]["text/plain"])
         if "error" in info:
             raise KernelError(f"Cannot inspect {path!r}: {info['error']}.")
-        return rendering.format_inspection(info)
+        return inspection.format_inspection(info)
 
     def query(self, expression: str, timeout: float, what: str = "the query") -> Any:
         """The decoded value of ``expression`` (which yields a JSON string), asked like ``inspect``.
@@ -429,7 +435,10 @@ class KernelClient:
         with self._lock:
             ex = self._by_msg.get(parent) if parent else None
         if ex is None:
-            logger.debug("kernel %s message %s outside any execution dropped", channel, msg.get("msg_type"))
+            if channel == "iopub" and msg.get("msg_type") == "execute_input":
+                self._outside_cell(msg)
+            else:
+                logger.debug("kernel %s message %s outside any execution dropped", channel, msg.get("msg_type"))
             return
         kind, content = msg["msg_type"], msg["content"]
         if channel == "iopub":
@@ -492,15 +501,38 @@ class KernelClient:
                 self._current = None
         ex.finish(final)
 
+    def _outside_cell(self, msg: dict[str, Any]) -> None:
+        """IO thread: a cell another client ran (a console; the notebook of a joined kernel). Its
+        code is not recorded, but the names it binds are what a re-run of the agent's cells lacks."""
+        channels = self._channels
+        ours = channels.session.session if channels is not None else None
+        if self.recorder is None or msg.get("parent_header", {}).get("session") == ours:
+            return
+        code = msg.get("content", {}).get("code")
+        if isinstance(code, str) and code.strip():
+            self.recorder.outside_code(code)
+
     # -- session notebook --------------------------------------------------------------------------
     def start_notebook(self, pid: int | None, desc: str) -> None:
-        """Begin a new session notebook for a freshly started kernel."""
+        """Begin a new session notebook for a freshly started (or joined) kernel."""
         if self.recorder is None:
             return
-        name = self._settings.kernel.name or "python3"
+        from biopb_mcp.record import KernelSetup
+
+        settings = self._settings
+        name = settings.kernel.name or "python3"
+        joined = settings.kernel.existing
         about = (f"Recorded by biopb-mcp: each code cell is one execute_code call of the agent, in order, "
                  f"with its outputs; markdown cells note doc reads and writes. Kernel pid {pid}, {desc}.")
-        self.recorder.start_notebook(kernel_name=name, display_name=f"Python ({name})", about=about)
+        setup = KernelSetup(cwd=None if joined else os.getcwd(), joined=str(joined) if joined else None)
+        if not joined or settings.kernel.existing_plugins:  # the bootstrap ran: the plugins are there
+            from biopb_mcp.kernel.compute import kernel_env
+
+            setup = dataclasses.replace(
+                setup, plugins=("show, dask_client (built in)", *_plugin_labels(Path(settings.plugins_dir))),
+                load={"plugins_dir": str(settings.plugins_dir),
+                      "compute": kernel_env(settings)["BIOPB_MCP_COMPUTE"]})
+        self.recorder.start_notebook(kernel_name=name, display_name=f"Python ({name})", about=about, setup=setup)
 
     def _record_finished(self, ex: Execution) -> None:
         """Execution hook: queue the finished cell for the notebook writer (jobs too, when they end)."""
@@ -520,6 +552,18 @@ class KernelClient:
         if rec is None or rec.path is None:
             return None
         return f"{rec.path} (not written: {rec.error})" if rec.error else str(rec.path)
+
+
+def _plugin_labels(plugins_dir: Path) -> list[str]:
+    """The plugin files and entry points the kernel bootstrap loads, as a reader should see them."""
+    labels: list[str] = []
+    with contextlib.suppress(OSError):
+        labels += sorted(p.name for p in plugins_dir.glob("*.py") if not p.name.startswith("_"))
+    with contextlib.suppress(Exception):  # a broken distribution's metadata must not stop a start
+        from importlib.metadata import entry_points
+
+        labels += [f"{ep.name} (entry point)" for ep in entry_points(group="biopb_mcp.namespace")]
+    return labels
 
 
 def _silent(code: str) -> dict[str, Any]:

@@ -145,7 +145,12 @@ def _after_cell(result: Any) -> None:
 
 
 def status() -> dict[str, Any]:
-    """Mode, address, workers, threads, memory, dashboard and tasks in flight, as JSON-able data."""
+    """Mode, address, workers, threads, memory, dashboard and tasks in flight, as JSON-able data.
+
+    ``dashboard`` is the client's link whenever the scheduler serves one. ``dashboard_pages``
+    says whether it shows the dashboard: a scheduler in this process without bokeh serves only
+    a page saying bokeh is needed (False); a scheduler elsewhere decides for itself (None).
+    """
     client = _state["client"]
     out: dict[str, Any] = {"mode": _mode(), "scheduler": _config["scheduler"], "started": False,
                            "error": _state["error"]}
@@ -153,14 +158,13 @@ def status() -> dict[str, Any]:
         return out
     info = client.scheduler_info() if client.status == "running" else {}
     workers = info.get("workers", {})
-    services = info.get("services", {})
     dashboard = None
-    # without bokeh the scheduler still serves its HTTP routes under "dashboard", but no pages
-    if "dashboard" in services and importlib.util.find_spec("bokeh") is not None:
+    if "dashboard" in info.get("services", {}):
         try:
             dashboard = client.dashboard_link
         except Exception:
             dashboard = None
+    pages = importlib.util.find_spec("bokeh") is not None if _mode() == "local" else None
     out.update(
         started=True,
         status=client.status,
@@ -169,6 +173,7 @@ def status() -> dict[str, Any]:
         threads=sum(w.get("nthreads", 0) for w in workers.values()),
         memory_limit_bytes=sum(w.get("memory_limit", 0) or 0 for w in workers.values()),
         dashboard=dashboard,
+        dashboard_pages=pages if dashboard else None,
         tasks_in_flight=sum(1 for st in list(client.futures.values()) if st.status == "pending"),
     )
     return out

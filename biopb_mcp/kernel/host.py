@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import atexit
 import contextlib
+import importlib.util
 import logging
 import os
 import threading
@@ -436,7 +437,7 @@ class KernelHost:
                 "kernel_host": proc.get("kernel_host"),
                 "pid": proc.get("pid"),
                 "connection_file": conn,
-                "connect_command": (f"biopb-mcp console --pid {os.getpid()}" if self.owns_kernel
+                "connect_command": (_console_command() if self.owns_kernel
                                     else f"jupyter console --existing {conn}") if conn else None,
                 "transport": proc.get("transport", "ipc"),
                 "socket_dir": proc.get("socket_dir"),
@@ -455,6 +456,19 @@ class KernelHost:
                 "runtime_dir": str(self._settings.runtime_dir),
                 "session_notebook": self._client.notebook_status(),
             }
+
+
+CONSOLE_EXTRA_INSTALL = "pip install 'biopb-mcp[console]'"
+"""What installs jupyter-console, which ``biopb-mcp console`` runs."""
+
+
+def _console_command() -> str:
+    """The command that attaches the scientist's console to this server's kernel; with the
+    install step first when the ``console`` extra is missing (the bare command would only fail)."""
+    command = f"biopb-mcp console --pid {os.getpid()}"
+    if importlib.util.find_spec("jupyter_console") is None:
+        return f"{CONSOLE_EXTRA_INSTALL} && {command}"
+    return command
 
 
 def _shutdown_at_exit(ref: weakref.ReferenceType[KernelHost]) -> None:

@@ -17,14 +17,16 @@ from biopb_mcp.kernel import compute, viewer
 if TYPE_CHECKING:
     from biopb_mcp.config import Settings
 
-__all__ = ["FIGURES_PLUGIN", "kernel_env"]
+__all__ = ["BUILTIN_FILES", "FIGURES_PLUGIN", "kernel_env"]
 
 FIGURES_PLUGIN = Path(__file__).with_name("figures_plugin.py")
+
+BUILTIN_FILES = (FIGURES_PLUGIN, compute.PLUGIN_FILE, viewer.PLUGIN_FILE)
+"""Every built-in plugin, in the order the bootstrap loads them."""
 
 
 def kernel_env(settings: Settings) -> dict[str, str]:
     """Environment for a kernel start: every built-in plugin's file and what they read."""
     env = compute.kernel_env(settings)
-    files = [FIGURES_PLUGIN, compute.PLUGIN_FILE, viewer.PLUGIN_FILE]
-    env["BIOPB_MCP_BUILTIN_PLUGINS"] = os.pathsep.join(str(path) for path in files)
+    env["BIOPB_MCP_BUILTIN_PLUGINS"] = os.pathsep.join(str(path) for path in BUILTIN_FILES)
     return env

@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any
 from jupyter_client.connect import write_connection_file
 
 from biopb_mcp.kernel import lifeline, plugins
+from biopb_mcp.runtime_files import CONFIG_DIR_KEY
 
 if TYPE_CHECKING:
     from biopb_mcp.config import Settings
@@ -179,9 +180,11 @@ class LaunchedKernel(KernelProcess):
         prefix, sock_dir = lifeline.socket_prefix(runtime, stem)
         if sock_dir is not None:
             logger.info("runtime dir %s is too long for IPC socket paths; sockets in %s", runtime, sock_dir)
+        # `biopb-mcp console` joins only kernels of its own config (Jupyter ignores extra keys)
+        own: dict[str, Any] = {CONFIG_DIR_KEY: str(settings.config_dir)}
         _, info = write_connection_file(
             str(conn), ip=str(prefix), transport="ipc", key=uuid.uuid4().hex.encode(),
-            kernel_name=ks.name or "python3",
+            kernel_name=ks.name or "python3", **own,
         )
         os.chmod(conn, 0o600)
         if is_python:

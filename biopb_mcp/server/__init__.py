@@ -13,6 +13,7 @@ One concept per module:
 * ``subscriptions`` change notifications to resource subscribers, both protocol eras
 * ``stdio``         the stdio wire on private descriptors, and serving over it
 * ``http``          loopback HTTP behind a Host/Origin allowlist and a bearer token
+* ``http_limits``   per connection: a deadline to read a request, a cap on open connections
 * ``run``           the serve entry point and the one exit path (kernel down, cleanup)
 * ``sdk``           every private MCP SDK access, with the version it was tested on
 """

@@ -9,6 +9,7 @@ allowed Host, carry an allowed Origin when it carries one, and present the beare
 
 from __future__ import annotations
 
+import asyncio
 import hmac
 import json
 import logging
@@ -29,8 +30,9 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from biopb_mcp.config import Settings
 from biopb_mcp.errors import ConfigError
-from biopb_mcp.runtime_files import private_runtime_dir
+from biopb_mcp.runtime_files import private_runtime_dir, read_private_text
 from biopb_mcp.server.app import log_level
+from biopb_mcp.server.protocol import RefuseBatches
 from biopb_mcp.server.run import shutdown_and_exit, stderr_line
 from biopb_mcp.server.state import AppState
 
@@ -100,9 +102,12 @@ def write_token_file(runtime_dir: Path, token: str) -> Path:
 
 def _write_private(path: Path, token: str) -> None:
     """Write ``token`` to ``path`` created 0600 from the start (a chmod after a default-mode
-    create would leave a window), never through a link."""
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
+    create would leave a window), never through a link nor into a FIFO (whose open would wait
+    for a reader)."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_NONBLOCK, 0o600)
     try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise OSError(f"{path} is not a regular file")
         os.fchmod(fd, 0o600)
         os.write(fd, (token + "\n").encode("ascii"))
     finally:
@@ -113,6 +118,8 @@ STABLE_TOKEN_FILE_NAME = "http-token"
 """File name of the stable bearer token inside the state dir (``http.token = "stable"``)."""
 
 _TOKEN_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_")
+_TOKEN_MAX_BYTES = 4096
+"""Most bytes read from a stored token file (a token is 43)."""
 
 
 def stable_token(state_dir: Path, *, rotate: bool = False) -> tuple[str, Path, str]:
@@ -130,24 +137,21 @@ def stable_token(state_dir: Path, *, rotate: bool = False) -> tuple[str, Path, s
     how = "rotated" if rotate else "new"
     if not rotate:
         try:
-            fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
+            text = read_private_text(path, _TOKEN_MAX_BYTES).strip()
         except FileNotFoundError:
-            fd = -1
-        except OSError:  # a link or unreadable: never trusted
-            fd, how = -1, "replaced"
-        if fd >= 0:
-            try:
-                st = os.fstat(fd)
-                text = os.read(fd, 4096).decode("ascii", "replace").strip()
-            finally:
-                os.close(fd)
-            private = stat.S_ISREG(st.st_mode) and st.st_uid == os.getuid() and not st.st_mode & 0o077
-            if private and len(text) >= 32 and set(text) <= _TOKEN_CHARS:
+            pass
+        except OSError as exc:  # a link, a FIFO, another user's or an unreadable file: never trusted
+            logger.warning("the stored HTTP token is not used: %s; made a new one", exc)
+            how = "replaced"
+        else:
+            if len(text) >= 32 and set(text) <= _TOKEN_CHARS:
                 return text, path, "reused"
+            logger.warning("the stored HTTP token %s is not a token; made a new one", path)
             how = "replaced"
     token = new_token()
     state_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
     tmp = state_dir / f".{STABLE_TOKEN_FILE_NAME}.{os.getpid()}.tmp"
+    tmp.unlink(missing_ok=True)  # a crash's leftover, or something planted: never written through
     _write_private(tmp, token)
     os.replace(tmp, path)  # a reader never sees a half-written token; a planted link is replaced
     return token, path, how
@@ -185,13 +189,27 @@ class HttpGuard:
         if origin is not None and origin.lower() not in self.allowed_origins:
             return 403, f"Origin {_shown(origin)} is not allowed (add it to http.allowed_origins to allow it)."
         if self.token is not None:
-            scheme, _, presented = headers.get("authorization", "").partition(" ")
+            sent = headers.get("authorization")
+            scheme, _, presented = (sent or "").partition(" ")
             # Compared as bytes: compare_digest refuses a str with non-ASCII characters, and a
             # client may send any byte in a header.
             given = presented.strip().encode("utf-8", "surrogatepass")
             if scheme.lower() != "bearer" or not hmac.compare_digest(given, self.token.encode("utf-8")):
-                return 401, "Missing or wrong bearer token; send 'Authorization: Bearer <token from the http-token file>'."
+                return 401, _token_refusal(sent, scheme)
         return None
+
+
+def _token_refusal(sent: str | None, scheme: str) -> str:
+    """Why a request's token was refused, and where the right one is."""
+    where = ("The server printed its token when it started; it is kept in the file http-token in its "
+             "state dir (http-token-<pid> in its runtime dir with http.token = \"per-start\"); "
+             "`biopb-mcp config show` prints both dirs.")
+    if sent is None:
+        return f"No bearer token: this server needs the header 'Authorization: Bearer <token>'. {where}"
+    if scheme.lower() != "bearer":
+        return f"The Authorization header is not 'Bearer <token>' (it names {_shown(scheme)}). {where}"
+    return ("Wrong bearer token: it is not this server's (a token from before --rotate-token, or "
+            f"from another server?). {where}")
 
 
 def _shown(value: str | None) -> str:
@@ -262,13 +280,28 @@ class GuardMiddleware:
             return
         status, reason = refused
         self.refusals.refused(status, reason)
-        response_headers = [(b"content-type", b"text/plain; charset=utf-8")]
-        if status == 401:
-            response_headers.append((b"www-authenticate", b'Bearer realm="biopb-mcp"'))
-        body = reason.encode("utf-8")
-        response_headers.append((b"content-length", str(len(body)).encode()))
-        await send({"type": "http.response.start", "status": status, "headers": response_headers})
-        await send({"type": "http.response.body", "body": body})
+        await send({"type": "http.response.start", "status": status, "headers": refusal_headers(status, reason)})
+        await send({"type": "http.response.body", "body": refusal_body(reason)})
+
+
+REFUSAL_CODE = -32600
+"""JSON-RPC code of a refused request (invalid request): MCP defines none for HTTP-level refusals."""
+
+
+def refusal_body(reason: str) -> bytes:
+    """A refusal as a JSON-RPC error: MCP clients (the SDK's among them) show a JSON-RPC error
+    body of a 4xx reply to the user, and only a generic "error response" for any other body."""
+    return json.dumps({"jsonrpc": "2.0", "id": None, "error": {"code": REFUSAL_CODE, "message": reason}}).encode()
+
+
+def refusal_headers(status: int, reason: str) -> list[tuple[bytes, bytes]]:
+    """Headers of a refusal; a 401 names its reason in WWW-Authenticate too (RFC 6750)."""
+    headers = [(b"content-type", b"application/json"), (b"content-length", str(len(refusal_body(reason))).encode())]
+    if status == 401:
+        description = reason.replace("\\", "").replace('"', "'").encode("ascii", "replace")
+        headers.append((b"www-authenticate",
+                        b'Bearer realm="biopb-mcp", error="invalid_token", error_description="' + description + b'"'))
+    return headers
 
 
 def bind_loopback(port: int) -> socket.socket:
@@ -296,8 +329,6 @@ def http_token(settings: Settings, rotate: bool = False) -> tuple[str, Path, tup
                 f"cannot keep the HTTP token in {settings.state_dir}: {exc.strerror or exc}; set "
                 f"server.state_dir in {settings.config_file} to a writable directory, or "
                 f'http.token = "per-start"', key="server.state_dir") from None
-        if how == "replaced":
-            logger.warning("the stored HTTP token %s was not a private file of this user; made a new one", stable_path)
         stable: tuple[Path, str] | None = (stable_path, how)
     else:
         token, stable = new_token(), None
@@ -327,6 +358,8 @@ async def serve_http(
     import uvicorn
     from mcp.server.transport_security import TransportSecuritySettings
 
+    from biopb_mcp.server.http_limits import ACCEPT_BACKLOG, LimitedH11Protocol, accept_error_handler, connection_cap
+
     settings = state.settings
     port = sock.getsockname()[1]
     hosts, origins = allowlists(port, settings.http.allowed_hosts, settings.http.allowed_origins)
@@ -336,7 +369,7 @@ async def serve_http(
             enable_dns_rebinding_protection=True, allowed_hosts=sorted(hosts), allowed_origins=sorted(origins)
         ),
     )
-    guarded = GuardMiddleware(app, HttpGuard(allowed_hosts=hosts, allowed_origins=origins, token=token))
+    guarded = GuardMiddleware(RefuseBatches(app), HttpGuard(allowed_hosts=hosts, allowed_origins=origins, token=token))
     url = f"http://127.0.0.1:{port}/mcp"
     state.extra_status["http"] = {"url": url, "auth": token is not None, "token_file": str(token_file) if token_file else None}
     stderr_line(f"biopb-mcp serving streamable HTTP at {url} (loopback only)")
@@ -368,10 +401,14 @@ async def serve_http(
     for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
         signal.signal(signum, on_signal)
     # No access log: one line per request is a disk-filling channel for anyone who can reach the
-    # port; refusals are logged (rate-limited) by the guard.
+    # port; refusals are logged (rate-limited) by the guard. The protocol class times out a
+    # request that does not arrive whole and caps open connections (see http_limits).
+    protocol = type("ServedH11Protocol", (LimitedH11Protocol,), {"cap": connection_cap()})
+    loop = asyncio.get_running_loop()
+    loop.set_exception_handler(accept_error_handler(loop.get_exception_handler()))
     config = uvicorn.Config(
         guarded, log_config=None, log_level=log_level(settings).lower(), timeout_graceful_shutdown=2, lifespan="on",
-        access_log=False,
+        access_log=False, http=protocol, backlog=ACCEPT_BACKLOG,
     )
     server = uvicorn.Server(config)
     await server.serve(sockets=[sock])

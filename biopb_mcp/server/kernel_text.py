@@ -31,6 +31,7 @@ __all__ = [
     "JOB_LINE",
     "JobLine",
     "cancelled_note",
+    "compute_status",
     "cut_note",
     "error_text",
     "fitted_note",
@@ -282,3 +283,34 @@ def rendered_text(r: Rendered) -> str:
     if r.status != ExecutionStatus.RUNNING:
         parts.append(ending_note(r))
     return "\n".join(p for p in parts if p)
+
+
+def compute_status(section: dict[str, Any]) -> dict[str, Any]:
+    """server_status's ``compute`` section: the facts, with a ``state`` line true for the mode
+    (``dask_client()`` raises with no scheduler configured, so "not started" would mislead) and
+    the dashboard link saying what it shows."""
+    out = {k: v for k, v in section.items() if k not in ("reported", "dashboard_pages")}
+    reported, mode, error = section["reported"], section["mode"], section.get("error")
+    if mode == "none":
+        out["state"] = ('off: no cluster is configured ([compute] scheduler = "none"); dask runs in the '
+                        "kernel's own threads, and dask_client() raises until the user sets a scheduler in "
+                        "the config file, which the next restart_kernel (or start_kernel) applies")
+    elif reported == "no_kernel":
+        out["state"] = "not started (no kernel)"
+    elif reported == "busy":
+        out["state"] = "unknown while code runs (status does not wait for a busy kernel)"
+    elif reported != "live":
+        out["state"] = "unknown (the kernel did not report it)"
+    elif section.get("started"):
+        out["state"] = "running" if section.get("status") == "running" else f"client {section.get('status')}"
+    else:
+        first = ("starts a local cluster in the kernel" if mode == "local"
+                 else f"connects to {section['scheduler']}")
+        out["state"] = f"not started: the first dask_client() call {first}"
+        if error:
+            out["state"] += f" (the last attempt failed: {error})"
+    link = section.get("dashboard")
+    if link and section.get("dashboard_pages") is False:
+        out["dashboard"] = (f"{link} shows only a note that bokeh is missing (pip install 'bokeh>=3.1.0' in the "
+                            "kernel's environment, then restart_kernel); its /info/main/workers.html works")
+    return out

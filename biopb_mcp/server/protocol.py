@@ -6,10 +6,12 @@
 * ``prompts/get`` of an unknown name is -32602 as well (the SDK answers code 0 and logs two
   tracebacks).
 * A capability is advertised only when it is served: ``prompts`` only while there are prompts.
+* Over HTTP, a batch (a JSON array) is -32600, Invalid Request (:class:`RefuseBatches`).
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Collection
 from typing import Any
 
@@ -19,8 +21,9 @@ from mcp.server.context import CallNext, HandlerResult
 from mcp.server.mcpserver import MCPServer
 from mcp.types import INVALID_PARAMS
 from pydantic import BaseModel
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-__all__ = ["spec_middleware"]
+__all__ = ["RefuseBatches", "spec_middleware"]
 
 
 def _name(ctx: ServerRequestContext[Any, Any]) -> str | None:
@@ -63,3 +66,43 @@ def _drop_prompts(result: HandlerResult) -> None:
         capabilities = getattr(result, "capabilities", None)
         if capabilities is not None and getattr(capabilities, "prompts", None) is not None:
             capabilities.prompts = None
+
+
+BATCH_REPLY = json.dumps({"jsonrpc": "2.0", "id": None, "error": {
+    "code": -32600, "message": "Invalid Request: batch arrays are not supported; send one JSON-RPC message per request"}}).encode()
+
+
+class RefuseBatches:
+    """ASGI middleware: a JSON array posted to the endpoint is a batch, answered -32600.
+
+    MCP dropped JSON-RPC batching; the SDK then fails to validate the array and answers -32602
+    (invalid params) with pydantic's report, which names the wrong fault. Only the first
+    non-blank byte of the body is looked at; everything read is handed on unchanged.
+    """
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or scope.get("method") != "POST":
+            await self.app(scope, receive, send)
+            return
+        buffered: list[Message] = []
+        first_byte = b""
+        while not first_byte:
+            message = await receive()
+            buffered.append(message)
+            first_byte = message.get("body", b"").lstrip()[:1]
+            if message["type"] != "http.request" or not message.get("more_body", False):
+                break
+        if first_byte == b"[":
+            await send({"type": "http.response.start", "status": 400,
+                        "headers": [(b"content-type", b"application/json"),
+                                    (b"content-length", str(len(BATCH_REPLY)).encode())]})
+            await send({"type": "http.response.body", "body": BATCH_REPLY})
+            return
+
+        async def replay() -> Message:
+            return buffered.pop(0) if buffered else await receive()
+
+        await self.app(scope, replay, send)

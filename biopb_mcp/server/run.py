@@ -23,7 +23,8 @@ from biopb_mcp.server.state import AppState
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["SHUTDOWN_GRACE_SECONDS", "exit_on_signal", "run_then_exit", "serve", "shutdown_and_exit", "stderr_line"]
+__all__ = ["SHUTDOWN_GRACE_SECONDS", "exit_on_signal", "kernel_fate", "run_then_exit", "serve", "shutdown_and_exit",
+           "stderr_line"]
 
 SHUTDOWN_GRACE_SECONDS = 10.0
 """How long the exit path waits for the kernel to shut down before leaving anyway."""
@@ -33,6 +34,13 @@ def stderr_line(line: str) -> None:
     """One line for the human who started the server (stderr: never the JSON-RPC wire)."""
     sys.stderr.write(line + "\n")
     sys.stderr.flush()
+
+
+def kernel_fate(state: AppState) -> str:
+    """What the way out does to the kernel, for the exit log line: a joined kernel is not ours."""
+    if state.kernel.owns_kernel:
+        return "shutting the kernel down"
+    return "leaving the joined kernel running (its frontend owns it)"
 
 
 def shutdown_and_exit(state: AppState, code: int) -> NoReturn:
@@ -66,7 +74,7 @@ async def exit_on_signal(state: AppState) -> None:
 
     with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGHUP, signal.SIGINT) as signals:
         async for signum in signals:
-            logger.info("Received signal %d; shutting the kernel down", signum)
+            logger.info("Received signal %d; %s", signum, kernel_fate(state))
             shutdown_and_exit(state, 0)
 
 

@@ -31,7 +31,7 @@ from mcp.shared.message import SessionMessage
 from mcp.types import ErrorData, JSONRPCError
 from pydantic import ValidationError
 
-from biopb_mcp.server.run import exit_on_signal, shutdown_and_exit
+from biopb_mcp.server.run import exit_on_signal, kernel_fate, shutdown_and_exit
 from biopb_mcp.server.sdk import lowlevel_server, sender_context
 from biopb_mcp.server.state import AppState
 
@@ -311,7 +311,7 @@ async def serve_stdio(mcp: MCPServer, state: AppState, wire: Any) -> None:
             try:
                 await lowlevel.run(read_stream, write_stream, lowlevel.create_initialization_options())
             except Exception:
-                logger.exception("The stdio transport failed; shutting the kernel down")
+                logger.exception("The stdio transport failed; %s", kernel_fate(state))
                 shutdown_and_exit(state, 1)
-            logger.info("stdin closed; shutting the kernel down")
+            logger.info("stdin closed; %s", kernel_fate(state))
             shutdown_and_exit(state, 0)

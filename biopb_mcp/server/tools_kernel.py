@@ -9,7 +9,6 @@ import json
 import logging
 import os
 import sys
-from dataclasses import replace
 from importlib.metadata import PackageNotFoundError, version
 from typing import Any
 
@@ -18,7 +17,7 @@ from mcp.server.mcpserver import Context, MCPServer
 from mcp.types import CallToolResult, ToolAnnotations
 
 import biopb_mcp
-from biopb_mcp.config import load_settings
+from biopb_mcp.config import reread_kernel_start_keys
 from biopb_mcp.errors import BiopbMcpError, ConfigError
 from biopb_mcp.kernel import Rendered, compute
 from biopb_mcp.server import kernel_text, presence
@@ -73,23 +72,23 @@ def _rendered_result(rendered: Rendered, limit: int, *, prefix: str = "") -> Cal
 
 
 def _reread_kernel_name(state: AppState) -> None:
-    """Take ``kernel.name`` from the config file as it is now, before a (re)start.
+    """Take ``kernel.name`` and ``[compute]`` from the config file as it is now, before a (re)start.
 
-    A bad name is fixed by editing the file; without this the next start_kernel would repeat the
-    old error until the server itself restarts. Only the name is re-read: the other settings keep
-    the values the server started with.
+    A bad name is fixed by editing the file, and a cluster is configured there; without this the
+    next start would keep the old values until the server itself restarts. A bad file is refused
+    and the settings stay as they were.
     """
-    if not state.settings.config_file.is_file():
-        return
     try:
-        name = load_settings(state.settings.config_dir).kernel.name
+        settings, changed = reread_kernel_start_keys(state.settings)
     except ConfigError as exc:
-        raise ConfigError(f"{exc} (start_kernel re-reads kernel.name from the config file)", key=exc.key) from exc
-    if name != state.settings.kernel.name:
-        logger.info("kernel.name changed in %s: %r -> %r", state.settings.config_file,
-                    state.settings.kernel.name, name)
-        state.settings = replace(state.settings, kernel=replace(state.settings.kernel, name=name))
-        state.kernel.reconfigure(state.settings)
+        raise ConfigError(f"{exc} (start_kernel and restart_kernel re-read kernel.name and [compute] from "
+                          "the config file; nothing was started or restarted: fix the file, then call again)",
+                          key=exc.key) from exc
+    if changed:
+        logger.info("%s changed in %s; the kernel start applies them", ", ".join(changed),
+                    state.settings.config_file)
+        state.settings = settings
+        state.kernel.reconfigure(settings)
 
 
 def register_kernel_tools(mcp: MCPServer, state: AppState) -> None:
@@ -221,9 +220,9 @@ def register_kernel_tools(mcp: MCPServer, state: AppState) -> None:
             "server": {"name": SERVER_NAME, "transport": state.transport, "pid": os.getpid(), **_versions()},
             "kernel": host.status(),
         }
-        status["compute"] = compute.status_section(
+        status["compute"] = kernel_text.compute_status(compute.status_section(
             settings, host.query_when_idle(compute.STATUS_EXPRESSION), status["kernel"]["state"],
-            busy=status["kernel"]["current_job"] is not None)
+            busy=status["kernel"]["current_job"] is not None))
         try:
             status["docs"] = state.store.summary()
         except BiopbMcpError as exc:
