@@ -24,6 +24,7 @@ Public API (see the docstrings in ``host.py`` and ``executions.py`` for details)
     host.render(ex, offset=0) -> Rendered   # one bounded page + images of an execution, as data
     host.poll(job_id, offset=0) -> Rendered # same, by id, header set; JobNotFound
     host.inspect(path) -> str            # type, repr, signature, doc, shape/dtype; KernelBusy
+    host.query(expr) -> Any              # a JSON value from an idle kernel; KernelBusy / KernelNotReady
     host.query_when_idle(expr) -> Any    # a JSON value from an idle kernel, else None at once
     host.status() -> KernelStatus        # state, pid, connection file, job, plugins, paths
     host.shutdown() -> None              # idempotent; kills the kernel's process group

@@ -328,8 +328,12 @@ class KernelHost:
         return self._client.submit(code)
 
     def wait(self, ex: Execution, timeout: float) -> bool:
-        """Block up to ``timeout`` seconds; True once ``ex`` finished with all its output."""
-        return ex.done.wait(max(0.0, timeout))
+        """Block up to ``timeout`` seconds; True once ``ex`` finished with all its output.
+
+        An execution the kernel has not begun shortly after its submission is followed, once,
+        by a message that wakes a kernel idling in Qt's loop (see ``KernelClient.wait``).
+        """
+        return self._client.wait(ex, timeout)
 
     def promote(self, ex: Execution) -> str:
         """Mark ``ex`` a background job (output keeps being collected); returns its ``job-N``."""
@@ -385,6 +389,20 @@ class KernelHost:
             KernelError: ``path`` is not a dotted name, is not defined, or the kernel did not answer.
         """
         return self._client.inspect(path)
+
+    def query(self, expression: str, timeout: float | None = None, what: str = "the query") -> Any:
+        """The decoded value of ``expression`` (which yields a JSON string), for a tool's answer.
+
+        Unlike ``query_when_idle`` it says why there is no answer. ``timeout`` defaults to
+        ``kernel.request_timeout``; ``what`` names the query in errors ("the viewer query").
+
+        Raises:
+            KernelNotReady: no ready kernel.
+            KernelBusy: code is running (the query would wait behind it).
+            KernelError: no answer in time, or the expression raised in the kernel.
+        """
+        return self._client.query(expression, self._settings.kernel.request_timeout if timeout is None else timeout,
+                                  what)
 
     def query_when_idle(self, expression: str, timeout: float = 2.0) -> Any:
         """The decoded value of ``expression`` (which yields a JSON string) in an idle kernel.

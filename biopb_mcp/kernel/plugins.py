@@ -2,7 +2,8 @@
 
 Each runs inside the kernel (standard library only at import, as the kernel may be another
 Python without biopb_mcp) and adds what the agent uses to the namespace: ``show()`` and the
-figure flush (``inside/figures.py``), ``dask_client()`` (``inside/compute.py``).
+figure flush (``inside/figures.py``), ``dask_client()`` (``inside/compute.py``), ``viewer()``
+(``inside/viewer.py``, the napari window shared with the user).
 """
 
 from __future__ import annotations
@@ -10,7 +11,7 @@ from __future__ import annotations
 import os
 from typing import TYPE_CHECKING
 
-from biopb_mcp.kernel import compute
+from biopb_mcp.kernel import compute, viewer
 from biopb_mcp.kernel.inside import INSIDE_DIR
 
 if TYPE_CHECKING:
@@ -20,7 +21,7 @@ __all__ = ["BUILTIN_FILES", "FIGURES_PLUGIN", "kernel_env"]
 
 FIGURES_PLUGIN = INSIDE_DIR / "figures.py"
 
-BUILTIN_FILES = (FIGURES_PLUGIN, compute.PLUGIN_FILE)
+BUILTIN_FILES = (FIGURES_PLUGIN, compute.PLUGIN_FILE, viewer.PLUGIN_FILE)
 """Every built-in plugin, in the order the bootstrap loads them."""
 
 

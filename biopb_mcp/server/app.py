@@ -27,6 +27,7 @@ from biopb_mcp.server.sdk import check_sdk
 from biopb_mcp.server.state import SERVER_NAME, AppState
 from biopb_mcp.server.tools.docs import register_doc_tools
 from biopb_mcp.server.tools.kernel import register_kernel_tools
+from biopb_mcp.server.tools.viewer import register_viewer_tools
 from biopb_mcp.server.trace import Tracer
 from biopb_mcp.text.instructions import compose_instructions
 
@@ -118,6 +119,7 @@ def build_server(settings: Settings, *, trace: Path | None = None) -> tuple[MCPS
     )
     check_sdk(mcp)
     register_kernel_tools(mcp, state)
+    register_viewer_tools(mcp, state)
     register_doc_tools(mcp, state)
     mcp.middleware.insert(len(mcp.middleware) - 1, spec_middleware(mcp, prompt_names=lambda: ()))  # traced, before the rest
     state.notifier = install_resources(mcp, store)
