@@ -2,15 +2,23 @@
 
 from __future__ import annotations
 
-from biopb_mcp.docs.index import (
+from collections.abc import Callable, Sequence
+
+from biopb_mcp.docs.index import IndexFacts, IndexFile, annotate, append_unfiled, parse
+from biopb_mcp.text.index import (
     NEW_TAIL_HEADING,
     NEW_TAIL_SENTENCE,
     STALE_TAIL_HEADING,
     STALE_TAIL_SENTENCE,
-    append_unfiled,
-    parse,
-    render,
+    index_text,
 )
+
+
+def render(index: IndexFile, *, exists: Callable[[str], bool], shadows: Callable[[str], bool],
+           new_docs: Sequence[tuple[str, str]], stale_docs: Sequence[tuple[str, str]], hide_ignored: bool = False) -> str:
+    """The index as the agent reads it: the domain's facts, worded by the text layer."""
+    body = annotate(index, exists=exists, shadows=shadows, hide_ignored=hide_ignored)
+    return index_text(IndexFacts(body, list(new_docs), list(stale_docs)))
 
 SEED = """# biopb docs
 

@@ -12,7 +12,7 @@ import pytest
 from _tests.support.kernel_helpers import make_settings, stop_process
 from _tests.support.processes import wait_gone
 from biopb_mcp.kernel import KernelHost
-from biopb_mcp.text.kernel import rendered_text, started
+from biopb_mcp.text.kernel import inspection_text, rendered_text, started
 
 pytestmark = pytest.mark.slow
 
@@ -78,7 +78,7 @@ def test_entry_point_plugins_load_into_the_namespace_and_a_broken_one_is_skipped
         assert any("broken" in json.dumps(p) and "ImportError" in json.dumps(p) for p in status.plugins_failed), status
         assert "broken" in said
         assert _run(host, "labtools.scale_bar_um(100)") == "32.5"
-        described = host.inspect("labtools.scale_bar_um")
+        described = inspection_text(host.inspect("labtools.scale_bar_um"))
         assert "Length of a scale bar" in described and "pixel_size_um" in described
     finally:
         host.shutdown()

@@ -23,6 +23,7 @@ from _tests.support.results import text_of
 from _tests.support.stdio_procs import make_env, stdio_params
 from biopb_mcp.docs.store import DocStore
 from biopb_mcp.text.doc_views import read_doc
+from biopb_mcp.text.index import render_index
 from biopb_mcp.text.kernel import parse_job_line, split_job_line
 
 pytestmark = pytest.mark.anyio
@@ -87,7 +88,7 @@ def tiny_png() -> bytes:
 async def test_initialize_carries_the_rendered_index(session: tuple[Client, Path]) -> None:
     client, root = session
     instructions = client.instructions or ""
-    rendered = DocStore(root / "config" / "docs").render_index().strip()
+    rendered = render_index(DocStore(root / "config" / "docs")).strip()
     assert rendered and rendered in instructions
     assert instructions.index("start_kernel") < instructions.index(rendered)
     start = await client.call_tool("start_kernel", {})
