@@ -27,7 +27,7 @@ NOT_SENTENCES = {
 
 
 def _docstrings(tree: ast.AST) -> set[int]:
-    found = set()
+    found: set[int] = set()
     for node in ast.walk(tree):
         body = getattr(node, "body", None)
         if isinstance(body, list) and body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant):
@@ -39,7 +39,7 @@ def _docstrings(tree: ast.AST) -> set[int]:
 
 def _log_arguments(tree: ast.AST) -> set[int]:
     """Strings handed to ``logger.<level>(...)``: the log reader's, worded where they are logged."""
-    found = set()
+    found: set[int] = set()
     for node in ast.walk(tree):
         if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
                 and isinstance(node.func.value, ast.Name) and node.func.value.id == "logger"):
