@@ -19,7 +19,7 @@ import anyio
 import nbformat
 import pytest
 
-from _tests.support.results import text_of
+from _tests.support.results import run_to_end, text_of
 from _tests.support.view_helpers import recording_server
 from biopb_mcp.kernel.notebook import agent_cells, read_session
 
@@ -57,8 +57,10 @@ async def record(root: Path) -> Path:
         async with recording_server(root, "[kernel]\npromote_after = 1.0\n") as (client, _state):
             await client.call_tool("start_kernel", {})  # in root/data: the re-run must start there too
             status = json.loads(text_of(await client.call_tool("server_status", {})))
+            # promote_after is short so STOPPED becomes a job at once; any other cell may become
+            # one on a loaded machine, so each is followed to its end before the next is sent
             for code in (PLUGIN, FAILS):
-                await client.call_tool("execute_code", {"code": code})
+                await run_to_end(client, code)
             job = text_of(await client.call_tool("execute_code", {"code": STOPPED}))
             assert "job-" in job, job
             while not (root / "data" / "stopped-job-ran").exists():
@@ -69,7 +71,7 @@ async def record(root: Path) -> Path:
                                              status["kernel"]["connection_file"], CONSOLE])
             assert typed.stdout.decode().strip() == "ok", typed
             for code in (READS_CONSOLE, LAST):
-                await client.call_tool("execute_code", {"code": code})
+                await run_to_end(client, code)
     return Path(status["kernel"]["session_notebook"])
 
 
