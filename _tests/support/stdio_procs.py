@@ -7,13 +7,16 @@ exact bytes on stdout (corruption), and killing the server under a live session.
 from __future__ import annotations
 
 import sys
+import time
 from pathlib import Path
+from typing import Any
 
 from mcp import StdioServerParameters
 
 from bench.soak.servers import RawServer, result_text
+from biopb_mcp.text.kernel import parse_job_line
 
-__all__ = ["RawServer", "make_env", "result_text", "stdio_params"]
+__all__ = ["RawServer", "make_env", "result_text", "run_to_end_raw", "stdio_params"]
 
 SERVER_ARGS = ["-m", "biopb_mcp"]
 
@@ -38,3 +41,15 @@ def make_env(root: Path, *, config: str = "", plugins: dict[str, str] | None = N
 def stdio_params(env: dict[str, str], *extra_args: str) -> StdioServerParameters:
     return StdioServerParameters(command=sys.executable, args=[*SERVER_ARGS, *extra_args], env=env)
 
+
+
+def run_to_end_raw(server: RawServer, code: str, bound: float = 120.0) -> dict[str, Any]:
+    """execute_code over the raw wire, then poll_job by the job line until the job ended: on a
+    loaded machine any call may outlive ``kernel.promote_after``."""
+    deadline = time.monotonic() + bound
+    result = server.call("execute_code", {"code": code}, timeout=bound)
+    while (line := parse_job_line(result_text(result))) is not None and line.running:
+        assert time.monotonic() < deadline, f"{line.job_id} still running after {bound:g} s"
+        time.sleep(0.1)
+        result = server.call("poll_job", {"job_id": line.job_id})
+    return result

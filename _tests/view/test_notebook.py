@@ -8,6 +8,7 @@ import os
 import re
 import signal
 import struct
+import time
 from pathlib import Path
 from typing import Any
 
@@ -19,7 +20,7 @@ import tifffile
 
 from _tests.support.processes import wait_gone
 from _tests.support.results import text_of
-from _tests.support.stdio_procs import RawServer, make_env, result_text
+from _tests.support.stdio_procs import RawServer, make_env, result_text, run_to_end_raw
 from _tests.support.view_helpers import recording_server
 from biopb_mcp.kernel.notebook import agent_cells, read_session
 
@@ -177,6 +178,14 @@ def test_nbclient_re_runs_the_notebook_on_the_same_data_and_gets_the_recorded_re
     assert rerun[FAILING][0].ename == recorded[FAILING][0].ename == "IndexError"
 
 
+def _cells_on_disk(path: Path) -> list[Any]:
+    """The agent's cells the notebook file holds now (none while it cannot be read whole)."""
+    try:
+        return agent_cells(read_session(path))
+    except (OSError, ValueError):
+        return []
+
+
 def test_a_sigkilled_server_leaves_a_valid_notebook_with_every_completed_cell(tmp_path: Path) -> None:
     config = f'[server]\nruntime_dir = "{tmp_path / "rt"}"\n[kernel]\npromote_after = 1.0\n'
     server = RawServer(make_env(tmp_path, config=config), tmp_path / "stderr.log")
@@ -185,13 +194,19 @@ def test_a_sigkilled_server_leaves_a_valid_notebook_with_every_completed_cell(tm
         server.initialize()
         server.call("start_kernel")
         done = [f"step_{n} = {n} * 10\nprint('step', step_{n})" for n in range(3)]
-        for code in done:
-            assert "step" in result_text(server.call("execute_code", {"code": code}))
-        running = result_text(server.call("execute_code", {"code": "import time\ntime.sleep(60)"}))
+        for code in done:  # each followed to its end: a loaded machine may promote any of them
+            assert "step" in result_text(run_to_end_raw(server, code))
+        running = result_text(server.call("execute_code", {"code": "import time\ntime.sleep(600)"}))
         assert "background" in running
         status = json.loads(result_text(server.call("server_status")))
         kernel_pid = status["kernel"]["pid"]
         path = Path(status["kernel"]["session_notebook"])
+        # The writer thread appends each finished cell off the call's path: the kill comes once
+        # the three are on disk, however long a loaded machine keeps the writer waiting.
+        deadline = time.monotonic() + 60
+        while len(_cells_on_disk(path)) < len(done):
+            assert time.monotonic() < deadline, "the finished cells never reached the notebook"
+            time.sleep(0.05)
         os.kill(server.proc.pid, signal.SIGKILL)  # mid-session: a job is running
         server.proc.wait(30)
         cells = agent_cells(read_session(path))
