@@ -123,7 +123,7 @@ async def test_allocating_until_it_fails_is_reported(client: Client, counts: Cou
 
 async def test_kernel_killed_mid_job_then_start_kernel_recovers(client: Client, counts: Counter[str]) -> None:
     assert not (await call(client, "start_kernel")).is_error
-    await call(client, "execute_code", {"code": "kept = 1"})
+    await run_to_end(client, "kept = 1")  # to its end: a job still running would make the next call busy
     first = await call(client, "execute_code", {"code": "import time\ntime.sleep(120)"})
     job = JOB.search(_text(first))
     assert job and _text(first).startswith("Still running"), _text(first)
