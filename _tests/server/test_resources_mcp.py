@@ -1,7 +1,8 @@
 """Docs as MCP resources through real client sessions, in both protocol eras.
 
 Most tests serve a bare ``MCPServer`` with ``install_resources`` and a small write tool that does
-what the server's write_doc does (store.write_doc, then ``notifier.after_write``): a real server,
+what the server's write_doc does (store.write_doc through ``notifier.write``, then
+``notifier.after_write``): a real server,
 not a mock, with a fast watcher poll. ``test_resources_server.py`` goes through build_server and real stdio.
 """
 
@@ -9,6 +10,7 @@ from __future__ import annotations
 
 import logging
 import os
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -33,7 +35,7 @@ from biopb_mcp.text.docs import FOR_AGENT, refusal, write_report
 
 MODES = ["legacy", "auto"]
 
-WAIT = 10.0  # upper bound on any awaited event; passing runs take milliseconds to ~1 s
+WAIT = 60.0  # upper bound on any awaited event: passing runs take milliseconds to ~1 s, a loaded machine more
 
 
 def make_server(local: Path, shipped: Path, poll: float = 0.05) -> tuple[MCPServer[Any], DocStore, DocNotifier]:
@@ -45,8 +47,8 @@ def make_server(local: Path, shipped: Path, poll: float = 0.05) -> tuple[MCPServ
     @mcp.tool()
     async def write_doc(doc_id: str, body: str) -> str:
         """Write a doc and announce it."""
-        result = await anyio.to_thread.run_sync(lambda: store.write_doc(doc_id, body=body))
-        await notifier.after_write(result)
+        result, queued = await anyio.to_thread.run_sync(notifier.write, lambda: store.write_doc(doc_id, body=body))
+        await notifier.after_write(result, queued=queued)
         return write_report(result, FOR_AGENT)
 
     return mcp, store, notifier
@@ -324,23 +326,97 @@ async def test_an_index_write_announces_the_index_once(tmp_path: Path) -> None:
         assert inbox.updated.count(INDEX_URI) == 2  # one per write
 
 
+async def until_count(inbox: Inbox, uri: str, count: int) -> None:
+    with anyio.fail_after(WAIT):
+        while inbox.updated.count(uri) < count:
+            await anyio.sleep(0.02)
+
+
+async def watcher_looked_again(inbox: Inbox, local: Path, probe: str, times: int) -> None:
+    """Make the watcher look at the disk once more, for certain: a hand edit of the doc ``probe``
+    (subscribed; a new size each time), which only the watcher can announce, is waited for. One
+    connection's notifications arrive in order: whatever that look announced came first."""
+    (local / f"{probe}.md").write_text("# Probe\n\n" + "looked " * times + "\n")
+    await until_count(inbox, doc_uri(probe), times)
+
+
 @pytest.mark.anyio
 async def test_a_write_is_announced_once_while_the_watcher_runs(tmp_path: Path) -> None:
     """The write and the watcher both see the change; subscribers hear of it once, whoever made it."""
     local, shipped, ids = make_corpus(tmp_path, 2)
     mcp, _, notifier = make_server(local, shipped, poll=0.05)
     inbox = Inbox(WAIT)
+    changed, probe = doc_uri(ids[0]), ids[1]
     async with Client(mcp, mode="legacy", cache=None, message_handler=inbox) as client:
-        await legacy_subscribe(client, INDEX_URI)
-        await legacy_subscribe(client, doc_uri(ids[0]))
+        for uri in (INDEX_URI, changed, doc_uri(ids[1])):
+            await legacy_subscribe(client, uri)
         assert notifier.watching
         await client.call_tool("write_doc", {"doc_id": ids[0], "body": "# Changed\n\nOnce.\n"})
-        await inbox.wait_for({doc_uri(ids[0]), INDEX_URI})
-        await anyio.sleep(0.5)  # ten more looks at the disk: none may announce the write again
-        assert inbox.updated.count(doc_uri(ids[0])) == 1 and inbox.updated.count(INDEX_URI) == 1, inbox.updated
+        await inbox.wait_for({changed, INDEX_URI})
+        await watcher_looked_again(inbox, local, probe, 1)
+        assert inbox.updated.count(changed) == 1 and inbox.updated.count(INDEX_URI) == 1, inbox.updated
         (local / f"{ids[0]}.md").write_text("# By hand\n\nAn editor saved this.\n")  # a change no write made
-        with anyio.fail_after(WAIT):
-            while inbox.updated.count(doc_uri(ids[0])) < 2:
-                await anyio.sleep(0.02)
-        await anyio.sleep(0.5)
-        assert inbox.updated.count(doc_uri(ids[0])) == 2, inbox.updated
+        await until_count(inbox, changed, 2)
+        await watcher_looked_again(inbox, local, probe, 2)
+        assert inbox.updated.count(changed) == 2, inbox.updated
+
+
+CHANCE = 1.0
+"""Seconds a forced interleaving waits for the other thread's step: it comes at once where the
+interleaving can happen; where it cannot (the write and the look exclude each other) the wait
+ends and the test goes on, its outcome the same however long the wait was."""
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("order", ["look, write, queue, take", "write, look, queue"])
+async def test_a_write_and_a_look_at_the_disk_never_interleave_into_a_second_announcement(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, order: str
+) -> None:
+    """Orders a loaded machine can give, forced: a write landing on disk and queued while the
+    watcher's look is under way ("look, write, queue, take"), or a look landing between a write
+    and its queueing ("write, look, queue"). Either way the change is announced once."""
+    local, shipped, ids = make_corpus(tmp_path, 2)
+    mcp, store, notifier = make_server(local, shipped, poll=0.05)
+    armed, looked, written, handed_over = (threading.Event() for _ in range(4))
+    read_tier, store_write, run_write, announce = store.local_state, store.write_doc, notifier.write, notifier.after_write
+    look_first = order.startswith("look")
+
+    def local_state() -> dict[str, tuple[int, int]]:
+        state = read_tier()
+        if armed.is_set() and look_first and not looked.is_set():
+            looked.set()
+            handed_over.wait(CHANCE)  # the write lands and is queued before this look takes its queue
+        elif armed.is_set() and written.is_set():
+            looked.set()
+        return state
+
+    def write(fn: Any) -> Any:
+        if look_first:
+            assert looked.wait(WAIT), "the watcher never looked"
+        return run_write(fn)
+
+    def write_doc(*args: Any, **kwargs: Any) -> Any:
+        result = store_write(*args, **kwargs)
+        written.set()
+        if not look_first:
+            looked.wait(CHANCE)  # a look reads the tier before this write is queued
+        return result
+
+    async def after_write(result: Any, *, queued: bool) -> None:
+        await announce(result, queued=queued)
+        handed_over.set()
+
+    monkeypatch.setattr(store, "local_state", local_state)
+    monkeypatch.setattr(store, "write_doc", write_doc)
+    monkeypatch.setattr(notifier, "write", write)
+    monkeypatch.setattr(notifier, "after_write", after_write)
+    inbox = Inbox(WAIT)
+    changed = doc_uri(ids[0])
+    async with Client(mcp, mode="legacy", cache=None, message_handler=inbox) as client:
+        for uri in (changed, doc_uri(ids[1])):
+            await legacy_subscribe(client, uri)
+        armed.set()
+        await client.call_tool("write_doc", {"doc_id": ids[0], "body": "# Changed\n\nOnce.\n"})
+        await inbox.wait_for({changed})
+        await watcher_looked_again(inbox, local, ids[1], 1)
+        assert inbox.updated.count(changed) == 1, inbox.updated

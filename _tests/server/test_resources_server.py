@@ -22,7 +22,7 @@ from biopb_mcp.docs.resources import INDEX_URI, doc_uri
 from biopb_mcp.server import build_server
 from biopb_mcp.text.doc_views import read_doc
 
-WAIT = 20.0  # bound on any awaited event; the watcher polls every second
+WAIT = 60.0  # bound on any awaited event (server start-ups included); the watcher polls every second
 
 
 @pytest.mark.anyio

@@ -8,7 +8,9 @@
 
 Notifications are cues to refetch, never payloads. Each change is announced once, whoever made
 it: while the watcher runs, a write_doc hands its URIs to the watcher and wakes it, and the
-watcher leaves out of its next look at the disk what the writes already announced.
+watcher leaves out of its next look at the disk what the writes already announced. A look and a
+write never interleave (``DocNotifier.write``), so a look that sees a write's files always has
+the write in hand, however the threads are scheduled.
 """
 
 from __future__ import annotations
@@ -81,22 +83,35 @@ class DocNotifier:
         self._stop: threading.Event | None = None  # set to stop the running watcher
         self._wake = threading.Event()  # set to make the running watcher look now
         self._writes: list[tuple[list[str], bool]] = []  # (URIs, list changed) of writes the watcher announces
-        self._writes_lock = threading.Lock()
+        self._looking = threading.Lock()
+        """Held by a look (reading the tier, taking ``_writes``) and by a write until it is queued."""
 
     # -- publishing ---------------------------------------------------------------------------
 
-    async def after_write(self, result: WriteResult) -> None:
-        """Announce a successful write_doc: the index and the doc changed; a create grows the list."""
-        if not result.changed and not result.created:
-            return
-        # dict.fromkeys: write_doc("index") is the index's own URI, announced once.
-        uris = list(dict.fromkeys([INDEX_URI, doc_uri(result.doc_id)]))
-        if self.watching:  # the watcher would see this change on disk too: it alone announces it
-            with self._writes_lock:
-                self._writes.append((uris, result.created))
+    def write(self, write: Callable[[], WriteResult]) -> tuple[WriteResult, bool]:
+        """Run a store write (on a worker thread); while the watcher runs, queue it for the watcher,
+        which alone announces it then (it would see the change on disk too).
+
+        No look at the disk falls between the write and its queueing: a look that saw the file
+        without the write in hand would announce the change, and the write would again.
+
+        Returns:
+            The write's result, and whether it was queued (``after_write`` announces it if not).
+        """
+        with self._looking:
+            result = write()
+            if not self.watching or not (result.changed or result.created):
+                return result, False
+            self._writes.append((_write_uris(result), result.created))
             self._wake.set()
+            return result, True
+
+    async def after_write(self, result: WriteResult, *, queued: bool) -> None:
+        """Announce a successful write_doc that ``write`` did not queue for the watcher: the index
+        and the doc changed; a create grows the list."""
+        if queued or not (result.changed or result.created):
             return
-        await self.notify_updated(uris)
+        await self.notify_updated(_write_uris(result))
         if result.created:
             await self.notify_list_changed()
 
@@ -210,12 +225,12 @@ class DocNotifier:
             wake.clear()
             if stop.is_set():
                 break
-            try:
-                current = self.store.local_state()
-            except (OSError, DocError):
-                logger.warning("docs watcher: cannot read the local tier; trying again", exc_info=True)
-                continue
-            with self._writes_lock:
+            with self._looking:
+                try:
+                    current = self.store.local_state()
+                except (OSError, DocError):
+                    logger.warning("docs watcher: cannot read the local tier; trying again", exc_info=True)
+                    continue
                 writes, self._writes = self._writes, []
             uris, list_changed = changes(snapshot, current)
             snapshot = current
@@ -244,6 +259,11 @@ class DocNotifier:
             await self.notify_updated(others)
         if list_changed:
             await self.notify_list_changed()
+
+
+def _write_uris(result: WriteResult) -> list[str]:
+    """What a write changed: the index and the doc (dict.fromkeys: an index write is announced once)."""
+    return list(dict.fromkeys([INDEX_URI, doc_uri(result.doc_id)]))
 
 
 def changes(old: Snapshot, new: Snapshot) -> tuple[list[str], bool]:

@@ -6,10 +6,14 @@ announced to resource subscribers and noted in the session notebook.
 
 from __future__ import annotations
 
+import functools
+from collections.abc import Callable
+
 import anyio
 from mcp.server.mcpserver import MCPServer
 from mcp.types import ToolAnnotations
 
+from biopb_mcp.docs.writes import WriteResult
 from biopb_mcp.server.state import AppState
 from biopb_mcp.server.tool import READ_ONLY, tool
 from biopb_mcp.text.doc_views import read_doc as read_text
@@ -72,12 +76,19 @@ def register_doc_tools(mcp: MCPServer, state: AppState) -> None:
         old: str | None = None,
         new: str | None = None,
     ) -> str:
-        result = await anyio.to_thread.run_sync(store.write_doc, id, body, old, new)
+        notifier = state.notifier
+        write = functools.partial(store.write_doc, id, body, old, new)
+        result, queued = await anyio.to_thread.run_sync(notifier.write if notifier else _unannounced, write)
         text = write_report(result, FOR_AGENT)
         _note_in_notebook(state, f"**write_doc** `{id}`\n\n```diff\n{text.strip()}\n```")
-        if state.notifier is not None:
-            await state.notifier.after_write(result)
+        if notifier is not None:
+            await notifier.after_write(result, queued=queued)
         return text
+
+
+def _unannounced(write: Callable[[], WriteResult]) -> tuple[WriteResult, bool]:
+    """A write with no notifier to queue it for (DocNotifier.write's shape)."""
+    return write(), False
 
 
 def _note_in_notebook(state: AppState, text: str) -> None:
