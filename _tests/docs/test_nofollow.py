@@ -164,22 +164,26 @@ def test_flipping_a_folder_to_a_link_while_writing_puts_nothing_outside(tmp_path
     # The flipper is its own process, as another party on a shared folder would be: a thread would
     # only switch at the interpreter's whims and rarely land inside the window.
     flipper = subprocess.Popen([sys.executable, "-c", FLIP, str(local), str(outside)])
-    written = refused = 0
+    written = refused = n = 0
+    deadline = time.monotonic() + 90
     try:
         while not (local / "sub-link").exists() and not (local / "sub").is_symlink():
             time.sleep(0.001)  # wait for the first flip
-        for n in range(1_000):
+        # A thousand writes, and on until both sides of the race were hit: how the flips and the
+        # writes interleave is the scheduler's to decide, more so on a loaded machine.
+        while n < 1_000 or not (written and refused):
+            assert time.monotonic() < deadline, f"after {n} writes: {written} written, {refused} refused"
             try:
                 store.write_doc(ids[n % len(ids)], body=f"# doc\n\nwrite {n}\n")
             except DocError:
                 refused += 1
             else:
                 written += 1
+            n += 1
     finally:
         flipper.terminate()
         flipper.wait(10)
-    assert written + refused == 1_000
-    assert written > 0 and refused > 0, (written, refused)  # both sides of the race were hit
+    assert written + refused == n
     leaked = snapshot(outside)
     assert leaked == {}, f"{len(leaked)} of {written} writes landed outside the tier: {sorted(leaked)[:5]}"
 
