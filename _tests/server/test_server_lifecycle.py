@@ -31,6 +31,11 @@ def _server_with_kernel(tmp_path: Path) -> tuple[RawServer, int]:
     return server, _kernel_pid(server)
 
 
+GONE_BOUND = 30.0
+"""Seconds a kernel may take to go once its server went: ample on a loaded machine, and nothing
+but the server's shutdown or the kernel's lifeline ends one (it has no parent poller)."""
+
+
 def _gone_within(pid: int, seconds: float) -> bool:
     try:
         proc = psutil.Process(pid)
@@ -43,12 +48,12 @@ def _gone_within(pid: int, seconds: float) -> bool:
     return True
 
 
-def test_sigkill_of_the_server_takes_the_kernel_down_within_5_s(tmp_path: Path) -> None:
+def test_sigkill_of_the_server_takes_the_kernel_down(tmp_path: Path) -> None:
     server, kernel_pid = _server_with_kernel(tmp_path)
     try:
         server.proc.send_signal(signal.SIGKILL)
         server.proc.wait(10)
-        assert _gone_within(kernel_pid, 5.0)
+        assert _gone_within(kernel_pid, GONE_BOUND)
     finally:
         server.close()
         if psutil.pid_exists(kernel_pid):
@@ -60,7 +65,7 @@ def test_sigterm_shuts_the_kernel_down_and_exits(tmp_path: Path) -> None:
     try:
         server.proc.send_signal(signal.SIGTERM)
         assert server.proc.wait(30) == 0
-        assert _gone_within(kernel_pid, 5.0)
+        assert _gone_within(kernel_pid, GONE_BOUND)
     finally:
         server.close()
 
@@ -101,7 +106,7 @@ def test_a_thousand_rapid_calls_keep_the_wire_clean_then_stdin_eof_exits(tmp_pat
         assert server.proc.stdin is not None
         server.proc.stdin.close()  # EOF: the server shuts the kernel down and leaves
         assert server.proc.wait(30) == 0
-        assert _gone_within(kernel_pid, 5.0)
+        assert _gone_within(kernel_pid, GONE_BOUND)
         assert not any(b"at load" in line for line in server.raw_lines)
     finally:
         server.close()
@@ -132,7 +137,7 @@ def test_a_sigkilled_servers_runtime_files_are_swept_by_the_next_start_and_a_liv
         kernel_pid = _kernel_pid(victim)
         victim.proc.send_signal(signal.SIGKILL)
         victim.proc.wait(10)
-        assert _gone_within(kernel_pid, 5.0)
+        assert _gone_within(kernel_pid, GONE_BOUND)
         assert all(f.exists() for f in victim_files)  # nobody was left to remove them
 
         after = RawServer(make_env(tmp_path / "after", config=config), tmp_path / "after.log")
