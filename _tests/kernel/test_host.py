@@ -8,6 +8,7 @@ import stat
 import sys
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -151,7 +152,12 @@ def test_interrupt_sent_before_the_kernel_picks_up_the_code_still_stops_it(host:
         said: list[str] = []
         caller = threading.Thread(target=lambda: said.append(interrupted(host.interrupt())))
         caller.start()
-        caller.join(0.5)  # the interrupt call is under way while the kernel is still stalled
+        # the interrupt call is under way while the kernel is still stalled, however slowly the
+        # thread got there
+        deadline = time.monotonic() + 60
+        while not _running_in(caller, KernelHost.interrupt):
+            assert caller.is_alive() and time.monotonic() < deadline, "interrupt() never got under way"
+            time.sleep(0.01)
     finally:
         os.kill(pid, signal.SIGCONT)
     caller.join(30)
@@ -160,6 +166,16 @@ def test_interrupt_sent_before_the_kernel_picks_up_the_code_still_stops_it(host:
     _, after = run(host, "'still alive'")
     # IPython may add a history-database notice when the interrupt hit its own bookkeeping
     assert rendered_text(after).splitlines()[0] == "'still alive'"
+
+
+def _running_in(thread: threading.Thread, function: Callable[..., object]) -> bool:
+    """Whether ``thread`` is inside a call of ``function`` now (any frame of its stack)."""
+    frame = sys._current_frames().get(thread.ident or 0)
+    while frame is not None:
+        if frame.f_code is function.__code__:
+            return True
+        frame = frame.f_back
+    return False
 
 
 def test_interrupt_with_nothing_running_says_so(host: KernelHost) -> None:
