@@ -196,10 +196,9 @@ def test_an_agent_that_left_cleanly_is_reported_as_one_that_was_killed(
         server.initialize()
         assert not server.call("start_kernel", timeout=90).get("isError")
         assert "7" in result_text(server.call("execute_code", {"code": "left_cleanly = nb_value + 1\nleft_cleanly"}))
-        for _ in range(100):  # the note of what it ran is written off the call's path
-            presence = link.presence()
-            if presence is not None and presence.last_job:
-                break
+        deadline = time.monotonic() + 60  # the note of what it ran is written off the call's path
+        while (presence := link.presence()) is None or not presence.last_job:
+            assert time.monotonic() < deadline, "the server never noted what it ran"
             time.sleep(0.05)
         assert server.proc.stdin is not None
         server.proc.stdin.close()
