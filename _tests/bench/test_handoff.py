@@ -16,6 +16,7 @@ from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.types import TextContent
 
+from _tests.support.results import run_to_end, text_of
 from bench.agents import make_agent
 from bench.cases import get_case
 from bench.run import RunSpec, run_one
@@ -32,9 +33,10 @@ async def _play_host(handoff: dict, code: str) -> int:
         status_part = (await client.call_tool("server_status", {})).content[0]
         assert isinstance(status_part, TextContent)
         status = json.loads(status_part.text)
-        result = await client.call_tool("execute_code", {"code": f"import os\nos.chdir({handoff['workdir']!r})\n" + code})
-        text = "\n".join(part.text for part in result.content if isinstance(part, TextContent))
-        assert not result.is_error, text
+        # followed to its end, as a person watching the host would: on a loaded machine the
+        # solution can outlive promote_after, and DONE must not come while it still runs
+        result = await run_to_end(client, f"import os\nos.chdir({handoff['workdir']!r})\n" + code)
+        assert not result.is_error, text_of(result)
     return int(status["server"]["pid"])
 
 
