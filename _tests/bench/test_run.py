@@ -17,9 +17,12 @@ from bench.report import headline, summarize
 from bench.run import RunSpec, run_bench, run_one
 
 
+@pytest.mark.timeout(900)
 def test_scripted_agent_passes_through_the_real_server_and_reads_only_listed_docs(tmp_path: Path) -> None:
     # A representative subset, run at once: a covered case in each arm and one no procedure covers.
-    spec = RunSpec(make_agent("scripted"), ["docs", "nodocs"], [], tmp_path, timeout=120)
+    # The timeout only bounds a hung run: three servers and kernels at once on a loaded machine
+    # can take minutes.
+    spec = RunSpec(make_agent("scripted"), ["docs", "nodocs"], [], tmp_path, timeout=600)
     picks = [("count-nuclei", "docs"), ("crop-roi", "docs"), ("flatfield-blank", "nodocs")]
     with ThreadPoolExecutor(max_workers=3) as pool:
         rows = list(pool.map(lambda pick: run_one(spec, get_case(pick[0]), pick[1], 0), picks))
@@ -77,11 +80,12 @@ get_ipython().events.register("pre_run_cell", lambda _info: _time.sleep(1.0))
 """
 
 
+@pytest.mark.timeout(900)
 def test_scripted_agent_on_a_two_session_case_follows_jobs_and_keeps_the_convention(tmp_path: Path) -> None:
     # A plugin paces every cell past promote_after, so every solution becomes a job and the check
     # passes only if the agent followed each job to its end before leaving. (The docs-blind agent
     # failing this case is `python -m bench selftest`'s to show.)
-    spec = RunSpec(make_agent("scripted"), ["docs"], [], tmp_path, timeout=150, promote_after=0.5,
+    spec = RunSpec(make_agent("scripted"), ["docs"], [], tmp_path, timeout=600, promote_after=0.5,
                    kernel_plugins={"pace.py": PACING_PLUGIN})
     row = run_one(spec, get_case("memo-border-rule"), "docs", 0)
     assert row["passed"], row
