@@ -13,7 +13,7 @@ import pytest
 from mcp import Client
 
 from _tests.support.pty_console import PtyProgram
-from _tests.support.results import text_of
+from _tests.support.results import run_to_end, text_of
 from _tests.support.stdio_procs import make_env, stdio_params
 from biopb_mcp.cli.commands import main
 from biopb_mcp.errors import KernelError
@@ -24,18 +24,19 @@ PROMPT = r"In \[\d+\]: "
 
 
 async def run(client: Client, code: str) -> str:
-    result = await client.call_tool("execute_code", {"code": code})
+    """execute_code's text, the call followed to its end should a loaded machine make it a job."""
+    result = await run_to_end(client, code)
     assert not result.is_error, text_of(result)
     return text_of(result)
 
 
 async def until_in_namespace(client: Client, console: PtyProgram, name: str, value: str) -> None:
     """Wait until a line typed in the console has run: the agent sees ``name`` with ``value``."""
-    for _ in range(100):
-        if value in await run(client, f"globals().get({name!r})"):
-            return
+    deadline = anyio.current_time() + 60
+    while value not in await run(client, f"globals().get({name!r})"):
+        if anyio.current_time() > deadline:
+            raise AssertionError(f"{name} typed in the console never reached the namespace:\n{console.screen}")
         await anyio.sleep(0.2)
-    raise AssertionError(f"{name} typed in the console never reached the namespace:\n{console.screen}")
 
 
 async def test_console_shows_the_agents_work_shares_the_namespace_and_quit_keeps_the_kernel(
