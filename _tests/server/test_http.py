@@ -175,8 +175,8 @@ def _leaves(exc: BaseException) -> list[BaseException]:
 @pytest.mark.anyio
 async def test_an_mcp_client_with_the_token_works_and_sigterm_cleans_up(server: HttpServer, token: str) -> None:
     """Last test of the module: it stops the shared server."""
-    async with httpx2.AsyncClient(headers={"authorization": f"Bearer {token}"}, timeout=30) as http:
-        with anyio.fail_after(60):
+    async with httpx2.AsyncClient(headers={"authorization": f"Bearer {token}"}, timeout=90) as http:
+        with anyio.fail_after(150):  # past kernel.startup_timeout (60 s): the server's own bound decides
             async with Client(streamable_http_client(server.url, http_client=http), mode="legacy") as client:
                 assert "start_kernel" in (client.instructions or "")
                 assert not (await client.call_tool("start_kernel", {})).is_error
