@@ -82,3 +82,31 @@ def test_a_failing_step_is_named_exits_1_and_still_cleans_up(
     assert root is not None and not Path(root.group(1)).exists()
     assert _no_process_left(root.group(1)) == []
     assert not (tmp_path / "nuclei.png").exists()
+
+
+SLOW_ANALYSIS = ("get_ipython().events.register('pre_run_cell', lambda info: 'synthetic nuclei' in info.raw_cell "
+                 "and __import__('time').sleep(1.0))\n")
+"""A kernel plugin that keeps the demo's analysis cell past a short promote_after, as a cold import
+on a slow machine keeps it past the default."""
+
+
+@pytest.mark.anyio
+async def test_the_demo_follows_an_analysis_that_outlives_promote_after(tmp_path: Path) -> None:
+    import anyio
+    from mcp import Client
+
+    from _tests.support.view_helpers import make_settings
+    from biopb_mcp.server import build_server
+
+    (tmp_path / "config" / "kernel").mkdir(parents=True)
+    (tmp_path / "config" / "kernel" / "slow.py").write_text(SLOW_ANALYSIS, encoding="utf-8")
+    mcp, state = build_server(make_settings(tmp_path, "[kernel]\npromote_after = 0.2\n"))
+    out = io.StringIO()
+    try:
+        with anyio.fail_after(180):
+            async with Client(mcp, mode="legacy") as client:
+                await demo._walk(client, demo._Transcript(out, demo.STEPS), tmp_path / "nuclei.png", {})
+    finally:
+        state.kernel.shutdown()
+    assert "placed 15 nuclei, found 15" in out.getvalue(), out.getvalue()
+    assert (tmp_path / "nuclei.png").read_bytes().startswith(b"\x89PNG")

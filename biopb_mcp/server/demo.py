@@ -193,7 +193,12 @@ async def _walk(client: Any, t: _Transcript, image_path: Path, state: dict[str, 
 
     async def execute() -> None:
         result = await client.call_tool("execute_code", {"code": ANALYSIS_CODE})
-        text, _job = split_job_line(_check(result, "execute_code"))
+        text, job = split_job_line(_check(result, "execute_code"))
+        # A slow machine (a cold import) can take past promote_after: follow the job, as a host does
+        while job is not None and job.running:
+            await anyio.sleep(0.2)
+            result = await client.call_tool("poll_job", {"job_id": job.job_id})
+            text, job = split_job_line(_check(result, "poll_job"))
         last = text.strip().splitlines()[-1] if text.strip() else ""
         try:
             placed, found, how = ast.literal_eval(last)
