@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 
 from _tests.support.notebook_kernel import NotebookKernel, isolated_env
-from _tests.support.stdio_procs import RawServer, result_text
+from _tests.support.stdio_procs import RawServer, result_text, run_to_end_raw
 from biopb_mcp.config.settings import load_settings
 from biopb_mcp.ipython.extension import attach_text, status_text
 from biopb_mcp.kernel.link import AgentPresence, KernelLink, link_id
@@ -195,7 +195,7 @@ def test_an_agent_that_left_cleanly_is_reported_as_one_that_was_killed(
     try:
         server.initialize()
         assert not server.call("start_kernel", timeout=90).get("isError")
-        assert "7" in result_text(server.call("execute_code", {"code": "left_cleanly = nb_value + 1\nleft_cleanly"}))
+        assert "7" in result_text(run_to_end_raw(server, "left_cleanly = nb_value + 1\nleft_cleanly"))
         deadline = time.monotonic() + 60  # the note of what it ran is written off the call's path
         while (presence := link.presence()) is None or not presence.last_job:
             assert time.monotonic() < deadline, "the server never noted what it ran"

@@ -24,9 +24,8 @@ from mcp.types import CallToolResult
 
 from _tests.support.notebook_kernel import NotebookKernel, isolated_env
 from _tests.support.processes import wait_gone
-from _tests.support.results import job_output, run_to_end, text_of
-from _tests.support.stdio_procs import RawServer, result_text
-from biopb_mcp.text.kernel import split_job_line
+from _tests.support.results import job_output, printed, run_to_end, text_of
+from _tests.support.stdio_procs import RawServer, result_text, run_to_end_raw
 
 pytestmark = pytest.mark.anyio
 
@@ -183,8 +182,8 @@ def test_a_copied_connection_file_found_by_lookup_and_sigkill_leaves_the_kernel(
         assert not started.get("isError"), result_text(started)
         assert "kernel-hpc.json" in result_text(started)
         assert "good.py" in result_text(started) and "this plugin is broken" in result_text(started)
-        ran = server.call("execute_code", {"code": "print(cells[0], PLUGIN_VALUE)"}, timeout=90)
-        assert split_job_line(result_text(ran))[0].strip() == "3 41"
+        ran = run_to_end_raw(server, "print(cells[0], PLUGIN_VALUE)")
+        assert printed(result_text(ran)).strip() == "3 41"
         guard = world.notebook.run(
             "import os; print(__biopb_bootstrap__['shutdown_guard'], [k for k in os.environ if 'BIOPB_MCP' in k])")
         assert guard.stdout == "False []\n"  # the kernel's shutdown stays its frontend's; its env is as it was

@@ -40,5 +40,10 @@ async def run_to_end(client: Client, code: str, bound: float = 120.0) -> CallToo
 def job_output(result: CallToolResult) -> str:
     """What the code printed, the same whether the call answered at once or was followed as a job
     (whose poll_job answer opens with its status line)."""
-    output = output_of(result)
+    return printed(text_of(result))
+
+
+def printed(text: str) -> str:
+    """An execute_code or poll_job text without its job line and a followed job's status line."""
+    output = split_job_line(text)[0]
     return output[len(found.group(0)):] if (found := _STATUS_HEADER.match(output)) else output
