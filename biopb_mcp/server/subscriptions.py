@@ -26,6 +26,7 @@ from mcp import MCPError
 from mcp.server import ServerRequestContext
 from mcp.server.session import ServerSession
 from mcp.server.subscriptions import (
+    PromptsListChanged,
     ResourcesListChanged,
     ResourceUpdated,
     SubscriptionBus,
@@ -82,6 +83,9 @@ class DocNotifier:
         self._wake = threading.Event()  # set to make the running watcher look now
         self._writes: list[tuple[list[str], bool]] = []  # (URIs, list changed) of writes the watcher announces
         self._writes_lock = threading.Lock()
+        self.after_changes: list[Callable[[], Awaitable[None]]] = []
+        """Awaited after each change announced (a write, or what the watcher found on disk):
+        for what else derives from the docs (the prompts)."""
 
     # -- publishing ---------------------------------------------------------------------------
 
@@ -99,6 +103,17 @@ class DocNotifier:
         await self.notify_updated(uris)
         if result.created:
             await self.notify_list_changed()
+        await self._after_changes()
+
+    async def _after_changes(self) -> None:
+        for hook in list(self.after_changes):
+            await hook()
+
+    async def notify_prompts_changed(self) -> None:
+        """``prompts/list_changed`` to listen streams and every legacy session."""
+        await self.bus.publish(PromptsListChanged())
+        for session in list(self._sessions.values()):
+            await _send(session.send_prompt_list_changed())
 
     async def notify_updated(self, uris: list[str]) -> None:
         """``resources/updated`` for each URI, to listen streams and subscribed legacy sessions."""
@@ -244,6 +259,7 @@ class DocNotifier:
             await self.notify_updated(others)
         if list_changed:
             await self.notify_list_changed()
+        await self._after_changes()
 
 
 def changes(old: Snapshot, new: Snapshot) -> tuple[list[str], bool]:
