@@ -22,6 +22,7 @@ doc says so: a `(required)` mark, or a description that opens with "Required".
 
 from __future__ import annotations
 
+import functools
 import logging
 import re
 from dataclasses import dataclass
@@ -125,13 +126,20 @@ def procedures(store: DocStore) -> list[Procedure]:
             logger.warning("Docs: %s is left out of the procedures: %s", doc_id, read)
             continue
         headings, hook = candidates[doc_id]
-        inputs = parse_inputs(read)
+        inputs, title, description = _read(read)
         if inputs is None and not any(is_procedure_heading(h) for h in headings):
             continue
-        info = parse(read)
-        found.append(Procedure(doc_id, hook or info.description or info.title or doc_id, info.title, inputs or ()))
+        found.append(Procedure(doc_id, hook or description or title or doc_id, title, inputs or ()))
     order = {doc_id: n for n, doc_id in enumerate(wanted)}
     return sorted(found, key=lambda p: order[p.doc_id])
+
+
+@functools.lru_cache(maxsize=1024)
+def _read(text: str) -> tuple[tuple[Input, ...] | None, str | None, str]:
+    """(inputs, title, description) of a doc text, memoised on the text: the set is read at every
+    handshake and list, and a doc's text rarely changes between two."""
+    info = parse(text)
+    return parse_inputs(text), info.title, info.description
 
 
 _ITEM = re.compile(r"^(?P<indent>\s{0,3})(?:[-*+]|\d{1,3}[.)])\s+(?P<text>.*)$")
