@@ -24,7 +24,7 @@ def follow_request(procedure: Procedure, uri: str, given: Mapping[str, str]) -> 
     if left:
         lines += ["", f"Not given here: {', '.join(left)}. Take each as the doc says (its default, or "
                       "measured as it shows), or ask me when it cannot be known from the data."]
-    lines += ["", "Stop at each of its checkpoints and show me what it shows before going on."]
+    lines += ["", "Keep its checkpoints: show me what each one shows, and stop where the doc says to stop."]
     return "\n".join(lines)
 
 

@@ -6,7 +6,6 @@ over the real server ``build_server`` wires; one test over stdio; one with a rea
 
 from __future__ import annotations
 
-import json
 import os
 import sys
 from collections.abc import Iterator
@@ -202,6 +201,23 @@ async def test_an_index_edit_that_adds_a_procedure_line_sends_prompts_list_chang
     assert "lab.count-cells" not in before and after == ["lab.count-cells", *before]
 
 
+async def test_a_hand_edit_of_the_index_seen_by_the_watcher_sends_prompts_list_changed(built: Any) -> None:
+    """While a client listens, the watcher looks at the disk: a procedure line added by hand (or by
+    another server process) changes the prompts, and that is announced too."""
+    mcp, state = built
+    (state.store.local_dir / "lab").mkdir(parents=True)
+    (state.store.local_dir / "lab" / "count-cells.md").write_text(COUNT_CELLS)
+    with anyio.fail_after(WAIT):
+        async with Client(mcp, cache=None) as client, client.listen(prompts_list_changed=True) as sub:
+            assert "lab.count-cells" not in [p.name for p in (await client.list_prompts()).prompts]
+            index = state.store.index_path
+            index.write_text(index.read_text().replace("## Procedures\n", "## Procedures\n- lab/count-cells: count\n"))
+            async for event in sub:
+                assert event == PromptsListChanged()
+                break
+            assert "lab.count-cells" in [p.name for p in (await client.list_prompts()).prompts]
+
+
 @pytest.mark.parametrize("mode", MODES)
 async def test_completion_offers_doc_ids_listed_first_at_most_100_with_total(built: Any, mode: str) -> None:
     mcp, state = built
@@ -330,4 +346,3 @@ async def test_over_stdio_prompts_list_get_and_complete(tmp_path: Path) -> None:
     assert "flatfield" in names and not REFERENCES & set(names)
     assert isinstance(got.messages[1].content, EmbeddedResource)
     assert files.completion.values == ["cells.tif"]
-    assert "Traceback" not in json.dumps(names)

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from typing import Any
 
 import anyio
@@ -75,10 +75,8 @@ class ProcedurePrompts:
     """The prompt set of one store, read fresh per request; remembers the last set it computed
     so a change can be announced once."""
 
-    def __init__(self, store: DocStore, announce: Callable[[], Any] | None = None) -> None:
+    def __init__(self, store: DocStore) -> None:
         self.store = store
-        self.announce = announce
-        """Awaited (no arguments) when the set changed: sends ``prompts/list_changed``."""
         self._last: Signature | None = None
         self._lock = threading.Lock()
 
@@ -93,13 +91,12 @@ class ProcedurePrompts:
         """The prompt names served now (blocking)."""
         return list(self.current())
 
-    async def after_change(self) -> None:
-        """Announce ``prompts/list_changed`` when the docs changed the set since it was last read."""
+    def changed(self) -> bool:
+        """Whether the set differs from the one last read (blocking); False when none was read
+        yet: no client has seen a set that could have changed."""
         with self._lock:
             before = self._last
-        found = await anyio.to_thread.run_sync(self.current)
-        if before is not None and _signature(found) != before and self.announce is not None:
-            await self.announce()
+        return before is not None and _signature(self.current()) != before
 
     async def list_prompts(self, ctx: ServerRequestContext[Any, Any], params: PaginatedRequestParams) -> ListPromptsResult:
         """``prompts/list``: every procedure, in index order (at most the index's entry cap: one page)."""
@@ -170,10 +167,10 @@ def _prompt(name: str, procedure: Procedure) -> Prompt:
 def install_prompts(mcp: MCPServer[Any], store: DocStore, notifier: Any) -> ProcedurePrompts:
     """Serve the procedures as prompts on ``mcp``; changes announced through ``notifier``
     (a :class:`~biopb_mcp.server.subscriptions.DocNotifier`)."""
-    prompts = ProcedurePrompts(store, notifier.notify_prompts_changed)
+    prompts = ProcedurePrompts(store)
     low = lowlevel_server(mcp)
     low.add_request_handler("prompts/list", PaginatedRequestParams, prompts.list_prompts)
     low.add_request_handler("prompts/get", GetPromptRequestParams, prompts.get_prompt)
     mcp.middleware.append(prompts.middleware)
-    notifier.after_changes.append(prompts.after_change)
+    notifier.prompts_changed = prompts.changed
     return prompts
