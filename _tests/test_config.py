@@ -10,7 +10,8 @@ from typing import Any
 
 import pytest
 
-from biopb_mcp.config import (
+from biopb_mcp.cli.config import init_config
+from biopb_mcp.config.settings import (
     ALIASES,
     CONFIG_DIR_ENV,
     SCHEMA,
@@ -19,13 +20,12 @@ from biopb_mcp.config import (
     Settings,
     config_dir,
     defaults,
-    init_config,
     load_settings,
     render_example,
     render_show,
 )
 from biopb_mcp.errors import ConfigError
-from biopb_mcp.logs import setup_logging
+from biopb_mcp.server.logs import setup_logging
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -75,7 +75,7 @@ def test_missing_file_gives_schema_defaults_and_paths_inside_the_tree(tmp_path: 
 
 def test_example_file_is_the_schema_rendering_and_loads_to_the_defaults() -> None:
     text = (REPO / "config.example.toml").read_text(encoding="utf-8")
-    assert text == render_example(), "regenerate config.example.toml from biopb_mcp.config.render_example()"
+    assert text == render_example(), "regenerate config.example.toml from biopb_mcp.config.settings.render_example()"
     assert tomllib.loads(text) == {section: {} for section in SECTIONS}, "as written it sets nothing"
     lines = text.splitlines()
     for key in SCHEMA:

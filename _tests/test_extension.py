@@ -21,10 +21,10 @@ import pytest
 
 from _tests.support.notebook_kernel import NotebookKernel, isolated_env
 from _tests.support.stdio_procs import RawServer, result_text
-from biopb_mcp.config import load_settings
-from biopb_mcp.extension import attach_text, status_text
-from biopb_mcp.kernel_link import AgentPresence, KernelLink, link_id
-from biopb_mcp.record import SessionRecorder, agent_cells, read_session
+from biopb_mcp.config.settings import load_settings
+from biopb_mcp.ipython.extension import attach_text, status_text
+from biopb_mcp.kernel.link import AgentPresence, KernelLink, link_id
+from biopb_mcp.kernel.notebook import SessionRecorder, agent_cells, read_session
 
 
 @pytest.fixture(scope="module")

@@ -15,9 +15,9 @@ from pathlib import Path
 import anyio
 import pytest
 
-from biopb_mcp.extension import agent_cells_of, status_text
-from biopb_mcp.kernel_link import AgentPresence, KernelLink, link_id
-from biopb_mcp.runtime_files import private_runtime_dir
+from biopb_mcp.fs.runtime import private_runtime_dir
+from biopb_mcp.ipython.extension import agent_cells_of, status_text
+from biopb_mcp.kernel.link import AgentPresence, KernelLink, link_id
 
 
 def dead_pid() -> int:
@@ -121,7 +121,7 @@ def test_a_crafted_presence_file_is_ignored_with_a_log_line(
     link = KernelLink(tmp_path / "rt", "abc")
     link.pause()  # makes the private dir
     (tmp_path / "rt" / "agent-abc.json").write_text(text)
-    with caplog.at_level(logging.WARNING, logger="biopb_mcp.kernel_link"):
+    with caplog.at_level(logging.WARNING, logger="biopb_mcp.kernel.link"):
         assert link.presence() is None
         link.note_submitted("job-1", "x")  # the server's paths through the file do not raise either
         link.leave()
@@ -160,7 +160,7 @@ def test_a_fifo_or_a_link_at_a_link_file_never_hangs_and_is_ignored(
     private = tmp_path / "rt"
     os.mkfifo(private / "agent-abc.json")
     os.mkfifo(private / "pause-abc.json")
-    with caplog.at_level(logging.WARNING, logger="biopb_mcp.kernel_link"):
+    with caplog.at_level(logging.WARNING, logger="biopb_mcp.kernel.link"):
         assert run_bounded(link.presence) is None
         assert run_bounded(link.paused) is None
         assert run_bounded(link.leave) is None

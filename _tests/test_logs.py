@@ -7,9 +7,9 @@ import stat
 
 import pytest
 
-from biopb_mcp import logs
-from biopb_mcp.config import Settings, load_settings
-from biopb_mcp.logs import setup_logging
+from biopb_mcp.config.settings import Settings, load_settings
+from biopb_mcp.server import logs
+from biopb_mcp.server.logs import setup_logging
 
 
 def _logging_with(monkeypatch: pytest.MonkeyPatch, *, stderr: bool, **limits: int) -> Settings:

@@ -172,9 +172,9 @@ def same_partition(a: np.ndarray, b: np.ndarray) -> bool:
 def run(side_px: int, workers: int, memory_limit: str, workdir: Path, crop_px: int,
         out: Any = print) -> dict[str, Any]:
     """One out-of-core run; returns the figures and checks as JSON-able data."""
-    from biopb_mcp.config import load_settings
+    from biopb_mcp.config.settings import load_settings
     from biopb_mcp.kernel import KernelHost
-    from biopb_mcp.server.kernel_text import rendered_text
+    from biopb_mcp.text.kernel import rendered_text
 
     figures: dict[str, Any] = {"side_px": side_px, "workers": workers, "memory_limit": memory_limit}
     load = LoadMeter()
@@ -228,7 +228,7 @@ def run(side_px: int, workers: int, memory_limit: str, workdir: Path, crop_px: i
                f"out_path = {str(workdir / 'labels.zarr')!r}")
         blocks = procedure_blocks()
         out("procedure steps:")
-        with PeakRss(int(host.status()["pid"])) as rss:
+        with PeakRss(int(host.status().pid or 0)) as rss:
             for number, block in enumerate(blocks, start=1):
                 text = timed(f"block{number}_s", block)
                 if text.strip() != "(no output)":

@@ -33,7 +33,7 @@ DEFAULT_CODE = "print('x' * 2000)"
 
 
 def _settings(root: Path, record: bool) -> Any:
-    from biopb_mcp.config import load_settings
+    from biopb_mcp.config.settings import load_settings
 
     cdir = root / "config"
     cdir.mkdir(parents=True)
@@ -75,7 +75,7 @@ async def _measure(root: Path, cells: int, code: str) -> dict[str, list[float]]:
 
 def _direct_us(root: Path, reps: int, text: str) -> float:
     """Median microseconds of the recording work one call printing ``text`` does on its own path."""
-    from biopb_mcp.record import SessionRecorder
+    from biopb_mcp.kernel.notebook import SessionRecorder
 
     rec = SessionRecorder(root / "direct")
     rec.start_notebook(kernel_name="python3", display_name="Python", about="bench")

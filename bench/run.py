@@ -107,7 +107,7 @@ def contamination(tree: ConfigTree, trace: Path) -> list[str]:
     hidden = set(tree.moved)
     if not hidden:
         return []
-    from biopb_mcp.docs.search import search_docs
+    from biopb_mcp.docs.search.query import search_docs
     from biopb_mcp.docs.store import DocStore
     from biopb_mcp.errors import BiopbMcpError
 

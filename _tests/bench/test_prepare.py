@@ -20,8 +20,9 @@ from bench.prepare import (
     with_lab_section,
     write_mcp_config,
 )
-from biopb_mcp.docs.search import search_docs, tokenize
+from biopb_mcp.docs.search.query import search_docs, tokenize
 from biopb_mcp.docs.store import DocStore
+from biopb_mcp.text.doc_views import read_doc
 
 
 def _sections(text: str) -> dict[str, list[str]]:
@@ -82,7 +83,7 @@ def test_store_on_an_ablated_tree_lists_no_procedure_and_no_tail_resurfaces_them
     assert set(REFERENCES) <= set(listed)
     rendered = store.render_index()
     assert not [doc_id for doc_id in PROCEDURES if _mentions(rendered.split("ignored:")[0], doc_id)]
-    assert store.read_doc(PROCEDURES[0])  # ignored is not withheld: still readable by id
+    assert read_doc(store, PROCEDURES[0])  # ignored is not withheld: still readable by id
 
 
 def test_docs_off_search_finds_no_procedure_by_any_word_of_its_title_or_body(tmp_path: Path) -> None:

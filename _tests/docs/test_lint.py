@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from biopb_mcp.cli import main
-from biopb_mcp.config import load_settings
+from biopb_mcp.cli.commands import main
+from biopb_mcp.config.settings import load_settings
 from biopb_mcp.docs.store import DocStore
 
 

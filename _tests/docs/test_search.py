@@ -11,9 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from biopb_mcp.docs.fts import FtsIndex, digest
-from biopb_mcp.docs.ranking import score_all
-from biopb_mcp.docs.search import (
+from biopb_mcp.docs.search.fts import FtsIndex, digest
+from biopb_mcp.docs.search.query import (
     Hit,
     search_docs,
     snippet,
@@ -21,9 +20,12 @@ from biopb_mcp.docs.search import (
     tokenize,
     warm_index,
 )
-from biopb_mcp.docs.sections import atoms, compounds
+from biopb_mcp.docs.search.ranking import score_all
+from biopb_mcp.docs.search.sections import atoms, compounds
 from biopb_mcp.docs.store import DocStore
+from biopb_mcp.docs.views import Origin
 from biopb_mcp.errors import InvalidQuery
+from biopb_mcp.text.doc_views import read_doc
 
 # ---------------------------------------------------------------------------------------------
 # Corpus generator, reusable by the perf harness (bench/): `bench_corpus` and `time_search`.
@@ -301,9 +303,9 @@ def test_shadowed_shipped_doc_is_searched_in_its_local_text_only(
     _write(tiers[1] / "kernel.md", "# Kernel, my notes\n\n## Mine\nlocalword and kernel.promote_after = 30\n")
     assert search_docs(store, "shippedword") == []
     hits = search_docs(store, "kernel.promote_after")
-    assert (hits[0].doc_id, hits[0].heading, hits[0].origin) == ("kernel", "Mine", "local (shadows shipped)")
+    assert (hits[0].doc_id, hits[0].heading, hits[0].origin) == ("kernel", "Mine", Origin.SHADOW)
     assert "Config" not in {h.heading for h in hits}  # the shipped text's section is gone
-    assert search_docs(store, "localword")[0].origin == "local (shadows shipped)"
+    assert search_docs(store, "localword")[0].origin == Origin.SHADOW
 
 
 def test_nested_local_docs_under_a_listed_folder_are_searched_but_not_hidden_files(
@@ -326,13 +328,13 @@ def test_search_covers_only_what_the_index_surfaces(store: DocStore, tiers: tupl
     _write(local / "scratch.md", "# Scratch\nunlistedword lives here\n")
     assert search_docs(store, "unlistedword") == []
     assert search_docs(store, "skimage.filters.threshold_otsu") == []  # banked
-    assert "unlistedword" in store.read_doc("scratch")
-    assert "threshold_otsu" in store.read_doc("_banked/thresholds")
+    assert "unlistedword" in read_doc(store, "scratch")
+    assert "threshold_otsu" in read_doc(store, "_banked/thresholds")
     assert _ids(search_docs(store, "kernel.promote_after"))[0] == ("kernel", "Config")
     index = (local / "index.md").read_text(encoding="utf-8")
     store.write_doc("index", body=index.replace("- kernel: run code\n", "") + "\nignored: kernel\n- scratch: mine\n")
     assert search_docs(store, "kernel.promote_after") == []
-    assert "promote_after" in store.read_doc("kernel")
+    assert "promote_after" in read_doc(store, "kernel")
     assert _ids(search_docs(store, "unlistedword")) == [("scratch", "Scratch")]
 
 
@@ -364,7 +366,7 @@ def test_unreadable_doc_is_skipped_with_a_warning(
     local = tiers[1]
     (local / "binary.md").write_bytes(b"\xff\xfe\x00 not utf-8 otsu")
     _write(local / "fine.md", "# Fine\notsu here\n")
-    with caplog.at_level(logging.WARNING, logger="biopb_mcp.docs.search"):
+    with caplog.at_level(logging.WARNING, logger="biopb_mcp.docs.search.query"):
         hits = search_docs(store, "otsu")
     assert "binary" not in {h.doc_id for h in hits}
     assert "fine" in {h.doc_id for h in hits}
@@ -475,7 +477,7 @@ def test_a_doc_titled_or_hooked_with_the_query_outranks_body_mentions(store: Doc
 def test_a_query_past_its_time_budget_is_refused_saying_what_to_do(
     store: DocStore, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from biopb_mcp.docs import search as search_mod
+    from biopb_mcp.docs.search import query as search_mod
     from biopb_mcp.errors import DocProblem
 
     assert search_docs(store, "operands could not be broadcast")  # the index is built: refresh is not timed
@@ -511,7 +513,7 @@ def test_a_long_query_is_matched_as_a_phrase_of_a_few_words_around_its_rarest(mo
     """FTS5 matches a phrase inside one row without yielding to the query's deadline, at a cost of
     the row's length times the phrase's: 249 words against a megabyte of one word took seconds
     past the budget. The whole query is still confirmed on the section's text."""
-    from biopb_mcp.docs import fts
+    from biopb_mcp.docs.search import fts
 
     index = _index(LITERAL_CORPUS)
     seen: list[str] = []

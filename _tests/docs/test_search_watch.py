@@ -16,12 +16,13 @@ from pathlib import Path
 
 import pytest
 
-from biopb_mcp.docs import freshness as freshness_mod
-from biopb_mcp.docs import watch as watch_mod
-from biopb_mcp.docs.freshness import ROLLING
-from biopb_mcp.docs.search import search_docs
+from biopb_mcp.docs.search import freshness as freshness_mod
+from biopb_mcp.docs.search.freshness import ROLLING
+from biopb_mcp.docs.search.query import search_docs
 from biopb_mcp.docs.store import DocStore
-from biopb_mcp.docs.watch import Changes, WatchUnavailable, parse_events
+from biopb_mcp.docs.views import Origin
+from biopb_mcp.fs import watch as watch_mod
+from biopb_mcp.fs.watch import Changes, WatchUnavailable, parse_events
 
 _OLD = 1_700_000_000
 """An mtime well in the past, so stamps are trusted and nothing is re-read for being recent."""
@@ -161,7 +162,7 @@ def test_events_name_files_and_flag_lost_or_structural_changes() -> None:
 class _CountingWalks(DocStore):
     walks = 0
 
-    def doc_entries(self) -> list[tuple[str, str, str]]:
+    def doc_entries(self) -> list[tuple[str, str, Origin]]:
         self.walks += 1
         return super().doc_entries()
 
@@ -197,7 +198,7 @@ def test_removing_a_local_copy_brings_back_the_shipped_doc_it_shadowed(tmp_path:
     _write(local / "ref/kernel.md", "# Kernel\n\n## Use\nlocalword in the lab's copy\n")
     store = DocStore(local, shipped_dir=shipped, version="1.0", search_db=tmp_path / "search.sqlite3")
     for _ in range(2):  # the second query runs on the folder watches
-        assert [(h.doc_id, h.origin) for h in search_docs(store, "localword")] == [("ref/kernel", "local (shadows shipped)")]
+        assert [(h.doc_id, h.origin) for h in search_docs(store, "localword")] == [("ref/kernel", Origin.SHADOW)]
         assert _ids(store, "shippedword") == []
     (local / "ref/kernel.md").unlink()
     assert [(h.doc_id, h.origin) for h in search_docs(store, "shippedword")] == [("ref/kernel", "shipped")]
@@ -236,9 +237,9 @@ def test_rows_another_server_commits_during_a_refresh_are_checked_next(store: Do
     indexing something else: the next query compares that row with the disk, not trusting it."""
     from functools import partial
 
-    from biopb_mcp.docs.filecache import stamp
-    from biopb_mcp.docs.fts import FtsIndex, digest
-    from biopb_mcp.docs.sections import split_sections
+    from biopb_mcp.docs.search.fts import FtsIndex, digest
+    from biopb_mcp.docs.search.sections import split_sections
+    from biopb_mcp.fs.stamps import stamp
 
     class Racing(DocStore):
         other: FtsIndex | None = None
@@ -277,7 +278,7 @@ def test_an_edit_made_while_another_process_holds_the_index_lock_is_found_at_onc
     directly meanwhile (its stale rows left out), and indexed once the lock is free."""
     import sqlite3
 
-    from biopb_mcp.docs import fts
+    from biopb_mcp.docs.search import fts
 
     monkeypatch.setattr(fts, "BUSY_TIMEOUT_S", 0.2)
     monkeypatch.setattr(freshness_mod, "ROLLING", 1)  # the rolling re-stat must not be what finds it

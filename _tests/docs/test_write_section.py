@@ -8,10 +8,10 @@ import pytest
 
 from _tests.docs.test_store import make_shipped, snapshot
 from _tests.support.write_reports import as_agent_reads
-from biopb_mcp.doc_messages import FOR_AGENT, refusal
 from biopb_mcp.docs.index import parse
 from biopb_mcp.docs.store import DocStore
 from biopb_mcp.errors import DocProblem, WriteRefused
+from biopb_mcp.text.docs import FOR_AGENT, refusal
 
 RULE = "---\ndescription: report areas in square microns\n---\n# Areas\n\nAlways in square microns.\n"
 

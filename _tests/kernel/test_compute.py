@@ -25,10 +25,11 @@ from mcp.types import TextContent
 from _tests.support.kernel_helpers import make_settings
 from _tests.support.results import output_of
 from _tests.support.stdio_procs import RawServer, make_env
-from biopb_mcp.config import Settings
+from biopb_mcp.config.settings import Settings
 from biopb_mcp.kernel import KernelHost, compute
-from biopb_mcp.server import build_server, kernel_text
-from biopb_mcp.server.kernel_text import rendered_text
+from biopb_mcp.server import build_server
+from biopb_mcp.text import kernel as kernel_text
+from biopb_mcp.text.kernel import rendered_text
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -37,7 +38,7 @@ def compute_settings(root: Path, compute_toml: str) -> Settings:
     settings = make_settings(root, kernel="request_timeout = 20.0\n")
     cfile = settings.config_file
     cfile.write_text(cfile.read_text(encoding="utf-8") + "[compute]\n" + compute_toml, encoding="utf-8")
-    from biopb_mcp.config import load_settings
+    from biopb_mcp.config.settings import load_settings
 
     return load_settings(settings.config_dir)
 
@@ -125,7 +126,7 @@ def test_local_cluster_starts_on_first_use_inside_the_kernels_process_group(loca
     assert text.strip().endswith("4000000")
     pids = worker_pids(local_host)
     assert len(pids) == 2
-    kernel_pid = local_host.status()["pid"]
+    kernel_pid = int(local_host.status().pid or 0)
     assert {os.getpgid(p) for p in pids} == {os.getpgid(kernel_pid)}
     after = compute_status(local_host)
     assert after["started"] is True and after["state"] == "running"

@@ -116,7 +116,7 @@ async def test_start_kernel_on_a_crafted_connection_file_names_the_field(
     import anyio
     from mcp import Client
 
-    from biopb_mcp.config import load_settings
+    from biopb_mcp.config.settings import load_settings
     from biopb_mcp.server import build_server
 
     crafted = tmp_path / "kernel-crafted.json"

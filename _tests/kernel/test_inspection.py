@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from biopb_mcp.kernel import KernelHost
-from biopb_mcp.server.kernel_text import rendered_text
+from biopb_mcp.text.kernel import rendered_text
 
 pytestmark = pytest.mark.slow
 

@@ -19,7 +19,7 @@ import uvicorn
 from starlette.types import Receive, Scope, Send
 
 from bench.soak.http_flood import LOG_GROWTH_BOUND, HttpServer, malformed_flood, slowloris
-from biopb_mcp.server.http_limits import LimitedH11Protocol, accept_error_handler, connection_cap
+from biopb_mcp.server.transports.http_limits import LimitedH11Protocol, accept_error_handler, connection_cap
 
 
 async def _hello(scope: Scope, receive: Receive, send: Send) -> None:

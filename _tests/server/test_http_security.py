@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from biopb_mcp.server.http import (
+from biopb_mcp.server.transports.http import (
     HttpGuard,
     RefusalLog,
     allowlists,
@@ -107,12 +107,12 @@ def test_a_huge_origin_is_quoted_cut_short(guard: HttpGuard) -> None:
 
 def test_a_refusal_flood_is_logged_as_a_burst_then_one_summary(caplog: pytest.LogCaptureFixture) -> None:
     log = RefusalLog(burst=5, window=3600)
-    with caplog.at_level(logging.WARNING, logger="biopb_mcp.server.http"):
+    with caplog.at_level(logging.WARNING, logger="biopb_mcp.server.transports.http"):
         for _ in range(1000):
             log.refused(403, "Origin 'x' is not allowed")
     assert len(caplog.records) == 5
     log._window_start -= 3600  # the window has passed: the next refusal reports the count
-    with caplog.at_level(logging.WARNING, logger="biopb_mcp.server.http"):
+    with caplog.at_level(logging.WARNING, logger="biopb_mcp.server.transports.http"):
         log.refused(403, "again")
     assert "995 more HTTP requests were refused" in caplog.records[-2].getMessage()
     assert caplog.records[-1].getMessage().endswith("again")
@@ -170,7 +170,7 @@ def test_a_fifo_at_the_token_path_is_replaced_without_blocking(tmp_path: Path, c
     state = tmp_path / "state"
     state.mkdir()
     os.mkfifo(state / "http-token", 0o600)
-    with caplog.at_level(logging.WARNING, logger="biopb_mcp.server.http"):
+    with caplog.at_level(logging.WARNING, logger="biopb_mcp.server.transports.http"):
         result = _returns_within(30, lambda: stable_token(state))
     assert isinstance(result, tuple)
     token, path, how = result

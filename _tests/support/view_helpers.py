@@ -9,7 +9,7 @@ from pathlib import Path
 
 from mcp import Client
 
-from biopb_mcp.config import Settings, load_settings
+from biopb_mcp.config.settings import Settings, load_settings
 from biopb_mcp.server.state import AppState
 
 

@@ -15,7 +15,7 @@ from mcp import Client
 from _tests.support.pty_console import PtyProgram
 from _tests.support.results import text_of
 from _tests.support.stdio_procs import make_env, stdio_params
-from biopb_mcp.cli import main
+from biopb_mcp.cli.commands import main
 from biopb_mcp.errors import KernelError
 
 pytestmark = pytest.mark.anyio
@@ -140,8 +140,8 @@ def test_console_without_a_running_server_is_one_line_and_exit_2(capsys: pytest.
 
 def test_a_shared_runtime_dir_is_searched_where_the_server_writes_its_files(tmp_path: Path) -> None:
     """A 1777 runtime dir holds our files in a private subdirectory; the console must look there."""
-    from biopb_mcp.console import running_kernels
-    from biopb_mcp.runtime_files import private_runtime_dir
+    from biopb_mcp.cli.console import running_kernels
+    from biopb_mcp.fs.runtime import private_runtime_dir
 
     shared = tmp_path / "shared"
     shared.mkdir()
@@ -157,14 +157,14 @@ def test_console_joins_only_a_server_of_its_own_config_even_in_a_shared_runtime_
     """Two config trees that share a runtime dir: "the newest server" is the newest of this config,
     and --pid naming the other tree's server says which config it runs with."""
     from _tests.support.kernel_helpers import make_settings
-    from biopb_mcp.console import find_kernel
+    from biopb_mcp.cli.console import find_kernel
     from biopb_mcp.kernel import KernelHost
 
     shared = tmp_path / "rt"
     mine = make_settings(tmp_path / "a", runtime_dir=shared)
     host = KernelHost(mine)
     try:
-        conn = Path(host.start().status["connection_file"])
+        conn = Path(str(host.start().status.connection_file))
         other = conn.with_name(f"kernel-{os.getppid()}-0123abcd.json")  # a live pid, a newer file
         other.write_text(json.dumps({"biopb_config_dir": str(tmp_path / "b" / "config")}), encoding="utf-8")
         os.utime(other, (conn.stat().st_mtime + 60,) * 2)
@@ -182,13 +182,13 @@ def test_two_trees_from_the_env_never_see_each_others_servers(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """A server of tree A in its default runtime dir is invisible to `biopb-mcp console` of tree B."""
-    from biopb_mcp.config import load_settings
+    from biopb_mcp.config.settings import load_settings
     from biopb_mcp.kernel import KernelHost
 
     monkeypatch.setenv("BIOPB_CONFIG_DIR", str(tmp_path / "a"))
     host = KernelHost(load_settings())
     try:
-        conn = Path(host.start().status["connection_file"])
+        conn = Path(str(host.start().status.connection_file))
         assert conn.parent == tmp_path / "a" / "run" and conn.parent.stat().st_mode & 0o777 == 0o700
         monkeypatch.setenv("BIOPB_CONFIG_DIR", str(tmp_path / "b"))
         assert main(["console"]) == 2

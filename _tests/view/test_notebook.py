@@ -21,7 +21,7 @@ from _tests.support.processes import wait_gone
 from _tests.support.results import text_of
 from _tests.support.stdio_procs import RawServer, make_env, result_text
 from _tests.support.view_helpers import recording_server
-from biopb_mcp.record import agent_cells, read_session
+from biopb_mcp.kernel.notebook import agent_cells, read_session
 
 LOAD = (
     "import numpy as np, tifffile\n"

@@ -8,9 +8,9 @@ import time
 from pathlib import Path
 
 from _tests.support.view_helpers import make_settings
+from biopb_mcp.fs.notebook_file import TAIL
 from biopb_mcp.kernel import KernelHost
-from biopb_mcp.notebook_file import TAIL
-from biopb_mcp.record import OutputCollector, SessionRecorder, agent_cells, read_session
+from biopb_mcp.kernel.notebook import OutputCollector, SessionRecorder, agent_cells, read_session
 
 
 def test_collector_merges_streams_honours_clear_output_and_caps_each_stream_separately() -> None:

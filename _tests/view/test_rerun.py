@@ -21,7 +21,7 @@ import pytest
 
 from _tests.support.results import text_of
 from _tests.support.view_helpers import recording_server
-from biopb_mcp.record import agent_cells, read_session
+from biopb_mcp.kernel.notebook import agent_cells, read_session
 
 REPO = Path(__file__).resolve().parents[2]
 

@@ -28,6 +28,7 @@ from bench.soak import noise as noisy
 from bench.soak import writers as writing
 from biopb_mcp.docs.limits import FILE_MAX_BYTES
 from biopb_mcp.docs.store import DocStore
+from biopb_mcp.text.doc_views import read_doc
 
 __all__ = ["FOUND", "FULL", "QUICK", "SoakResult", "SoakScale", "run_soak"]
 
@@ -159,7 +160,7 @@ async def hostile_mcp(root: Path, scale: SoakScale, out: SoakResult) -> None:
     """Generated ids through read_doc, write_doc and resource reads of a real in-process MCP session."""
     from mcp import Client
 
-    from biopb_mcp.config import load_settings
+    from biopb_mcp.config.settings import load_settings
     from biopb_mcp.server import build_server
 
     base = root / "hostile-mcp"
@@ -243,7 +244,7 @@ async def writers(root: Path, scale: SoakScale, out: SoakResult) -> None:
     env = servers.write_config(root / "writers", f"[docs]\nhistory_keep = {keep}\n", log_level=LOG_LEVEL)
     local = Path(env["BIOPB_CONFIG_DIR"]) / "docs"
     store = DocStore(local, history_keep=keep)
-    store.read_doc("index@diff")  # seeds the local index
+    read_doc(store, "index@diff")  # seeds the local index
     small = scale.minutes <= 0
     deadline = time.monotonic() + scale.minutes * 60
     n = 0

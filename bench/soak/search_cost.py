@@ -18,7 +18,7 @@ from pathlib import Path
 from random import Random
 
 from biopb_mcp.docs.limits import FILE_MAX_BYTES, QUERY_BUDGET_S, QUERY_MAX_CHARS
-from biopb_mcp.docs.search import search_docs
+from biopb_mcp.docs.search.query import search_docs
 from biopb_mcp.docs.store import DocStore
 from biopb_mcp.errors import DocProblem, InvalidQuery
 

@@ -18,6 +18,7 @@ from biopb_mcp.docs.limits import FILE_MAX_BYTES, INDEX_MAX_BYTES, INDEX_MAX_LIN
 from biopb_mcp.docs.store import DocStore
 from biopb_mcp.docs.textdiff import line_count
 from biopb_mcp.errors import DocError, WriteRefused
+from biopb_mcp.text.doc_views import read_doc
 
 __all__ = ["size_writes"]
 
@@ -105,8 +106,8 @@ def _problems(store: DocStore) -> list[str]:
         if size > FILE_MAX_BYTES:
             problems.append(f"{doc_id} is {size} bytes")
         try:
-            store.read_doc(doc_id)
-            store.read_doc(f"{doc_id}@history")
+            read_doc(store, doc_id)
+            read_doc(store, f"{doc_id}@history")
         except DocError as exc:
             problems.append(f"{doc_id}: {exc}")
     return problems

@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING
 
 from biopb_mcp.docs import index as index_mod
 from biopb_mcp.docs.frontmatter import one_line, parse
-from biopb_mcp.docs.sections import split_sections
+from biopb_mcp.docs.search.sections import split_sections
 from biopb_mcp.errors import DocError
 
 if TYPE_CHECKING:

@@ -19,14 +19,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from biopb_mcp.docs import index as index_mod
-from biopb_mcp.docs import nofollow
-from biopb_mcp.docs.atomic import write_atomic
 from biopb_mcp.docs.frontmatter import decode, normalize, parse
 from biopb_mcp.docs.history import SOURCE_HAND_EDIT, SOURCE_SHIPPED, SOURCE_WRITE
 from biopb_mcp.docs.ids import INDEX_ID
 from biopb_mcp.docs.limits import BODY_MAX_LINES, FILE_MAX_BYTES, INDEX_MAX_BYTES, INDEX_MAX_ENTRIES, INDEX_MAX_LINES
 from biopb_mcp.docs.textdiff import line_count, matches, unified_diff
 from biopb_mcp.errors import DocError, DocProblem, DocUnreadable, WriteRefused
+from biopb_mcp.fs import nofollow
+from biopb_mcp.fs.atomic import write_atomic
 
 if TYPE_CHECKING:
     from biopb_mcp.docs.store import DocStore

@@ -31,8 +31,8 @@ from biopb_mcp.kernel.process import StartFailed
 from biopb_mcp.kernel.states import ExecutionStatus, KernelState
 
 if TYPE_CHECKING:
-    from biopb_mcp.config import Settings
-    from biopb_mcp.record import SessionRecorder
+    from biopb_mcp.config.settings import Settings
+    from biopb_mcp.kernel.notebook import SessionRecorder
 
 logger = logging.getLogger(__name__)
 
@@ -52,6 +52,10 @@ MAX_KEPT_CHARS = 256 * 1024 * 1024
 MAX_KEPT_IMAGE_BYTES = 64 * 1024 * 1024
 """Total bytes of inline images kept across finished executions (they stay pageable by job id);
 past it the oldest executions are forgotten, as for text."""
+
+NUDGE_AFTER = 0.25
+"""Seconds after which an unanswered query is followed by a message that wakes a kernel idling in
+Qt's loop (``%gui qt``: napari in a user's notebook), which can miss that the query arrived."""
 
 _PATH_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*")
 
@@ -88,6 +92,8 @@ class KernelClient:
         self._by_msg: dict[str, Execution] = {}
         self._current: Execution | None = None
         self._counter = 0
+        self._nudged: set[str] = set()
+        """msg_ids of executions whose start ``wait`` has watched (each is nudged at most once)."""
         self._image_stem = f"{os.getpid()}-{uuid.uuid4().hex[:6]}"
         """Prefix of saved images: job ids restart at job-1 in every server sharing the state dir."""
 
@@ -124,6 +130,7 @@ class KernelClient:
             self._open = False
             current, self._current = self._current, None
             self._by_msg.clear()
+            self._nudged.clear()
         if current is not None:
             current.finish(status, note=note, kernel_lost=kernel_lost)
 
@@ -246,6 +253,27 @@ class KernelClient:
             total -= len(old.snapshot()[0])
             images -= old.inline_bytes
 
+    def wait(self, ex: Execution, timeout: float) -> bool:
+        """Block up to ``timeout`` seconds; True once ``ex`` finished with all its output.
+
+        An execution the kernel has not begun after ``NUDGE_AFTER`` seconds is followed, once,
+        by a ``kernel_info_request``: a kernel idling in Qt's loop (napari in a user's notebook)
+        can miss that a request arrived, and the next message wakes it. A kernel that is merely
+        busy answers it later; its reply is dropped.
+        """
+        timeout = max(0.0, timeout)
+        deadline = time.monotonic() + timeout
+        if not ex.began.is_set():
+            with self._lock:
+                first = ex.msg_id not in self._nudged
+                self._nudged.add(ex.msg_id)
+            if first and not ex.began.wait(min(max(NUDGE_AFTER - ex.elapsed(), 0.0), timeout)):
+                with self._lock:
+                    channels = self._channels if self._current is ex else None
+                if channels is not None:
+                    channels.send("shell", channels.new_msg("kernel_info_request", {}))
+        return ex.done.wait(max(0.0, deadline - time.monotonic()))
+
     def render(self, ex: Execution, offset: int = 0) -> Rendered:
         """Bounded text and images of ``ex`` from ``offset``; see ``Rendered``."""
         if offset < 0:
@@ -315,6 +343,39 @@ class KernelClient:
         if not _PATH_RE.fullmatch(path):
             raise KernelError(f"{path!r} is not a dotted Python name such as 'img' or 'np.ndarray'.")
         timeout = self._settings.kernel.request_timeout
+        expr = self._evaluate_idle(inspection.inspect_expression(path), timeout, "the inspection")
+        if expr.get("status") != "ok":
+            raise KernelError(f"Inspecting {path!r} failed: {expr.get('ename')}: {expr.get('evalue')}")
+        info = rendering.parse_expression_json(expr["data"]["text/plain"])
+        if "error" in info:
+            raise KernelError(f"Cannot inspect {path!r}: {info['error']}.")
+        return inspection.format_inspection(info)
+
+    def query(self, expression: str, timeout: float, what: str = "the query") -> Any:
+        """The decoded value of ``expression`` (which yields a JSON string), asked like ``inspect``.
+
+        Raises:
+            KernelNotReady: no connected kernel.
+            KernelBusy: code is running (the query would wait behind it).
+            KernelError: the kernel did not answer within ``timeout``, or the expression raised.
+        """
+        expr = self._evaluate_idle(expression, timeout, what)
+        if expr.get("status") != "ok":
+            raise KernelError(f"{what[:1].upper()}{what[1:]} failed in the kernel: {expr.get('ename')}: "
+                              f"{expr.get('evalue')}")
+        try:
+            return rendering.parse_expression_json(expr["data"]["text/plain"])
+        except (ValueError, KeyError, SyntaxError) as exc:
+            raise KernelError(f"The kernel's answer to {what} was unreadable ({type(exc).__name__}).") from None
+
+    def _evaluate_idle(self, expression: str, timeout: float, what: str) -> dict[str, Any]:
+        """The ``user_expressions`` entry of ``expression`` from an idle kernel (one at a time).
+
+        Raises:
+            KernelNotReady: no connected kernel.
+            KernelBusy: code is running.
+            KernelError: another query holds the kernel past ``timeout``, or no answer in time.
+        """
         if not self._inspect_lock.acquire(timeout=timeout):
             raise KernelError("Another inspection did not finish; retry.")
         try:
@@ -323,20 +384,15 @@ class KernelClient:
                 if self._current is not None:
                     raise _busy(self._current)
             content = _silent("")
-            content["user_expressions"] = {"r": inspection.inspect_expression(path)}
-            reply = channels.call("shell", "execute_request", content, timeout)
+            content["user_expressions"] = {"r": expression}
+            reply = channels.call("shell", "execute_request", content, timeout, nudge_after=NUDGE_AFTER)
         finally:
             self._inspect_lock.release()
         if reply is None:
             self._require_channels()
-            raise KernelError(f"The kernel did not answer the inspection within {timeout} s.")
+            raise KernelError(f"The kernel did not answer {what} within {timeout} s.")
         expr = reply["content"].get("user_expressions", {}).get("r", {})
-        if expr.get("status") != "ok":
-            raise KernelError(f"Inspecting {path!r} failed: {expr.get('ename')}: {expr.get('evalue')}")
-        info = rendering.parse_expression_json(expr["data"]["text/plain"])
-        if "error" in info:
-            raise KernelError(f"Cannot inspect {path!r}: {info['error']}.")
-        return inspection.format_inspection(info)
+        return expr if isinstance(expr, dict) else {}
 
     def query_when_idle(self, expression: str, timeout: float = 2.0) -> Any:
         """The decoded value of ``expression`` (which yields a JSON string) in an idle kernel.
@@ -440,6 +496,7 @@ class KernelClient:
             final = ExecutionStatus.OK
         with self._lock:
             self._by_msg.pop(ex.msg_id, None)
+            self._nudged.discard(ex.msg_id)
             if self._current is ex:
                 self._current = None
         ex.finish(final)
@@ -460,7 +517,7 @@ class KernelClient:
         """Begin a new session notebook for a freshly started (or joined) kernel."""
         if self.recorder is None:
             return
-        from biopb_mcp.record import KernelSetup
+        from biopb_mcp.kernel.notebook import KernelSetup
 
         settings = self._settings
         name = settings.kernel.name or "python3"

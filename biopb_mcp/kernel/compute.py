@@ -1,6 +1,6 @@
 """The server's side of Dask in the kernel: what the kernel's plugin is told, and its status.
 
-The plugin itself (``compute_plugin.py``) runs inside the kernel; this module only passes it the
+The plugin itself (``inside/compute.py``) runs inside the kernel; this module only passes it the
 ``[compute]`` settings and reads back its status through a silent expression.
 """
 
@@ -8,17 +8,18 @@ from __future__ import annotations
 
 import json
 from enum import StrEnum
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-if TYPE_CHECKING:
-    from biopb_mcp.config import Settings
+from biopb_mcp.kernel.inside import INSIDE_DIR
 
-PLUGIN_FILE = Path(__file__).with_name("compute_plugin.py")
+if TYPE_CHECKING:
+    from biopb_mcp.config.settings import Settings
+
+PLUGIN_FILE = INSIDE_DIR / "compute.py"
 """Loaded by the kernel bootstrap as a built-in plugin (it defines ``dask_client``)."""
 
 STATUS_EXPRESSION = (
-    "__import__('sys').modules['biopb_mcp_builtin_compute_plugin'].status_json()"
+    "__import__('sys').modules['biopb_mcp_builtin_compute'].status_json()"
 )
 """Evaluated in the kernel (as a user expression: no history, no output) for server_status."""
 

@@ -16,8 +16,8 @@ import stat
 import threading
 from pathlib import Path
 
-from biopb_mcp.docs import nofollow
-from biopb_mcp.docs.atomic import sweep_stale_temps
+from biopb_mcp.fs import nofollow
+from biopb_mcp.fs.atomic import sweep_stale_temps
 
 logger = logging.getLogger(__name__)
 

@@ -1,6 +1,6 @@
 """inspect_object: the expression that asks the kernel about one object, and its answer as text.
 
-The kernel side is ``inspect_probe.py``, sent as source in a ``user_expressions`` entry: it runs
+The kernel side is ``inside/inspect_probe.py``, sent as source in a ``user_expressions`` entry: it runs
 in a throwaway dict, so it adds no name to the user's namespace, and needs no biopb_mcp in the
 kernel's environment.
 """
@@ -8,12 +8,13 @@ kernel's environment.
 from __future__ import annotations
 
 import functools
-from pathlib import Path
 from typing import Any
+
+from biopb_mcp.kernel.inside import INSIDE_DIR
 
 __all__ = ["format_inspection", "inspect_expression"]
 
-PROBE_FILE = Path(__file__).with_name("inspect_probe.py")
+PROBE_FILE = INSIDE_DIR / "inspect_probe.py"
 
 @functools.cache
 def _probe() -> str:

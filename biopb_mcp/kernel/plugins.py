@@ -2,25 +2,26 @@
 
 Each runs inside the kernel (standard library only at import, as the kernel may be another
 Python without biopb_mcp) and adds what the agent uses to the namespace: ``show()`` and the
-figure flush (``figures_plugin.py``), ``dask_client()`` (``compute_plugin.py``).
+figure flush (``inside/figures.py``), ``dask_client()`` (``inside/compute.py``), ``viewer()``
+(``inside/viewer.py``, the napari window shared with the user).
 """
 
 from __future__ import annotations
 
 import os
-from pathlib import Path
 from typing import TYPE_CHECKING
 
-from biopb_mcp.kernel import compute
+from biopb_mcp.kernel import compute, viewer
+from biopb_mcp.kernel.inside import INSIDE_DIR
 
 if TYPE_CHECKING:
-    from biopb_mcp.config import Settings
+    from biopb_mcp.config.settings import Settings
 
 __all__ = ["BUILTIN_FILES", "FIGURES_PLUGIN", "kernel_env"]
 
-FIGURES_PLUGIN = Path(__file__).with_name("figures_plugin.py")
+FIGURES_PLUGIN = INSIDE_DIR / "figures.py"
 
-BUILTIN_FILES = (FIGURES_PLUGIN, compute.PLUGIN_FILE)
+BUILTIN_FILES = (FIGURES_PLUGIN, compute.PLUGIN_FILE, viewer.PLUGIN_FILE)
 """Every built-in plugin, in the order the bootstrap loads them."""
 
 

@@ -18,7 +18,7 @@ from collections.abc import Callable
 from mcp.types import CallToolResult, TextContent
 
 from biopb_mcp.kernel import Execution
-from biopb_mcp.kernel_link import AgentPresence
+from biopb_mcp.kernel.link import AgentPresence
 from biopb_mcp.server.state import AppState
 
 logger = logging.getLogger(__name__)
@@ -35,7 +35,7 @@ def announce(state: AppState) -> None:
     recorder = state.kernel.recorder
     presence = AgentPresence(
         server_pid=os.getpid(), transport=state.transport, owns_kernel=state.kernel.owns_kernel,
-        connection_file=str(status.get("connection_file") or ""),
+        connection_file=str(status.connection_file or ""),
         session_notebook=str(recorder.path) if recorder is not None and recorder.path else None,
     )
     if link.leave not in state.at_exit:  # the host forgets the link when the kernel goes down
