@@ -7,6 +7,7 @@ over the real server ``build_server`` wires; one test over stdio; one with a rea
 from __future__ import annotations
 
 import os
+import socket
 import sys
 from collections.abc import Iterator
 from dataclasses import replace
@@ -30,8 +31,11 @@ from _tests.support.results import text_of
 from bench.prepare import prepare_tree
 from biopb_mcp.config.settings import load_settings
 from biopb_mcp.docs.resources import DOC_URI_TEMPLATE
+from biopb_mcp.docs.store import DocStore
+from biopb_mcp.kernel.states import KernelState
 from biopb_mcp.server import build_server
-from biopb_mcp.server.prompts.handlers import prompt_name
+from biopb_mcp.server.prompts.completions import Completions
+from biopb_mcp.server.prompts.handlers import ProcedurePrompts, prompt_name
 from biopb_mcp.text.doc_views import read_doc
 from biopb_mcp.text.docs import FOR_AGENT
 
@@ -347,3 +351,28 @@ async def test_over_stdio_prompts_list_get_and_complete(tmp_path: Path) -> None:
     assert "flatfield" in names and not REFERENCES & set(names)
     assert isinstance(got.messages[1].content, EmbeddedResource)
     assert files.completion.values == ["cells.tif"]
+
+
+class _KernelAt:
+    """The kernel host's seam for the working directory: a ready kernel that answers a query with
+    ``answers`` in turn (None: busy)."""
+
+    state = KernelState.READY
+
+    def __init__(self, *answers: object) -> None:
+        self.answers = list(answers)
+
+    def query_when_idle(self, expression: str, timeout: float = 2.0) -> object:
+        assert "getcwd" in expression
+        return self.answers.pop(0)
+
+
+def test_a_busy_kernel_keeps_its_last_directory_and_a_kernel_elsewhere_offers_no_files(tmp_path: Path) -> None:
+    """A joined kernel on another machine (an HPC node) has its files there, not here."""
+    store = DocStore(tmp_path / "docs")
+    here = _KernelAt([str(tmp_path), socket.gethostname()], None)
+    completions = Completions(store, ProcedurePrompts(store), here)  # type: ignore[arg-type]
+    assert completions.workdir() == tmp_path
+    assert completions.workdir() == tmp_path  # busy: where it was last
+    away = _KernelAt([str(tmp_path), "hpc-node-17"])
+    assert Completions(store, ProcedurePrompts(store), away).workdir() is None  # type: ignore[arg-type]
