@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 import biopb_mcp
+from _tests.support.isolation import isolated_vars
 from biopb_mcp.cli import commands as cli
 from biopb_mcp.config.settings import render_example
 from biopb_mcp.docs.store import SHIPPED_DIR
@@ -338,8 +339,7 @@ def test_serving_stdio_on_a_terminal_says_what_it_is_on_stderr(tmp_path: Path) -
     import pty
     import selectors
 
-    env = {**os.environ, "BIOPB_CONFIG_DIR": str(tmp_path / "config"), "XDG_STATE_HOME": str(tmp_path / "state"),
-           "XDG_RUNTIME_DIR": str(tmp_path / "runtime")}
+    env = {**os.environ, **isolated_vars(tmp_path)}
     master, slave = pty.openpty()
     proc = subprocess.Popen([sys.executable, "-m", "biopb_mcp"], stdin=slave, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, env=env)

@@ -2,19 +2,33 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
+
 from biopb_mcp.docs.index import (
-    NEW_TAIL_HEADING,
-    NEW_TAIL_SENTENCE,
-    STALE_TAIL_HEADING,
-    STALE_TAIL_SENTENCE,
+    IndexFacts,
+    IndexFile,
+    annotate,
     append_under,
     append_unfiled,
     filed_heading,
     headings_above,
     parse,
     prose,
-    render,
 )
+from biopb_mcp.text.index import (
+    NEW_TAIL_HEADING,
+    NEW_TAIL_SENTENCE,
+    STALE_TAIL_HEADING,
+    STALE_TAIL_SENTENCE,
+    index_text,
+)
+
+
+def render(index: IndexFile, *, exists: Callable[[str], bool], shadows: Callable[[str], bool],
+           new_docs: Sequence[tuple[str, str]], stale_docs: Sequence[tuple[str, str]], hide_ignored: bool = False) -> str:
+    """The index as the agent reads it: the domain's facts, worded by the text layer."""
+    body = annotate(index, exists=exists, shadows=shadows, hide_ignored=hide_ignored)
+    return index_text(IndexFacts(body, list(new_docs), list(stale_docs)))
 
 SEED = """# biopb docs
 

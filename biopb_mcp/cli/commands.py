@@ -20,6 +20,7 @@ from biopb_mcp.cli.config import init_config
 from biopb_mcp.config.settings import Settings, load_settings, render_show
 from biopb_mcp.errors import BiopbMcpError, DocError
 from biopb_mcp.text.doc_views import read_doc
+from biopb_mcp.text.index import render_index
 
 if TYPE_CHECKING:
     from biopb_mcp.docs.store import DocStore
@@ -359,7 +360,7 @@ def _docs(args: argparse.Namespace) -> int:
 def _docs_command(args: argparse.Namespace, store: DocStore) -> int:
     cmd = args.docs_command
     if cmd == "index":
-        _print_text(store.render_index())
+        _print_text(render_index(store))
     elif cmd == "read":
         from biopb_mcp.text.docs import FOR_TERMINAL
 

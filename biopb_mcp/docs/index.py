@@ -9,34 +9,13 @@ opening with one sentence saying what to do, so the agent acts on it unprompted.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import lru_cache
 
 from biopb_mcp.docs.ids import is_valid_id
 
 UNFILED_HEADING = "## Unfiled"
-
-NEW_TAIL_HEADING = "## New shipped docs"
-NEW_TAIL_SENTENCE = (
-    "This release ships these docs and your index neither lists nor ignores them: file each one "
-    "by moving its line under a heading of your index with write_doc(\"index\", old=…, new=…), "
-    "or add its id to the `ignored:` line."
-)
-STALE_TAIL_HEADING = "## Shipped docs your local copy may be behind on"
-STALE_TAIL_SENTENCE = (
-    "The shipped text of these docs changed in the last release, but your local copy still "
-    "shadows it: run the read_doc call on each line to see the differences, then merge what you "
-    "want into your copy with write_doc (or leave it as it is)."
-)
-
-def unreadable_note(problem: str) -> str:
-    """The line a rendered index opens with when the local index file cannot be read."""
-    return (
-        f"> The local index could not be read ({problem}) Showing the shipped index instead; "
-        "fix the file, or replace it with write_doc(\"index\", body=…)."
-    )
-
 
 IGNORED_NOTE = "shipped docs this index chose not to list; each is still readable by id"
 """Said after an `ignored:` line that names docs: agents read the bare word as "do not use"."""
@@ -126,21 +105,30 @@ def parse(text: str) -> IndexFile:
                      bad_entries=bad_entries)
 
 
-def render(
+@dataclass(frozen=True)
+class IndexFacts:
+    """What the rendered index shows, as facts: the file with what it cannot know added (each
+    entry's `(missing)` / `(local copy)`, each `ignored:` line's note), and the two tails as
+    `(id, shipped description)` pairs; ``unreadable`` is why the local file could not be read
+    (the shipped index is shown then). ``biopb_mcp.text.index`` words the tails."""
+
+    body: str
+    new_docs: list[tuple[str, str]] = field(default_factory=list)
+    stale_docs: list[tuple[str, str]] = field(default_factory=list)
+    unreadable: str | None = None
+
+
+def annotate(
     index: IndexFile,
     *,
     exists: Callable[[str], bool],
     shadows: Callable[[str], bool],
-    new_docs: Sequence[tuple[str, str]],
-    stale_docs: Sequence[tuple[str, str]],
     hide_ignored: bool = False,
 ) -> str:
-    """The index as the agent reads it: the file with suffixes, then the non-empty tails.
-
-    `exists(id)` says whether a doc resolves in either tier, `shadows(id)` whether a local copy
-    hides a shipped doc; `new_docs` and `stale_docs` are `(id, shipped description)` pairs.
-    `hide_ignored` replaces each `ignored:` line by a count, for a caller (the handshake under
-    the docs-off bench arm) that must never show an ignored id.
+    """The index file with suffixes: `exists(id)` says whether a doc resolves in either tier,
+    `shadows(id)` whether a local copy hides a shipped doc. `hide_ignored` replaces each
+    `ignored:` line by a count, for a caller (the handshake under the docs-off bench arm) that
+    must never show an ignored id.
     """
     lines = list(index.lines)
     bare: set[int] = set()
@@ -163,20 +151,7 @@ def render(
     lines = [line for i, line in enumerate(lines) if i not in bare]
     while lines and not lines[-1].strip():
         lines.pop()
-    out = "\n".join(lines)
-    if new_docs:
-        tail = [NEW_TAIL_HEADING, NEW_TAIL_SENTENCE, ""]
-        tail += [f"- {doc_id}: {desc}".rstrip() for doc_id, desc in new_docs]
-        out += "\n\n" + "\n".join(tail)
-    if stale_docs:
-        tail = [STALE_TAIL_HEADING, STALE_TAIL_SENTENCE, ""]
-        tail += [
-            f"- {doc_id}: {desc} — read_doc(\"{doc_id}@diff\")" if desc else
-            f"- {doc_id}: read_doc(\"{doc_id}@diff\")"
-            for doc_id, desc in stale_docs
-        ]
-        out += "\n\n" + "\n".join(tail)
-    return out + "\n"
+    return "\n".join(lines)
 
 
 def entry_line(doc_id: str, hook: str) -> str:

@@ -51,10 +51,6 @@ logger = logging.getLogger(__name__)
 INPUT_DESCRIPTION_MAX_CHARS = 160
 """An input's description is one line; a longer item is cut here (the doc holds the rest)."""
 
-NEW_SHIPPED = index_mod.NEW_TAIL_HEADING.lstrip("#").strip()
-"""The heading the rendered index lists unfiled shipped docs under; they sit under it here too."""
-
-
 @dataclass(frozen=True)
 class Input:
     """One input of a procedure, from its doc's `## Inputs` list."""
@@ -111,7 +107,7 @@ def procedures(store: DocStore) -> list[Procedure]:
     listed = set(candidates)
     for doc_id in store.shipped_ids():
         if doc_id not in listed and doc_id not in ignored:
-            candidates.setdefault(doc_id, ((NEW_SHIPPED,), ""))
+            candidates.setdefault(doc_id, ((), ""))  # the rendered tail: under no heading of the file
     if folders:  # a walk of both tiers, only when a folder line sits under a procedures heading
         for doc_id in sorted(store.surfaced_ids()):
             for prefix, headings, hook in folders:

@@ -319,7 +319,7 @@ class DocStore:
         """
         r = parse_ref(ref)
         if r.doc_id == INDEX_ID and r.view is None:
-            return views.IndexPage(self.render_index())
+            return views.IndexPage(self.index_facts())
         self._ensure()
         if r.view == "history":
             return views.history_page(self, r.doc_id)
@@ -458,19 +458,19 @@ class DocStore:
         return self.local.read_file(INDEX_FILE)
 
     def index_text(self) -> tuple[str, str | None]:
-        """(local index text, problem note or None). Never raises: render must not crash."""
+        """(local index text, why it could not be read, or None). Never raises: render must not crash."""
         try:
             return self.index_text_at_disk(), None
         except FileNotFoundError:
             return self.shipped_index_text(), None
         except DocUnreadable as exc:
             logger.warning("Docs: local index unreadable, rendering the shipped one: %s", exc)
-            return self.shipped_index_text(), index_mod.unreadable_note(str(exc))
+            return self.shipped_index_text(), str(exc)
 
-    def _render_parts(self, hide_ignored: bool = False) -> tuple[str, list[str]]:
-        """The rendered index and the ids it lists (resolving entries, new tail, stale tail)."""
+    def _render_parts(self, hide_ignored: bool = False) -> tuple[index_mod.IndexFacts, list[str]]:
+        """What the rendered index shows, and the ids it lists (resolving entries, new tail, stale tail)."""
         changed = self._ensure()
-        text, note = self.index_text()
+        text, problem = self.index_text()
         parsed = index_mod.parse(text)
         shipped = self.shipped.files()
         local_cache: dict[str, bool] = {}
@@ -490,16 +490,12 @@ class DocStore:
         ignored = set(parsed.ignored)
         new_ids = [i for i in self.shipped_ids(shipped) if i not in listed_entries and i not in ignored]
         stale_ids = sorted(i for i in changed if shadows(i))
-        rendered = index_mod.render(
-            parsed,
-            exists=exists,
-            shadows=shadows,
+        rendered = index_mod.IndexFacts(
+            body=index_mod.annotate(parsed, exists=exists, shadows=shadows, hide_ignored=hide_ignored),
             new_docs=[(i, self.description(self.shipped, i)) for i in new_ids],
             stale_docs=[(i, self.description(self.shipped, i)) for i in stale_ids],
-            hide_ignored=hide_ignored,
+            unreadable=problem,
         )
-        if note:
-            rendered = note + "\n\n" + rendered
         ids: list[str] = []
         seen: set[str] = set()
         for doc_id in [e.doc_id for e in parsed.entries if not e.collection and exists(e.doc_id)] + new_ids + stale_ids:
@@ -508,8 +504,8 @@ class DocStore:
                 ids.append(doc_id)
         return rendered, ids
 
-    def render_index(self, *, hide_ignored: bool = False) -> str:
-        """The index as read_doc("index") and the handshake show it: suffixes and tails added.
+    def index_facts(self, *, hide_ignored: bool = False) -> index_mod.IndexFacts:
+        """What read_doc("index") and the handshake show, as facts (``text.index`` renders them).
 
         `hide_ignored=True` shows each `ignored:` line as a count instead of the ids.
         """

@@ -31,6 +31,7 @@ from biopb_mcp.server.tools.docs import register_doc_tools
 from biopb_mcp.server.tools.kernel import register_kernel_tools
 from biopb_mcp.server.tools.viewer import register_viewer_tools
 from biopb_mcp.server.trace import Tracer
+from biopb_mcp.text import kernel as kernel_text
 from biopb_mcp.text.instructions import compose_instructions
 
 logger = logging.getLogger(__name__)
@@ -139,7 +140,7 @@ def _recorder(settings: Settings) -> Any:
         return None
     from biopb_mcp.kernel.notebook import SessionRecorder
 
-    return SessionRecorder(record.dir, max_output_chars=record.max_output_chars)
+    return SessionRecorder(record.dir, max_output_chars=record.max_output_chars, about=kernel_text.notebook_about)
 
 
 def log_level(settings: Settings) -> Literal["DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"]:
