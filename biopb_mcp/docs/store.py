@@ -552,24 +552,30 @@ class DocStore:
         body: str | None = None,
         old: str | None = None,
         new: str | None = None,
+        section: str | None = None,
     ) -> WriteResult:
         """Create or change a local doc (or the index): `body` alone, or `old` + `new`.
 
+        `section` files a new doc's index line under that heading (made if absent) instead of
+        `## Unfiled`; with old/new, on the index, or on a doc that exists it is refused.
+
         Raises:
             InvalidDocId: bad id, a view such as `x@diff`, a path leaving the tier.
-            WriteRefused: a wrong argument combination, old matching 0 or 2+ times, a cap.
+            WriteRefused: a wrong argument combination, old matching 0 or 2+ times, a cap, a
+                `section` that does not apply.
             DocNotFound: old/new on a doc that does not exist.
             DocUnreadable: the local file is there but cannot be read (fix it by hand first).
         """
         check_write_id(doc_id)
         writes.check_args(body, old, new)
+        title = writes.check_section(doc_id, section, body)
         try:
             with tier_lock(self.local_dir):
                 try:
                     self._ensure()
                     if doc_id == INDEX_ID:
                         return writes.write_index(self, body, old, new)
-                    return writes.write_doc(self, doc_id, body, old, new)
+                    return writes.write_doc(self, doc_id, body, old, new, title)
                 finally:
                     self.history.forget()
         except OSError as exc:

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from biopb_mcp.docs import index as index_mod
-from biopb_mcp.docs.ids import DOC_SUFFIX
+from biopb_mcp.docs.ids import DOC_SUFFIX, INDEX_ID
 from biopb_mcp.docs.views import Origin
 from biopb_mcp.fs.stamps import Stamp, is_settled, stamp
 from biopb_mcp.fs.watch import Changes, DirWatch, WatchUnavailable
@@ -58,6 +58,15 @@ class Scope:
     @functools.cached_property
     def by_path(self) -> dict[str, int]:
         return {target[2]: n for n, target in enumerate(self.targets)}
+
+
+def _index_target(store: DocStore) -> Target:
+    """The index itself, searched for the prose between its entries (a rule a lab keeps there):
+    the local file, or the shipped one while there is none."""
+    if os.path.lexists(store.index_path):
+        return (os.fspath(store.local_dir), INDEX_ID), INDEX_ID, os.fspath(store.index_path), Origin.LOCAL
+    shipped = os.fspath(store.shipped_dir / store.index_path.name)
+    return (os.fspath(store.shipped_dir), INDEX_ID), INDEX_ID, shipped, Origin.SHIPPED
 
 
 def _hidden(path: str) -> bool:
@@ -173,6 +182,7 @@ class Freshness:
         local = os.fspath(store.local_dir)
         targets = [((roots.get(origin, local), doc_id), doc_id, path, origin)
                    for doc_id, path, origin in walked if doc_id in surfaced]
+        targets.append(_index_target(store))
         hooks = {e.doc_id: e.hook for e in index_mod.parse(store.index_text()[0]).entries if not e.collection}
         scope = Scope(targets, inputs, folders, hooks)
         # Without a watch, a stamp this recent may not show the next change: walk again next time.

@@ -26,6 +26,7 @@ from mcp import MCPError
 from mcp.server import ServerRequestContext
 from mcp.server.session import ServerSession
 from mcp.server.subscriptions import (
+    PromptsListChanged,
     ResourcesListChanged,
     ResourceUpdated,
     SubscriptionBus,
@@ -82,6 +83,10 @@ class DocNotifier:
         self._wake = threading.Event()  # set to make the running watcher look now
         self._writes: list[tuple[list[str], bool]] = []  # (URIs, list changed) of writes the watcher announces
         self._writes_lock = threading.Lock()
+        self.prompts_changed: Callable[[], bool] | None = None
+        """Whether the prompt set differs from the one last read (blocking: it reads docs).
+        Asked after each change announced (a write, or what the watcher found on disk), off the
+        event loop; True sends ``prompts/list_changed``."""
 
     # -- publishing ---------------------------------------------------------------------------
 
@@ -99,6 +104,24 @@ class DocNotifier:
         await self.notify_updated(uris)
         if result.created:
             await self.notify_list_changed()
+        if self.prompts_changed is not None and await anyio.to_thread.run_sync(self._prompts_changed):
+            await self.notify_prompts_changed()
+
+    def _prompts_changed(self) -> bool:
+        """``prompts_changed()``, a failure logged as no change (a docs problem must not fail the write)."""
+        if self.prompts_changed is None:
+            return False
+        try:
+            return self.prompts_changed()
+        except (OSError, DocError):
+            logger.warning("docs: cannot tell whether the prompts changed", exc_info=True)
+            return False
+
+    async def notify_prompts_changed(self) -> None:
+        """``prompts/list_changed`` to listen streams and every legacy session."""
+        await self.bus.publish(PromptsListChanged())
+        for session in list(self._sessions.values()):
+            await _send(session.send_prompt_list_changed())
 
     async def notify_updated(self, uris: list[str]) -> None:
         """``resources/updated`` for each URI, to listen streams and subscribed legacy sessions."""
@@ -225,8 +248,11 @@ class DocNotifier:
                 list_changed = list_changed and not any(created for _, created in writes)
             if not (writes or others) or stop.is_set():
                 continue
+            # Read here, in this thread: the event loop then only sends, and a server stopping
+            # under the watcher never has a worker thread of it in flight.
+            prompts = self._prompts_changed()
             try:
-                anyio.from_thread.run(self._publish_changes, writes, others, list_changed, token=token)
+                anyio.from_thread.run(self._publish_changes, writes, others, list_changed, prompts, token=token)
             except RuntimeError:  # the event loop is gone: the server stopped under us
                 logger.debug("docs watcher: event loop closed; stopping")
                 return
@@ -234,7 +260,8 @@ class DocNotifier:
                 logger.exception("docs watcher: announcing changes failed; watching on")
         logger.debug("docs watcher stopped")
 
-    async def _publish_changes(self, writes: list[tuple[list[str], bool]], others: list[str], list_changed: bool) -> None:
+    async def _publish_changes(self, writes: list[tuple[list[str], bool]], others: list[str], list_changed: bool,
+                               prompts: bool = False) -> None:
         for uris, created in writes:  # each write as it would have announced itself
             await self.notify_updated(uris)
             if created:
@@ -244,6 +271,8 @@ class DocNotifier:
             await self.notify_updated(others)
         if list_changed:
             await self.notify_list_changed()
+        if prompts:
+            await self.notify_prompts_changed()
 
 
 def changes(old: Snapshot, new: Snapshot) -> tuple[list[str], bool]:
