@@ -24,9 +24,12 @@ from mcp.types import TextResourceContents
 from _tests.support.doc_corpus import make_corpus
 from _tests.support.inbox import Inbox, wait_listen
 from _tests.support.isolation import make_settings
+from _tests.support.results import text_of
+from biopb_mcp.docs import changes as changes_mod
 from biopb_mcp.docs.resources import INDEX_URI, doc_uri
 from biopb_mcp.docs.store import DocStore
 from biopb_mcp.errors import DocError
+from biopb_mcp.fs.watch import WatchUnavailable
 from biopb_mcp.kernel import KernelHost
 from biopb_mcp.server.resources.handlers import install_resources
 from biopb_mcp.server.resources.subscriptions import DocNotifier, changes
@@ -344,3 +347,35 @@ async def test_a_write_is_announced_once_while_the_watcher_runs(tmp_path: Path) 
                 await anyio.sleep(0.02)
         await anyio.sleep(0.5)
         assert inbox.updated.count(doc_uri(ids[0])) == 2, inbox.updated
+
+
+@pytest.mark.anyio
+async def test_one_feed_tells_both_search_and_subscribers_of_a_hand_edit(tmp_path: Path) -> None:
+    """The store's change feed has two readers; one event reaches each: the subscriber is told,
+    and the next search finds the new text."""
+    local, shipped, ids = make_corpus(tmp_path, 3)
+    mcp, store, _ = make_server(local, shipped)
+    inbox = Inbox(WAIT)
+    async with Client(mcp, mode="legacy", cache=None, message_handler=inbox) as a:
+        assert "Title 1" in text_of(await a.call_tool("search_docs", {"query": "thing 1"}))  # search follows the feed
+        await legacy_subscribe(a, doc_uri(ids[1]))
+        (local / f"{ids[1]}.md").write_text("# Edited by hand\n\n## Steps\nzebrafishword\n", encoding="utf-8")
+        await inbox.wait_for({doc_uri(ids[1])})
+        assert store.changes.readers == 2  # search and the subscription watcher, on one watch
+        assert ids[1] in text_of(await a.call_tool("search_docs", {"query": "zebrafishword"}))
+
+
+@pytest.mark.anyio
+async def test_without_folder_watches_a_hand_edit_is_still_announced(tmp_path: Path,
+                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    def refused() -> None:
+        raise WatchUnavailable(28, "inotify watch limit reached")
+
+    monkeypatch.setattr(changes_mod, "DirWatch", refused)  # the watcher then walks the tier at each look
+    local, shipped, ids = make_corpus(tmp_path, 3)
+    mcp, _, _ = make_server(local, shipped)
+    inbox = Inbox(WAIT)
+    async with Client(mcp, mode="legacy", cache=None, message_handler=inbox) as a:
+        await legacy_subscribe(a, doc_uri(ids[2]))
+        (local / f"{ids[2]}.md").write_text("# Edited by hand\n\nwith no watch at all.\n", encoding="utf-8")
+        await inbox.wait_for({doc_uri(ids[2])})

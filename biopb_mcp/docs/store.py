@@ -21,6 +21,7 @@ import biopb_mcp
 from biopb_mcp.docs import index as index_mod
 from biopb_mcp.docs import lint, views, writes
 from biopb_mcp.docs import manifest as manifest_mod
+from biopb_mcp.docs.changes import ChangeFeed
 from biopb_mcp.docs.frontmatter import Parsed, parse
 from biopb_mcp.docs.history import History
 from biopb_mcp.docs.ids import INDEX_ID, check_id, check_write_id, parse_ref
@@ -89,6 +90,8 @@ class DocStore:
         self.version = version
         self.history_keep = history_keep
         self.history = History(self.local_dir, history_keep)
+        self.changes = ChangeFeed()
+        """The one change feed over the docs folders (search and resource subscriptions read it)."""
         self._parsed_cache: FileCache[str, Parsed] = FileCache()
         self._manifest_cache: FileCache[Path, manifest_mod.Manifest] = FileCache(max_entries=1)
         self._setup_warned = False

@@ -25,9 +25,10 @@ from biopb_mcp.docs import index as index_mod
 from biopb_mcp.docs.ids import DOC_SUFFIX, INDEX_ID
 from biopb_mcp.docs.views import Origin
 from biopb_mcp.fs.stamps import Stamp, is_settled, stamp
-from biopb_mcp.fs.watch import Changes, DirWatch, WatchUnavailable
+from biopb_mcp.fs.watch import Changes, WatchUnavailable
 
 if TYPE_CHECKING:
+    from biopb_mcp.docs.changes import Cursor
     from biopb_mcp.docs.search.fts import Indexed
     from biopb_mcp.docs.store import DocStore
 
@@ -87,7 +88,7 @@ class Freshness:
     """One store's change tracking for its search index. Not thread-safe: search holds a lock."""
 
     scope: Scope | None = None
-    watch: DirWatch | None = None
+    watch: Cursor | None = None  # this search's place in the store's change feed
     sweep: bool = True  # the next query stats every file (nothing before the watch was seen)
     verified: dict[tuple[str, str], Stamp] = field(default_factory=dict)  # stamps this process saw on disk
     seen_generation: int = -1  # the index generation the last refresh ended at
@@ -112,7 +113,7 @@ class Freshness:
                  generation: int) -> tuple[Scope, list[Target]]:
         """The scope, and the targets to stat now (each changed since the last query, or not
         known not to have)."""
-        changes = self.watch.changes() if self.watch is not None else None  # later changes wait for the next query
+        changes = self.watch.take() if self.watch is not None else None  # later changes wait for the next query
         if changes is not None:
             self._forget_scope_if_changed(changes)
         scope = self._current_scope(store)
@@ -174,7 +175,7 @@ class Freshness:
         started = time.time_ns()
         files, found, linked = store.list_inputs()
         folders = None if linked else found  # where a link leads is not watched: stat every file
-        watching = folders is not None and self._watch(folders)  # before the walk: later changes are queued
+        watching = folders is not None and self._watch(store, folders)  # before the walk: later changes are queued
         inputs = {path: stamp(path) for path in files + found}
         walked = store.doc_entries()
         surfaced = store.surfaced_ids(walked)
@@ -190,13 +191,13 @@ class Freshness:
         self.scope = scope if settled else None
         return scope
 
-    def _watch(self, folders: list[str]) -> bool:
-        """Watch exactly ``folders``; False when this system cannot."""
+    def _watch(self, store: DocStore, folders: list[str]) -> bool:
+        """Follow exactly ``folders`` in the store's change feed; False when this system cannot."""
         if self.closed:
             return False
         try:
             if self.watch is None:
-                self.watch = DirWatch()
+                self.watch = store.changes.cursor()
             if self.watch.watch(folders):
                 self.sweep = True  # what happened in a newly watched folder before now was not seen
             return True
