@@ -13,6 +13,7 @@ import pytest
 import biopb_mcp
 from _tests.support.isolation import isolated_vars
 from biopb_mcp.cli import commands as cli
+from biopb_mcp.cli import config as cli_config
 from biopb_mcp.config.settings import render_example
 from biopb_mcp.docs.store import SHIPPED_DIR
 
@@ -124,7 +125,7 @@ def test_unexpected_error_is_one_line_without_traceback(
     def broken(settings: object) -> str:
         raise ValueError("boom")
 
-    monkeypatch.setattr(cli, "render_show", broken)  # the seam: the top-level handler itself
+    monkeypatch.setattr(cli_config, "render_show", broken)  # the seam: the top-level handler itself
     code, _, err = run(["config", "show"], capsys)
     assert code == 2
     assert_one_error_line(err, "unexpected ValueError: boom", "BIOPB_DEBUG=1")
