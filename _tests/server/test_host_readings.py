@@ -214,3 +214,19 @@ async def test_doc_and_status_tools_are_text_in_every_reading(served: tuple[Clie
     await call(client, "start_kernel")
     await run_to_end(client, "import numpy as np\nimg = np.zeros((512, 512))")
     assert_seen(await call(client, "inspect_object", path="img"), "shape", "(512, 512)")
+
+
+async def test_a_call_cancelled_while_its_code_finishes_is_named_in_the_next_answer(
+        served: tuple[Client, AppState]) -> None:
+    client, _ = served
+    await call(client, "start_kernel")
+    with anyio.move_on_after(0.3):  # the client gives up while the code still runs; it ends at 0.9 s
+        await client.call_tool("execute_code", {"code": "import time\ntime.sleep(0.9)\nprint('finished quickly')"})
+    with anyio.fail_after(60):
+        while True:  # while it still runs, a call answers busy naming it; the first answer after names it too
+            nxt = await call(client, "execute_code", code="print('second')")
+            if not nxt.is_error:
+                break
+            assert_seen(nxt, "job-", "poll_job")
+            await anyio.sleep(0.1)
+    assert_seen(nxt, "a call of yours was cancelled, but its code went on as job-", "second")

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 import os
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -379,3 +380,55 @@ async def test_without_folder_watches_a_hand_edit_is_still_announced(tmp_path: P
         await legacy_subscribe(a, doc_uri(ids[2]))
         (local / f"{ids[2]}.md").write_text("# Edited by hand\n\nwith no watch at all.\n", encoding="utf-8")
         await inbox.wait_for({doc_uri(ids[2])})
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("n_docs", [3, 600])
+async def test_back_to_back_writes_are_each_announced_once(tmp_path: Path, n_docs: int) -> None:
+    """The watcher and the writes race (a write lands during the watcher's walk, or its entry
+    arrives after the walk saw it): every write is still announced exactly once."""
+    local, shipped, ids = make_corpus(tmp_path, n_docs)
+    mcp, _, _ = make_server(local, shipped, poll=0.01)
+    inbox = Inbox(WAIT)
+    writes = 40
+    async with Client(mcp, mode="legacy", cache=None, message_handler=inbox) as a:
+        await legacy_subscribe(a, doc_uri(ids[0]))
+        for i in range(writes):  # sizes differ, so no two writes leave the same stamp
+            await a.call_tool("write_doc", {"id": ids[0], "body": f"# Changed {i}\n\n" + "x" * i + "\n"})
+        with anyio.fail_after(WAIT):
+            while inbox.updated.count(doc_uri(ids[0])) < writes:
+                await anyio.sleep(0.02)
+        await anyio.sleep(0.5)  # fifty more looks: none may repeat a write
+    assert inbox.updated.count(doc_uri(ids[0])) == writes
+
+
+@pytest.mark.anyio
+async def test_a_subscribe_cancelled_while_the_watcher_starts_leaves_it_running(tmp_path: Path) -> None:
+    local, shipped, ids = make_corpus(tmp_path, 3)
+    mcp, store, notifier = make_server(local, shipped, poll=0.05)
+    started, go = threading.Event(), threading.Event()
+    walk = store.list_inputs
+
+    def slow_walk() -> tuple[list[str], list[str], bool]:
+        started.set()
+        go.wait(10)  # the tier's walk is under way when the client gives up
+        return walk()
+
+    store.list_inputs = slow_walk  # type: ignore[method-assign]
+    inbox = Inbox(WAIT)
+    async with Client(mcp, mode="legacy", cache=None, message_handler=inbox) as a:
+        with anyio.move_on_after(WAIT) as scope:
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(legacy_subscribe, a, doc_uri(ids[0]))
+                await anyio.to_thread.run_sync(started.wait, 10)
+                tg.cancel_scope.cancel()  # the client gives up on the subscribe
+        assert not scope.cancelled_caught
+        go.set()
+        store.list_inputs = walk  # type: ignore[method-assign]
+        await legacy_subscribe(a, doc_uri(ids[0]))
+        with anyio.fail_after(WAIT):
+            while not any(t.name == "biopb-docs-watcher" for t in threading.enumerate()):
+                await anyio.sleep(0.02)
+        await a.call_tool("write_doc", {"id": ids[0], "body": "# Changed\n\nafter a cancelled subscribe\n"})
+        await inbox.wait_for({doc_uri(ids[0])})
+    assert notifier.watching is False

@@ -54,6 +54,8 @@ UNREADABLE = [
     (b'{"jsonrpc": "2.0", "id": {"a": 1}, "method": "ping"}', -32600, None),
     (b'{"jsonrpc": "2.0", "id": true, "method": "ping"}', -32600, None),
     (b'{"jsonrpc": "2.0", "id": 1.5, "method": "ping"}', -32600, 1.5),
+    (b'{"jsonrpc": "2.0", "id": null, "method": "tools/list"}', -32600, None),  # MCP allows no null id
+    (b'{"jsonrpc": "2.0", "\\u0069d": true, "method": "tools/list"}', -32600, None),  # the key spelled with an escape
     # a readable id is answered with its own id and the field that is wrong, not another one
     (b'{"jsonrpc": "2.0", "id": 7, "method": "ping", "params": "not an object"}', -32600, 7),
     (b'{"jsonrpc": "1.0", "id": 8, "method": "ping"}', -32600, 8),

@@ -19,6 +19,7 @@ import logging
 import os
 import threading
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from typing import Any
 
 import anyio
@@ -42,6 +43,7 @@ from mcp.types import (
 )
 
 from biopb_mcp.docs.changes import Cursor
+from biopb_mcp.docs.ids import INDEX_ID
 from biopb_mcp.docs.resources import INDEX_URI, URI_PREFIX, doc_uri
 from biopb_mcp.docs.store import DocStore, WriteResult
 from biopb_mcp.errors import DocError
@@ -86,7 +88,7 @@ class DocNotifier:
         self._listens = 0  # open modern listen streams
         self._stop: threading.Event | None = None  # set to stop the running watcher
         self._wake = threading.Event()  # set to make the running watcher look now
-        self._writes: list[tuple[list[str], bool]] = []  # (URIs, list changed) of writes the watcher announces
+        self._writes: list[Written] = []  # writes the watcher announces
         self._writes_lock = threading.Lock()
         self.prompts_changed: Callable[[], bool] | None = None
         """Whether the prompt set differs from the one last read (blocking: it reads docs).
@@ -102,8 +104,9 @@ class DocNotifier:
         # dict.fromkeys: write_doc("index") is the index's own URI, announced once.
         uris = list(dict.fromkeys([INDEX_URI, doc_uri(result.doc_id)]))
         if self.watching:  # the watcher would see this change on disk too: it alone announces it
+            written = self._stamps([INDEX_ID, result.doc_id])
             with self._writes_lock:
-                self._writes.append((uris, result.created))
+                self._writes.append(Written(uris, result.created, written))
             self._wake.set()
             return
         await self.notify_updated(uris)
@@ -111,6 +114,18 @@ class DocNotifier:
             await self.notify_list_changed()
         if self.prompts_changed is not None and await anyio.to_thread.run_sync(self._prompts_changed):
             await self.notify_prompts_changed()
+
+    def _stamps(self, doc_ids: list[str]) -> Snapshot:
+        """What ``local_state`` shows for these ids now (a file missing is left out)."""
+        found: Snapshot = {}
+        for doc_id in dict.fromkeys(doc_ids):
+            path = self.store.index_path if doc_id == INDEX_ID else self.store.local.path(doc_id)
+            try:
+                st = os.stat(path)
+            except (OSError, DocError):
+                continue
+            found[doc_id] = (st.st_mtime_ns, st.st_size)
+        return found
 
     def _prompts_changed(self) -> bool:
         """``prompts_changed()``, a failure logged as no change (a docs problem must not fail the write)."""
@@ -218,13 +233,16 @@ class DocNotifier:
         stop = threading.Event()
         self._stop = stop  # claimed before the await, so concurrent subscribers start one watcher
         self._wake = wake = threading.Event()
-        # Followed before the baseline is taken: a change after the baseline is in the feed.
-        cursor = await anyio.to_thread.run_sync(self._follow)
-        try:
-            baseline = await anyio.to_thread.run_sync(self.store.local_state)
-        except (OSError, DocError):
-            logger.warning("docs watcher: cannot read the local tier; watching from an empty baseline", exc_info=True)
-            baseline = {}
+        # Shielded: a subscribe cancelled half way must not leave the watcher claimed but never started.
+        with anyio.CancelScope(shield=True):
+            # Followed before the baseline is taken: a change after the baseline is in the feed.
+            cursor = await anyio.to_thread.run_sync(self._follow)
+            try:
+                baseline = await anyio.to_thread.run_sync(self.store.local_state)
+            except (OSError, DocError):
+                logger.warning("docs watcher: cannot read the local tier; watching from an empty baseline",
+                               exc_info=True)
+                baseline = {}
         token = anyio.lowlevel.current_token()
         thread = threading.Thread(
             target=self._watch, args=(stop, wake, baseline, token, cursor), name="biopb-docs-watcher", daemon=True
@@ -268,6 +286,8 @@ class DocNotifier:
 
     def _watch_loop(self, stop: threading.Event, wake: threading.Event, snapshot: Snapshot, token: Any,
                     cursor: Cursor | None) -> None:
+        told: Snapshot = {}  # what the last look announced from the disk, by id: a write's entry
+        # arriving after its change was seen there is not announced again
         while True:
             wake.wait(self.poll_interval)
             wake.clear()
@@ -283,17 +303,30 @@ class DocNotifier:
                     if not self._refollow(cursor):
                         cursor.close()
                         cursor = None
+            # The writes first, then the walk: every write taken has landed before the walk, so the
+            # walk shows its change (or a later one), never an older state.
+            with self._writes_lock:
+                taken, self._writes = self._writes, []
             try:
                 current = self.store.local_state()
             except (OSError, DocError):
                 logger.warning("docs watcher: cannot read the local tier; trying again", exc_info=True)
+                with self._writes_lock:
+                    self._writes[:0] = taken  # announced at the next look
                 continue
-            with self._writes_lock:
-                writes, self._writes = self._writes, []
+            writes = []
+            for entry in taken:
+                # a write whose change this watcher already announced from the disk: not twice
+                fresh = [uri for uri in entry.uris if not _told(uri, entry.stamps, told)]
+                if fresh:
+                    writes.append((fresh, entry.created))
+                # the write announces its own change: the diff below must not repeat it
+                snapshot = {**snapshot, **{i: st for i, st in entry.stamps.items() if current.get(i) == st}}
             uris, list_changed = changes(snapshot, current)
             snapshot = current
             announced = {uri for group, _ in writes for uri in group}
             others = [uri for uri in uris if uri not in announced]
+            told = {i: current[i] for i in _ids(others) if i in current}  # announced from the disk alone
             if writes or others:
                 list_changed = list_changed and not any(created for _, created in writes)
             if not (writes or others) or stop.is_set():
@@ -322,6 +355,31 @@ class DocNotifier:
             await self.notify_list_changed()
         if prompts:
             await self.notify_prompts_changed()
+
+
+@dataclass(frozen=True)
+class Written:
+    """A write_doc the watcher announces: its URIs, whether it created a doc, and what
+    ``local_state`` showed for the files it wrote right after (so neither the diff nor a later
+    entry announces the same change again)."""
+
+    uris: list[str]
+    created: bool
+    stamps: Snapshot
+
+
+def _id_of(uri: str) -> str:
+    return INDEX_ID if uri == INDEX_URI else uri.removeprefix(URI_PREFIX)
+
+
+def _ids(uris: list[str]) -> list[str]:
+    return [_id_of(uri) for uri in uris]
+
+
+def _told(uri: str, stamps: Snapshot, told: Snapshot) -> bool:
+    """Whether the disk's change a write made at ``uri`` was announced already."""
+    doc_id = _id_of(uri)
+    return doc_id in stamps and told.get(doc_id) == stamps[doc_id]
 
 
 def changes(old: Snapshot, new: Snapshot) -> tuple[list[str], bool]:
