@@ -46,8 +46,8 @@ def _prepare(args: argparse.Namespace) -> int:
 
     tree = prepare_tree(args.out, bench_docs=args.bench_docs)
     print(f"config tree: {tree.root} (bench docs {'on' if tree.bench_docs else 'off'})")
-    if tree.moved:
-        print(f"moved to ignored: {', '.join(tree.moved)}")
+    if tree.withheld:
+        print(f"withheld: {', '.join(tree.withheld)}")
     print("use it with:")
     for key, value in child_env(tree).items():
         print(f"  export {key}={value}")
@@ -111,11 +111,12 @@ def expected_pass(agent: str, category: str, arm: str) -> bool:
     """What the self-test demands of each built-in agent.
 
     scripted reads what its arm lists: it passes everything with the docs, and without them only
-    what needs no doc (textbook) or what it wrote itself (two-session). docs-blind passes the
-    textbook cases only, in both arms: every other case needs what the docs hold. nothing fails all.
+    what needs no doc (textbook): a two-session case's session 2 starts on a fresh tree there, so
+    the memo session 1 wrote is gone. docs-blind passes the textbook cases only, in both arms:
+    every other case needs what the docs hold. nothing fails all.
     """
     if agent == "scripted":
-        return arm == "docs" or category in ("textbook", "two-session")
+        return arm == "docs" or category == "textbook"
     if agent == "docs-blind":
         return category == "textbook"
     return False
@@ -159,7 +160,7 @@ def build_parser() -> tuple[argparse.ArgumentParser, argparse._SubParsersAction]
     prep = sub.add_parser("prepare", help="write an isolated config tree (docs arm or ablated)",
                           description="Example: python -m bench prepare --bench-docs=false --out /tmp/nodocs")
     prep.add_argument("--bench-docs", type=_bool, required=True, metavar="true|false",
-                      help="true: the shipped index and the lab tier; false: procedures moved to the ignored: line, no lab tier")
+                      help="true: the shipped index and the lab tier; false: procedures withheld (unlisted and unreadable), no lab tier")
     prep.add_argument("--out", type=Path, required=True, help="directory to create (used as BIOPB_CONFIG_DIR)")
     prep.set_defaults(handler=_prepare)
 

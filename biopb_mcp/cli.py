@@ -340,7 +340,8 @@ def _docs(args: argparse.Namespace) -> int:
     _print_warnings(settings, config_file_only=True)  # the runtime-dir fallback is serve's business
     from biopb_mcp.docs.store import DocStore
 
-    store = DocStore(settings.docs_local_dir, history_keep=settings.docs.history_keep, read_only=True)
+    store = DocStore(settings.docs_local_dir, history_keep=settings.docs.history_keep, read_only=True,
+                     withhold=settings.docs.withhold)
     # the store logs skipped files (unreadable, bad frontmatter): show them as warning lines
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(logging.Formatter("warning: %(message)s"))

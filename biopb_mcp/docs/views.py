@@ -87,7 +87,7 @@ def history_view(store: DocStore, doc_id: str, calls: Calls | None = None) -> st
     """`<id>@history`: the kept versions, newest last."""
     current = store.index_text()[0] if doc_id == INDEX_ID else store.read_local(doc_id)
     if doc_id != INDEX_ID and current is None and not store.history.versions(doc_id):
-        if not os.path.isfile(store.shipped.path(doc_id)):
+        if not store.has_shipped(doc_id):
             raise store.not_found(doc_id)
         return (
             f"No history for {doc_id!r}: it has no local copy yet (it is the shipped text). "
