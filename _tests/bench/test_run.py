@@ -97,7 +97,7 @@ def test_a_docs_off_run_that_reached_a_procedure_is_flagged(tmp_path: Path) -> N
     from biopb_mcp.docs.store import DocStore
 
     tree = prepare_tree(tmp_path / "config", bench_docs=False)
-    hidden = tree.moved[0]
+    hidden = tree.withheld[0]
     trace = tmp_path / "trace.jsonl"
     lines = [
         {"tool": "read_doc", "args": {"id": "kernel"}, "ok": True},
@@ -108,10 +108,13 @@ def test_a_docs_off_run_that_reached_a_procedure_is_flagged(tmp_path: Path) -> N
     lines.append({"tool": "read_doc", "args": {"id": hidden}, "ok": True})
     trace.write_text("".join(json.dumps(line) + "\n" for line in lines), encoding="utf-8")
     assert contamination(tree, trace) == [f"read:{hidden}"]
-    # the agent re-lists a hidden procedure in the index: its searches now reach it
-    store = DocStore(tree.docs_dir)
+    # the agent lists a withheld id in the index: it is still not served, so no search reaches it
+    store = DocStore(tree.docs_dir, withhold=tree.withheld)
     store.write_doc("index", body=(tree.docs_dir / "index.md").read_text(encoding="utf-8") + "\n- stitch-tiles: stitch\n")
-    assert "search:stitch-tiles" in contamination(tree, trace)
+    assert contamination(tree, trace) == [f"read:{hidden}"]
+    # a doc of its own under that id is the agent's: reading it is no contamination
+    store.write_doc(hidden, body="# mine\n")
+    assert contamination(tree, trace) == []
     row = {"case": "stitch-tiles", "category": "textbook", "arm": "nodocs", "repeat": 0, "passed": True, "detail": "", "covered_by": [],
            "timed_out": False, "harness_error": None, "tool_calls": {}, "docs_read": [hidden], "read_doc_called": True,
            "duration_s": 1.0, "contaminated": [f"read:{hidden}"]}
