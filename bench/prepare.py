@@ -55,9 +55,15 @@ LAB_DIR = Path(__file__).resolve().parent / "lab"
 LAB_SECTION = """
 ## Lab
 Our own conventions: read the matching one before analysing our files.
-- lab/microscope: our scope: pixel size, camera offset and channel order (the files do not record them)
+- lab/microscope: our scope (the widefield): pixel size, camera offset, channel order, nucleus sizes, time-lapse interval (the files do not record them)
+- lab/spinning-disk: our spinning disk: pixel size, camera offset, its own channel order
+- lab/plate-imager: our plate imager: which well each image file belongs to
+- lab/flatfield: correct uneven illumination on our scope the way we do
 - lab/positive-cells: how many cells are positive (GFP-positive)
+- lab/dead-cells: how many cells are dead (from DAPI)
 - lab/debris-gate: count cells or nuclei without the debris
+- lab/counting: nuclei per mm², and which nuclei at the image edge count
+- lab/units: the units we report intensities, lengths and speeds in
 - lab/results-layout: where to save results tables and label images
 """
 """The docs arm's index section for the lab tier, in the lab's words."""
