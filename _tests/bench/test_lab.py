@@ -105,11 +105,11 @@ def test_data_from_a_lab_instrument_obeys_its_lab_doc(case, tmp_path: Path) -> N
         px2 = stated.pixel_um**2
         low, high = stated.nucleus_um2
         if item.nuclei is not None:
-            areas = np.bincount(item.nuclei.ravel())[1:]
-            areas = areas[areas > 0] * px2
+            counts = np.bincount(item.nuclei.ravel())[1:]
+            areas = counts[counts > 0] * px2
             assert len(areas) and low * 0.97 <= areas.min() and areas.max() <= high * 1.03, (
                 f"{item.file}: nuclei of {areas.min():.1f}-{areas.max():.1f} µm², the lab's are {low:g}-{high:g}")
         if item.debris is not None:
-            debris = np.bincount(item.debris.ravel())[1:]
-            debris = debris[debris > 0] * px2
+            pieces = np.bincount(item.debris.ravel())[1:]
+            debris = pieces[pieces > 0] * px2
             assert len(debris) and debris.max() < stated.debris_below_um2, f"{item.file}: debris up to {debris.max():.1f} µm²"

@@ -160,7 +160,7 @@ async def test_no_tool_resource_or_listing_reveals_a_withheld_procedure(ablated:
 
 
 async def test_code_that_opens_the_shipped_docs_folder_is_contamination(ablated: Any) -> None:
-    tree, mcp, state, trace = ablated
+    tree, mcp, _, trace = ablated
     sneaky = (
         "import biopb_mcp, os\n"
         "folder = os.path.join(os.path.dirname(biopb_mcp.__file__), '_docs_data')\n"
