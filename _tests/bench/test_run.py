@@ -5,6 +5,8 @@ contamination, and the CLI's exit codes."""
 from __future__ import annotations
 
 import json
+import shlex
+import sys
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -45,7 +47,8 @@ def test_nothing_agent_fails_every_case_and_the_summary_says_so(tmp_path: Path) 
     text = summarize(rows, agent="nothing", wall_s=1.0, cases=n, repeat=1)
     assert "| count-nuclei | textbook | segment-nuclei | fail |" in text
     assert f"| docs | 0/{n} (0%) | none |" in text
-    assert "| lab | 6 | 0/6 |" in text and "| two-session | 3 | 0/3 |" in text
+    lab, two = (sum(case.category == c for case in cases) for c in ("lab", "two-session"))
+    assert f"| lab | {lab} | 0/{lab} |" in text and f"| two-session | {two} | 0/{two} |" in text
 
 
 def test_run_command_writes_summary_and_exits_nonzero_only_on_harness_failure(tmp_path: Path) -> None:
@@ -119,13 +122,41 @@ def test_a_docs_off_run_that_reached_a_procedure_is_flagged(tmp_path: Path) -> N
            "timed_out": False, "harness_error": None, "tool_calls": {}, "docs_read": [hidden], "read_doc_called": True,
            "duration_s": 1.0, "contaminated": [f"read:{hidden}"]}
     text = summarize([row], agent="x", wall_s=1, cases=1, repeat=1)
-    assert "Contaminated no-docs runs (read or found a hidden procedure): 1. Without them: **no docs: 0 passed, 0 failed**" in text
+    assert "Contaminated no-docs runs (reached a withheld procedure): 1. Without them: **no docs: 0 passed, 0 failed**" in text
     assert f"- stitch-tiles no docs r0: read:{hidden}" in text
 
 
 def test_cases_can_be_chosen_by_category(tmp_path: Path) -> None:
     assert main(["run", "--agent", "nothing", "--arms", "nodocs", "--cases", "two-session,crop-roi", "--out", str(tmp_path)]) == 0
     rows = [json.loads(line) for line in (tmp_path / "results.jsonl").read_text().splitlines()]
-    assert sorted(row["case"] for row in rows) == ["crop-roi", "memo-border-rule", "memo-channel-map", "memo-frame-interval"]
+    two_session = sorted(case.name for case in all_cases() if case.category == "two-session")
+    assert sorted(row["case"] for row in rows) == sorted(["crop-roi", *two_session])
     memo = next(row for row in rows if row["case"] == "memo-border-rule")
     assert memo["session1_wrote"] == [] and (Path(memo["run_dir"]) / "agent-s1.out").is_file()
+
+
+MEMORY_AGENT = """
+import json, os, pathlib, sys
+docs = pathlib.Path(os.environ["BIOPB_CONFIG_DIR"]) / "docs"
+work = pathlib.Path(sys.argv[1])
+if os.environ["BENCH_SESSION"] == "1":
+    (docs / "my-memo.md").write_text("# kept")
+    (work / "left-by-session-1.txt").write_text("x")
+else:
+    seen = {"doc": (docs / "my-memo.md").exists(), "work": (work / "left-by-session-1.txt").exists(),
+            "inputs": (work / "plate2.tif").exists()}
+    (work.parent / "seen.json").write_text(json.dumps(seen))
+"""
+
+
+def test_session_2_keeps_session_1s_docs_only_in_the_docs_arm_and_never_its_work_dir(tmp_path: Path) -> None:
+    # an agent that writes a doc straight into its tree in session 1 and looks for it in session 2
+    agent = make_agent(f"{sys.executable} -c {shlex.quote(MEMORY_AGENT)} {{workdir}}")
+    spec = RunSpec(agent, ["docs", "nodocs"], [], tmp_path, timeout=60)
+    seen = {}
+    for arm in ("docs", "nodocs"):
+        row = run_one(spec, get_case("memo-border-rule"), arm, 0)
+        assert row["harness_error"] is None, row
+        seen[arm] = json.loads((Path(row["run_dir"]) / "seen.json").read_text())
+    assert seen["docs"] == {"doc": True, "work": False, "inputs": True}
+    assert seen["nodocs"] == {"doc": False, "work": False, "inputs": True}  # a fresh tree: the memory is gone
