@@ -69,6 +69,16 @@ def _select_cases(spec: str) -> list[Case]:
     return chosen
 
 
+def _cases(args: argparse.Namespace) -> int:
+    """The case list as a markdown table: what each needs, and why the data cannot reveal it."""
+    cases = _select_cases(args.cases)
+    print("| case | category | needs (docs) | why the data cannot reveal it |")
+    print("|---|---|---|---|")
+    for case in cases:
+        print(f"| {case.name} | {case.category} | {', '.join(case.docs) or '(none)'} | {case.why_hidden or '–'} |")
+    return 0
+
+
 def _write_summary(out: Path, rows: list[dict[str, Any]], *, agent: str, wall: float, cases: int, repeat: int) -> str:
     from bench.report import summarize
 
@@ -185,6 +195,11 @@ def build_parser() -> tuple[argparse.ArgumentParser, argparse._SubParsersAction]
     selftest.add_argument("--timeout", type=float, default=180.0, help="seconds per run")
     selftest.add_argument("--jobs", type=int, default=1, help="runs at once (default 1)")
     selftest.set_defaults(handler=_selftest)
+
+    cases = sub.add_parser("cases", help="list the cases: what each needs and why the data cannot reveal it",
+                           description="Example: python -m bench cases --cases lab,two-session")
+    cases.add_argument("--cases", default="all", help="all, or comma-separated case names and categories")
+    cases.set_defaults(handler=_cases)
 
     # `python -m bench perf` lives in bench/perf.py, which registers its own subparser.
     if importlib.util.find_spec("bench.perf") is not None:

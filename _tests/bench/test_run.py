@@ -135,6 +135,17 @@ def test_cases_can_be_chosen_by_category(tmp_path: Path) -> None:
     assert memo["session1_wrote"] == [] and (Path(memo["run_dir"]) / "agent-s1.out").is_file()
 
 
+def test_a_memo_in_the_index_counts_as_written_and_read_on_the_same_tree(tmp_path: Path) -> None:
+    from bench.run import memo_rows
+
+    first, last = tmp_path / "s1.jsonl", tmp_path / "s2.jsonl"
+    first.write_text(json.dumps({"tool": "write_doc", "args": {"id": "index", "old_chars": 3}, "ok": True}) + "\n"
+                     + json.dumps({"tool": "write_doc", "args": {"id": "refused", "body_chars": 3}, "ok": False}) + "\n")
+    last.write_text(json.dumps({"tool": "read_doc", "args": {"id": "kernel"}, "ok": True}) + "\n")
+    assert memo_rows(first, last, same_tree=True) == {"session1_wrote": ["index"], "session2_read": ["index"]}
+    assert memo_rows(first, last, same_tree=False) == {"session1_wrote": ["index"], "session2_read": []}
+
+
 MEMORY_AGENT = """
 import json, os, pathlib, sys
 docs = pathlib.Path(os.environ["BIOPB_CONFIG_DIR"]) / "docs"

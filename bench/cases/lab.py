@@ -172,7 +172,7 @@ with open("results/nuclei_measurements.csv", "w", newline="") as f:
         category="lab",
         why_hidden=(
             "Where and under which names a lab files its tables is the lab's habit; no image says "
-            "it, and the request names no file. The areas also need the pixel size: "
+            "it, and the request names no file. The areas also need the pixel size. "
             + _NO_CALIBRATION
         ),
     )
