@@ -112,6 +112,9 @@ def trace_calls(path: Path, tool: str, *, ok_only: bool = False) -> list[dict[st
 SHIPPED_DOCS_FOLDER = "_docs_data"
 """The package folder of the shipped docs: code that names it went around the withholding."""
 
+AROUND_THE_SERVER = (SHIPPED_DOCS_FOLDER, "bench/lab", "bench/cases", "bench.cases")
+"""What code names when it reads the docs (or the bench's own answers) behind the server's back."""
+
 
 def notebook_cells(tree: ConfigTree) -> list[tuple[str, str]]:
     """(code, output text) of every code cell in the session notebooks the run's server recorded.
@@ -143,7 +146,7 @@ def _joined(text: object) -> str:
 
 def contamination(tree: ConfigTree, trace: Path) -> list[str]:
     """How a docs-off session reached a withheld procedure: ``code:_docs_data`` for code that named
-    the shipped docs folder, ``output:<id>`` for a cell output naming a withheld doc's file,
+    the shipped docs folder (``code:bench/…`` for the bench's own cases or lab docs), ``output:<id>`` for a cell output naming a withheld doc's file,
     ``read:<id>`` for a read_doc of one that returned text with no local doc of that id (so the
     shipped one), ``search:<id>`` for a search that returned one (its query replayed on the tree)."""
     withheld = set(tree.withheld)
@@ -155,8 +158,7 @@ def contamination(tree: ConfigTree, trace: Path) -> list[str]:
 
     found: list[str] = []
     for code, output in notebook_cells(tree):
-        if SHIPPED_DOCS_FOLDER in code:
-            found.append(f"code:{SHIPPED_DOCS_FOLDER}")
+        found += [f"code:{marker}" for marker in AROUND_THE_SERVER if marker in code]
         found += [f"output:{doc_id}" for doc_id in withheld if f"{doc_id}.md" in output]
     for args in trace_calls(trace, "read_doc", ok_only=True):
         doc_id = str(args.get("id", "")).split("@")[0]

@@ -196,3 +196,22 @@ def test_textbook_solution_fails_every_case_that_needs_a_doc(case, kernel: Block
     passed, detail = run_check(case, tmp_path, truth)
     assert not passed, detail
 
+
+
+def test_the_scripted_agent_can_read_every_doc_a_case_needs_in_the_docs_arm_only(tmp_path: Path) -> None:
+    """The scripted agent plays a case's docs-arm solution only when the handshake lists every doc
+    it needs: the docs arm lists them all (a memo once session 1 wrote it), the ablated arm none."""
+    from bench.prepare import prepare_tree
+    from biopb_mcp.config import load_settings
+    from biopb_mcp.docs.store import DocStore
+
+    served = {}
+    for arm in (True, False):
+        settings = load_settings(prepare_tree(tmp_path / str(arm), bench_docs=arm).root)
+        served[arm] = set(DocStore(settings.docs_local_dir, withhold=settings.docs.withhold).listed_ids())
+    for case in CASES:
+        needed = set(case.docs) | set(case.procedure.docs if case.procedure else ())
+        memo = {case.memo[0]} if case.memo else set()
+        assert needed - memo <= served[True], case.name
+        if case.category != "textbook":
+            assert not (set(case.docs) - memo) & served[False], case.name

@@ -17,7 +17,8 @@ from pathlib import Path
 
 import numpy as np
 from scipy import ndimage as ndi
-from skimage.filters import threshold_otsu
+from skimage import measure
+from skimage.filters import gaussian, threshold_otsu
 
 from bench.cases import Case, CheckFailed, Truth, register
 from bench.cases._kit import find_artifact, load_tiff, read_csv, read_number, save_tiff
@@ -396,7 +397,8 @@ positive = int(np.sum(means - 500 >= 1000))  # the lab's fixed cutoff, above the
 open("positive.txt", "w").write(str(positive))
 """,
         blind_solution=_CELL_MEANS.format(name="gfp.tif") + """
-from skimage.filters import threshold_otsu
+from skimage import measure
+from skimage.filters import gaussian, threshold_otsu
 positive = int(np.sum(means > threshold_otsu(means)))
 open("positive.txt", "w").write(str(positive))
 """,
@@ -451,7 +453,8 @@ dead = int(np.sum(above >= 1.8 * np.median(above)))  # the lab's call: condensed
 open("dead.txt", "w").write(str(dead))
 """,
         blind_solution=_CELL_MEANS.format(name="nuclei.tif") + """
-from skimage.filters import threshold_otsu
+from skimage import measure
+from skimage.filters import gaussian, threshold_otsu
 dead = int(np.sum(means > threshold_otsu(means)))  # the bright, condensed ones
 open("dead.txt", "w").write(str(dead))
 """,
@@ -485,10 +488,12 @@ def _setup_debris(workdir: Path, rng: np.random.Generator) -> Truth:
         big = present[areas[present - 1] >= gate]
         count = len(big)
         image = _nuclei_image(W, np.searchsorted(np.concatenate([[0], present]), labels).astype(np.int32), rng)
-        smooth = ndi.gaussian_filter(image.astype(float), 1.0)
-        measured = np.bincount(ndi.label(smooth > threshold_otsu(smooth))[0].ravel())[1:] * W.pixel_um**2
-        # the lab's gate on measured areas must give the truth; the textbook split must not
-        if int(np.sum(measured >= gate)) == count and _differs(count, int(np.sum(measured > threshold_otsu(measured))), len(measured)):
+        smooth = gaussian(image.astype(float), sigma=1, preserve_range=True)
+        measured = np.bincount(measure.label(smooth > threshold_otsu(smooth)).ravel())[1:] * W.pixel_um**2
+        # the lab's gate on measured areas must give the truth; a split read off the sizes must
+        # miss it clearly (a margin over the check's ±1: a small change of smoothing moves it)
+        split = int(np.sum(measured > threshold_otsu(measured)))
+        if int(np.sum(measured >= gate)) == count and abs(split - count) > 2 and _differs(count, len(measured)):
             break
     nuclei = np.where(np.isin(labels, big), labels, 0)
     debris = np.where((labels > 0) & (nuclei == 0), labels, 0)
@@ -522,7 +527,8 @@ count = int(np.sum(areas * 0.26 ** 2 >= 40))  # the lab's debris gate: 40 µm² 
 open("count.txt", "w").write(str(count))
 """,
         blind_solution=_FIELD + """
-from skimage.filters import threshold_otsu
+from skimage import measure
+from skimage.filters import gaussian, threshold_otsu
 count = int(np.sum(areas > threshold_otsu(areas)))  # small objects against big ones
 open("count.txt", "w").write(str(count))
 """,
