@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 import biopb_mcp
-from biopb_mcp import cli
-from biopb_mcp.config import render_example
+from biopb_mcp.cli import commands as cli
+from biopb_mcp.config.settings import render_example
 from biopb_mcp.docs.store import SHIPPED_DIR
 
 

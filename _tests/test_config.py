@@ -10,7 +10,8 @@ from typing import Any
 
 import pytest
 
-from biopb_mcp.config import (
+from biopb_mcp.cli.config import init_config
+from biopb_mcp.config.settings import (
     ALIASES,
     CONFIG_DIR_ENV,
     SCHEMA,
@@ -19,13 +20,12 @@ from biopb_mcp.config import (
     Settings,
     config_dir,
     defaults,
-    init_config,
     load_settings,
     render_example,
     render_show,
 )
 from biopb_mcp.errors import ConfigError
-from biopb_mcp.logs import setup_logging
+from biopb_mcp.server.logs import setup_logging
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -51,7 +51,7 @@ def settings_value(settings: Settings, key: Key) -> Any:
 # --- defaults and the example file ----------------------------------------------------------
 
 
-def test_missing_file_gives_schema_defaults_and_platform_paths(tmp_path: Path) -> None:
+def test_missing_file_gives_schema_defaults_and_paths_inside_the_tree(tmp_path: Path) -> None:
     cdir = tmp_path / "config"
     s = load_settings(cdir)
     for key in SCHEMA:
@@ -62,8 +62,8 @@ def test_missing_file_gives_schema_defaults_and_platform_paths(tmp_path: Path) -
     assert s.config_file == cdir / "config.toml"
     assert s.docs_local_dir == cdir / "docs"
     assert s.plugins_dir == cdir / "kernel"
-    assert s.state_dir == tmp_path / "state" / "biopb"  # XDG_STATE_HOME from conftest
-    assert s.runtime_dir == tmp_path / "runtime" / "biopb"
+    assert s.state_dir == cdir / "state"  # a tree of its own, not XDG_STATE_HOME's
+    assert s.runtime_dir == cdir / "run"
     assert s.log_file == s.state_dir / "server.log"
     assert s.kernel_log_file == s.state_dir / "kernel.log"
     assert s.trace_file is None
@@ -75,7 +75,7 @@ def test_missing_file_gives_schema_defaults_and_platform_paths(tmp_path: Path) -
 
 def test_example_file_is_the_schema_rendering_and_loads_to_the_defaults() -> None:
     text = (REPO / "config.example.toml").read_text(encoding="utf-8")
-    assert text == render_example(), "regenerate config.example.toml from biopb_mcp.config.render_example()"
+    assert text == render_example(), "regenerate config.example.toml from biopb_mcp.config.settings.render_example()"
     assert tomllib.loads(text) == {section: {} for section in SECTIONS}, "as written it sets nothing"
     lines = text.splitlines()
     for key in SCHEMA:
@@ -96,7 +96,7 @@ def test_example_file_loaded_as_config_equals_a_missing_config(tmp_path: Path) -
     assert from_example.docs == missing.docs
     assert from_example.server == missing.server
     assert from_example.docs_local_dir == tmp_path / "a" / "docs"
-    assert from_example.log_file == missing.log_file
+    assert from_example.log_file.relative_to(tmp_path / "a") == missing.log_file.relative_to(tmp_path / "b")
     assert from_example.trace_file is None
 
 
@@ -179,6 +179,37 @@ def test_env_var_moves_the_whole_config_dir(tmp_path: Path, monkeypatch: pytest.
     assert f"{CONFIG_DIR_ENV}" in render_show(s)
 
 
+def test_a_config_dir_from_the_env_keeps_its_state_and_runtime_files_inside_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Two trees on one machine share no search index, token, notebooks or kernel files."""
+    monkeypatch.setenv(CONFIG_DIR_ENV, str(tmp_path / "tree"))
+    s = load_settings()
+    assert s.state_dir == tmp_path / "tree" / "state" and s.runtime_dir == tmp_path / "tree" / "run"
+    assert s.record.dir == s.state_dir / "notebooks"
+    assert s.search_db.parent == s.log_file.parent == s.state_dir
+    shown = render_show(s)
+    assert f"state_dir        {tmp_path / 'tree' / 'state'}" in shown
+    assert f"runtime_dir      {tmp_path / 'tree' / 'run'}" in shown
+
+
+def test_a_tree_whose_config_moves_state_and_runtime_uses_those(tmp_path: Path) -> None:
+    write_config(tmp_path, f'[server]\nstate_dir = "{tmp_path / "s"}"\nruntime_dir = "rt"\n')
+    s = load_settings(tmp_path)
+    assert s.state_dir == tmp_path / "s" and s.runtime_dir == tmp_path / "rt"
+
+
+def test_the_platform_config_dir_keeps_the_platform_state_and_runtime_dirs(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv(CONFIG_DIR_ENV)
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "xdg"))
+    s = load_settings()
+    assert s.config_dir == tmp_path / "xdg" / "biopb"
+    assert s.state_dir == tmp_path / "state" / "biopb"  # XDG_STATE_HOME from conftest
+    assert s.runtime_dir == tmp_path / "runtime" / "biopb"
+
+
 def test_without_the_env_var_the_platform_config_dir_is_used(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -215,6 +246,17 @@ def test_unknown_section_is_refused_with_a_suggestion(tmp_path: Path) -> None:
     err, cfile = load_error(tmp_path, "[kernel]\nname = ''\n\n[kernal]\nname = 'x'\n")
     assert err.line == 4 and err.key == "kernal"
     assert str(err).startswith(f"{cfile}:4: unknown section [kernal] (did you mean kernel?)")
+
+
+def test_a_key_outside_any_section_is_called_that_with_its_section_and_the_sections(tmp_path: Path) -> None:
+    err, cfile = load_error(tmp_path, '# top\nname = "x"\n[kernel]\n')
+    assert err.line == 2 and err.key == "name"
+    text = str(err)
+    assert text.startswith(f"{cfile}:2: name is a key outside any section"), text
+    assert "unknown section" not in text and "a key of [kernel]" in text
+    assert "[services], [server], [kernel]" in text
+    err, _ = load_error(tmp_path, "promote_aftr = 3\n")
+    assert "did you mean [kernel] promote_after?" in str(err)
 
 
 def test_unknown_key_is_refused_with_a_suggestion(tmp_path: Path) -> None:

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from biopb_mcp.config import Settings, load_settings, render_show
+from biopb_mcp.config.settings import Settings, load_settings, render_show
 from biopb_mcp.errors import ConfigError
 from biopb_mcp.kernel import compute
 

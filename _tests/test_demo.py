@@ -13,7 +13,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from biopb_mcp import demo
+from biopb_mcp.server import demo
 
 STEP_NAMES = ["handshake", "start_kernel", "execute_code", "image", "read_doc", "write_doc",
               "search_docs", "server_status", "clean up"]

@@ -11,11 +11,13 @@ from typing import Any
 import pytest
 
 from _tests.docs.test_store import make_shipped
-from biopb_mcp.doc_messages import FOR_AGENT, FOR_TERMINAL, Calls, format_hits, refusal
 from biopb_mcp.docs import QUERY_MAX_CHARS
-from biopb_mcp.docs.search import Hit
+from biopb_mcp.docs.search.query import Hit
 from biopb_mcp.docs.store import DocStore
+from biopb_mcp.docs.views import Origin
 from biopb_mcp.errors import DocError
+from biopb_mcp.text.doc_views import read_doc
+from biopb_mcp.text.docs import FOR_AGENT, FOR_TERMINAL, Calls, format_hits, refusal
 
 
 @pytest.fixture
@@ -24,7 +26,7 @@ def store(tmp_path: Path) -> DocStore:
 
 
 def test_format_hits_shows_id_heading_origin_snippet_and_says_no_matches() -> None:
-    hits = [Hit("kernel", "Config", "Set kernel.promote_after …", "local (shadows shipped)", 9.5)]
+    hits = [Hit("kernel", "Config", "Set kernel.promote_after …", Origin.SHADOW, 9.5)]
     text = format_hits(hits, "kernel.promote_after", FOR_AGENT)
     for part in ("kernel", "Config", "local (shadows shipped)", "Set kernel.promote_after", "1 match"):
         assert part in text
@@ -44,13 +46,13 @@ def _refused(call: Any) -> DocError:
 
 
 AGENT_TEXT = [
-    (lambda s: s.read_doc(""), 'Empty doc id: give the id the index lists, e.g. read_doc("index").'),
-    (lambda s: s.read_doc("kernell"),
+    (lambda s: read_doc(s, ""), 'Empty doc id: give the id the index lists, e.g. read_doc("index").'),
+    (lambda s: read_doc(s, "kernell"),
      "No doc 'kernell'. Closest: kernel. read_doc(\"index\") lists the docs; write_doc(id, body=…) creates one."),
     (lambda s: s.write_doc("nope", old="a", new="b"),
      ("No doc 'nope' to edit with old/new; create it with body=…. read_doc(\"index\") lists the docs; "
       "write_doc(id, body=…) creates one.")),
-    (lambda s: s.read_doc("kernel@v3"), "No history for 'kernel': versions are kept from its first write_doc on."),
+    (lambda s: read_doc(s, "kernel@v3"), "No history for 'kernel': versions are kept from its first write_doc on."),
     (lambda s: s.write_doc("kernel"),
      "write_doc needs body (the whole new text) or old and new (replace one exact occurrence); got neither."),
     (lambda s: s.write_doc("kernel", body="  \n"),
@@ -74,13 +76,13 @@ def test_the_agent_is_told_the_tool_call_and_the_store_names_none(store: DocStor
 def test_a_missing_version_points_at_the_history(store: DocStore) -> None:
     for k in range(3):
         store.write_doc("proc", body=f"# Proc\n\nversion {k}\n")
-    exc = _refused(lambda: store.read_doc("proc@v9"))
+    exc = _refused(lambda: read_doc(store, "proc@v9"))
     assert refusal(exc, FOR_AGENT) == 'No version 9 of \'proc\': the kept versions are v1–v3 (see read_doc("proc@history")).'
     assert refusal(exc, FOR_TERMINAL).endswith("(see biopb-mcp docs read proc@history).")
 
 
 def test_a_terminal_is_told_the_command(store: DocStore) -> None:
-    exc = _refused(lambda: store.read_doc("kernell"))
+    exc = _refused(lambda: read_doc(store, "kernell"))
     text = refusal(exc, FOR_TERMINAL)
     assert "biopb-mcp docs index lists the docs" in text and "read_doc(" not in text
 
@@ -96,7 +98,7 @@ def edited(store: DocStore) -> DocStore:
 
 def _views(store: DocStore, calls: Calls | None) -> list[str]:
     """Every view that suggests a next step: a shadow's header, @diff without a copy, @history, @v<N>."""
-    return [store.read_doc(ref, calls).split("\n\n", 1)[0]
+    return [read_doc(store, ref, calls).split("\n\n", 1)[0]
             for ref in ("kernel", "authoring@diff", "authoring@history", "proc@history", "proc@v1")]
 
 

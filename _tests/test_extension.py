@@ -7,9 +7,12 @@ tests.
 
 from __future__ import annotations
 
+import base64
 import json
 import os
 import shlex
+import subprocess
+import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -17,10 +20,11 @@ from pathlib import Path
 import pytest
 
 from _tests.support.notebook_kernel import NotebookKernel, isolated_env
-from biopb_mcp.config import load_settings
-from biopb_mcp.extension import attach_text, status_text
-from biopb_mcp.kernel_link import AgentPresence, KernelLink, link_id
-from biopb_mcp.record import SessionRecorder
+from _tests.support.stdio_procs import RawServer, result_text
+from biopb_mcp.config.settings import load_settings
+from biopb_mcp.ipython.extension import attach_text, status_text
+from biopb_mcp.kernel.link import AgentPresence, KernelLink, link_id
+from biopb_mcp.kernel.notebook import SessionRecorder, agent_cells, read_session
 
 
 @pytest.fixture(scope="module")
@@ -98,9 +102,45 @@ def test_status_and_log_show_what_the_agent_ran(notebook: tuple[NotebookKernel, 
     assert "positive number" in bad.stderr
 
 
+def png_bytes(width: int, height: int) -> bytes:
+    """A real PNG of that size (what a figure or a PIL image displays)."""
+    import struct
+    import zlib
+
+    def chunk(kind: bytes, data: bytes) -> bytes:
+        return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
+
+    rows = b"".join(b"\0" + bytes(width) for _ in range(height))
+    return (b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", struct.pack(">IIBBBBB", width, height, 8, 0, 0, 0, 0))
+            + chunk(b"IDAT", zlib.compress(rows)) + chunk(b"IEND", b""))
+
+
+def test_log_shows_an_agents_image_by_its_size_to_a_text_frontend(
+    notebook: tuple[NotebookKernel, KernelLink, Path],
+) -> None:
+    kernel, link, root = notebook
+    recorder = SessionRecorder(root / "image-notebooks")
+    path = recorder.start_notebook(kernel_name="python3", display_name="Python 3", about="test")
+    collector = recorder.collector()
+    png = base64.b64encode(png_bytes(556, 413)).decode()
+    repr_text = "<PIL.PngImagePlugin.PngImageFile image mode=RGBA size=556x413 at 0x7F00>"
+    collector.add("display_data", {"data": {"image/png": png, "text/plain": repr_text}, "metadata": {}})
+    recorder.code_cell("display(img)", collector, {"job_id": "job-9", "status": "ok"})
+    assert recorder.flush()
+    recorder.close()
+    link.announce(AgentPresence(server_pid=os.getpid(), transport="stdio", owns_kernel=False,
+                                connection_file=str(kernel.connection_file), session_notebook=str(path)))
+    ran = kernel.run("%biopb log 1")
+    assert ran.error is None, ran
+    (shown,) = ran.results
+    assert shown["text/plain"] == "[image 556×413]" and shown["image/png"] == png
+
+
 def test_a_gone_server_is_reported_as_gone(notebook: tuple[NotebookKernel, KernelLink, Path]) -> None:
     kernel, link, _root = notebook
-    presence = AgentPresence(server_pid=2**22 + 12345, transport="stdio", owns_kernel=False,
+    gone = subprocess.Popen([sys.executable, "-c", "pass"])
+    gone.wait()
+    presence = AgentPresence(server_pid=gone.pid, transport="stdio", owns_kernel=False,
                              connection_file=str(kernel.connection_file))
     link.announce(presence)
     assert "has exited" in kernel.run("%biopb status").stdout
@@ -141,3 +181,45 @@ def test_status_text_without_a_notebook_says_recording_is_off() -> None:
                              connection_file="/x.json", since=time.time())
     text = status_text(presence, None)
     assert "it owns this kernel" in text and "records no session notebook" in text
+
+
+def test_an_agent_that_left_cleanly_is_reported_as_one_that_was_killed(
+    notebook: tuple[NotebookKernel, KernelLink, Path],
+) -> None:
+    """A real server joins this kernel, runs a cell and leaves by stdin EOF: %biopb status says it
+    has exited, with what it ran (as after kill -9); its log and notebook say it joined, not started."""
+    kernel, link, root = notebook
+    kernel.run("nb_value = 6")  # the scientist's, before the agent joins
+    env = isolated_env(root)
+    server = RawServer(env, root / "leaving.err", "--existing", str(kernel.connection_file))
+    try:
+        server.initialize()
+        assert not server.call("start_kernel", timeout=90).get("isError")
+        assert "7" in result_text(server.call("execute_code", {"code": "left_cleanly = nb_value + 1\nleft_cleanly"}))
+        for _ in range(100):  # the note of what it ran is written off the call's path
+            presence = link.presence()
+            if presence is not None and presence.last_job:
+                break
+            time.sleep(0.05)
+        assert server.proc.stdin is not None
+        server.proc.stdin.close()
+        assert server.proc.wait(60) == 0
+    finally:
+        server.close()
+    status = kernel.run("%biopb status").stdout
+    assert f"the last one (biopb-mcp pid {server.proc.pid}) has exited" in status, status
+    assert "left_cleanly = nb_value + 1" in status and "Agent attached" not in status
+    log = (root / "state" / "server.log").read_text()
+    assert "stdin closed; leaving the joined kernel running" in log
+    assert "stdin closed; shutting the kernel down" not in log
+    presence = link.presence()
+    assert presence is not None and presence.session_notebook
+    nb = read_session(Path(presence.session_notebook))
+    heading = nb.cells[0].source
+    assert heading.startswith("# Agent session, joined kernel `kernel-nb.json`"), heading
+    assert "kernel started" not in heading
+    # a re-run lacks what the notebook held before the agent came: named first, the cell tagged
+    (cell,) = agent_cells(nb)
+    assert cell.metadata.biopb.outside_names == ["nb_value"] and "raises-exception" in cell.metadata.tags
+    assert "#   nb_value" in nb.cells[1].source
+    assert kernel.run("print(left_cleanly)").stdout == "7\n"  # the kernel and its namespace stay

@@ -2,13 +2,22 @@
 
 from __future__ import annotations
 
+import json
+import logging
 import os
 import stat
 import subprocess
 import sys
+import threading
+from collections.abc import Callable
 from pathlib import Path
 
-from biopb_mcp.kernel_link import AgentPresence, KernelLink, link_id
+import anyio
+import pytest
+
+from biopb_mcp.fs.runtime import private_runtime_dir
+from biopb_mcp.ipython.extension import agent_cells_of, status_text
+from biopb_mcp.kernel.link import AgentPresence, KernelLink, link_id
 
 
 def dead_pid() -> int:
@@ -53,7 +62,7 @@ def test_an_unreadable_pause_file_still_pauses(tmp_path: Path) -> None:
     assert pause is not None and pause.reason == ""
 
 
-def test_presence_round_trip_and_only_its_writer_withdraws_it(tmp_path: Path) -> None:
+def test_presence_round_trip_and_only_its_writer_leaves_it(tmp_path: Path) -> None:
     link = KernelLink(tmp_path / "rt", "abc")
     assert link.presence() is None
     link.announce(presence())
@@ -65,9 +74,150 @@ def test_presence_round_trip_and_only_its_writer_withdraws_it(tmp_path: Path) ->
     got = link.presence()
     assert got is not None and not got.alive
     link.note_submitted("job-4", "y = 2")  # another server's file: left alone
-    link.withdraw()
+    link.leave()
     got = link.presence()
-    assert got is not None and got.last_job is None
+    assert got is not None and got.last_job is None and got.exited is None
+
+
+def test_a_server_leaving_a_joined_kernel_is_remembered_as_exited_with_its_last_code(tmp_path: Path) -> None:
+    """A clean exit reads as a kill does: the magics say the agent has exited, and what it ran."""
+    link = KernelLink(tmp_path / "rt", "abc")
     link.announce(presence())
-    link.withdraw()
-    assert link.presence() is None
+    link.note_submitted("job-7", "labels = segment(img)")
+    link.leave()
+    got = link.presence()
+    assert got is not None and got.exited is not None and not got.alive
+    assert got.last_job == "job-7" and got.last_code == "labels = segment(img)"
+    owned = KernelLink(tmp_path / "rt", "owned")  # a kernel that ends with its server: nothing to remember
+    owned.announce(AgentPresence(server_pid=os.getpid(), transport="stdio", owns_kernel=True,
+                                 connection_file="/k.json"))
+    owned.leave()
+    assert owned.presence() is None
+
+
+CRAFTED_PRESENCE = [
+    '{"server_pid": "1234", "transport": "stdio", "owns_kernel": false, "connection_file": "/k"}',
+    '{"server_pid": true, "transport": "stdio", "owns_kernel": false, "connection_file": "/k"}',
+    '{"server_pid": -5, "transport": "stdio", "owns_kernel": false, "connection_file": "/k"}',
+    '{"server_pid": 1099511627776, "transport": "stdio", "owns_kernel": false, "connection_file": "/k"}',
+    '{"server_pid": 1, "transport": "stdio", "owns_kernel": "yes", "connection_file": "/k"}',
+    '{"server_pid": 1, "transport": "stdio", "owns_kernel": false, "connection_file": "/k", "since": 1e300}',
+    '{"server_pid": 1, "transport": "stdio", "owns_kernel": false, "connection_file": "/k", "since": NaN}',
+    '{"server_pid": 1, "transport": "stdio", "owns_kernel": false, "connection_file": "/k", "last_code": ["x"]}',
+    '{"server_pid": 1, "transport": ["stdio"], "owns_kernel": false, "connection_file": "/k"}',
+    '{"server_pid": 1, "transport": "stdio", "owns_kernel": false, "connection_file": "/k", '
+    '"session_notebook": ' + json.dumps("x" * 5000) + "}",
+    '{"transport": "stdio"}',
+    '[1, 2, 3]',
+    '{"server_pid": 1, ',
+    '{"server_pid": 1, "transport": "stdio", "owns_kernel": false, "connection_file": "' + "k" * 100_000 + '"}',
+]
+
+
+@pytest.mark.parametrize("text", CRAFTED_PRESENCE, ids=range(len(CRAFTED_PRESENCE)))
+def test_a_crafted_presence_file_is_ignored_with_a_log_line(
+    tmp_path: Path, text: str, caplog: pytest.LogCaptureFixture,
+) -> None:
+    link = KernelLink(tmp_path / "rt", "abc")
+    link.pause()  # makes the private dir
+    (tmp_path / "rt" / "agent-abc.json").write_text(text)
+    with caplog.at_level(logging.WARNING, logger="biopb_mcp.kernel.link"):
+        assert link.presence() is None
+        link.note_submitted("job-1", "x")  # the server's paths through the file do not raise either
+        link.leave()
+    assert "ignoring the %biopb link file agent-abc.json" in caplog.text
+    assert status_text(link.presence(), link.paused()).startswith("No agent has attached")
+
+
+def test_a_pause_file_with_crafted_fields_still_pauses_with_its_own_time(tmp_path: Path) -> None:
+    link = KernelLink(tmp_path / "rt", "abc")
+    link.pause()
+    path = tmp_path / "rt" / "pause-abc.json"
+    for text in ('{"since": 1e300, "reason": "r"}', '{"since": "now", "reason": 42}', "x" * 100_000):
+        path.write_text(text)
+        pause = link.paused()
+        assert pause is not None and abs(pause.since - path.stat().st_mtime) < 1, text
+        assert pause.reason in ("", "r")
+        assert "Paused by you" in status_text(None, pause)
+
+
+def run_bounded(fn: Callable[[], object], seconds: float = 10) -> object:
+    """``fn()`` on a thread; fails instead of hanging the suite if it blocks."""
+    out: list[object] = []
+    worker = threading.Thread(target=lambda: out.append(fn()), daemon=True)
+    worker.start()
+    worker.join(seconds)
+    assert not worker.is_alive(), f"{fn} blocked"
+    return out[0]
+
+
+def test_a_fifo_or_a_link_at_a_link_file_never_hangs_and_is_ignored(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture,
+) -> None:
+    link = KernelLink(tmp_path / "rt", "abc")
+    link.pause()
+    link.resume()
+    private = tmp_path / "rt"
+    os.mkfifo(private / "agent-abc.json")
+    os.mkfifo(private / "pause-abc.json")
+    with caplog.at_level(logging.WARNING, logger="biopb_mcp.kernel.link"):
+        assert run_bounded(link.presence) is None
+        assert run_bounded(link.paused) is None
+        assert run_bounded(link.leave) is None
+    assert "not a regular file" in caplog.text
+    (private / "pause-abc.json").unlink()
+    elsewhere = tmp_path / "elsewhere.json"
+    elsewhere.write_text('{"since": 1.0, "reason": "planted"}')
+    (private / "pause-abc.json").symlink_to(elsewhere)
+    assert link.paused() is None
+    assert "symbolic link" in caplog.text
+
+
+def test_a_crafted_session_notebook_path_is_refused_not_read(tmp_path: Path) -> None:
+    fifo = tmp_path / "fifo.ipynb"
+    os.mkfifo(fifo)
+    crafted = AgentPresence(server_pid=os.getpid(), transport="stdio", owns_kernel=False,
+                            connection_file="/k.json", session_notebook=str(fifo))
+    answer = run_bounded(lambda: agent_cells_of(crafted, 3))
+    assert isinstance(answer, tuple)
+    cells, why = answer
+    assert cells == [] and why is not None and "not a regular file" in why
+
+
+@pytest.mark.anyio
+async def test_execute_code_runs_past_crafted_link_files_in_a_real_server(tmp_path: Path) -> None:
+    from mcp import Client
+
+    from _tests.support.results import text_of
+    from _tests.support.view_helpers import make_settings
+    from biopb_mcp.server import build_server
+
+    mcp, state = build_server(make_settings(tmp_path))
+    try:
+        with anyio.fail_after(120):
+            async with Client(mcp, mode="legacy") as client:
+                await client.call_tool("start_kernel", {})
+                link = state.kernel.link
+                assert link is not None
+                private = private_runtime_dir(link.runtime_dir)
+                assert private is not None
+                agent, pause = private / f"agent-{link.kernel_id}.json", private / f"pause-{link.kernel_id}.json"
+                agent.unlink()
+                os.mkfifo(agent)
+                os.mkfifo(pause)
+                ran = await client.call_tool("execute_code", {"code": "print('past the fifo')"})
+                assert not ran.is_error and "past the fifo" in text_of(ran)
+                pause.unlink()
+                pause.write_text('{"since": 1e300, "reason": ["not", "text"]}')
+                paused = await client.call_tool("execute_code", {"code": "print('not run')"})
+                assert paused.is_error and "Paused by the scientist" in text_of(paused)
+                assert "Traceback" not in text_of(paused)
+                pause.unlink()
+                agent.unlink()
+                agent.write_text('{"server_pid": "me", "transport": 1}')
+                ran = await client.call_tool("execute_code", {"code": "print('and on')"})
+                assert "and on" in text_of(ran)
+    finally:
+        state.kernel.shutdown()
+        for cleanup in state.at_exit:  # what the server runs on its way out
+            cleanup()

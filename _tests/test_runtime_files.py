@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from biopb_mcp.runtime_files import private_runtime_dir, sweep_stale
-from biopb_mcp.server.http import write_token_file
+from biopb_mcp.fs.runtime import private_runtime_dir, sweep_stale
+from biopb_mcp.server.transports.http import write_token_file
 
 
 def mode(path: Path) -> int:

@@ -9,7 +9,7 @@ import tomli_w
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from biopb_mcp.toml_lines import key_lines, leading_key
+from biopb_mcp.config.toml_lines import key_lines, leading_key
 
 DOC = """\
 # a comment with key = 1 in it

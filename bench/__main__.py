@@ -132,6 +132,29 @@ def expected_pass(agent: str, category: str, arm: str) -> bool:
     return False
 
 
+def _verdict(agent: str, row: dict[str, Any]) -> tuple[str, bool]:
+    """A self-test run's verdict as printed, and whether it is what ``expected_pass`` demands."""
+    if row["harness_error"]:
+        return "ERROR", False
+    want = expected_pass(agent, row["category"], row["arm"])
+    verdict = "pass" if row["passed"] else "fail"
+    if row["passed"] == want:
+        return f"{verdict} (expected)", True
+    return f"{verdict} (UNEXPECTED: it should {'pass' if want else 'fail'})", False
+
+
+def _selftest_progress(agent: str) -> Callable[[dict[str, Any], int, int, float], None]:
+    """Progress lines that name the agent and read a demanded failure as expected."""
+
+    def report(row: dict[str, Any], done: int, total: int, elapsed: float) -> None:
+        verdict, as_expected = _verdict(agent, row)
+        why = "" if as_expected else f" {row['harness_error'] or row['detail'][:100]}"
+        print(f"[{agent} {done}/{total} {elapsed:6.1f}s] {row['case']} {row['arm']}: {verdict} "
+              f"({row['duration_s']} s){why}", flush=True)
+
+    return report
+
+
 def _selftest(args: argparse.Namespace) -> int:
     from bench.agents import make_agent
     from bench.run import RunSpec, run_bench
@@ -144,8 +167,11 @@ def _selftest(args: argparse.Namespace) -> int:
         raise ValueError(f"--agents takes {', '.join(SELFTEST_AGENTS)}; got {', '.join(unknown)}")
     started = time.monotonic()
     problems: list[str] = []
-    for name in agents:
-        rows = run_bench(RunSpec(make_agent(name), ["docs", "nodocs"], cases, out / name, timeout=args.timeout), jobs=args.jobs)
+    for number, name in enumerate(agents, start=1):
+        print(f"selftest: agent {name} ({number} of {len(agents)}), {2 * len(cases)} runs", flush=True)
+        agent_started = time.monotonic()
+        rows = run_bench(RunSpec(make_agent(name), ["docs", "nodocs"], cases, out / name, timeout=args.timeout),
+                         progress=_selftest_progress(name), jobs=args.jobs)
         _write_summary(out / name, rows, agent=name, wall=time.monotonic() - started, cases=len(cases), repeat=1)
         for r in rows:
             want = expected_pass(name, r["category"], r["arm"])
@@ -154,7 +180,11 @@ def _selftest(args: argparse.Namespace) -> int:
             elif r["passed"] != want:
                 problems.append(f"{name}: {r['case']} ({r['category']}) {r['arm']}: {'passed' if r['passed'] else 'failed'}, expected to {'pass' if want else 'fail'}: {r['detail']}")
             if r.get("contaminated"):
-                problems.append(f"{name}: {r['case']} nodocs: reached a hidden procedure {r['contaminated']}")
+                problems.append(f"{name}: {r['case']} nodocs: reached a withheld procedure {r['contaminated']}")
+        passed = sum(1 for r in rows if r["passed"])
+        off = sum(1 for r in rows if not _verdict(name, r)[1])
+        print(f"selftest: {name}: {len(rows)} runs in {time.monotonic() - agent_started:.0f} s, {passed} passed, "
+              f"{len(rows) - passed} failed, " + (f"{off} NOT as expected" if off else "all as expected"), flush=True)
     wall = time.monotonic() - started
     print(f"selftest: {len(cases)} cases, agents {', '.join(agents)}, in {wall:.0f} s; output in {out}")
     for problem in problems:

@@ -178,7 +178,7 @@ async def _docs_figures(tree: Any, scale: Scale, label: str) -> dict[str, list[f
     """read_doc, write_doc body, write_doc old/new on the index, read_doc("index"), in one session."""
     from mcp import Client
 
-    from biopb_mcp.config import load_settings
+    from biopb_mcp.config.settings import load_settings
     from biopb_mcp.server import build_server
 
     server, state = build_server(load_settings(tree.config_dir))
@@ -226,7 +226,7 @@ async def _search_figures(tree: Any, scale: Scale) -> tuple[float, list[float]]:
     from mcp import Client
 
     from bench.perf_fixtures import LITERALS
-    from biopb_mcp.config import load_settings
+    from biopb_mcp.config.settings import load_settings
     from biopb_mcp.server import build_server
 
     server, state = build_server(load_settings(tree.config_dir))
@@ -257,7 +257,7 @@ async def _search_restart_figures(tree: Any, restarts: int) -> tuple[float, list
     first one left on disk; the clock runs from the call, after the handshake.
     """
     from bench.perf_fixtures import child_env
-    from biopb_mcp.config import load_settings
+    from biopb_mcp.config.settings import load_settings
 
     db = load_settings(tree.config_dir).search_db  # left by the in-process figures: start without it
     for suffix in ("", "-wal", "-shm"):
@@ -275,7 +275,7 @@ async def _resource_figures(tree: Any) -> dict[str, Any]:
     """Pages of resources/list (cold walk, then a warm one) and the walk totals."""
     from mcp import Client
 
-    from biopb_mcp.config import load_settings
+    from biopb_mcp.config.settings import load_settings
     from biopb_mcp.server import build_server
 
     server, state = build_server(load_settings(tree.config_dir))
@@ -319,7 +319,7 @@ def _fsync_floor(where: Path, reps: int) -> list[float]:
 
 def _render_figures(tree: Any, reps: int) -> tuple[float, list[float]]:
     from biopb_mcp.docs.store import DocStore
-    from biopb_mcp.server.instructions import compose_instructions
+    from biopb_mcp.text.instructions import compose_instructions
 
     store = DocStore(tree.docs)
     t0 = clock()

@@ -27,6 +27,7 @@ import time
 import traceback
 import zlib
 from collections import Counter
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -152,7 +153,7 @@ def contamination(tree: ConfigTree, trace: Path) -> list[str]:
     withheld = set(tree.withheld)
     if not withheld:
         return []
-    from biopb_mcp.docs.search import search_docs
+    from biopb_mcp.docs.search.query import search_docs
     from biopb_mcp.docs.store import DocStore
     from biopb_mcp.errors import BiopbMcpError
 
@@ -306,13 +307,27 @@ def _session(
     )
 
 
-def run_bench(spec: RunSpec, *, progress: bool = True, jobs: int = 1) -> list[dict[str, Any]]:
+Progress = Callable[[dict[str, Any], int, int, float], None]
+"""Told of each finished run (under the results lock): its row, runs done, runs planned, seconds
+since the start."""
+
+
+def print_progress(row: dict[str, Any], done: int, total: int, elapsed: float) -> None:
+    """The default progress line: counter, case, arm, verdict, and why."""
+    verdict = "ERROR" if row["harness_error"] else ("pass" if row["passed"] else "fail")
+    print(f"[{done}/{total} {elapsed:6.1f}s] {row['case']} {row['arm']} r{row['repeat']}: "
+          f"{verdict} ({row['duration_s']} s) {row['detail'][:100]}", flush=True)
+
+
+def run_bench(spec: RunSpec, *, progress: bool | Progress = True, jobs: int = 1) -> list[dict[str, Any]]:
     """Every case in every arm, ``repeat`` times; results.jsonl grows one line per finished run.
 
     Arms alternate within a case so that drift over a long run (a rate limit, a warm cache) hits
     both arms alike. ``jobs`` > 1 runs that many at once (each run is its own processes and
-    directories); rows come back in plan order whatever order they finish in.
+    directories); rows come back in plan order whatever order they finish in. ``progress``:
+    True prints ``print_progress`` lines, False nothing, a ``Progress`` is called instead.
     """
+    report: Progress | None = print_progress if progress is True else (progress or None)
     spec.out.mkdir(parents=True, exist_ok=True)
     results_path = spec.out / "results.jsonl"
     results_path.write_text("", encoding="utf-8")
@@ -332,13 +347,8 @@ def run_bench(spec: RunSpec, *, progress: bool = True, jobs: int = 1) -> list[di
             done.append(row)
             with results_path.open("a", encoding="utf-8") as handle:
                 handle.write(json.dumps(row) + "\n")
-            if progress:
-                verdict = "ERROR" if row["harness_error"] else ("pass" if row["passed"] else "fail")
-                print(
-                    f"[{len(done)}/{len(plan)} {time.monotonic() - started:6.1f}s] {case.name} {arm} r{repeat}: "
-                    f"{verdict} ({row['duration_s']} s) {row['detail'][:100]}",
-                    flush=True,
-                )
+            if report is not None:
+                report(row, len(done), len(plan), time.monotonic() - started)
         return row
 
     if jobs <= 1:

@@ -34,7 +34,7 @@ from mcp import Client, StdioServerParameters
 from mcp.types import CallToolResult, TextContent
 
 from bench.cases import Case, get_case
-from biopb_mcp.server.kernel_text import parse_job_line
+from biopb_mcp.text.kernel import parse_job_line
 
 __all__ = ["job_to_follow", "listed_ids", "main", "play"]
 

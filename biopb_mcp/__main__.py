@@ -1,3 +1,3 @@
-from biopb_mcp.cli import main
+from biopb_mcp.cli.commands import main
 
 raise SystemExit(main())

@@ -10,7 +10,7 @@ reaches the agent, the CLI into one ``error: …`` line and an exit code.
     + DocNotFound        no doc by that id (carries the closest ids)
     + DocUnreadable      a file that exists but cannot be read as UTF-8 markdown
     + WriteRefused       a write the rules forbid: caps, old/new matching 0 or 2+ times, bad args
-    + InvalidQuery       a search query that cannot be run (empty, whitespace)
+    + InvalidQuery       a search query that cannot be run (empty, whitespace, too costly)
   x KernelError          anything about the kernel the server manages
     + KernelNotReady     no usable kernel: state is not_started, starting, dead or error
     + KernelBusy         code is already running (carries its job id)
@@ -84,6 +84,7 @@ class DocProblem(StrEnum):
     INDEX_CAP = "index_cap"
     WRITE_FAILED = "write_failed"
     BAD_QUERY = "bad_query"
+    QUERY_TOO_COSTLY = "query_too_costly"
 
 
 class DocError(BiopbMcpError):

@@ -202,7 +202,7 @@ def test_the_scripted_agent_can_read_every_doc_a_case_needs_in_the_docs_arm_only
     """The scripted agent plays a case's docs-arm solution only when the handshake lists every doc
     it needs: the docs arm lists them all (a memo once session 1 wrote it), the ablated arm none."""
     from bench.prepare import prepare_tree
-    from biopb_mcp.config import load_settings
+    from biopb_mcp.config.settings import load_settings
     from biopb_mcp.docs.store import DocStore
 
     served = {}

@@ -23,8 +23,8 @@ from bench.prepare import (
     with_lab_section,
     write_mcp_config,
 )
-from biopb_mcp.config import load_settings
-from biopb_mcp.docs.search import search_docs, tokenize
+from biopb_mcp.config.settings import load_settings
+from biopb_mcp.docs.search.query import search_docs, tokenize
 from biopb_mcp.docs.store import DocStore
 from biopb_mcp.errors import DocNotFound
 
@@ -94,7 +94,7 @@ def test_store_on_an_ablated_tree_lists_no_procedure_and_reads_none(tmp_path: Pa
     assert not [doc_id for doc_id in PROCEDURES if _mentions(rendered, doc_id)]
     for doc_id in PROCEDURES:
         with pytest.raises(DocNotFound):
-            store.read_doc(doc_id)
+            store.view(doc_id)
 
 
 def test_docs_off_search_finds_no_procedure_by_any_word_of_its_title_or_body(tmp_path: Path) -> None:

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from bench.__main__ import main as bench_main
-from bench.soak import crash, hostile_ids
+from bench.soak import crash, hostile_ids, size_caps
 from bench.soak.run import FOUND
 from biopb_mcp.docs.store import DocStore
 from biopb_mcp.errors import InvalidDocId
@@ -23,10 +23,15 @@ TRIED = [
     "crash injections (SIGKILL, store writer mid write_doc)",
     "pipelined calls sent",
     "servers SIGKILLed with a live kernel",
+    "slowloris: idle half-sent requests opened",
+    "malformed flood: requests sent",
+    "search: ordinary long queries sent",
+    "search: costly queries sent",
+    "size caps: writes tried",
 ]
 
 
-SUITE_PHASES = "hostile-store,hostile-mcp,crash,noise"
+SUITE_PHASES = "hostile-store,hostile-mcp,crash,noise,http,search,caps"
 """The two-server phase and the crash rounds through a server run in the reliability tests, which
 call the same rounds; here they would only add server start-ups to the suite's CPU time."""
 
@@ -82,3 +87,14 @@ def test_id_checks_see_an_escape_and_a_bare_exception(tmp_path: Path) -> None:
     assert hostile_ids.refusal_problem(InvalidDocId("Doc id '..' has a '..' segment.")) is None
     assert "bare ValueError" in (hostile_ids.refusal_problem(ValueError("boom")) or "")
     assert "outside the id grammar" in (hostile_ids.landing_problem(local, "../escape") or "")
+
+
+def test_the_size_cap_check_sees_a_doc_and_an_index_past_their_caps(tmp_path: Path) -> None:
+    from biopb_mcp.docs import FILE_MAX_BYTES, INDEX_MAX_LINES
+
+    store = DocStore(tmp_path / "docs", history_keep=2)
+    assert size_caps.size_writes(store, 0, 0)[1] == []  # a fresh tier passes
+    (store.local_dir / "huge.md").write_bytes(b"a" * (FILE_MAX_BYTES + 1))  # what the old write path left
+    (store.local_dir / "index.md").write_text("x\n" * (INDEX_MAX_LINES + 1))
+    problems = size_caps.size_writes(store, 0, 0)[1]
+    assert any("huge is" in p for p in problems) and any("the index is" in p for p in problems), problems

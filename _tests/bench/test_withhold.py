@@ -17,7 +17,7 @@ from mcp.types import CallToolResult, TextContent, TextResourceContents
 
 from bench.prepare import prepare_tree, shipped_index_path
 from bench.run import contamination
-from biopb_mcp.config import load_settings
+from biopb_mcp.config.settings import load_settings
 from biopb_mcp.docs.index import parse as parse_index
 from biopb_mcp.docs.store import WITHHELD_LINK, DocStore
 from biopb_mcp.server import build_server
@@ -183,7 +183,7 @@ def test_a_store_without_withheld_ids_serves_ignored_docs_by_id(tmp_path: Path) 
     (tmp_path / "index.md").write_text("# i\n\n## References\n- kernel: k\n\nignored: segment-nuclei\n", encoding="utf-8")
     store = DocStore(tmp_path)
     assert "segment-nuclei" in store.render_index()  # the ignored: line, for the agent to edit
-    assert "# " in store.read_doc("segment-nuclei")
-    assert "[[large-image]]" in store.read_doc("kernel")
+    assert "# " in store.doc_text("segment-nuclei")[0]
+    assert "[[large-image]]" in store.doc_text("kernel")[0]
     withholding = DocStore(tmp_path, withhold=["segment-nuclei"])
     assert "segment-nuclei" not in withholding.listed_ids() and "segment-nuclei" not in withholding.doc_ids()

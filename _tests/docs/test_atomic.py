@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from biopb_mcp.docs.atomic import STALE_TEMP_SECONDS, sweep_stale_temps, write_atomic
 from biopb_mcp.docs.store import DocStore
+from biopb_mcp.fs.atomic import STALE_TEMP_SECONDS, sweep_stale_temps, write_atomic
 
 
 def _temp(directory: Path, name: str, age: float) -> Path:
@@ -57,7 +57,7 @@ def test_a_folder_swapped_for_a_link_mid_sweep_never_steers_an_unlink_outside(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The sweep runs over a tier that others may share: a folder may become a link at any time."""
-    from biopb_mcp.docs import atomic
+    from biopb_mcp.fs import atomic
 
     tier, outside = tmp_path / "tier", tmp_path / "outside"
     (tier / "sub").mkdir(parents=True)

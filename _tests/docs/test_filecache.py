@@ -6,7 +6,7 @@ import os
 import time
 from pathlib import Path
 
-from biopb_mcp.docs.filecache import RACY_NS, FileCache, is_settled, stamp, stamps
+from biopb_mcp.fs.stamps import RACY_NS, FileCache, is_settled, stamp, stamps
 
 
 def _age(path: Path, seconds: float) -> None:

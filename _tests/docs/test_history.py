@@ -10,10 +10,11 @@ from pathlib import Path
 import pytest
 
 from _tests.support.write_reports import as_agent_reads
-from biopb_mcp.doc_messages import FOR_AGENT
 from biopb_mcp.docs.history import HISTORY_DIR, first_change
 from biopb_mcp.docs.store import DocStore
 from biopb_mcp.errors import DocNotFound, InvalidDocId
+from biopb_mcp.text.doc_views import read_doc
+from biopb_mcp.text.docs import FOR_AGENT
 
 
 @pytest.fixture
@@ -33,47 +34,47 @@ V3 = "# Proc\n\nSecond text.\nThird line.\n"
 def test_three_versions_list_read_v1_and_restore(store: DocStore) -> None:
     for body in (V1, V2, V3):
         store.write_doc("proc", body=body)
-    listing = store.read_doc("proc@history")
+    listing = read_doc(store, "proc@history")
     rows = [line for line in listing.splitlines() if line.startswith("- v")]
     assert len(rows) == 3
     assert rows[0].startswith("- v1 · ") and "first version: # Proc" in rows[0]
     assert "line 3: Second text." in rows[1]
     assert rows[2].startswith("- v3 (current) · ") and "line 4: Third line." in rows[2]
     assert f"{len(V1.encode())} bytes" in rows[0]
-    v1 = store.read_doc("proc@v1", FOR_AGENT)
+    v1 = read_doc(store, "proc@v1", FOR_AGENT)
     header, text = v1.split("\n\n", 1)
     assert header.startswith("proc@v1 — version 1, saved ") and "write_doc(\"proc\", body=" in header
     assert text == V1
     restored = as_agent_reads(store.write_doc("proc", body=text))
     assert restored.changed and "+First text." in restored.text
     assert (store.local_dir / "proc.md").read_text() == V1
-    assert "- v4 (current)" in store.read_doc("proc@history")
+    assert "- v4 (current)" in read_doc(store, "proc@history")
 
 
 def test_a_hand_edit_between_writes_is_kept_as_its_own_version(store: DocStore) -> None:
     store.write_doc("proc", body=V1)
     (store.local_dir / "proc.md").write_text("# Proc\n\nEdited by hand in vim.\n")
-    assert "differs from v1 (edited outside the server)" in store.read_doc("proc@history")
+    assert "differs from v1 (edited outside the server)" in read_doc(store, "proc@history")
     result = as_agent_reads(store.write_doc("proc", body=V2))  # a stale body write would otherwise clobber the edit
     assert 'kept as v2 (read_doc("proc@v2"))' in result.text
-    listing = store.read_doc("proc@history")
+    listing = read_doc(store, "proc@history")
     assert "- v2 · " in listing and "hand edit" in listing
-    assert store.read_doc("proc@v2").endswith("Edited by hand in vim.\n")
-    assert store.read_doc("proc@v3").endswith(V2)
+    assert read_doc(store, "proc@v2").endswith("Edited by hand in vim.\n")
+    assert read_doc(store, "proc@v3").endswith(V2)
 
 
 def test_shadow_history_starts_from_the_shipped_text(store: DocStore) -> None:
     store.write_doc("kernel", old="One kernel.", new="One kernel, shared.")
-    listing = store.read_doc("kernel@history")
+    listing = read_doc(store, "kernel@history")
     assert "- v1 · " in listing and "shipped text" in listing
-    assert store.read_doc("kernel@v1").endswith("# Kernel\n\nOne kernel.\n")
+    assert read_doc(store, "kernel@v1").endswith("# Kernel\n\nOne kernel.\n")
 
 
 def test_file_found_on_disk_before_the_first_write_is_kept(store: DocStore) -> None:
     store.render_index()
     (store.local_dir / "dropped.md").write_text("# Dropped\n\nBy hand.\n")
     store.write_doc("dropped", old="By hand.", new="By the agent.")
-    listing = store.read_doc("dropped@history")
+    listing = read_doc(store, "dropped@history")
     assert "found on disk" in listing and "- v2 (current)" in listing
 
 
@@ -81,20 +82,20 @@ def test_history_is_bounded_and_numbers_keep_counting(tmp_path: Path, store: Doc
     small = DocStore(store.local_dir, shipped_dir=store.shipped_dir, version="1.0", history_keep=3)
     for i in range(6):
         small.write_doc("proc", body=f"# Proc\n\nversion {i}\n")
-    listing = small.read_doc("proc@history")
+    listing = read_doc(small, "proc@history")
     assert [line.split(" · ")[0] for line in listing.splitlines() if line.startswith("- v")] == [
         "- v4", "- v5", "- v6 (current)"
     ]
     assert len(list((small.local_dir / HISTORY_DIR / "proc").glob("v*.txt"))) == 3
     with pytest.raises(DocNotFound, match="kept versions are v4–v6"):
-        small.read_doc("proc@v1")
+        read_doc(small, "proc@v1")
 
 
 def test_index_writes_are_versioned_too(store: DocStore) -> None:
     store.write_doc("proc", body=V1)  # appends to the index
-    listing = store.read_doc("index@history")
+    listing = read_doc(store, "index@history")
     assert "found on disk" in listing and "- v2 (current)" in listing and "## Unfiled" in listing
-    assert "- proc:" not in store.read_doc("index@v1")
+    assert "- proc:" not in read_doc(store, "index@v1")
 
 
 def test_history_is_never_an_id_nor_listed(store: DocStore) -> None:
@@ -106,7 +107,7 @@ def test_history_is_never_an_id_nor_listed(store: DocStore) -> None:
     assert all(not i.startswith(".") for i in store.listed_ids() + list(store.local_state()))
     for ref in (".history/proc/v1", f"{HISTORY_DIR}/proc"):
         with pytest.raises(InvalidDocId):
-            store.read_doc(ref)
+            read_doc(store, ref)
         with pytest.raises(InvalidDocId):
             store.write_doc(ref, body="x")
     assert not any(name.endswith(".md") for name in os.listdir(store.local_dir / HISTORY_DIR))
@@ -114,19 +115,19 @@ def test_history_is_never_an_id_nor_listed(store: DocStore) -> None:
 
 def test_history_of_unknown_and_unwritten_docs(store: DocStore) -> None:
     with pytest.raises(DocNotFound):
-        store.read_doc("nothing@history")
-    assert "no local copy yet" in store.read_doc("kernel@history")
+        read_doc(store, "nothing@history")
+    assert "no local copy yet" in read_doc(store, "kernel@history")
     with pytest.raises(DocNotFound, match="No history"):
-        store.read_doc("kernel@v1")
+        read_doc(store, "kernel@v1")
 
 
 def test_broken_history_log_is_rebuilt_from_the_files(store: DocStore) -> None:
     store.write_doc("proc", body=V1)
     store.write_doc("proc", body=V2)
     (store.local_dir / HISTORY_DIR / "proc" / "versions.jsonl").write_text("{not json")
-    assert store.read_doc("proc@v1").endswith(V1)
+    assert read_doc(store, "proc@v1").endswith(V1)
     store.write_doc("proc", body=V3)
-    assert "- v3 (current)" in store.read_doc("proc@history")
+    assert "- v3 (current)" in read_doc(store, "proc@history")
 
 
 def test_first_change_summaries() -> None:
@@ -141,7 +142,8 @@ def _time_editors(monkeypatch: pytest.MonkeyPatch, path: Path, *, during: str | 
     (which runs unchanged): `during` saved in place while the temp file is fsynced; `by_rename`
     saved by rename after the guard's reads, at the last instant before the replace; `after`
     saved, in place, after the replace, by an editor that opened the file before it."""
-    from biopb_mcp.docs import nofollow, writes
+    from biopb_mcp.docs import writes
+    from biopb_mcp.fs import nofollow
 
     real_guard = writes._late_edit_guard
 
@@ -170,9 +172,9 @@ def _time_editors(monkeypatch: pytest.MonkeyPatch, path: Path, *, during: str | 
 
 
 def _kept_texts(store: DocStore, doc_id: str) -> list[str]:
-    listing = store.read_doc(f"{doc_id}@history")
+    listing = read_doc(store, f"{doc_id}@history")
     numbers = [line.split()[1] for line in listing.splitlines() if line.startswith("- v")]
-    return [store.read_doc(f"{doc_id}@{n}").split("\n\n", 1)[1] for n in numbers]
+    return [read_doc(store, f"{doc_id}@{n}").split("\n\n", 1)[1] for n in numbers]
 
 
 def test_hand_saves_racing_a_write_are_kept_before_at_and_after_its_replace(
@@ -190,7 +192,7 @@ def test_hand_saves_racing_a_write_are_kept_before_at_and_after_its_replace(
     assert path.read_text(encoding="utf-8") == V2
     assert sorted(p.name for p in store.local_dir.iterdir() if p.name.startswith(".proc")) == []  # no temp left
     assert _kept_texts(store, "proc") == [V1, during, by_rename, after, V2]
-    assert store.read_doc("proc@history").count("hand edit") == 3
+    assert read_doc(store, "proc@history").count("hand edit") == 3
 
 
 def test_a_save_by_rename_at_the_last_instant_is_kept_once_with_no_revert(
@@ -215,3 +217,20 @@ def test_a_torn_last_log_line_does_not_swallow_the_next_version(store: DocStore)
     (store.local_dir / "proc.md").write_text("# Proc\n\nA hand edit.\n", encoding="utf-8")
     store.write_doc("proc", body=V3)
     assert _kept_texts(store, "proc")[-2:] == ["# Proc\n\nA hand edit.\n", V3]
+
+
+@pytest.mark.parametrize("bad", [b"[" * 100_000 + b"]" * 100_000, b'{"n": ' * 50_000 + b"1" + b"}" * 50_000],
+                         ids=["lists", "objects"])
+def test_a_deeply_nested_log_line_is_skipped_and_logged_never_breaking_writes_or_the_listing(
+    store: DocStore, caplog: pytest.LogCaptureFixture, bad: bytes
+) -> None:
+    store.write_doc("proc", body=V1)
+    log = store.local_dir / HISTORY_DIR / "proc" / "versions.jsonl"
+    with log.open("ab") as f:
+        f.write(bad + b"\n")
+    with caplog.at_level("WARNING", logger="biopb_mcp.docs.history"):
+        store.write_doc("proc", body=V2)
+        listing = read_doc(store, "proc@history", FOR_AGENT)
+    assert "v1" in listing and "v2 (current)" in listing
+    assert _kept_texts(store, "proc") == [V1, V2]
+    assert any("unusable line" in r.getMessage() for r in caplog.records)

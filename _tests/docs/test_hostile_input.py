@@ -19,9 +19,10 @@ from hypothesis import strategies as st
 from biopb_mcp.docs import QUERY_MAX_CHARS
 from biopb_mcp.docs.frontmatter import first_h1, heading_text, parse
 from biopb_mcp.docs.history import HISTORY_DIR, VERSIONS_FILE
-from biopb_mcp.docs.search import search_docs, snippet, split_sections
+from biopb_mcp.docs.search.query import search_docs, snippet, split_sections
 from biopb_mcp.docs.store import DocStore
 from biopb_mcp.errors import InvalidQuery, WriteRefused
+from biopb_mcp.text.doc_views import read_doc
 
 HOSTILE_LINE = "# a" + " " * 100_000 + "b"
 """A heading-like line whose trailing run of spaces made the old heading pattern backtrack cubically."""
@@ -71,7 +72,7 @@ def test_a_100_kb_hostile_heading_line_parses_and_splits(line: str, level: int) 
 def test_a_hostile_heading_doc_is_written_read_searched_and_listed(store: DocStore) -> None:
     body = f"{HOSTILE_LINE}\n\nEvil but harmless prose.\n\n## a{' ' * 50_000}b\n\nMore.\n"
     assert store.write_doc("evil", body=body).created
-    assert "Evil but harmless prose." in store.read_doc("evil")
+    assert "Evil but harmless prose." in read_doc(store, "evil")
     assert store.info("evil").title.startswith("a")
     assert [h.doc_id for h in search_docs(store, "harmless prose")] == ["evil"]
     assert "evil" in store.render_index()
@@ -83,13 +84,13 @@ def test_a_hostile_heading_doc_is_written_read_searched_and_listed(store: DocSto
 @pytest.mark.timeout(60)
 def test_a_10_kb_old_over_a_1_mb_repetitive_doc_is_refused_without_counting_every_match(store: DocStore) -> None:
     store.write_doc("big", body="x" * 1_000_000 + "\n")
-    before = store.read_doc("big")
+    before = read_doc(store, "big")
     with pytest.raises(WriteRefused, match="matches 100 times"):
         store.write_doc("big", old="x" * 10_000, new="y")
     # Overlapping matches only (non-overlapping count 1): still ambiguous, still refused.
     with pytest.raises(WriteRefused, match="overlap"):
         store.write_doc("big", old="x" * 600_000, new="y")
-    assert store.read_doc("big") == before
+    assert read_doc(store, "big") == before
     unique = "x" * 9_999 + "\n"  # the one place a newline follows: the end
     result = store.write_doc("big", old=unique, new="done\n")
     assert result.changed and store.doc_text("big")[0].endswith("xdone\n")
@@ -123,13 +124,13 @@ def test_bad_lines_in_a_history_log_are_skipped_and_the_doc_keeps_working(
     good = json.loads(lines[-1])
     log.write_text("\n".join([lines[0], *_bad_lines(good), *lines[1:]]) + "\n")
     with caplog.at_level(logging.WARNING, logger="biopb_mcp.docs.history"):
-        listing = store.read_doc("note@history")
+        listing = read_doc(store, "note@history")
     assert "v1" in listing and "v2 (current)" in listing and "zz" not in listing
     assert any("Skipped 10 unusable line" in r.getMessage() for r in caplog.records)
-    assert "first" in store.read_doc("note@v1")
+    assert "first" in read_doc(store, "note@v1")
     assert store.write_doc("note", old="second", new="third").changed
-    assert "third" in store.read_doc("note@v3")
-    assert "v3 (current)" in store.read_doc("note@history")
+    assert "third" in read_doc(store, "note@v3")
+    assert "v3 (current)" in read_doc(store, "note@history")
 
 
 # ----------------------------------------------------------------- search queries
@@ -164,7 +165,7 @@ def _old_center(text: str, query: str) -> int | None:
 @settings(max_examples=100, deadline=None)
 @given(st.text(alphabet="aAb \n\t.", max_size=40), st.text(alphabet="aAb \t.", max_size=8))
 def test_snippet_centers_on_the_phrase_as_the_regex_did(text: str, query: str) -> None:
-    from biopb_mcp.docs.search import _phrase_center
+    from biopb_mcp.docs.search.query import _phrase_center
 
     assert _phrase_center(text, query) == _old_center(text, query)
 

@@ -29,9 +29,9 @@ from bench.ooc import (
     synthetic_region,
     write_synthetic_tiff,
 )
-from biopb_mcp.config import load_settings
+from biopb_mcp.config.settings import load_settings
 from biopb_mcp.kernel import KernelHost
-from biopb_mcp.server.kernel_text import rendered_text
+from biopb_mcp.text.kernel import rendered_text
 
 SIDE = 3072
 WORKER_LIMIT = 170e6

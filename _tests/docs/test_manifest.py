@@ -10,6 +10,7 @@ import pytest
 from biopb_mcp.docs.manifest import MANIFEST_NAME, Manifest, bump, load
 from biopb_mcp.docs.store import DocStore
 from biopb_mcp.errors import InvalidDocId
+from biopb_mcp.text.doc_views import read_doc
 
 
 def _shipped(root: Path, docs: dict[str, str]) -> Path:
@@ -64,6 +65,6 @@ def test_the_manifest_is_not_a_doc(tmp_path: Path) -> None:
     assert store.doc_ids() == ["a"]
     for ref in (".shipped-manifest.json", ".shipped-manifest"):
         with pytest.raises(InvalidDocId):
-            store.read_doc(ref)
+            read_doc(store, ref)
         with pytest.raises(InvalidDocId):
             store.write_doc(ref, body="{}")

@@ -15,6 +15,7 @@ from biopb_mcp.docs.history import HISTORY_DIR, VERSIONS_FILE
 from biopb_mcp.docs.manifest import MANIFEST_NAME
 from biopb_mcp.docs.store import DocStore
 from biopb_mcp.errors import DocError, DocUnreadable
+from biopb_mcp.text.doc_views import read_doc
 
 SECRET = "secret-outside-the-tier"
 
@@ -48,7 +49,7 @@ def test_a_linked_index_is_refused_and_a_body_write_replaces_the_link(tiers: tup
     index = store.local_dir / "index.md"
     index.unlink()
     index.symlink_to(outside / "secret.md")
-    shown = store.read_doc("index")
+    shown = read_doc(store, "index")
     assert SECRET not in shown and "symbolic link" in shown
     with pytest.raises(DocUnreadable, match="symbolic link"):
         store.write_doc("index", old="Secret", new="Mine")
@@ -64,7 +65,7 @@ def test_a_planted_history_version_link_is_replaced_not_written_through(tiers: t
     (folder / "v2.txt").symlink_to(outside / "victim.txt")
     store.write_doc("note", body="# Note\n\nsecond\n")
     assert not (folder / "v2.txt").is_symlink()
-    assert "second" in store.read_doc("note@v2")
+    assert "second" in read_doc(store, "note@v2")
     assert snapshot(outside) == before
 
 
@@ -76,7 +77,7 @@ def test_a_history_version_linked_to_an_endless_device_is_refused(tiers: tuple[D
     v1.unlink()
     v1.symlink_to("/dev/zero")
     with pytest.raises(DocUnreadable, match="symbolic link"):
-        store.read_doc("note@v1")
+        read_doc(store, "note@v1")
 
 
 def test_a_linked_versions_log_is_refused_and_its_target_untouched(tiers: tuple[DocStore, Path]) -> None:
@@ -88,7 +89,7 @@ def test_a_linked_versions_log_is_refused_and_its_target_untouched(tiers: tuple[
     with pytest.raises(DocError, match="symbolic link"):
         store.write_doc("note", body="# Note\n\nsecond\n")
     with pytest.raises(DocError, match="symbolic link"):
-        store.read_doc("note@history")
+        read_doc(store, "note@history")
     assert snapshot(outside) == before
 
 
@@ -101,7 +102,7 @@ def test_a_linked_history_folder_is_refused(tiers: tuple[DocStore, Path]) -> Non
     with pytest.raises(DocError, match="symbolic link"):
         store.write_doc("note", body="# Note\n\nsecond\n")
     with pytest.raises(DocError, match="symbolic link"):
-        store.read_doc("note@history")
+        read_doc(store, "note@history")
     assert snapshot(outside) == before
 
 

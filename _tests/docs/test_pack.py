@@ -8,8 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from biopb_mcp.docs.pack import PACK_DOC_PREFIX, build_pack, pack_heading
 from biopb_mcp.docs.store import DocStore
+from biopb_mcp.text.doc_views import read_doc
+from biopb_mcp.text.pack import PACK_DOC_PREFIX, build_pack, pack_heading
 
 
 def _write(path: Path, text: str) -> None:
@@ -53,7 +54,7 @@ def test_pack_is_the_index_then_each_listed_doc_once_in_index_order(store: DocSt
     parts = _parts(pack)
     assert parts["index"] == store.render_index().rstrip()
     for doc_id in listed:
-        assert parts[doc_id] == store.read_doc(doc_id).rstrip()
+        assert parts[doc_id] == read_doc(store, doc_id).rstrip()
     assert "My notes on the kernel." in parts["kernel"]  # the local copy wins, as in read_doc
     for unlisted in ("banked text", "ignored text", "unlisted local text", "The shared kernel."):
         assert unlisted not in pack
@@ -73,7 +74,7 @@ def test_pack_keeps_an_unreadable_listed_doc_as_a_note(
 ) -> None:
     (tmp_path / "local" / "segment").mkdir()
     (tmp_path / "local" / "segment" / "nuclei.md").write_bytes(b"\xff\xfe not utf-8")
-    with caplog.at_level(logging.WARNING, logger="biopb_mcp.docs.pack"):
+    with caplog.at_level(logging.WARNING, logger="biopb_mcp.text.pack"):
         pack = build_pack(store)
     parts = _parts(pack)
     assert parts["segment/nuclei"].startswith("(this doc could not be read")

@@ -6,12 +6,13 @@ import logging
 import os
 import random
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from biopb_mcp.docs.fts import FtsIndex, digest
-from biopb_mcp.docs.search import (
+from biopb_mcp.docs.search.fts import FtsIndex, digest
+from biopb_mcp.docs.search.query import (
     Hit,
     search_docs,
     snippet,
@@ -19,8 +20,12 @@ from biopb_mcp.docs.search import (
     tokenize,
     warm_index,
 )
+from biopb_mcp.docs.search.ranking import score_all
+from biopb_mcp.docs.search.sections import atoms, compounds
 from biopb_mcp.docs.store import DocStore
+from biopb_mcp.docs.views import Origin
 from biopb_mcp.errors import InvalidQuery
+from biopb_mcp.text.doc_views import read_doc
 
 # ---------------------------------------------------------------------------------------------
 # Corpus generator, reusable by the perf harness (bench/): `bench_corpus` and `time_search`.
@@ -156,8 +161,11 @@ def _index(docs: dict[str, str]) -> FtsIndex:
 
 
 def _top(index: FtsIndex, query: str, n: int = 5) -> list[tuple[str, str]]:
+    """The index's candidates for ``query``, scored as search scores them (no titles known)."""
     every = index.row_ids(index.rows())
-    return [(r.doc_id, r.heading) for r in index.search(query, n, every)]
+    found = index.candidates(query, every, 50)
+    stats = index.stats(list(dict.fromkeys(atoms(query))), list(dict.fromkeys(compounds(query))))
+    return [(s.section.doc_id, s.section.heading) for s in score_all(found, query, stats, set())][:n]
 
 
 LITERAL_CORPUS = {
@@ -295,9 +303,9 @@ def test_shadowed_shipped_doc_is_searched_in_its_local_text_only(
     _write(tiers[1] / "kernel.md", "# Kernel, my notes\n\n## Mine\nlocalword and kernel.promote_after = 30\n")
     assert search_docs(store, "shippedword") == []
     hits = search_docs(store, "kernel.promote_after")
-    assert (hits[0].doc_id, hits[0].heading, hits[0].origin) == ("kernel", "Mine", "local (shadows shipped)")
+    assert (hits[0].doc_id, hits[0].heading, hits[0].origin) == ("kernel", "Mine", Origin.SHADOW)
     assert "Config" not in {h.heading for h in hits}  # the shipped text's section is gone
-    assert search_docs(store, "localword")[0].origin == "local (shadows shipped)"
+    assert search_docs(store, "localword")[0].origin == Origin.SHADOW
 
 
 def test_nested_local_docs_under_a_listed_folder_are_searched_but_not_hidden_files(
@@ -320,13 +328,13 @@ def test_search_covers_only_what_the_index_surfaces(store: DocStore, tiers: tupl
     _write(local / "scratch.md", "# Scratch\nunlistedword lives here\n")
     assert search_docs(store, "unlistedword") == []
     assert search_docs(store, "skimage.filters.threshold_otsu") == []  # banked
-    assert "unlistedword" in store.read_doc("scratch")
-    assert "threshold_otsu" in store.read_doc("_banked/thresholds")
+    assert "unlistedword" in read_doc(store, "scratch")
+    assert "threshold_otsu" in read_doc(store, "_banked/thresholds")
     assert _ids(search_docs(store, "kernel.promote_after"))[0] == ("kernel", "Config")
     index = (local / "index.md").read_text(encoding="utf-8")
     store.write_doc("index", body=index.replace("- kernel: run code\n", "") + "\nignored: kernel\n- scratch: mine\n")
     assert search_docs(store, "kernel.promote_after") == []
-    assert "promote_after" in store.read_doc("kernel")
+    assert "promote_after" in read_doc(store, "kernel")
     assert _ids(search_docs(store, "unlistedword")) == [("scratch", "Scratch")]
 
 
@@ -358,7 +366,7 @@ def test_unreadable_doc_is_skipped_with_a_warning(
     local = tiers[1]
     (local / "binary.md").write_bytes(b"\xff\xfe\x00 not utf-8 otsu")
     _write(local / "fine.md", "# Fine\notsu here\n")
-    with caplog.at_level(logging.WARNING, logger="biopb_mcp.docs.search"):
+    with caplog.at_level(logging.WARNING, logger="biopb_mcp.docs.search.query"):
         hits = search_docs(store, "otsu")
     assert "binary" not in {h.doc_id for h in hits}
     assert "fine" in {h.doc_id for h in hits}
@@ -435,3 +443,89 @@ def test_concurrent_searches_and_writes_stay_consistent(store: DocStore) -> None
         thread.join(timeout=60)
     assert not errors
     assert len(search_docs(store, "racedoc", 50)) == 20
+
+
+def test_a_hits_score_does_not_depend_on_how_many_hits_are_asked_for(store: DocStore, tiers: tuple[Path, Path]) -> None:
+    """The same section scored 3.758 with max_results=2 and 9.252 with 10: the phrase hits were
+    lifted by the best other hit, and with 2 asked for there was none."""
+    for n in range(3):
+        _write(tiers[1] / f"many/phrase{n}.md", f"# Phrase {n}\n\n## Use\nSet the camera offset {n} before flat-fielding.\n")
+    for n in range(6):
+        _write(tiers[1] / f"many/words{n}.md", f"# Words {n}\n\n## Notes\noffset of the camera, offset {n}, camera\n")
+    few, many = search_docs(store, "camera offset", 2), search_docs(store, "camera offset", 10)
+    assert [(h.doc_id, h.heading) for h in few] == [(h.doc_id, h.heading) for h in many[:2]]
+    by_section = {(h.doc_id, h.heading): h.score for h in many}
+    for hit in few:
+        assert hit.score == by_section[(hit.doc_id, hit.heading)]
+    assert many == sorted(many, key=lambda h: -h.score)
+
+
+def test_a_doc_titled_or_hooked_with_the_query_outranks_body_mentions(store: DocStore, tiers: tuple[Path, Path]) -> None:
+    """"Scope pixel size" ranked 5th for `pixel size` under docs that only mention it."""
+    shipped, local = tiers
+    for n in range(6):
+        _write(local / f"many/mention{n}.md", f"# Imaging notes {n}\n\n## Calibration\n" + "The pixel size matters; check the pixel size. " * (n + 2) + "\n")
+    _write(local / "many/scope.md", "# Scope pixel size\n\nOur scope: 0.325 µm per pixel at 20x.\n")
+    _write(local / "notes.md", "# Lab notes\n\nMeasured once: size of a pixel on camera B.\n")  # hook below names it
+    index = (shipped / "index.md").read_text().replace("- notes: my notes", "- notes: pixel size of camera B")
+    _write(local / "index.md", index)
+    hits = search_docs(store, "pixel size", 10)
+    assert {h.doc_id for h in hits[:2]} == {"many/scope", "notes"}, [(h.doc_id, h.score) for h in hits]
+    assert all(h.score < hits[1].score for h in hits[2:])
+
+
+def test_a_query_past_its_time_budget_is_refused_saying_what_to_do(
+    store: DocStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from biopb_mcp.docs.search import query as search_mod
+    from biopb_mcp.errors import DocProblem
+
+    assert search_docs(store, "operands could not be broadcast")  # the index is built: refresh is not timed
+    monkeypatch.setattr(search_mod, "QUERY_BUDGET_S", 0.0)
+    with pytest.raises(InvalidQuery, match=r"was stopped after 0 s.*most distinctive part") as caught:
+        search_docs(store, "operands could not be broadcast")
+    assert caught.value.kind is DocProblem.QUERY_TOO_COSTLY
+    monkeypatch.undo()
+    assert search_docs(store, "operands could not be broadcast")[0].doc_id == "numpy-errors"
+
+
+def test_a_long_query_expands_only_a_few_long_words_as_prefixes(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every word of a pasted passage expanded as a prefix ("a*", "of*", "to*") merged most of the
+    vocabulary: ordinary long queries took seconds on 5,000 docs."""
+    index = _index(LITERAL_CORPUS)
+    seen: list[str] = []
+    real = FtsIndex._scored
+
+    def recording(self: FtsIndex, match: str, ranges: list[tuple[int, int]]) -> Iterator[int]:
+        seen.append(match)
+        return real(self, match, ranges)
+
+    monkeypatch.setattr(FtsIndex, "_scored", recording)
+    query = "a value error of this kind is what you get to see when operands of two shapes do not line up"
+    _top(index, query)
+    prefixes = [m for m in seen if " *" in m]
+    assert prefixes, seen
+    expanded = [w for m in prefixes for w in m.split('"')[1::2]]
+    assert len(expanded) <= 4 and all(len(w) >= 4 for w in expanded), expanded
+
+
+def test_a_long_query_is_matched_as_a_phrase_of_a_few_words_around_its_rarest(monkeypatch: pytest.MonkeyPatch) -> None:
+    """FTS5 matches a phrase inside one row without yielding to the query's deadline, at a cost of
+    the row's length times the phrase's: 249 words against a megabyte of one word took seconds
+    past the budget. The whole query is still confirmed on the section's text."""
+    from biopb_mcp.docs.search import fts
+
+    index = _index(LITERAL_CORPUS)
+    seen: list[str] = []
+    real = FtsIndex._unscored
+
+    def recording(self: FtsIndex, match: str, ranges: list[tuple[int, int]], cap: int = fts.RANK_CAP) -> Iterator[int]:
+        seen.append(match)
+        return real(self, match, ranges, cap)
+
+    monkeypatch.setattr(FtsIndex, "_unscored", recording)
+    query = "Error: operands could not be broadcast together with shapes (3,) (4,)\nFix the axis order"
+    assert _top(index, query)[0] == ("numpy-errors", "The broadcast error")
+    phrases = [m.split('"')[1].split() for m in seen]
+    assert phrases and all(len(p) <= fts.PHRASE_WORDS for p in phrases), phrases
+    assert all("fix" in p for p in phrases)  # its rarest word (one section holds it) is in every phrase

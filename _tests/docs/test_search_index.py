@@ -18,9 +18,11 @@ from pathlib import Path
 
 import pytest
 
-from biopb_mcp.docs import fts
-from biopb_mcp.docs.search import SearchUnavailable, search_docs
+from biopb_mcp.docs.search import fts
+from biopb_mcp.docs.search import query as search_mod
+from biopb_mcp.docs.search.query import SearchUnavailable, search_docs
 from biopb_mcp.docs.store import DocStore
+from biopb_mcp.text.doc_views import read_doc
 
 _OLD = 1_700_000_000
 """An mtime well in the past: a file not edited this second, so its stamp can be trusted."""
@@ -28,7 +30,7 @@ _OLD = 1_700_000_000
 _CHILD = textwrap.dedent('''\
     import json, sys
     from pathlib import Path
-    from biopb_mcp.docs.search import search_docs
+    from biopb_mcp.docs.search.query import search_docs
     from biopb_mcp.docs.store import DocStore
 
     class CountingStore(DocStore):
@@ -104,7 +106,7 @@ def test_a_corrupt_index_file_is_rebuilt_with_a_log_line(
     db.parent.mkdir(parents=True)
     db.write_bytes(b"this is not a database, just garbage " * 200)
     store = DocStore(local, shipped_dir=shipped, version="1.0", search_db=db)
-    with caplog.at_level(logging.WARNING, logger="biopb_mcp.docs.fts"):
+    with caplog.at_level(logging.WARNING, logger="biopb_mcp.docs.search.fts"):
         hits = search_docs(store, "uniqword7")
     assert [h.doc_id for h in hits] == ["lab/doc7"]
     assert any("unreadable" in r.getMessage() and str(db) in r.getMessage() for r in caplog.records)
@@ -124,7 +126,7 @@ def test_an_index_file_replaced_by_garbage_while_open_is_rebuilt(
     replacement.write_bytes(b"\x00garbage" * 4096)
     os.replace(replacement, db)  # a new file under the name: the open connection still reads the old one
     _write(local / "lab/doc1.md", "# Doc 1\n\n## Steps\nfreshword\n", mtime=_OLD + 60)
-    with caplog.at_level(logging.WARNING, logger="biopb_mcp.docs.fts"):
+    with caplog.at_level(logging.WARNING, logger="biopb_mcp.docs.search.fts"):
         assert [h.doc_id for h in search_docs(store, "freshword")] == ["lab/doc1"]
         assert len(search_docs(store, "sharedword", 50)) == 9
     assert any("rebuilding" in r.getMessage() for r in caplog.records)
@@ -138,7 +140,7 @@ def test_an_index_of_another_schema_is_rebuilt(tiers: tuple[Path, Path, Path], c
         conn.execute("INSERT INTO docs VALUES ('lab/doc1', 'stale')")
         conn.execute("PRAGMA user_version = 0")
     store = DocStore(local, shipped_dir=shipped, version="1.0", search_db=db)
-    with caplog.at_level(logging.INFO, logger="biopb_mcp.docs.fts"):
+    with caplog.at_level(logging.INFO, logger="biopb_mcp.docs.search.fts_file"):
         assert [h.doc_id for h in search_docs(store, "uniqword2")] == ["lab/doc2"]
     assert any("schema 0" in r.getMessage() for r in caplog.records)
     with sqlite3.connect(db) as conn:
@@ -158,9 +160,9 @@ def test_without_fts5_search_says_why_and_the_store_still_works(
     with pytest.raises(SearchUnavailable, match="FTS5") as caught:
         search_docs(store, "uniqword1")
     assert "no such module: fts5" in str(caught.value)
-    assert "uniqword1" in store.read_doc("lab/doc1")
+    assert "uniqword1" in read_doc(store, "lab/doc1")
     store.write_doc("lab/doc1", old="uniqword1", new="otherword1")
-    assert "otherword1" in store.read_doc("lab/doc1")
+    assert "otherword1" in read_doc(store, "lab/doc1")
 
 
 def test_an_index_file_that_cannot_be_created_falls_back_to_memory(
@@ -170,7 +172,7 @@ def test_an_index_file_that_cannot_be_created_falls_back_to_memory(
     blocker = local.parent / "not-a-dir"
     blocker.write_text("a file where the state dir should be", encoding="utf-8")
     store = DocStore(local, shipped_dir=shipped, version="1.0", search_db=blocker / "search.sqlite3")
-    with caplog.at_level(logging.WARNING, logger="biopb_mcp.docs.search"):
+    with caplog.at_level(logging.WARNING, logger="biopb_mcp.docs.search.query"):
         assert [h.doc_id for h in search_docs(store, "uniqword4")] == ["lab/doc4"]
     assert any("in memory" in r.getMessage() for r in caplog.records)
 
@@ -233,7 +235,7 @@ def test_a_phrase_too_common_to_score_still_comes_first(tiers: tuple[Path, Path,
 _WRITER = textwrap.dedent('''\
     import sys
     from pathlib import Path
-    from biopb_mcp.docs.search import search_docs
+    from biopb_mcp.docs.search.query import search_docs
     from biopb_mcp.docs.store import DocStore
 
     local, db, me, other, rounds = Path(sys.argv[1]), Path(sys.argv[2]), sys.argv[3], sys.argv[4], int(sys.argv[5])
@@ -300,3 +302,71 @@ def test_an_index_another_release_rebuilt_under_its_schema_is_taken_back(tiers: 
     _write(local / "lab/new.md", "# New\n\n## Steps\nnewword\n")
     assert [h.doc_id for h in search_docs(store, "newword")] == ["lab/new"]
     assert len(search_docs(store, "sharedword", 50)) == 10
+
+
+def _another_apps_database(path: Path) -> bytes:
+    """A database of some other program: its tables, its rows, its bytes (to prove them unchanged)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with sqlite3.connect(path) as conn:
+        conn.execute("CREATE TABLE moz_places (id INTEGER PRIMARY KEY, url TEXT)")
+        conn.execute("CREATE TABLE docs (id INTEGER PRIMARY KEY, note TEXT)")  # a name ours uses too
+        conn.executemany("INSERT INTO moz_places (url) VALUES (?)", [(f"https://example.org/{n}",) for n in range(50)])
+    conn.close()
+    return path.read_bytes()
+
+
+@pytest.mark.parametrize("how", ["link", "file"])
+def test_another_apps_database_at_the_index_path_is_never_modified(
+    tiers: tuple[Path, Path, Path], tmp_path: Path, caplog: pytest.LogCaptureFixture, how: str
+) -> None:
+    """Linked to, or sitting at, the index's name: left alone byte for byte; search answers from
+    an index in memory and the log says why."""
+    local, shipped, db = tiers
+    foreign = tmp_path / "other-app" / "places.sqlite" if how == "link" else db
+    before = _another_apps_database(foreign)
+    if how == "link":
+        db.parent.mkdir(parents=True, exist_ok=True)
+        db.symlink_to(foreign)
+    store = DocStore(local, shipped_dir=shipped, version="1.0", search_db=db)
+    with caplog.at_level(logging.WARNING, logger="biopb_mcp.docs.search.fts"):
+        assert [h.doc_id for h in search_docs(store, "uniqword3")] == ["lab/doc3"]
+    assert foreign.read_bytes() == before
+    assert not Path(f"{foreign}-wal").exists() and not Path(f"{foreign}-shm").exists()
+    with sqlite3.connect(foreign) as conn:
+        assert conn.execute("SELECT count(*) FROM moz_places").fetchone() == (50,)
+    conn.close()
+    assert (db.is_symlink()) == (how == "link")
+    assert any("in memory" in r.getMessage() and str(db) in r.getMessage() for r in caplog.records)
+
+
+def test_the_index_and_its_sidecars_are_private_in_a_shared_state_dir(tiers: tuple[Path, Path, Path]) -> None:
+    """A configured state dir others may read: the index holds doc text, as its -wal does."""
+    local, shipped, db = tiers
+    db.parent.mkdir(parents=True)
+    db.parent.chmod(0o755)
+    old_umask = os.umask(0o022)
+    try:
+        store = DocStore(local, shipped_dir=shipped, version="1.0", search_db=db)
+        assert [h.doc_id for h in search_docs(store, "uniqword5")] == ["lab/doc5"]
+        files = [p for p in (db, Path(f"{db}-wal"), Path(f"{db}-shm")) if p.exists()]
+        assert len(files) == 3
+        assert {oct(p.stat().st_mode & 0o777) for p in files} == {oct(0o600)}
+    finally:
+        os.umask(old_umask)
+
+
+def test_an_index_left_readable_by_an_older_release_is_made_private(tiers: tuple[Path, Path, Path]) -> None:
+    local, shipped, db = tiers
+    store = DocStore(local, shipped_dir=shipped, version="1.0", search_db=db)
+    assert len(search_docs(store, "sharedword", 50)) == 10
+    for corpus in search_mod._corpora.values():  # as a restart: the next search opens the file again
+        corpus.close()
+    search_mod._corpora.clear()
+    for suffix in ("", "-wal", "-shm"):
+        if Path(f"{db}{suffix}").exists():
+            Path(f"{db}{suffix}").chmod(0o644)
+    again = DocStore(local, shipped_dir=shipped, version="1.0", search_db=db)
+    assert len(search_docs(again, "sharedword", 50)) == 10
+    for suffix in ("", "-wal", "-shm"):
+        if Path(f"{db}{suffix}").exists():
+            assert Path(f"{db}{suffix}").stat().st_mode & 0o077 == 0, suffix

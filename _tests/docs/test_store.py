@@ -13,11 +13,13 @@ from pathlib import Path
 import pytest
 
 from _tests.support.write_reports import as_agent_reads
-from biopb_mcp.doc_messages import FOR_AGENT
 from biopb_mcp.docs import BODY_MAX_LINES, FILE_MAX_BYTES, INDEX_MAX_ENTRIES
 from biopb_mcp.docs.index import NEW_TAIL_HEADING, STALE_TAIL_HEADING, parse
-from biopb_mcp.docs.store import ORIGIN_LOCAL, ORIGIN_SHADOW, ORIGIN_SHIPPED, DocStore
+from biopb_mcp.docs.store import DocStore
+from biopb_mcp.docs.views import Origin
 from biopb_mcp.errors import DocNotFound, DocUnreadable, InvalidDocId, WriteRefused
+from biopb_mcp.text.doc_views import read_doc
+from biopb_mcp.text.docs import FOR_AGENT
 
 SHIPPED_INDEX = """# biopb docs
 
@@ -94,29 +96,29 @@ def test_local_tier_is_private(store: DocStore) -> None:
 
 
 def test_read_doc_has_a_one_line_header_with_origin_and_updated(store: DocStore) -> None:
-    out = store.read_doc("kernel")
+    out = read_doc(store, "kernel")
     header, rest = out.split("\n\n", 1)
     assert "\n" not in header
     # a shipped file's mtime is the install or clone time: the header names the release instead
     assert header == "kernel — shipped with biopb-mcp 1.0"
     assert rest == SHIPPED["kernel"]
     store.write_doc("kernel", old="One kernel", new="Exactly one kernel")
-    header = store.read_doc("kernel", FOR_AGENT).split("\n", 1)[0]
+    header = read_doc(store, "kernel", FOR_AGENT).split("\n", 1)[0]
     assert "local (shadows shipped)" in header and 'read_doc("kernel@diff")' in header
     # without a reader's vocabulary the store names no tool
-    assert store.read_doc("kernel").split("\n", 1)[0] == header.split(";", 1)[0]
-    assert store.doc_text("kernel") == (SHIPPED["kernel"].replace("One", "Exactly one"), ORIGIN_SHADOW)
+    assert read_doc(store, "kernel").split("\n", 1)[0] == header.split(";", 1)[0]
+    assert store.doc_text("kernel") == (SHIPPED["kernel"].replace("One", "Exactly one"), Origin.SHADOW)
 
 
 def test_updated_frontmatter_overrides_the_mtime(store: DocStore) -> None:
     store.write_doc("dated", body="---\nupdated: 2025-12-24\n---\n# Dated\n\nText.\n")
-    assert store.read_doc("dated").split("\n", 1)[0] == "dated — local, updated 2025-12-24"
+    assert read_doc(store, "dated").split("\n", 1)[0] == "dated — local, updated 2025-12-24"
     assert store.info("dated").updated == "2025-12-24"
 
 
 def test_unknown_id_names_the_closest_ids(store: DocStore) -> None:
     with pytest.raises(DocNotFound) as exc_info:
-        store.read_doc("flatfeild")
+        read_doc(store, "flatfeild")
     assert exc_info.value.suggestions[0] == "flatfield"
     assert "flatfield" in str(exc_info.value)
 
@@ -128,7 +130,7 @@ def test_body_write_creates_a_local_doc_and_files_it_under_unfiled(store: DocSto
     assert "+## Unfiled" in result.text and "+- my-lab/nuclei: Segment nuclei in a 3D stack." in result.text
     index_text = (store.local_dir / "index.md").read_text()
     assert index_text.endswith("## Unfiled\n- my-lab/nuclei: Segment nuclei in a 3D stack.\n\nignored: smlm\n")
-    assert store.doc_text("my-lab/nuclei")[1] == ORIGIN_LOCAL
+    assert store.doc_text("my-lab/nuclei")[1] == Origin.LOCAL
     second = as_agent_reads(store.write_doc("other", body="---\ndescription: merge two channels\n---\n# Other\n"))
     assert "+- other: merge two channels" in second.text
     assert (store.local_dir / "index.md").read_text().count("## Unfiled") == 1
@@ -187,7 +189,7 @@ def test_write_to_a_shipped_id_creates_a_shadow_and_leaves_the_shipped_file_alon
     assert shipped_file.read_bytes() == before_bytes and shipped_file.stat().st_mtime_ns == before_mtime
     assert (store.local_dir / "flatfield.md").read_text() == SHIPPED["flatfield"].replace("divide", "divide by the flat")
     assert "- flatfield: correct uneven illumination (local copy)" in store.render_index()
-    diff = store.read_doc("flatfield@diff")
+    diff = read_doc(store, "flatfield@diff")
     assert "mixes your own edits with the release's changes" in diff
     assert "-2. divide\n+2. divide by the flat" in diff
     assert parse((store.local_dir / "index.md").read_text()).entry_count == 5  # no duplicate entry
@@ -224,7 +226,7 @@ def test_symlinks_leaving_the_tier_are_refused_for_read_and_write(tmp_path: Path
     before = snapshot(outside)
     for doc_id in ("evil", "linked/new"):
         with pytest.raises(InvalidDocId, match="outside the docs tier"):
-            store.read_doc(doc_id)
+            read_doc(store, doc_id)
         with pytest.raises(InvalidDocId, match="outside the docs tier"):
             store.write_doc(doc_id, body="# Pwned\n")
     assert snapshot(outside) == before
@@ -261,7 +263,7 @@ def test_body_over_the_line_cap_is_refused_and_at_the_cap_accepted(store: DocSto
 def test_hand_dropped_local_file_is_readable_but_not_surfaced(store: DocStore) -> None:
     store.render_index()
     (store.local_dir / "dropped.md").write_text("# Dropped\n\nBy hand.\n")
-    assert "By hand." in store.read_doc("dropped")
+    assert "By hand." in read_doc(store, "dropped")
     rendered = store.render_index()
     assert "dropped" not in rendered
     assert "dropped" not in store.listed_ids()
@@ -273,8 +275,8 @@ def test_ignored_and_banked_shipped_docs_stay_out_of_the_tail_but_read(store: Do
     tail = rendered[rendered.index(NEW_TAIL_HEADING):]
     assert "- extra/new-thing: A doc the index does not list yet" in tail
     assert "smlm" not in tail and "_banked" not in tail
-    assert "Resolution of localisation data." in store.read_doc("smlm")
-    assert "Thin evidence." in store.read_doc("_banked")
+    assert "Resolution of localisation data." in read_doc(store, "smlm")
+    assert "Thin evidence." in read_doc(store, "_banked")
     assert store.shipped_ids() == ["authoring", "extra/new-thing", "flatfield", "kernel", "smlm", "stitch-tiles"]
     assert "_banked" in store.doc_ids()
     assert store.listed_ids() == ["kernel", "authoring", "flatfield", "stitch-tiles", "extra/new-thing"]
@@ -309,8 +311,8 @@ def test_version_bump_flags_only_changed_shadowed_docs_until_the_next_bump(tmp_p
     tail = rendered[rendered.index(STALE_TAIL_HEADING):]
     assert '- flatfield: Correct uneven illumination. — read_doc("flatfield@diff")' in tail
     assert "kernel" not in tail
-    assert "Now with jobs." in v2.read_doc("kernel")
-    assert "+3. check" not in v2.read_doc("flatfield@diff") and "-3. check" in v2.read_doc("flatfield@diff")
+    assert "Now with jobs." in read_doc(v2, "kernel")
+    assert "+3. check" not in read_doc(v2, "flatfield@diff") and "-3. check" in read_doc(v2, "flatfield@diff")
     v3 = DocStore(local, shipped_dir=shipped, version="3.0")
     assert STALE_TAIL_HEADING not in v3.render_index()
 
@@ -329,12 +331,12 @@ def test_hand_edited_files_never_crash_render_or_read(store: DocStore) -> None:
     store.write_doc("index", old="ignored: smlm", new=f"ignored: smlm\n\n## Mine\n{entries}")
     rendered = store.render_index()
     assert "- latin1: hand edited latin1\n" in rendered
-    assert "Still readable." in store.read_doc("garbage")
-    assert store.read_doc("crlf").endswith("# Windows\n\nSaved in Notepad.\n")
-    assert store.read_doc("bom").endswith("\n\n# Bom\n\nWith a BOM.\n")
+    assert "Still readable." in read_doc(store, "garbage")
+    assert read_doc(store, "crlf").endswith("# Windows\n\nSaved in Notepad.\n")
+    assert read_doc(store, "bom").endswith("\n\n# Bom\n\nWith a BOM.\n")
     for doc_id, says in (("latin1", "not UTF-8"), ("binary", "NUL bytes"), ("dir", "is a directory"), ("big", "over the")):
         with pytest.raises(DocUnreadable) as exc_info:
-            store.read_doc(doc_id)
+            read_doc(store, doc_id)
         assert str(local / f"{doc_id}.md") in str(exc_info.value) and says in str(exc_info.value)
         with pytest.raises(DocUnreadable):
             store.write_doc(doc_id, body="# Replace\n")
@@ -350,7 +352,7 @@ def test_unreadable_permission_is_a_clear_error(store: DocStore) -> None:
     path.write_text("# Locked\n")
     path.chmod(0)
     with pytest.raises(DocUnreadable, match="permission denied"):
-        store.read_doc("locked")
+        read_doc(store, "locked")
 
 
 def test_unreadable_local_index_renders_the_shipped_one_with_a_note(store: DocStore) -> None:
@@ -374,8 +376,8 @@ def test_description_cache_follows_the_file(store: DocStore) -> None:
 def test_info_summary_and_local_state(store: DocStore) -> None:
     store.write_doc("proc", body="---\npackages: [numpy~=2.0]\n---\n# Proc title\n\nDoes things.\n")
     info = store.info("proc")
-    assert (info.title, info.description, info.origin, info.packages) == ("Proc title", "Does things.", ORIGIN_LOCAL, ["numpy~=2.0"])
-    assert store.info("_banked").origin == ORIGIN_SHIPPED
+    assert (info.title, info.description, info.origin, info.packages) == ("Proc title", "Does things.", Origin.LOCAL, ["numpy~=2.0"])
+    assert store.info("_banked").origin == Origin.SHIPPED
     summary = store.summary()
     assert summary["local_docs"] == 1 and summary["index_entries"] == 6 and summary["index_max_entries"] == INDEX_MAX_ENTRIES
     state = store.local_state()
@@ -429,7 +431,7 @@ def test_two_processes_creating_docs_concurrently_lose_no_index_entry(tmp_path: 
     entries = parse((store.local_dir / "index.md").read_text()).entry_ids
     expected = {f"{p}-{i}" for p in ("p", "q") for i in range(n)}
     assert expected <= entries
-    assert store.read_doc("shared").endswith(f"p: {n}.\n\nq: {n}.\n")
+    assert read_doc(store, "shared").endswith(f"p: {n}.\n\nq: {n}.\n")
 
 
 def test_threads_creating_docs_at_once_all_land_in_the_index(store: DocStore) -> None:
@@ -458,11 +460,11 @@ def test_threads_creating_docs_at_once_all_land_in_the_index(store: DocStore) ->
 
 def test_index_diff_compares_the_local_index_with_the_shipped_one(store: DocStore) -> None:
     store.write_doc("index", old="ignored: smlm", new="ignored: smlm, stitch-tiles")
-    out = store.read_doc("index@diff")
+    out = read_doc(store, "index@diff")
     assert out.startswith("index@diff") and "-ignored: smlm\n+ignored: smlm, stitch-tiles" in out
-    assert "has no local copy" in store.read_doc("kernel@diff")
+    assert "has no local copy" in read_doc(store, "kernel@diff")
     store.write_doc("solo", body="# Solo\n\nLocal only.\n")
-    assert "nothing to diff against" in store.read_doc("solo@diff")
+    assert "nothing to diff against" in read_doc(store, "solo@diff")
 
 
 def test_render_with_hidden_ignored_ids(store: DocStore) -> None:
@@ -498,10 +500,10 @@ def test_check_reports_entry_lines_whose_id_is_outside_the_grammar(store: DocSto
 
 def test_an_old_that_overlaps_itself_counts_as_two_matches(store: DocStore) -> None:
     store.write_doc("notes", body="# Notes\n\nbaaa\n")
-    before = store.read_doc("notes")
+    before = read_doc(store, "notes")
     with pytest.raises(WriteRefused, match="matches 2 times"):
         store.write_doc("notes", old="aa", new="b")
-    assert store.read_doc("notes") == before
+    assert read_doc(store, "notes") == before
 
 
 def test_writing_the_rendered_index_back_does_not_pile_up_its_marks(store: DocStore) -> None:
@@ -536,3 +538,71 @@ def test_a_same_size_edit_within_the_same_timestamp_is_still_seen(store: DocStor
     path.write_text("---\ndescription: other take\n---\n# Note\n")  # same size
     os.utime(path, ns=(stamp, stamp))  # and the same mtime, as a coarse clock would give
     assert store.info("lab/note").description == "other take"
+
+
+def test_the_size_cap_holds_for_the_text_written_not_the_argument(store: DocStore) -> None:
+    """A body of exactly the cap gains a newline, and old/new can grow a doc: the cap is checked
+    on the text that would be written, so no write leaves a doc too big to read again."""
+    store.render_index()
+    before = snapshot(store.local_dir)
+    with pytest.raises(WriteRefused, match=f"would be {FILE_MAX_BYTES + 1:,} bytes; a doc file may have at most"):
+        store.write_doc("huge", body="a" * FILE_MAX_BYTES)  # no trailing newline: one more byte on disk
+    assert snapshot(store.local_dir) == before
+    half = "b" * (FILE_MAX_BYTES // 2) + "\n"
+    store.write_doc("grown", body="# Grown\n\nMARK\n" + half)
+    with pytest.raises(WriteRefused, match="bytes; a doc file may have at most"):
+        store.write_doc("grown", old="MARK", new=half + half)
+    assert store.doc_text("grown")[0] == "# Grown\n\nMARK\n" + half  # unchanged, still readable
+    assert store.write_doc("fits", body="c" * (FILE_MAX_BYTES - 1)).created  # + newline: exactly the cap
+    assert len(store.doc_text("fits")[0].encode()) == FILE_MAX_BYTES
+
+
+def test_the_index_is_capped_in_bytes_and_lines_and_a_shrinking_write_stays_allowed(store: DocStore) -> None:
+    from biopb_mcp.docs import INDEX_MAX_BYTES, INDEX_MAX_LINES
+
+    store.render_index()
+    before = snapshot(store.local_dir)
+    prose = "".join(f"note {i}\n" for i in range(INDEX_MAX_LINES))
+    with pytest.raises(WriteRefused, match=f"would be {INDEX_MAX_LINES + 2:,} lines; the index may have at most"):
+        store.write_doc("index", body="# docs\n\n" + prose)
+    with pytest.raises(WriteRefused, match="bytes; the index may have at most"):
+        store.write_doc("index", body="# docs\n\n" + "x" * INDEX_MAX_BYTES + "\n")
+    with pytest.raises(WriteRefused, match="lines; the index may have at most"):
+        store.write_doc("index", old="ignored: smlm", new="ignored: smlm\n" + prose)
+    assert snapshot(store.local_dir) == before
+    # An index made too long by hand can still be shortened by a write.
+    (store.local_dir / "index.md").write_text(SHIPPED_INDEX + prose)
+    assert store.write_doc("index", old="note 0\n", new="").changed
+
+
+def test_a_write_computes_its_diffs_after_releasing_the_tier_lock(
+    store: DocStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A big diff must not hold every other writer out: the lock is free while it is computed."""
+    import fcntl
+
+    from biopb_mcp.docs import textdiff, writes
+    from biopb_mcp.fs import atomic
+
+    store.render_index()
+    held: list[bool] = []
+    real = textdiff.unified_diff
+
+    def probing(*args: str) -> str:
+        fd = os.open(store.local_dir / atomic.LOCK_NAME, os.O_RDWR)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            fcntl.flock(fd, fcntl.LOCK_UN)
+            held.append(False)
+        except BlockingIOError:
+            held.append(True)
+        finally:
+            os.close(fd)
+        return real(*args)
+
+    monkeypatch.setattr(writes, "unified_diff", probing)
+    result = store.write_doc("fresh", body="# Fresh\n\nA procedure.\n")
+    assert "+A procedure." in result.diff and result.index_diff is not None and "fresh" in result.index_diff
+    assert "+Changed." in store.write_doc("fresh", body="# Fresh\n\nChanged.\n").diff
+    assert "+- kernel : namespace" in store.write_doc("index", old="- kernel:", new="- kernel :").diff
+    assert held and not any(held), held

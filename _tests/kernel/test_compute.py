@@ -3,6 +3,7 @@ scheduler, interrupts, restarts, an unreachable address and a SIGKILLed server."
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import signal
@@ -24,10 +25,11 @@ from mcp.types import TextContent
 from _tests.support.kernel_helpers import make_settings
 from _tests.support.results import output_of
 from _tests.support.stdio_procs import RawServer, make_env
-from biopb_mcp.config import Settings
+from biopb_mcp.config.settings import Settings
 from biopb_mcp.kernel import KernelHost, compute
 from biopb_mcp.server import build_server
-from biopb_mcp.server.kernel_text import rendered_text
+from biopb_mcp.text import kernel as kernel_text
+from biopb_mcp.text.kernel import rendered_text
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -36,7 +38,7 @@ def compute_settings(root: Path, compute_toml: str) -> Settings:
     settings = make_settings(root, kernel="request_timeout = 20.0\n")
     cfile = settings.config_file
     cfile.write_text(cfile.read_text(encoding="utf-8") + "[compute]\n" + compute_toml, encoding="utf-8")
-    from biopb_mcp.config import load_settings
+    from biopb_mcp.config.settings import load_settings
 
     return load_settings(settings.config_dir)
 
@@ -86,10 +88,10 @@ def test_default_kernel_imports_no_dask_and_says_how_to_configure_a_cluster(tmp_
         assert "ComputeUnavailable" in text and 'scheduler = "local"' in text and "config.toml" in text
         run(host, "%reset -f")  # the helper outlives a namespace reset
         assert value(host, "callable(dask_client)") is True
-        section = compute.status_section(host._settings, host.query_when_idle(compute.STATUS_EXPRESSION),
-                                         host.state, busy=False)
+        section = compute_status(host)
         assert section["mode"] == "none" and section["started"] is False
-        assert section["state"].startswith("not started")
+        # dask_client() raises in this mode: "not started ... starts on first use" would be false
+        assert section["state"].startswith("off: no cluster is configured") and "not started" not in section["state"]
     finally:
         host.shutdown()
 
@@ -115,20 +117,24 @@ def worker_pids(host: KernelHost) -> list[int]:
 
 
 def test_local_cluster_starts_on_first_use_inside_the_kernels_process_group(local_host: KernelHost) -> None:
-    before = compute.status_section(local_host._settings, local_host.query_when_idle(compute.STATUS_EXPRESSION),
-                                    local_host.state, busy=False)
+    before = compute_status(local_host)
     assert before["mode"] == "local" and before["started"] is False
+    assert before["state"] == "not started: the first dask_client() call starts a local cluster in the kernel"
     status, text = run(local_host, "import dask.array as da\nc = dask_client()\n"
                                    "print(int(da.ones((2000, 2000), chunks=500).sum().compute()))")
     assert status == "ok", text
     assert text.strip().endswith("4000000")
     pids = worker_pids(local_host)
     assert len(pids) == 2
-    kernel_pid = local_host.status()["pid"]
+    kernel_pid = int(local_host.status().pid or 0)
     assert {os.getpgid(p) for p in pids} == {os.getpgid(kernel_pid)}
-    after = compute.status_section(local_host._settings, local_host.query_when_idle(compute.STATUS_EXPRESSION),
-                                   local_host.state, busy=False)
-    assert after["started"] is True and after["state"] == "started"
+    after = compute_status(local_host)
+    assert after["started"] is True and after["state"] == "running"
+    link = value(local_host, "dask_client().dashboard_link")
+    assert link.startswith("http://127.0.0.1:")
+    assert after["dashboard"].startswith(link)  # never null while the client has a link
+    if importlib.util.find_spec("bokeh") is None:
+        assert "bokeh is missing" in after["dashboard"], after["dashboard"]
     assert after["workers"] == 2 and after["threads"] == 2
     assert after["memory_limit_bytes"] == 2 * 300_000_000
     assert after["address"].startswith("tcp://127.0.0.1:")
@@ -213,7 +219,7 @@ async def test_attached_kernel_runs_its_computation_on_the_external_worker(
                 await client.call_tool("start_kernel", {})
                 status = json.loads(_text(await client.call_tool("server_status", {})))
                 assert status["compute"]["mode"] == "attached"
-                assert status["compute"]["state"].startswith("not started")
+                assert status["compute"]["state"] == f"not started: the first dask_client() call connects to {address}"
                 result = await client.call_tool("execute_code", {"code": (
                     "import os, time\n"
                     "c = dask_client()\n"
@@ -225,7 +231,7 @@ async def test_attached_kernel_runs_its_computation_on_the_external_worker(
                 assert int(output_of(result).strip().splitlines()[-1]) == worker.pid
                 status = json.loads(_text(await client.call_tool("server_status", {})))
                 section = status["compute"]
-                assert section["state"] == "started" and section["address"] == address
+                assert section["state"] == "running" and section["address"] == address
                 assert section["workers"] == 1 and section["threads"] == 1
     finally:
         state.kernel.shutdown()
@@ -242,6 +248,46 @@ def test_unreachable_scheduler_fails_fast_naming_the_address_and_the_kernel_stay
         assert run(host, "1+1") == ("ok", "2")
     finally:
         host.shutdown()
+
+
+def compute_status(host: KernelHost) -> dict[str, Any]:
+    """server_status's compute section for ``host``, as the agent reads it."""
+    return kernel_text.compute_status(compute.status_section(
+        host._settings, host.query_when_idle(compute.STATUS_EXPRESSION), host.state, busy=False))
+
+
+@pytest.mark.anyio
+async def test_restart_kernel_applies_a_changed_compute_section_and_a_bad_file_changes_nothing(
+    tmp_path: Path,
+) -> None:
+    settings = compute_settings(tmp_path, 'scheduler = "none"\n')
+    cfile = settings.config_file
+    mcp, state = build_server(settings)
+
+    async def compute_section(client: Client) -> dict[str, Any]:
+        return dict(json.loads(_text(await client.call_tool("server_status", {})))["compute"])
+
+    try:
+        with anyio.fail_after(180):
+            async with Client(mcp) as client:
+                await client.call_tool("start_kernel", {})
+                assert (await compute_section(client))["mode"] == "none"
+                cfile.write_text(cfile.read_text(encoding="utf-8").replace('"none"', '"local"'), encoding="utf-8")
+                restarted = await client.call_tool("restart_kernel", {})
+                assert not restarted.is_error, _text(restarted)
+                section = await compute_section(client)
+                # the kernel's own plugin reports it: the new kernel was given the new section
+                assert section["mode"] == "local" and section["scheduler"] == "local", section
+                pid = json.loads(_text(await client.call_tool("server_status", {})))["kernel"]["pid"]
+                cfile.write_text(cfile.read_text(encoding="utf-8").replace('"local"', '"bogus"'), encoding="utf-8")
+                refused = await client.call_tool("restart_kernel", {})
+                assert refused.is_error and "compute.scheduler" in _text(refused), _text(refused)
+                assert "nothing was started or restarted" in _text(refused)
+                after = json.loads(_text(await client.call_tool("server_status", {})))
+                assert after["kernel"]["pid"] == pid and after["compute"]["mode"] == "local"
+                assert state.settings.compute.scheduler == "local"
+    finally:
+        state.kernel.shutdown()
 
 
 def _text(result: Any) -> str:

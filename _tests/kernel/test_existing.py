@@ -74,3 +74,62 @@ def test_read_connection_info_checks_the_shape(tmp_path: Path) -> None:
             read_connection_info(good)
     with pytest.raises(KernelError, match="is gone"):
         read_connection_info(tmp_path / "missing.json")
+
+
+@pytest.mark.parametrize(("field", "value", "message"), [
+    ("key", 12345, "key is int, not text"),
+    ("signature_scheme", "hmac-nope", "signature_scheme 'hmac-nope' is not hmac-<hash>"),
+    ("signature_scheme", "rot13", "signature_scheme 'rot13' is not hmac-<hash>"),
+    ("signature_scheme", "hmac-shake_128", "is not hmac-<hash>"),
+    ("signature_scheme", 7, "signature_scheme 7 is not"),
+    ("transport", ["tcp"], r"unknown transport \['tcp'\]"),
+    ("shell_port", True, "bad port numbers for shell_port"),
+    ("hb_port", 70000, "bad port numbers for hb_port"),
+    ("ip", 7, "ip 7 is not an address"),
+    ("ip", "", "ip '' is not an address"),
+    ("kernel_name", 3, "kernel_name 3 is not text"),
+])
+def test_every_field_a_client_uses_is_checked_and_named(tmp_path: Path, field: str, value: object, message: str) -> None:
+    crafted = tmp_path / "kernel-crafted.json"
+    crafted.write_text(json.dumps({**INFO, field: value}))
+    with pytest.raises(KernelError, match=message) as caught:
+        read_connection_info(crafted)
+    assert str(crafted) in str(caught.value)
+    assert '"k"' not in str(caught.value) and "'k'" not in str(caught.value)  # the key's value is never shown
+
+
+def test_a_deeply_nested_connection_file_is_a_clear_error(tmp_path: Path) -> None:
+    crafted = tmp_path / "kernel-deep.json"
+    crafted.write_text("[" * 100_000 + "]" * 100_000)
+    with pytest.raises(KernelError, match="cannot read the kernel connection file"):
+        read_connection_info(crafted)
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize(("field", "value", "named"), [
+    ("key", 12345, "key is int"), ("signature_scheme", "hmac-nope", "signature_scheme"), ("shell_port", True, "shell_port"),
+])
+async def test_start_kernel_on_a_crafted_connection_file_names_the_field(
+    tmp_path: Path, isolated_dirs: Path, field: str, value: object, named: str
+) -> None:
+    """Through a real MCP session: the agent reads which field is wrong, never "Error executing tool"."""
+    import anyio
+    from mcp import Client
+
+    from biopb_mcp.config.settings import load_settings
+    from biopb_mcp.server import build_server
+
+    crafted = tmp_path / "kernel-crafted.json"
+    crafted.write_text(json.dumps({**INFO, field: value}))
+    isolated_dirs.mkdir(parents=True, exist_ok=True)
+    (isolated_dirs / "config.toml").write_text(f'[kernel]\nexisting = "{crafted}"\n')
+    server, state = build_server(load_settings())
+    try:
+        with anyio.fail_after(60):
+            async with Client(server) as client:
+                result = await client.call_tool("start_kernel", {})
+    finally:
+        state.kernel.shutdown()
+    text = "".join(getattr(part, "text", "") for part in result.content)
+    assert result.is_error and named in text and str(crafted) in text, text
+    assert "Error executing tool" not in text

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import signal
 import stat
+import sys
 import threading
 import time
 from pathlib import Path
@@ -14,7 +15,7 @@ import pytest
 from _tests.support.kernel_helpers import make_settings, png_bytes
 from biopb_mcp.errors import JobNotFound, KernelBusy, KernelError
 from biopb_mcp.kernel import Execution, KernelHost, Rendered
-from biopb_mcp.server.kernel_text import interrupted, rendered_text
+from biopb_mcp.text.kernel import connect_command, interrupted, rendered_text, summary
 
 pytestmark = pytest.mark.slow
 
@@ -118,7 +119,7 @@ def test_long_job_promotes_answers_busy_and_interrupts(host: KernelHost) -> None
     with pytest.raises(KernelBusy) as busy_inspect:
         host.inspect("time")
     assert busy_inspect.value.job_id == job_id
-    assert host.status()["current_job"]["job_id"] == job_id
+    assert (host.status().current_job or {})["job_id"] == job_id
     deadline = time.monotonic() + 60  # interrupt once the code runs: earlier, none of it would have run
     while "started" not in rendered_text(host.poll(job_id)) and time.monotonic() < deadline:
         time.sleep(0.05)
@@ -138,7 +139,7 @@ def test_interrupt_sent_before_the_kernel_picks_up_the_code_still_stops_it(host:
     the request is still queued is dropped and the code runs on. Stopping the kernel process
     reproduces "slow to pick up" without depending on machine load.
     """
-    pid = host.status()["pid"]
+    pid = int(host.status().pid or 0)
     os.kill(pid, signal.SIGSTOP)
     try:
         ex = host.submit("import time\nwhile True:\n    time.sleep(0.05)")
@@ -224,12 +225,12 @@ def test_unknown_job_id_names_recent_ones(host: KernelHost) -> None:
 
 def test_status_and_private_file_modes(host: KernelHost) -> None:
     st = host.status()
-    assert st["state"] == "ready" and st["pid"] and st["transport"] == "ipc"
-    assert st["parent_death_watch"] is True
-    conn = Path(st["connection_file"])
+    assert st.state == "ready" and st.pid and st.transport == "ipc"
+    assert st.parent_death_watch is True
+    conn = Path(str(st.connection_file))
     assert stat.S_IMODE(conn.stat().st_mode) == 0o600
     assert stat.S_IMODE(conn.parent.stat().st_mode) & 0o777 == 0o700
-    sock_dir = Path(st["socket_dir"]) if st["socket_dir"] else conn.parent
+    sock_dir = Path(st.socket_dir) if st.socket_dir else conn.parent
     sockets = [p for p in sock_dir.iterdir() if stat.S_ISSOCK(p.lstat().st_mode)]
     assert len(sockets) == 5
     assert {stat.S_IMODE(p.lstat().st_mode) for p in sockets} == {0o600}
@@ -239,3 +240,14 @@ def test_status_and_private_file_modes(host: KernelHost) -> None:
     mask = os.umask(0o022)
     os.umask(mask)
     assert rendered_text(r) == repr(oct(mask))
+
+
+def test_the_console_command_says_how_to_install_the_console_extra_when_it_is_missing(
+    host: KernelHost, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    host.start()
+    assert connect_command(host.status()) == f"biopb-mcp console --pid {os.getpid()}"
+    monkeypatch.setitem(sys.modules, "jupyter_console", None)  # how Python marks a module unimportable
+    expected = f"pip install 'biopb-mcp[console]' && biopb-mcp console --pid {os.getpid()}"
+    assert connect_command(host.status()) == expected
+    assert f"share it: {expected}" in summary(host.status())

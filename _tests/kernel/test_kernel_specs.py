@@ -12,7 +12,7 @@ import pytest
 from _tests.support.kernel_helpers import make_settings, stop_process
 from _tests.support.processes import wait_gone
 from biopb_mcp.kernel import KernelHost
-from biopb_mcp.server.kernel_text import rendered_text, started
+from biopb_mcp.text.kernel import rendered_text, started
 
 pytestmark = pytest.mark.slow
 
@@ -44,8 +44,8 @@ def test_a_named_python_kernel_spec_runs_with_its_env_bootstrap_and_plugins(
     try:
         host.start()
         status = host.status()
-        assert "lab-env" in str(status["kernel_spec"])
-        assert status["parent_death_watch"] is True  # a Python spec gets the bootstrap too
+        assert "lab-env" in str(status.kernel_spec)
+        assert status.parent_death_watch is True  # a Python spec gets the bootstrap too
         assert _run(host, "import os; os.environ['LAB_MARKER']") == "'from-the-spec'"
         assert _run(host, "LAB_PIXEL_SIZE_UM * 2") == "0.65"
     finally:
@@ -73,9 +73,9 @@ def test_entry_point_plugins_load_into_the_namespace_and_a_broken_one_is_skipped
     host = KernelHost(make_settings(tmp_path / "srv"))
     try:
         said = started(host.start())
-        plugins = host.status()["plugins"]
-        assert any("labtools" in json.dumps(p) for p in plugins["loaded"]), plugins
-        assert any("broken" in json.dumps(p) and "ImportError" in json.dumps(p) for p in plugins["failed"]), plugins
+        status = host.status()
+        assert any("labtools" in json.dumps(p) for p in status.plugins_loaded), status
+        assert any("broken" in json.dumps(p) and "ImportError" in json.dumps(p) for p in status.plugins_failed), status
         assert "broken" in said
         assert _run(host, "labtools.scale_bar_um(100)") == "32.5"
         described = host.inspect("labtools.scale_bar_um")
@@ -86,12 +86,12 @@ def test_entry_point_plugins_load_into_the_namespace_and_a_broken_one_is_skipped
 
 _TINY_SERVER = """
 import json, sys
-from biopb_mcp.config import load_settings
+from biopb_mcp.config.settings import load_settings
 from biopb_mcp.kernel import KernelHost
 host = KernelHost(load_settings(sys.argv[1]))
 host.start()
 status = host.status()
-print(json.dumps([status["pid"], status["parent_death_watch"], status["plugins"]]), flush=True)
+print(json.dumps([status.pid, status.parent_death_watch, {"loaded": status.plugins_loaded, "failed": status.plugins_failed}]), flush=True)
 sys.stdin.read()
 """
 

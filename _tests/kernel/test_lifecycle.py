@@ -16,20 +16,20 @@ from _tests.support.kernel_helpers import make_settings, stop_process
 from _tests.support.processes import gone, wait_gone
 from biopb_mcp.errors import KernelNotReady
 from biopb_mcp.kernel import KernelHost
-from biopb_mcp.server.kernel_text import error_text, rendered_text, started
+from biopb_mcp.text.kernel import error_text, rendered_text, started
 
 pytestmark = pytest.mark.slow
 
 
 def test_start_is_idempotent_and_restart_loses_the_namespace(host: KernelHost) -> None:
     host.start()
-    pid = host.status()["pid"]
-    assert "already running" in started(host.start()) and host.status()["pid"] == pid
+    pid = int(host.status().pid or 0)
+    assert "already running" in started(host.start()) and host.status().pid == pid
     ex = host.submit("kept = 'value'")
     assert host.wait(ex, 30)
     said = started(host.restart())
     assert "namespace was lost" in said
-    new_pid = host.status()["pid"]
+    new_pid = host.status().pid
     assert new_pid != pid and wait_gone(pid, 5)
     ex = host.submit("kept")
     assert host.wait(ex, 30)
@@ -38,7 +38,7 @@ def test_start_is_idempotent_and_restart_loses_the_namespace(host: KernelHost) -
 
 def test_the_kernel_log_is_private(host: KernelHost) -> None:
     host.start()
-    log = Path(host.status()["kernel_log"])
+    log = Path(host.status().kernel_log)
     assert stat.S_IMODE(log.stat().st_mode) == 0o600
 
 
@@ -53,7 +53,7 @@ def test_os_exit_gives_dead_with_log_lines_and_start_recovers(host: KernelHost) 
         host.submit("1+1")
     assert not_ready.value.state == "dead"
     assert "start_kernel" in error_text(not_ready.value) and "last words" in error_text(not_ready.value)
-    assert "Last kernel log lines" in host.status()["message"]
+    assert "Last kernel log lines" in host.status().message
     host.start()
     assert host.state == "ready"
     ex = host.submit("40 + 2")
@@ -64,7 +64,7 @@ def test_kernel_killed_externally_mid_job_is_reported_dead(host: KernelHost) -> 
     host.start()
     ex = host.submit("import time; time.sleep(30)")
     assert not host.wait(ex, 0.3)
-    os.kill(host.status()["pid"], signal.SIGKILL)
+    os.kill(int(host.status().pid or 0), signal.SIGKILL)
     assert host.wait(ex, 10)
     assert ex.status == "dead" and host.state == "dead"
     polled = host.poll(ex.job_id)
@@ -131,7 +131,7 @@ def test_kernel_that_never_gets_ready_or_exits_at_once_ends_in_error(
     h = KernelHost(make_settings(tmp_path / "a", kernel='name = "hangs"\nstartup_timeout = 1.5\n'))
     with pytest.raises(KernelNotReady, match=r"did not become ready within kernel.startup_timeout"):
         h.start()
-    assert h.state == "error" and h.status()["pid"] is None
+    assert h.state == "error" and h.status().pid is None
     h2 = KernelHost(make_settings(tmp_path / "b", kernel='name = "crashes"\n'))
     with pytest.raises(KernelNotReady) as err:
         h2.start()
@@ -154,14 +154,14 @@ def test_plugins_load_print_to_the_log_and_a_broken_one_is_skipped(
         said = started(h.start())
         assert "broken.py (RuntimeError: plugin is broken)" in said
         st = h.status()
-        assert [Path(p).name for p in st["plugins"]["loaded"]] == ["hello.py"]
-        assert [Path(f["plugin"]).name for f in st["plugins"]["failed"]] == ["broken.py"]
-        assert st["socket_dir"] is not None and not st["socket_dir"].startswith(str(tmp_path))
-        assert Path(st["connection_file"]).parent == long_runtime
+        assert [Path(p).name for p in st.plugins_loaded] == ["hello.py"]
+        assert [Path(f["plugin"]).name for f in st.plugins_failed] == ["broken.py"]
+        assert st.socket_dir is not None and not st.socket_dir.startswith(str(tmp_path))
+        assert Path(str(st.connection_file)).parent == long_runtime
         ex = h.submit("GREETING, 'SKIPPED' in globals()")
         assert h.wait(ex, 30)
         assert rendered_text(h.render(ex)) == "('hi', False)"
-        socket_dir = Path(st["socket_dir"])
+        socket_dir = Path(st.socket_dir)
     finally:
         h.shutdown()
     assert not socket_dir.exists()
@@ -172,14 +172,14 @@ def test_plugins_load_print_to_the_log_and_a_broken_one_is_skipped(
 
 _TINY_SERVER = """
 import sys
-from biopb_mcp.config import load_settings
+from biopb_mcp.config.settings import load_settings
 from biopb_mcp.kernel import KernelHost
-from biopb_mcp.server.kernel_text import rendered_text
+from biopb_mcp.text.kernel import rendered_text
 host = KernelHost(load_settings(sys.argv[1]))
 host.start()
 ex = host.submit("import subprocess, sys; child = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(60)']); child.pid")
 host.wait(ex, 30)
-print(host.status()["pid"], rendered_text(host.render(ex)), flush=True)
+print(host.status().pid, rendered_text(host.render(ex)), flush=True)
 sys.stdin.read()
 """
 

@@ -9,7 +9,7 @@ import pytest
 
 from _tests.support.kernel_helpers import make_settings
 from biopb_mcp.kernel import KernelHost
-from biopb_mcp.server.kernel_text import rendered_text
+from biopb_mcp.text.kernel import rendered_text
 
 pytestmark = pytest.mark.slow
 

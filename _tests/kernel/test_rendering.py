@@ -9,7 +9,7 @@ import pytest
 from _tests.support.kernel_helpers import png_bytes
 from biopb_mcp.kernel import Execution, KernelState, rendering
 from biopb_mcp.kernel.executions import strip_ansi
-from biopb_mcp.server.kernel_text import rendered_text
+from biopb_mcp.text.kernel import rendered_text
 
 
 def finished(text: str) -> Execution:

@@ -22,6 +22,7 @@ from _tests.support.rel_helpers import stdio_params
 from bench.soak import writers
 from bench.soak.servers import write_config
 from biopb_mcp.docs.store import DocStore
+from biopb_mcp.text.doc_views import read_doc
 
 pytestmark = pytest.mark.anyio
 
@@ -32,7 +33,7 @@ async def test_two_servers_and_a_hand_editor(tmp_path: Path, counts: Counter[str
     env = write_config(tmp_path, f"[docs]\nhistory_keep = {KEEP}\n")
     local = Path(env["BIOPB_CONFIG_DIR"]) / "docs"
     store = DocStore(local, history_keep=KEEP)
-    assert store.read_doc("index@diff")  # seeds the local index
+    assert read_doc(store, "index@diff")  # seeds the local index
     r = writers.Round("once", body_writes=10, creates=8, hand_edits=10)
     writers.prepare_round(store, r)
 

@@ -20,11 +20,12 @@ from mcp import Client
 
 from bench.soak import hostile_ids as hostile
 from bench.soak.servers import write_config
-from biopb_mcp.config import load_settings
-from biopb_mcp.docs.search import search_docs
+from biopb_mcp.config.settings import load_settings
+from biopb_mcp.docs.search.query import search_docs
 from biopb_mcp.docs.store import DocStore
 from biopb_mcp.errors import BiopbMcpError, InvalidDocId
 from biopb_mcp.server import build_server
+from biopb_mcp.text.doc_views import read_doc
 
 
 def test_planted_symlinks_are_refused(tmp_path: Path) -> None:
@@ -37,9 +38,9 @@ def test_planted_symlinks_are_refused(tmp_path: Path) -> None:
         with pytest.raises(InvalidDocId, match=r"outside the docs tier|resolves outside"):
             store.write_doc(doc_id, body="# pwned\n\noverwrite\n")
         with pytest.raises(BiopbMcpError) as read_err:
-            store.read_doc(doc_id)
+            read_doc(store, doc_id)
         assert hostile.SECRET not in str(read_err.value)
-    assert "plain local doc" in store.read_doc("inner")  # a link inside the tier is fine
+    assert "plain local doc" in read_doc(store, "inner")  # a link inside the tier is fine
     listed = store.doc_ids()
     assert not [i for i in listed if i.startswith(("evil", "absfile", "dangle"))], listed
     assert hostile.SECRET not in store.render_index()

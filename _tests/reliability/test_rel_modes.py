@@ -22,12 +22,13 @@ CHILD = textwrap.dedent(
     from pathlib import Path
     os.umask(int(sys.argv[2], 8))
     from biopb_mcp.docs.store import DocStore
+    from biopb_mcp.text.doc_views import read_doc
     store = DocStore(Path(sys.argv[1]))
     store.write_doc("group/sub/deep", body="# deep\\n\\nfirst\\n")
     store.write_doc("group/sub/deep", old="first", new="second")
     store.write_doc("top", body="# top\\n\\ntext\\n")
     store.write_doc("index", old="## Unfiled", new="## Unfiled (hand-sorted later)")
-    print(store.read_doc("top@history")[:20])
+    print(read_doc(store, "top@history")[:20])
     """
 )
 

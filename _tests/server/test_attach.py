@@ -26,7 +26,7 @@ from _tests.support.notebook_kernel import NotebookKernel, isolated_env
 from _tests.support.processes import wait_gone
 from _tests.support.results import output_of, text_of
 from _tests.support.stdio_procs import RawServer, result_text
-from biopb_mcp.server.kernel_text import split_job_line
+from biopb_mcp.text.kernel import split_job_line
 
 pytestmark = pytest.mark.anyio
 
@@ -225,7 +225,7 @@ async def test_a_kernel_that_exits_is_reported_gone(world: World, agent: Client)
 
 
 def test_an_empty_existing_file_is_refused(capsys: pytest.CaptureFixture[str]) -> None:
-    from biopb_mcp.cli import main
+    from biopb_mcp.cli.commands import main
 
     assert main(["--existing", ""]) == 2
     assert "--existing takes a connection file" in capsys.readouterr().err

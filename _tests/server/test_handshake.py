@@ -6,7 +6,8 @@ from pathlib import Path
 
 from biopb_mcp.docs.index import IGNORED_NOTE
 from biopb_mcp.docs.store import DocStore
-from biopb_mcp.server.instructions import (
+from biopb_mcp.text.doc_views import read_doc
+from biopb_mcp.text.instructions import (
     ASK_FIRST_LINE,
     GUARDRAILS,
     INDEX_HEADER,
@@ -55,7 +56,7 @@ def test_the_handshake_never_spells_out_ignored_ids(tmp_path: Path) -> None:
     text = compose_instructions(store)
     assert "flatfield" not in text and "count-spots" not in text
     assert "ignored: (2 shipped docs" in text
-    assert "flatfield" in store.read_doc("index")  # still there to edit
+    assert "flatfield" in read_doc(store, "index")  # still there to edit
 
 
 def test_a_hand_grown_index_is_cut_with_a_note_not_inlined_whole(tmp_path: Path) -> None:
@@ -69,7 +70,7 @@ def test_a_hand_grown_index_is_cut_with_a_note_not_inlined_whole(tmp_path: Path)
     assert "- lab/protocol-0:" in text and "- lab/protocol-9999:" not in text
     assert 'read_doc("index") shows it whole' in text
     assert text.endswith(ASK_FIRST_LINE)  # what follows the index still arrives
-    assert "- lab/protocol-9999:" in store.read_doc("index")
+    assert "- lab/protocol-9999:" in read_doc(store, "index")
 
 
 def test_the_ignored_line_says_what_it_means_and_a_bare_one_shows_nothing(tmp_path: Path) -> None:
@@ -77,12 +78,12 @@ def test_the_ignored_line_says_what_it_means_and_a_bare_one_shows_nothing(tmp_pa
     store = DocStore(tmp_path / "docs")
     seeded = compose_instructions(store)  # the shipped seed ends with an empty ignored: line
     assert not [line for line in seeded.splitlines() if line.strip().startswith("ignored")]
-    assert not [line for line in store.read_doc("index").splitlines() if line.strip().startswith("ignored")]
+    assert not [line for line in read_doc(store, "index").splitlines() if line.strip().startswith("ignored")]
     store.write_doc("index", body="# idx\n\n## References\n- authoring: write a doc\n\nignored: flatfield, count-spots\n")
-    for text in (compose_instructions(store), store.read_doc("index")):
+    for text in (compose_instructions(store), read_doc(store, "index")):
         line = next(line for line in text.splitlines() if line.startswith("ignored:"))
         assert IGNORED_NOTE in line, line
-    assert store.read_doc("index").count("flatfield") == 1
+    assert read_doc(store, "index").count("flatfield") == 1
 
 
 def test_a_new_doc_files_under_unfiled_above_the_seeds_trailing_ignored_line(tmp_path: Path) -> None:

@@ -24,10 +24,10 @@ import pytest
 from mcp import Client
 from mcp.types import CallToolResult, ImageContent, TextContent
 
-from biopb_mcp.config import load_settings
+from biopb_mcp.config.settings import load_settings
 from biopb_mcp.server import build_server
-from biopb_mcp.server.kernel_text import parse_job_line
 from biopb_mcp.server.state import AppState
+from biopb_mcp.text.kernel import parse_job_line
 
 pytestmark = [pytest.mark.anyio, pytest.mark.slow]
 

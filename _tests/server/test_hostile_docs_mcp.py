@@ -19,7 +19,7 @@ from mcp import Client
 from mcp.shared.exceptions import MCPDeprecationWarning
 
 from _tests.support.results import text_of
-from biopb_mcp.config import load_settings
+from biopb_mcp.config.settings import load_settings
 from biopb_mcp.docs import QUERY_MAX_CHARS
 from biopb_mcp.server import build_server
 

@@ -17,7 +17,7 @@ import anyio
 import httpx2
 import psutil
 import pytest
-from mcp import Client
+from mcp import Client, MCPError
 from mcp.client.streamable_http import streamable_http_client
 from mcp.types import TextContent
 
@@ -73,7 +73,7 @@ def token(server: HttpServer) -> str:
 
 def token_file_of(root: Path, pid: int) -> Path:
     """One token file per server process: two HTTP servers sharing a runtime dir keep their own."""
-    return root / "runtime" / "biopb" / f"http-token-{pid}"
+    return root / "config" / "run" / f"http-token-{pid}"
 
 
 def post(server: HttpServer, headers: dict[str, str]) -> httpx2.Response:
@@ -117,7 +117,7 @@ def test_foreign_host_is_refused(server: HttpServer, token: str) -> None:
 
 
 def server_log(server: HttpServer) -> Path:
-    return server.root / "state" / "biopb" / "server.log"
+    return server.root / "config" / "state" / "server.log"
 
 
 def test_a_non_ascii_bearer_token_is_401_without_a_traceback(server: HttpServer) -> None:
@@ -141,6 +141,35 @@ def test_a_flood_of_refused_requests_with_8kb_origins_leaves_the_log_bounded(ser
             assert len(response.content) < 1000
     grown = server_log(server).stat().st_size - before
     assert grown < 20 * 1024, grown  # unbounded, the 300 quoted Origins alone would be 2.4 MB
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize(("headers", "said"), [
+    ({"authorization": "Bearer wrong-token"}, "Wrong bearer token"),
+    ({}, "No bearer token"),
+    ({"authorization": "Basic abc"}, "is not 'Bearer <token>'"),
+])
+async def test_the_sdk_client_shows_why_its_token_was_refused(
+    server: HttpServer, headers: dict[str, str], said: str
+) -> None:
+    """The SDK client said only "Server returned an error response": the 401 body is a JSON-RPC
+    error whose message it shows, and WWW-Authenticate says the same."""
+    async with httpx2.AsyncClient(headers=headers, timeout=30) as http:
+        with anyio.fail_after(60), pytest.raises(BaseExceptionGroup) as caught:
+            async with Client(streamable_http_client(server.url, http_client=http), mode="legacy"):
+                pass
+    errors = [exc for exc in _leaves(caught.value) if isinstance(exc, MCPError)]
+    assert errors and said in str(errors[0]) and "http-token" in str(errors[0]), repr(caught.value)
+    response = post(server, headers)
+    assert response.status_code == 401 and said in response.json()["error"]["message"]
+    assert 'error="invalid_token"' in response.headers["www-authenticate"] and said in response.headers["www-authenticate"]
+
+
+def _leaves(exc: BaseException) -> list[BaseException]:
+    """Every exception inside nested exception groups."""
+    if isinstance(exc, BaseExceptionGroup):
+        return [leaf for inner in exc.exceptions for leaf in _leaves(inner)]
+    return [exc]
 
 
 @pytest.mark.anyio
@@ -172,7 +201,7 @@ def test_no_auth_opts_out_with_a_warning(tmp_path: Path) -> None:
         assert "WARNING" in unguarded.stderr() and "--no-auth" in unguarded.stderr()
         assert post(unguarded, {}).status_code == 200
         assert post(unguarded, {"origin": "http://evil.example"}).status_code == 403
-        assert not list((tmp_path / "runtime" / "biopb").glob("http-token*"))
+        assert not list((tmp_path / "config" / "run").glob("http-token*"))
     finally:
         unguarded.stop()
 
@@ -219,7 +248,7 @@ def test_the_stable_token_survives_a_restart_and_rotate_token_renews_it(tmp_path
         assert renewed != token and "rotated" in rotated.stderr()
         assert post(rotated, {"authorization": f"Bearer {token}"}).status_code == 401
         assert post(rotated, {"authorization": f"Bearer {renewed}"}).status_code == 200
-        stable_file = tmp_path / "state" / "biopb" / "http-token"
+        stable_file = tmp_path / "config" / "state" / "http-token"
         assert stable_file.read_text().strip() == renewed and stat.S_IMODE(stable_file.stat().st_mode) == 0o600
     finally:
         rotated.stop()
@@ -234,4 +263,4 @@ def test_a_per_start_token_is_not_kept(tmp_path: Path) -> None:
         assert post(server, {"authorization": f"Bearer {token}"}).status_code == 200
     finally:
         server.stop()
-    assert not (tmp_path / "state" / "biopb" / "http-token").exists()
+    assert not (tmp_path / "config" / "state" / "http-token").exists()

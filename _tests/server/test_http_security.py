@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import logging
+import os
 import stat
+import threading
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
-from biopb_mcp.server.http import (
+from biopb_mcp.server.transports.http import (
     HttpGuard,
     RefusalLog,
     allowlists,
@@ -104,12 +107,12 @@ def test_a_huge_origin_is_quoted_cut_short(guard: HttpGuard) -> None:
 
 def test_a_refusal_flood_is_logged_as_a_burst_then_one_summary(caplog: pytest.LogCaptureFixture) -> None:
     log = RefusalLog(burst=5, window=3600)
-    with caplog.at_level(logging.WARNING, logger="biopb_mcp.server.http"):
+    with caplog.at_level(logging.WARNING, logger="biopb_mcp.server.transports.http"):
         for _ in range(1000):
             log.refused(403, "Origin 'x' is not allowed")
     assert len(caplog.records) == 5
     log._window_start -= 3600  # the window has passed: the next refusal reports the count
-    with caplog.at_level(logging.WARNING, logger="biopb_mcp.server.http"):
+    with caplog.at_level(logging.WARNING, logger="biopb_mcp.server.transports.http"):
         log.refused(403, "again")
     assert "995 more HTTP requests were refused" in caplog.records[-2].getMessage()
     assert caplog.records[-1].getMessage().endswith("again")
@@ -140,3 +143,49 @@ def test_a_stored_token_others_could_read_or_a_link_is_never_reused(tmp_path: Pa
     fresh, _, how = stable_token(state)
     assert how == "replaced" and fresh != "A" * 43
     assert not path.is_symlink() and planted.read_text() == "A" * 43 + "\n"
+
+
+def _returns_within(seconds: float, call: Callable[[], object]) -> object:
+    """``call()``'s result (or its exception), failing (not hanging) the test when it blocks."""
+    out: list[object] = []
+    errors: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            out.append(call())
+        except BaseException as exc:  # handed to the test's thread
+            errors.append(exc)
+
+    worker = threading.Thread(target=run, daemon=True)
+    worker.start()
+    worker.join(seconds)
+    assert not worker.is_alive(), "blocked"
+    if errors:
+        raise errors[0]
+    return out[0]
+
+
+def test_a_fifo_at_the_token_path_is_replaced_without_blocking(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    """A FIFO planted at the stored token's name hung the HTTP start on its open."""
+    state = tmp_path / "state"
+    state.mkdir()
+    os.mkfifo(state / "http-token", 0o600)
+    with caplog.at_level(logging.WARNING, logger="biopb_mcp.server.transports.http"):
+        result = _returns_within(30, lambda: stable_token(state))
+    assert isinstance(result, tuple)
+    token, path, how = result
+    assert how == "replaced" and stat.S_ISREG(path.stat().st_mode) and path.read_text().strip() == token
+    assert any("is a FIFO" in r.getMessage() for r in caplog.records)
+    os.mkfifo(state / f".http-token.{os.getpid()}.tmp", 0o600)  # where the new token is written first
+    rotated = _returns_within(30, lambda: stable_token(state, rotate=True))
+    assert isinstance(rotated, tuple) and rotated[2] == "rotated" and path.read_text().strip() == rotated[0]
+
+
+def test_an_oversized_or_foreign_token_file_is_not_read(tmp_path: Path) -> None:
+    state = tmp_path / "state"
+    state.mkdir()
+    big = state / "http-token"
+    big.write_text("A" * 100_000)
+    big.chmod(0o600)
+    token, _, how = stable_token(state)
+    assert how == "replaced" and len(token) < 100

@@ -23,12 +23,13 @@ from mcp.types import TextResourceContents
 
 from _tests.support.doc_corpus import make_corpus
 from _tests.support.inbox import Inbox, wait_listen
-from biopb_mcp.doc_messages import FOR_AGENT, refusal, write_report
 from biopb_mcp.docs.resources import INDEX_URI, doc_uri
 from biopb_mcp.docs.store import DocStore
 from biopb_mcp.errors import DocError
-from biopb_mcp.server.resources import install_resources
-from biopb_mcp.server.subscriptions import DocNotifier, changes
+from biopb_mcp.server.resources.handlers import install_resources
+from biopb_mcp.server.resources.subscriptions import DocNotifier, changes
+from biopb_mcp.text.doc_views import read_doc
+from biopb_mcp.text.docs import FOR_AGENT, refusal, write_report
 
 MODES = ["legacy", "auto"]
 
@@ -144,7 +145,7 @@ async def test_read_as_resource_equals_read_doc_byte_for_byte(tmp_path: Path, mo
             result = await client.read_resource(doc_uri(ref))
             (content,) = result.contents
             assert isinstance(content, TextResourceContents)
-            assert content.text == store.read_doc(ref, FOR_AGENT), ref
+            assert content.text == read_doc(store, ref, FOR_AGENT), ref
             assert content.mime_type == "text/markdown"
         templates = await client.list_resource_templates()
     assert [t.uri_template for t in templates.resource_templates] == ["biopb://docs/{+id}"]
@@ -156,7 +157,7 @@ async def test_unknown_doc_is_invalid_params_naming_the_closest_ids(tmp_path: Pa
     mcp, store, _ = make_server(local, shipped)
     typo = ids[0].replace("doc-", "dco-")
     with pytest.raises(DocError) as expected:
-        store.read_doc(typo)
+        read_doc(store, typo)
     async with Client(mcp, mode="legacy", cache=None) as client:  # legacy carries the server's text
         with pytest.raises(MCPError) as err:
             await client.read_resource(doc_uri(typo))

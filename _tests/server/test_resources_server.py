@@ -17,9 +17,10 @@ from mcp.shared.exceptions import MCPDeprecationWarning
 from mcp.types import TextResourceContents
 
 from _tests.support.inbox import Inbox, wait_listen
-from biopb_mcp.config import load_settings
+from biopb_mcp.config.settings import load_settings
 from biopb_mcp.docs.resources import INDEX_URI, doc_uri
 from biopb_mcp.server import build_server
+from biopb_mcp.text.doc_views import read_doc
 
 WAIT = 20.0  # bound on any awaited event; the watcher polls every second
 
@@ -44,7 +45,7 @@ async def test_build_server_subscribers_in_both_eras_hear_a_write(isolated_dirs:
         read = await writer.read_resource(doc_uri("lab/spots"))
         (content,) = read.contents
         assert isinstance(content, TextResourceContents)
-        assert content.text == state.store.read_doc("lab/spots")
+        assert content.text == read_doc(state.store, "lab/spots")
         listed = await writer.list_resources()
         assert listed.resources[0].uri == INDEX_URI
         assert doc_uri("lab/spots") in [r.uri for r in listed.resources] or listed.next_cursor is not None

@@ -15,8 +15,8 @@ from mcp.types import ImageContent, TextContent
 
 from _tests.server.test_http import HttpServer, token_file_of
 from biopb_mcp.kernel.rendering import png_size
-from biopb_mcp.server.kernel_text import parse_job_line
 from biopb_mcp.server.result_size import Fitted, fit_images
+from biopb_mcp.text.kernel import parse_job_line
 
 pytestmark = pytest.mark.slow
 

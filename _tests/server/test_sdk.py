@@ -7,7 +7,7 @@ import logging
 import pytest
 from mcp.server.mcpserver import MCPServer
 
-from biopb_mcp.config import load_settings
+from biopb_mcp.config.settings import load_settings
 from biopb_mcp.server import build_server
 from biopb_mcp.server.sdk import (
     TESTED_MCP,

@@ -13,11 +13,12 @@ from mcp import Client
 from mcp.types import CallToolResult
 
 from _tests.support.results import text_of
-from biopb_mcp.config import load_settings
+from biopb_mcp.config.settings import load_settings
 from biopb_mcp.docs.store import DocStore
 from biopb_mcp.server import build_server
-from biopb_mcp.server.instructions import ASK_FIRST_LINE, GUARDRAILS, INDEX_HEADER, READ_FIRST_LINE, START_LINE
-from biopb_mcp.server.tools_docs import AUTHORING_GATE
+from biopb_mcp.server.tools.docs import AUTHORING_GATE
+from biopb_mcp.text.doc_views import read_doc
+from biopb_mcp.text.instructions import ASK_FIRST_LINE, GUARDRAILS, INDEX_HEADER, READ_FIRST_LINE, START_LINE
 
 pytestmark = pytest.mark.anyio
 
@@ -109,10 +110,10 @@ async def test_doc_tools_round_trip_with_the_stores_own_errors(built: Any, mode:
         assert not edited.is_error and "second" in text_of(edited)
         read = await client.call_tool("read_doc", {"id": f"notes/{mode}"})
         assert "second line" in text_of(read) and "first line" not in text_of(read)
-        assert text_of(read) == twin.read_doc(f"notes/{mode}")
+        assert text_of(read) == read_doc(twin, f"notes/{mode}")
         for args in ({"id": "no-such-doc-anywhere"}, {"id": "../escape"}, {"id": "a//b"}):
             with pytest.raises(Exception) as expected:
-                twin.read_doc(args["id"])
+                read_doc(twin, args["id"])
             result = await client.call_tool("read_doc", args)
             assert result.is_error and str(expected.value) in text_of(result)
         bad_writes = [
@@ -154,7 +155,7 @@ async def test_without_fts5_search_names_the_cause_and_the_other_tools_work(
 ) -> None:
     import sqlite3
 
-    from biopb_mcp.docs import fts
+    from biopb_mcp.docs.search import fts
 
     def no_fts5() -> None:  # what a Python built against an SQLite without FTS5 raises
         raise sqlite3.OperationalError("no such module: fts5")

@@ -22,7 +22,8 @@ from mcp.types import CallToolResult, ImageContent
 from _tests.support.results import text_of
 from _tests.support.stdio_procs import make_env, stdio_params
 from biopb_mcp.docs.store import DocStore
-from biopb_mcp.server.kernel_text import parse_job_line, split_job_line
+from biopb_mcp.text.doc_views import read_doc
+from biopb_mcp.text.kernel import parse_job_line, split_job_line
 
 pytestmark = pytest.mark.anyio
 
@@ -222,10 +223,10 @@ async def test_doc_round_trip_with_the_stores_errors(session: tuple[Client, Path
     written = await client.call_tool("write_doc", {"id": "lab/notes", "body": "# Lab notes\n\nstdio line\n"})
     assert not written.is_error and "stdio line" in text_of(written)
     read = await client.call_tool("read_doc", {"id": "lab/notes"})
-    assert text_of(read) == twin.read_doc("lab/notes")
+    assert text_of(read) == read_doc(twin, "lab/notes")
     for bad in ("lab/nots", "../x"):
         with pytest.raises(Exception) as expected:
-            twin.read_doc(bad)
+            read_doc(twin, bad)
         result = await client.call_tool("read_doc", {"id": bad})
         assert result.is_error and str(expected.value) in text_of(result)
 

@@ -13,7 +13,7 @@ SCRIPT = textwrap.dedent(
     """
     import os, subprocess, sys
     from pathlib import Path
-    from biopb_mcp.server.stdio import claim_stdio
+    from biopb_mcp.server.transports.stdio import claim_stdio
 
     wire = claim_stdio(Path(sys.argv[1]))
     print("stray print")                                   # Python-level

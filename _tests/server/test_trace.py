@@ -6,7 +6,7 @@ import json
 import threading
 from pathlib import Path
 
-from biopb_mcp.trace import Tracer, summarize_arguments
+from biopb_mcp.server.trace import Tracer, summarize_arguments
 
 
 def test_summary_keeps_ids_and_lengths_never_the_code() -> None:

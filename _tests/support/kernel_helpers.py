@@ -10,7 +10,7 @@ import zlib
 from pathlib import Path
 
 from _tests.support.processes import gone
-from biopb_mcp.config import Settings, load_settings
+from biopb_mcp.config.settings import Settings, load_settings
 
 
 def make_settings(root: Path, *, kernel: str = "", runtime_dir: Path | None = None) -> Settings:

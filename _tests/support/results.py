@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from mcp.types import CallToolResult, TextContent
 
-from biopb_mcp.server.kernel_text import split_job_line
+from biopb_mcp.text.kernel import split_job_line
 
 
 def text_of(result: CallToolResult) -> str:

@@ -21,7 +21,7 @@ BODY_MAX_LINES = 300
 INDEX_MAX_ENTRIES = 200
 REFERENCE_MAX_LINES = 150
 AUTHORING_MAX_LINES = 100
-REFERENCES = ("kernel", "data", "outputs", "authoring")
+REFERENCES = ("kernel", "data", "outputs", "authoring", "viewer")
 
 _ENTRY = re.compile(r"^\s*[-*]\s+([A-Za-z0-9._/-]+):\s*(.*)$")
 _IGNORED = re.compile(r"^\s*ignored:(.*)$")

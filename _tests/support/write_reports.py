@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from biopb_mcp.doc_messages import FOR_AGENT, write_report
 from biopb_mcp.docs.writes import WriteResult
+from biopb_mcp.text.docs import FOR_AGENT, write_report
 
 
 @dataclass(frozen=True)

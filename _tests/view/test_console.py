@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import sys
 from pathlib import Path
 
@@ -14,7 +15,8 @@ from mcp import Client
 from _tests.support.pty_console import PtyProgram
 from _tests.support.results import text_of
 from _tests.support.stdio_procs import make_env, stdio_params
-from biopb_mcp.cli import main
+from biopb_mcp.cli.commands import main
+from biopb_mcp.errors import KernelError
 
 pytestmark = pytest.mark.anyio
 
@@ -25,6 +27,15 @@ async def run(client: Client, code: str) -> str:
     result = await client.call_tool("execute_code", {"code": code})
     assert not result.is_error, text_of(result)
     return text_of(result)
+
+
+async def until_in_namespace(client: Client, console: PtyProgram, name: str, value: str) -> None:
+    """Wait until a line typed in the console has run: the agent sees ``name`` with ``value``."""
+    for _ in range(100):
+        if value in await run(client, f"globals().get({name!r})"):
+            return
+        await anyio.sleep(0.2)
+    raise AssertionError(f"{name} typed in the console never reached the namespace:\n{console.screen}")
 
 
 async def test_console_shows_the_agents_work_shares_the_namespace_and_quit_keeps_the_kernel(
@@ -54,12 +65,7 @@ async def test_console_shows_the_agents_work_shares_the_namespace_and_quit_keeps
 
                 # The scientist types into the same namespace; the agent sees it.
                 console.type("z = y * 2\r")
-                for _ in range(100):  # until the console's cell ran
-                    if "84" in await run(client, "globals().get('z')"):
-                        break
-                    await anyio.sleep(0.2)
-                else:
-                    raise AssertionError(f"the console's z never reached the namespace:\n{console.screen}")
+                await until_in_namespace(client, console, "z", "84")
 
                 # quit leaves the console, not the kernel.
                 console.type("quit\r")
@@ -75,6 +81,55 @@ async def test_console_shows_the_agents_work_shares_the_namespace_and_quit_keeps
             assert status["kernel"]["pid"] == kernel_pid
 
 
+IMAGE = (
+    "import numpy as np, imageio.v3 as iio\n"
+    "from IPython.display import Image, display\n"
+    "display(Image(iio.imwrite('<bytes>', np.zeros((413, 556), np.uint8), extension='.png')))"
+)
+
+
+async def test_console_keeps_the_prompt_whole_and_in_step_with_the_agents_cells(tmp_path: Path) -> None:
+    """Attached after the agent ran two cells, the prompt says In [3]; the agent's result is its own
+    line; output arriving while the scientist types is printed above the prompt, which comes back
+    with what was typed; an image is shown by its size."""
+    env = make_env(tmp_path, config=f'[server]\nruntime_dir = "{tmp_path / "rt"}"\n')
+    console_env = {**os.environ, **env, "TERM": "xterm", "COLUMNS": "200", "LINES": "50"}
+    with anyio.fail_after(240):
+        async with Client(stdio_params(env), mode="legacy", read_timeout_seconds=90) as client:
+            await client.call_tool("start_kernel", {})
+            await run(client, "a = 1")
+            await run(client, "b = 2")
+            console = PtyProgram([sys.executable, "-m", "biopb_mcp", "console"], console_env)
+            try:
+                seen = await anyio.to_thread.run_sync(console.wait_for, "Attached to the kernel")
+                seen = await anyio.to_thread.run_sync(lambda: console.wait_for(r"In \[3\]: ", after=seen))
+                console.type("typed_here = a + b")  # no Enter: the scientist is mid-line
+                seen = await anyio.to_thread.run_sync(lambda: console.wait_for("typed_here = a", after=seen))
+
+                await run(client, "print('agent printed', a + b)\na + b")
+                seen = await anyio.to_thread.run_sync(
+                    lambda: console.wait_for(r"\[agent\] In \[3\]: print\('agent printed', a \+ b\)", after=seen))
+                seen = await anyio.to_thread.run_sync(lambda: console.wait_for(r"agent printed 3\n", after=seen))
+                out_at = await anyio.to_thread.run_sync(lambda: console.wait_for(r"\[agent\] Out\[3\]: 3\n", after=seen))
+                out_line = console.screen[:out_at].splitlines()[-1]
+                assert "In [" not in out_line, out_line
+                # the prompt comes back below the agent's output, numbered after it, with the typed text
+                seen = await anyio.to_thread.run_sync(
+                    lambda: console.wait_for(r"In \[4\]: typed_here = a \+ b", after=out_at))
+
+                await run(client, IMAGE)
+                seen = await anyio.to_thread.run_sync(
+                    lambda: console.wait_for(r"\[agent\] \[image 556×413\]\n", after=seen))
+                assert "IPython.core.display.Image object" not in console.screen
+
+                console.type("\r")  # the typed line, intact, runs in the shared namespace
+                await until_in_namespace(client, console, "typed_here", "3")
+                console.type("quit\r")
+                await anyio.to_thread.run_sync(lambda: console.proc.wait(60))
+            finally:
+                console.close()
+
+
 def test_console_without_a_running_server_is_one_line_and_exit_2(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["console"]) == 2
     err = capsys.readouterr().err
@@ -85,8 +140,8 @@ def test_console_without_a_running_server_is_one_line_and_exit_2(capsys: pytest.
 
 def test_a_shared_runtime_dir_is_searched_where_the_server_writes_its_files(tmp_path: Path) -> None:
     """A 1777 runtime dir holds our files in a private subdirectory; the console must look there."""
-    from biopb_mcp.console import running_kernels
-    from biopb_mcp.runtime_files import private_runtime_dir
+    from biopb_mcp.cli.console import running_kernels
+    from biopb_mcp.fs.runtime import private_runtime_dir
 
     shared = tmp_path / "shared"
     shared.mkdir()
@@ -96,3 +151,47 @@ def test_a_shared_runtime_dir_is_searched_where_the_server_writes_its_files(tmp_
     conn = private / f"kernel-{os.getpid()}-0123abcd.json"
     conn.write_text("{}", encoding="utf-8")
     assert [k.connection_file for k in running_kernels(shared)] == [conn]
+
+
+def test_console_joins_only_a_server_of_its_own_config_even_in_a_shared_runtime_dir(tmp_path: Path) -> None:
+    """Two config trees that share a runtime dir: "the newest server" is the newest of this config,
+    and --pid naming the other tree's server says which config it runs with."""
+    from _tests.support.kernel_helpers import make_settings
+    from biopb_mcp.cli.console import find_kernel
+    from biopb_mcp.kernel import KernelHost
+
+    shared = tmp_path / "rt"
+    mine = make_settings(tmp_path / "a", runtime_dir=shared)
+    host = KernelHost(mine)
+    try:
+        conn = Path(str(host.start().status.connection_file))
+        other = conn.with_name(f"kernel-{os.getppid()}-0123abcd.json")  # a live pid, a newer file
+        other.write_text(json.dumps({"biopb_config_dir": str(tmp_path / "b" / "config")}), encoding="utf-8")
+        os.utime(other, (conn.stat().st_mtime + 60,) * 2)
+        assert find_kernel(shared, None, mine.config_dir).connection_file == conn
+        assert find_kernel(shared, os.getpid(), mine.config_dir).connection_file == conn
+        with pytest.raises(KernelError, match=re.escape(f"config dir {tmp_path / 'b' / 'config'}")):
+            find_kernel(shared, os.getppid(), mine.config_dir)
+        with pytest.raises(KernelError, match="no running biopb-mcp server with the config dir"):
+            find_kernel(shared, None, tmp_path / "c")
+    finally:
+        host.shutdown()
+
+
+def test_two_trees_from_the_env_never_see_each_others_servers(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A server of tree A in its default runtime dir is invisible to `biopb-mcp console` of tree B."""
+    from biopb_mcp.config.settings import load_settings
+    from biopb_mcp.kernel import KernelHost
+
+    monkeypatch.setenv("BIOPB_CONFIG_DIR", str(tmp_path / "a"))
+    host = KernelHost(load_settings())
+    try:
+        conn = Path(str(host.start().status.connection_file))
+        assert conn.parent == tmp_path / "a" / "run" and conn.parent.stat().st_mode & 0o777 == 0o700
+        monkeypatch.setenv("BIOPB_CONFIG_DIR", str(tmp_path / "b"))
+        assert main(["console"]) == 2
+        assert f"in {tmp_path / 'b' / 'run'}" in capsys.readouterr().err
+    finally:
+        host.shutdown()

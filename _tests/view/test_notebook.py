@@ -16,14 +16,12 @@ import nbformat
 import numpy as np
 import pytest
 import tifffile
-from mcp import Client
 
 from _tests.support.processes import wait_gone
 from _tests.support.results import text_of
 from _tests.support.stdio_procs import RawServer, make_env, result_text
-from _tests.support.view_helpers import make_settings
-from biopb_mcp.record import agent_cells, read_session
-from biopb_mcp.server import build_server
+from _tests.support.view_helpers import recording_server
+from biopb_mcp.kernel.notebook import agent_cells, read_session
 
 LOAD = (
     "import numpy as np, tifffile\n"
@@ -60,34 +58,22 @@ def nuclei_image(path: Path) -> None:
 
 
 async def record_session(root: Path) -> dict[str, Any]:
-    settings = make_settings(
-        root,
-        "[kernel]\npromote_after = 300.0\nmax_image_bytes = 100\n[record]\nmax_output_chars = 5000\n",
-    )
-    mcp, state = build_server(settings)
-    out: dict[str, Any] = {"settings": settings, "texts": []}
-    cwd = os.getcwd()
-    os.chdir(root / "data")  # the kernel inherits it: cells read 'nuclei.tif'
-    try:
-        with anyio.fail_after(180):
-            async with Client(mcp, mode="legacy") as client:
-                await client.call_tool("read_doc", {"id": "kernel"})  # before any kernel: opens the notebook
-                out["start"] = text_of(await client.call_tool("start_kernel", {}))
-                for code in CODE[:2]:
-                    out["texts"].append(text_of(await client.call_tool("execute_code", {"code": code})))
-                await client.call_tool("read_doc", {"id": "measure-labels"})
-                for code in CODE[2:]:
-                    out["texts"].append(text_of(await client.call_tool("execute_code", {"code": code})))
-                body = "---\ntitle: Lab note\ndescription: what worked\n---\nOtsu on nuclei.tif found 4.\n"
-                await client.call_tool("write_doc", {"id": "lab-note", "body": body})
-                out["restart"] = text_of(await client.call_tool("restart_kernel", {}))
-                await client.call_tool("execute_code", {"code": "'after restart'"})
-                out["status"] = json.loads(text_of(await client.call_tool("server_status", {})))
-    finally:
-        os.chdir(cwd)
-        state.kernel.shutdown()
-        assert state.kernel.recorder is not None
-        state.kernel.recorder.close()
+    out: dict[str, Any] = {"texts": []}
+    extra = "[kernel]\npromote_after = 300.0\nmax_image_bytes = 100\n[record]\nmax_output_chars = 5000\n"
+    with anyio.fail_after(180):
+        async with recording_server(root, extra) as (client, _state):  # cells read 'nuclei.tif' in root/data
+            await client.call_tool("read_doc", {"id": "kernel"})  # before any kernel: opens the notebook
+            out["start"] = text_of(await client.call_tool("start_kernel", {}))
+            for code in CODE[:2]:
+                out["texts"].append(text_of(await client.call_tool("execute_code", {"code": code})))
+            await client.call_tool("read_doc", {"id": "measure-labels"})
+            for code in CODE[2:]:
+                out["texts"].append(text_of(await client.call_tool("execute_code", {"code": code})))
+            body = "---\ntitle: Lab note\ndescription: what worked\n---\nOtsu on nuclei.tif found 4.\n"
+            await client.call_tool("write_doc", {"id": "lab-note", "body": body})
+            out["restart"] = text_of(await client.call_tool("restart_kernel", {}))
+            await client.call_tool("execute_code", {"code": "'after restart'"})
+            out["status"] = json.loads(text_of(await client.call_tool("server_status", {})))
     return out
 
 
@@ -122,17 +108,18 @@ def test_one_valid_notebook_per_kernel_start_linked_and_named_in_the_tool_result
     assert f"Session notebook: {second}" in session["restart"]
     assert session["status"]["kernel"]["session_notebook"] == str(second)
     nb1, nb2 = session["nbs"]
-    assert nb1.cells[1].cell_type == "markdown" and "**read_doc** `kernel`" in nb1.cells[1].source
+    assert nb1.cells[1].metadata.biopb.setup  # what a plain kernel lacks, before the agent's cells
+    assert nb1.cells[2].cell_type == "markdown" and "**read_doc** `kernel`" in nb1.cells[2].source
     assert str(second) in nb1.cells[-1].source and nb1.cells[-1].cell_type == "markdown"
     assert str(first) in nb2.cells[0].source and nb2.cells[0].cell_type == "markdown"
-    assert [c.source for c in nb2.cells if c.cell_type == "code"] == ["'after restart'"]
+    assert [c.source for c in agent_cells(nb2)] == ["'after restart'"]
 
 
 def test_cells_in_order_with_their_outputs_full_size_images_and_doc_notes(session: dict[str, Any]) -> None:
     nb = session["nbs"][0]
     kinds = [(c.cell_type, c.source) for c in nb.cells]
     code = [src for kind, src in kinds if kind == "code"]
-    assert code == CODE == [c.source for c in agent_cells(nb)]
+    assert code[1:] == CODE == [c.source for c in agent_cells(nb)]  # after the setup cell
     read_at = next(i for i, (k, s) in enumerate(kinds) if k == "markdown" and "`measure-labels`" in s)
     write_at = next(i for i, (k, s) in enumerate(kinds) if k == "markdown" and "write_doc" in s)
     assert kinds.index(("code", SEGMENT)) < read_at < kinds.index(("code", FIGURE))

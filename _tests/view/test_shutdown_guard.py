@@ -9,7 +9,7 @@ from jupyter_client import BlockingKernelClient
 from _tests.support.processes import wait_gone
 from _tests.support.view_helpers import make_settings
 from biopb_mcp.kernel import KernelHost
-from biopb_mcp.server.kernel_text import rendered_text
+from biopb_mcp.text.kernel import rendered_text
 
 
 def run(host: KernelHost, code: str) -> str:
@@ -23,9 +23,9 @@ def test_a_raw_shutdown_request_is_refused_and_the_servers_restart_and_shutdown_
     host.start()
     client = BlockingKernelClient()
     try:
-        first = host.status()["pid"]
+        first = int(host.status().pid or 0)
         run(host, "kept = 'namespace intact'")
-        client.load_connection_file(host.status()["connection_file"])
+        client.load_connection_file(host.status().connection_file)
         client.start_channels()
         client.wait_for_ready(30)
         for restart in (False, True):
@@ -39,11 +39,11 @@ def test_a_raw_shutdown_request_is_refused_and_the_servers_restart_and_shutdown_
         assert client.get_shell_msg(timeout=30)["content"]["status"] == "error"
         assert not wait_gone(first, 1.0)
         assert "namespace intact" in run(host, "kept")
-        assert host.state == "ready" and host.status()["pid"] == first
+        assert host.state == "ready" and int(host.status().pid or 0) == first
 
         host.restart()
         assert wait_gone(first, 30)
-        second = host.status()["pid"]
+        second = int(host.status().pid or 0)
         assert second != first and "2" in run(host, "1 + 1")
         host.shutdown()
         assert wait_gone(second, 30)

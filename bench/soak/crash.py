@@ -22,8 +22,9 @@ from bench.soak.servers import RawServer
 from biopb_mcp.docs import index as index_mod
 from biopb_mcp.docs.frontmatter import parse
 from biopb_mcp.docs.resources import walk
-from biopb_mcp.docs.search import search_docs
+from biopb_mcp.docs.search.query import search_docs
 from biopb_mcp.docs.store import DocStore
+from biopb_mcp.text.doc_views import read_doc
 
 __all__ = [
     "CRASH_LINES", "Problem", "TierCheck", "big_body", "created_body", "fork_writer", "index_states",
@@ -52,7 +53,7 @@ def created_body(doc_id: str) -> str:
 def store_writer(local: str, seed: int, creates: int, ready_fd: int) -> None:
     """Child-process body for crash injection: write the big doc and create docs until killed."""
     store = DocStore(Path(local))
-    store.read_doc("index")  # seed the index before the parent starts the clock
+    read_doc(store, "index")  # seed the index before the parent starts the clock
     os.write(ready_fd, b"r")
     k = 0
     while True:

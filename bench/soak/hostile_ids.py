@@ -23,6 +23,7 @@ from hypothesis import strategies as st
 
 from biopb_mcp.docs.ids import is_valid_id
 from biopb_mcp.errors import BiopbMcpError
+from biopb_mcp.text.doc_views import read_doc
 
 __all__ = [
     "SECRET",
@@ -191,7 +192,7 @@ def store_id_round(store: Any, local: Path, doc_id: str, marker: int, tally: Cou
     problems: list[str | None] = []
     tally["ids"] += 1
     try:
-        text = store.read_doc(doc_id)
+        text = read_doc(store, doc_id)
     except Exception as exc:  # any type: the check is on it
         problems.append(refusal_problem(exc))
     else:

@@ -23,10 +23,12 @@ from typing import Any
 
 from bench.soak import crash as crashes
 from bench.soak import hostile_ids as hostile
+from bench.soak import http_flood, search_cost, servers, size_caps
 from bench.soak import noise as noisy
-from bench.soak import servers
 from bench.soak import writers as writing
+from biopb_mcp.docs.limits import FILE_MAX_BYTES
 from biopb_mcp.docs.store import DocStore
+from biopb_mcp.text.doc_views import read_doc
 
 __all__ = ["FOUND", "FULL", "QUICK", "SoakResult", "SoakScale", "run_soak"]
 
@@ -42,11 +44,22 @@ class SoakScale:
     minutes: float = 5.0
     calls: int = 1_000
     kernel_kills: int = 3
+    slowloris: int = 1_100
+    slowloris_nofile: int = 1_024
+    slowloris_close_wait: float | None = 40.0
+    malformed: int = 18_207
+    search_docs: int = 5_000
+    long_queries: int = 200
+    one_word_bytes: int = FILE_MAX_BYTES
+    costly_rounds: int = 3
+    size_writes: int = 200
     seed: int = 0
 
 
 FULL = SoakScale()
-QUICK = SoakScale(store_ids=30, mcp_ids=10, kills=4, server_kill_every=4, minutes=0.0, calls=20, kernel_kills=1)
+QUICK = SoakScale(store_ids=30, mcp_ids=10, kills=4, server_kill_every=4, minutes=0.0, calls=20, kernel_kills=1,
+                  slowloris=300, slowloris_nofile=512, slowloris_close_wait=None, malformed=300, search_docs=60,
+                  long_queries=5, one_word_bytes=200_000, costly_rounds=1, size_writes=10)
 """Seconds of each phase: the suite runs it so the soak cannot rot; it checks the harness, not the product at scale."""
 
 FOUND = {
@@ -63,6 +76,15 @@ FOUND = {
     "servers not exiting 0 on stdin EOF": "a server that hung or failed on a clean shutdown",
     "orphan kernels": "a kernel alive 5 s after its server ended",
     "orphan processes at the end": "anything of the soak's trees alive after every phase",
+    "slowloris: real requests unanswered": "a client with the token not answered while idle half-sent requests held the port",
+    "slowloris: idle connections still open after the wait": "a half-sent request the server never timed out",
+    "slowloris: tracebacks or 'Too many open files' lines logged": "the descriptor limit reached, or a traceback per failed accept",
+    "malformed flood: log or stderr grew past the bound": "a log line per malformed request (past 64 KiB over the flood)",
+    "malformed flood: log rotations": "the real log rotated away by a flood",
+    "search: queries ending past the budget": "a search answered or refused later than its budget plus a second",
+    "search: ordinary long queries refused as too costly": "a pasted passage of a doc refused instead of answered",
+    "search: plain queries refused": "a plain query refused while a costly one ran",
+    "size caps: docs or index left past a cap or unreadable": "a write that left a file no read can take back",
 }
 """What the soak looks for, each a count that must be 0."""
 
@@ -138,7 +160,7 @@ async def hostile_mcp(root: Path, scale: SoakScale, out: SoakResult) -> None:
     """Generated ids through read_doc, write_doc and resource reads of a real in-process MCP session."""
     from mcp import Client
 
-    from biopb_mcp.config import load_settings
+    from biopb_mcp.config.settings import load_settings
     from biopb_mcp.server import build_server
 
     base = root / "hostile-mcp"
@@ -222,7 +244,7 @@ async def writers(root: Path, scale: SoakScale, out: SoakResult) -> None:
     env = servers.write_config(root / "writers", f"[docs]\nhistory_keep = {keep}\n", log_level=LOG_LEVEL)
     local = Path(env["BIOPB_CONFIG_DIR"]) / "docs"
     store = DocStore(local, history_keep=keep)
-    store.read_doc("index@diff")  # seeds the local index
+    read_doc(store, "index@diff")  # seeds the local index
     small = scale.minutes <= 0
     deadline = time.monotonic() + scale.minutes * 60
     n = 0
@@ -254,10 +276,44 @@ def noise(root: Path, scale: SoakScale, out: SoakResult) -> None:
         out.counts.update(noisy.kill_with_kernel(env, root / "noise" / f"killed-{k}.log"))
 
 
+def http(root: Path, scale: SoakScale, out: SoakResult) -> None:
+    """Idle half-sent requests under a descriptor limit; then a flood of malformed requests."""
+    slow = http_flood.HttpServer(root / "http-slow", nofile=scale.slowloris_nofile)
+    try:
+        out.counts.update(http_flood.slowloris(slow, scale.slowloris, close_wait=scale.slowloris_close_wait))
+    finally:
+        slow.stop()
+    flood = http_flood.HttpServer(root / "http-flood")
+    try:
+        out.counts.update(http_flood.malformed_flood(flood, scale.malformed))
+    finally:
+        flood.stop()
+
+
+def search(root: Path, scale: SoakScale, out: SoakResult) -> None:
+    """Long pasted queries over a generated corpus; then costly queries over a doc of one word."""
+    from bench.perf_fixtures import make_tree
+
+    tree = make_tree(root / "search", n_files=scale.search_docs, doc_bytes=2_000, index_entries=150, seed=scale.seed + 5)
+    store = DocStore(tree.docs, search_db=root / "search" / "state" / "search.sqlite3", history_keep=2)
+    out.counts.update(search_cost.long_queries(store, search_cost.corpus_texts(tree.docs), scale.long_queries, scale.seed + 5))
+    out.counts["search: one-word doc written (bytes)"] = search_cost.one_word_doc(store, size=scale.one_word_bytes)
+    out.counts.update(search_cost.costly_queries(store, scale.costly_rounds))
+
+
+def caps(root: Path, scale: SoakScale, out: SoakResult) -> None:
+    """Writes at and past the size caps, then every doc and the index checked."""
+    store = DocStore(root / "caps" / "docs", history_keep=2)
+    counts, problems = size_caps.size_writes(store, scale.size_writes, scale.seed + 6)
+    out.counts.update(counts)
+    for problem in problems:
+        out.found("size caps: docs or index left past a cap or unreadable", problem)
+
+
 # --------------------------------------------------------------------------- the run
 
 
-PHASES = ("hostile-store", "hostile-mcp", "crash", "writers", "noise")
+PHASES = ("hostile-store", "hostile-mcp", "crash", "writers", "noise", "http", "search", "caps")
 
 
 def run_soak(scale: SoakScale, workdir: Path | None = None, phases: tuple[str, ...] = PHASES) -> SoakResult:
@@ -288,6 +344,12 @@ def _run_phases(root: Path, scale: SoakScale, phases: tuple[str, ...], out: Soak
                 anyio.run(writers, root, scale, out)
             elif phase == "noise":
                 noise(root, scale, out)
+            elif phase == "http":
+                http(root, scale, out)
+            elif phase == "search":
+                search(root, scale, out)
+            elif phase == "caps":
+                caps(root, scale, out)
             else:
                 raise ValueError(f"unknown phase {phase!r}; the phases are {', '.join(PHASES)}")
             out.seconds[phase] = round(time.monotonic() - t0, 1)

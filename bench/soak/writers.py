@@ -22,6 +22,7 @@ from typing import Any
 import anyio
 
 from biopb_mcp.docs.store import DocStore
+from biopb_mcp.text.doc_views import read_doc
 
 __all__ = ["Round", "RoundResult", "history_texts", "prepare_round", "retire_round", "run_round", "shared_body"]
 
@@ -35,12 +36,12 @@ def shared_body(tag: str, who: str, i: int) -> str:
 
 def history_texts(store: Any, doc_id: str) -> list[str]:
     """Every kept version's text of ``doc_id``, read through the store's public views."""
-    listing = store.read_doc(f"{doc_id}@history")
+    listing = read_doc(store, f"{doc_id}@history")
     texts = []
     for line in listing.splitlines():
         match = VERSION_LINE.match(line)
         if match:
-            view = store.read_doc(f"{doc_id}@v{match.group(1)}")
+            view = read_doc(store, f"{doc_id}@v{match.group(1)}")
             texts.append(view.split("\n\n", 1)[1])
     return texts
 

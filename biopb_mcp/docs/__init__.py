@@ -10,7 +10,9 @@ from biopb_mcp.docs.limits import (
     BODY_MAX_LINES,
     FILE_MAX_BYTES,
     ID_MAX_CHARS,
+    INDEX_MAX_BYTES,
     INDEX_MAX_ENTRIES,
+    INDEX_MAX_LINES,
     QUERY_MAX_CHARS,
 )
 from biopb_mcp.docs.store import (
@@ -24,7 +26,9 @@ __all__ = [
     "BODY_MAX_LINES",
     "FILE_MAX_BYTES",
     "ID_MAX_CHARS",
+    "INDEX_MAX_BYTES",
     "INDEX_MAX_ENTRIES",
+    "INDEX_MAX_LINES",
     "QUERY_MAX_CHARS",
     "SHIPPED_DIR",
     "DocInfo",

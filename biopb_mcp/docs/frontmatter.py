@@ -15,9 +15,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from biopb_mcp.docs import nofollow
 from biopb_mcp.docs.limits import FILE_MAX_BYTES
 from biopb_mcp.errors import DocUnreadable
+from biopb_mcp.fs import nofollow
 
 DESCRIPTION_MAX_CHARS = 200
 """An inferred description is one line; longer first paragraphs are cut here."""

@@ -23,15 +23,11 @@ import time
 from collections import OrderedDict
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
 
-from biopb_mcp.docs import nofollow
 from biopb_mcp.docs.frontmatter import decode, one_line
 from biopb_mcp.docs.limits import FILE_MAX_BYTES
 from biopb_mcp.errors import DocNotFound, DocProblem, DocUnreadable
-
-if TYPE_CHECKING:
-    from biopb_mcp.doc_messages import Calls
+from biopb_mcp.fs import nofollow
 
 logger = logging.getLogger(__name__)
 
@@ -93,11 +89,12 @@ def _version_from(line: str) -> Version | None:
     """One log line as a Version, or None when it is not exactly one (torn, hand-edited, foreign).
 
     Every field is type-checked: a line such as `"n": "zz"` parses as JSON, and once trusted it
-    broke sorting, numbering and every view of the doc for good.
+    broke sorting, numbering and every view of the doc for good. A line nested deeper than the
+    parser recurses (RecursionError) is no version either.
     """
     try:
         data = json.loads(line)
-    except ValueError:
+    except (ValueError, RecursionError):
         return None
     if not isinstance(data, dict) or data.keys() != _FIELD_TYPES.keys():
         return None
@@ -306,34 +303,3 @@ class History:
             nofollow.unlink(self.local_dir, self._rel(doc_id, f"v{old.n}.txt"))
         return version
 
-    def listing(self, doc_id: str, current: str | None, calls: Calls | None = None) -> str:
-        """The `<id>@history` view: number, time, size, source, first changed line.
-
-        `calls` names how the reader reads and restores a version; without it that line is left out.
-        """
-        kept = self.versions(doc_id)
-        if not self.enabled and not kept:
-            return f"No history for {doc_id!r}: version history is off (docs.history_keep = 0)."
-        if not kept:
-            writer = calls.writer if calls is not None else "write"
-            return f"No history for {doc_id!r} yet: versions are kept from its first {writer} on (at most {self.keep})."
-        current_sha = sha(current) if current is not None else None
-        head = (f"History of {doc_id}: {len(kept)} version{'s' if len(kept) != 1 else ''} kept "
-                f"(at most {self.keep}).")
-        if calls is not None:
-            repr_id = f'"{doc_id}"'
-            head += (f" Read one with {calls.read(f'{doc_id}@v<N>')}; restore one with "
-                     f"{calls.write(repr_id, 'body=<its text>')}.")
-        lines = [head, ""]
-        for v in kept:
-            mark = " (current)" if v is kept[-1] and v.sha == current_sha else ""
-            lines.append(f"- v{v.n}{mark} · {v.time} · {v.size:,} bytes · {v.source} · {v.change}")
-        if current is None:
-            lines += ["", "There is no local file now (it was removed by hand)."]
-        elif current_sha != kept[-1].sha:
-            lines += [
-                "",
-                f"The file on disk differs from v{kept[-1].n} (edited outside the server); it will "
-                "be kept as its own version before the next write.",
-            ]
-        return "\n".join(lines) + "\n"

@@ -8,6 +8,13 @@ BODY_MAX_LINES = 300
 INDEX_MAX_ENTRIES = 200
 """The index is inlined into every handshake; a write leaving it with more entries is refused."""
 
+INDEX_MAX_LINES = 600
+"""Lines of the index file a write may leave (entries, headings and prose together): the whole
+file is inlined into every handshake and re-parsed and diffed on every index write."""
+
+INDEX_MAX_BYTES = 100_000
+"""Bytes of the index file a write may leave, for the same reason (200 entries of long hooks fit)."""
+
 ID_MAX_CHARS = 200
 """Longest id the grammar accepts."""
 
@@ -16,3 +23,7 @@ QUERY_MAX_CHARS = 1_000
 
 FILE_MAX_BYTES = 5_000_000
 """A file bigger than this is not read as a doc (a hand-dropped dataset, not markdown)."""
+
+QUERY_BUDGET_S = 2.0
+"""Seconds a search query may spend ranking (the refresh of changed docs aside): searches queue
+behind each other, so a query that matches most of a pathological doc is stopped and refused."""

@@ -1,4 +1,5 @@
-"""Lint rules for hand-edited docs: frontmatter that will not read as written, docs nobody sees.
+"""Lint rules for hand-edited docs: frontmatter that will not read as written, docs nobody sees,
+links that land nowhere, index hooks left behind by a rewrite.
 
 The reader is tolerant on purpose (a bad frontmatter line is skipped, never fatal), so a typo
 would otherwise pass silently; ``biopb-mcp docs check`` runs these rules to say where it is.
@@ -22,12 +23,12 @@ from biopb_mcp.docs.index import IndexFile
 from biopb_mcp.docs.limits import BODY_MAX_LINES, INDEX_MAX_ENTRIES
 from biopb_mcp.docs.textdiff import line_count
 from biopb_mcp.docs.tier import walk_tier
-from biopb_mcp.errors import DocUnreadable, InvalidDocId
+from biopb_mcp.errors import BiopbMcpError, DocUnreadable, InvalidDocId
 
 if TYPE_CHECKING:
     from biopb_mcp.docs.store import DocStore
 
-__all__ = ["check", "check_warnings", "frontmatter_problems", "unsurfaced_ids"]
+__all__ = ["check", "check_warnings", "dangling_links", "frontmatter_problems", "stale_hooks", "unsurfaced_ids"]
 
 _LINK = re.compile(r"\[\[([^\[\]\s|#]+)\]\]")  # "[" excluded: a run of "[[[[" stays linear
 _CODE = re.compile(r"^(```|~~~).*?^\1[^\n]*$|`[^`\n]*`", re.DOTALL | re.MULTILINE)
@@ -87,7 +88,8 @@ def check(store: DocStore) -> list[str]:
 
 
 def check_warnings(store: DocStore) -> list[str]:
-    """What is legal but probably unintended: local docs the agent is never shown."""
+    """What is legal but probably unintended: local docs the agent is never shown, local links
+    that land nowhere, and index hooks that no longer match their doc."""
     parsed = index_mod.parse(store.index_text()[0])
     warnings = []
     for doc_id in unsurfaced_ids(parsed, store.local.ids(), store.shipped.files()):
@@ -97,8 +99,63 @@ def check_warnings(store: DocStore) -> list[str]:
             f"'{index_mod.entry_line(doc_id, hook)}' to {store.index_path}, or its id to the "
             "ignored: line to hide it on purpose."
         )
+    return warnings + dangling_links(store) + stale_hooks(store, parsed)
+
+
+def dangling_links(store: DocStore) -> list[str]:
+    """Links in local docs to ids no tier holds: allowed (a doc the agent means to write), but a
+    link the agent follows lands on "unknown id", so each is said once."""
+    known = set(store.shipped.files()) | set(store.local.ids()) | {INDEX_ID}
+    warnings = []
+    for doc_id, path in walk_tier(store.local_dir):
+        if doc_id is None or doc_id == INDEX_ID:
+            continue
+        try:
+            body = parse(read_text(path)).body
+        except (OSError, DocUnreadable):
+            continue  # check() reports it
+        for target in dict.fromkeys(_LINK.findall(_CODE.sub("", body))):
+            if target.split("@", 1)[0] not in known:
+                warnings.append(f"local: {doc_id} links [[{target}]], which is no doc in either tier; "
+                                f"write {target}, or fix the link (a dangling link is allowed).")
     return warnings
 
+
+_WORD = re.compile(r"[a-z0-9]+")
+_COMMON = frozenset(
+    "about after also asks before both does each from have into just like make more only over some "
+    "such than that their them then there these they this those under user very want wants what when "
+    "where which while with without your using used".split()
+)
+"""Words too common to tie an index hook to its doc."""
+
+
+def _key_words(text: str) -> set[str]:
+    """Content words of at least 4 letters, cut to 5 (so 'nuclei' meets 'nucleus', 'segment' meets
+    'segmentation')."""
+    return {w[:5] for w in _WORD.findall(text.lower()) if len(w) >= 4 and w not in _COMMON}
+
+
+def stale_hooks(store: DocStore, index: IndexFile) -> list[str]:
+    """Index entries whose hook shares no key word with their doc's title and description: the
+    doc was probably rewritten under the line, which now leads the agent to it for the old job."""
+    warnings = []
+    for entry in index.entries:
+        hook_words = _key_words(entry.hook) if not entry.collection else set()
+        if not hook_words or entry.doc_id == INDEX_ID:
+            continue
+        try:
+            info = store.info(entry.doc_id)
+        except BiopbMcpError:
+            continue  # a missing or unreadable doc is check()'s problem
+        if hook_words & _key_words(f"{info.title} {info.description}"):
+            continue
+        warnings.append(
+            f"index line {entry.line + 1}: the hook of {entry.doc_id} ({entry.hook!r}) shares no word with "
+            f"the doc's title and description ({info.title!r}: {info.description!r}); if the doc was "
+            "rewritten, update the line to say when to use it now."
+        )
+    return warnings
 
 
 def frontmatter_problems(text: str) -> list[str]:

@@ -17,8 +17,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from biopb_mcp.docs import nofollow
-from biopb_mcp.docs.atomic import write_atomic
+from biopb_mcp.fs import nofollow
+from biopb_mcp.fs.atomic import write_atomic
 
 logger = logging.getLogger(__name__)
 

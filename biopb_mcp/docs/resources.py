@@ -11,7 +11,7 @@ Cost per page: the sorted listed ids, a bisect to the cursor, then the entries o
 by stats, so a page stays cheap with 10,000 listed docs; the caches never decide what a cursor
 means.
 
-This module imports nothing from mcp: ``biopb_mcp.server.resources`` adapts it to the protocol.
+This module imports nothing from mcp: ``biopb_mcp.server.resources.handlers`` adapts it to the protocol.
 """
 
 from __future__ import annotations
@@ -23,10 +23,10 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from biopb_mcp.docs.filecache import FileCache, stamps
 from biopb_mcp.docs.ids import check_id
 from biopb_mcp.docs.store import DocStore
 from biopb_mcp.errors import DocError, InvalidDocId
+from biopb_mcp.fs.stamps import FileCache, stamps
 
 logger = logging.getLogger(__name__)
 

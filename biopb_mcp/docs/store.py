@@ -18,20 +18,17 @@ import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import biopb_mcp
 from biopb_mcp.docs import index as index_mod
 from biopb_mcp.docs import lint, views, writes
 from biopb_mcp.docs import manifest as manifest_mod
-from biopb_mcp.docs.atomic import sweep_stale_temps, tier_lock, write_atomic
-from biopb_mcp.docs.filecache import FileCache, Stamp, stamp, stamp_of
 from biopb_mcp.docs.frontmatter import Parsed, parse
 from biopb_mcp.docs.history import History
 from biopb_mcp.docs.ids import INDEX_ID, check_id, check_write_id, parse_ref
 from biopb_mcp.docs.limits import BODY_MAX_LINES, INDEX_MAX_ENTRIES
 from biopb_mcp.docs.tier import Found, Peeked, Tier
-from biopb_mcp.docs.views import ORIGIN_LOCAL, ORIGIN_SHADOW, ORIGIN_SHIPPED
+from biopb_mcp.docs.views import Origin, View
 from biopb_mcp.docs.writes import WriteResult
 from biopb_mcp.errors import (
     DocError,
@@ -41,11 +38,10 @@ from biopb_mcp.errors import (
     InvalidDocId,
     WriteRefused,
 )
+from biopb_mcp.fs.atomic import sweep_stale_temps, tier_lock, write_atomic
+from biopb_mcp.fs.stamps import FileCache, Stamp, stamp, stamp_of
 
-if TYPE_CHECKING:
-    from biopb_mcp.doc_messages import Calls
-
-__all__ = ["ORIGIN_LOCAL", "ORIGIN_SHADOW", "ORIGIN_SHIPPED", "SHIPPED_DIR", "DocInfo",
+__all__ = ["SHIPPED_DIR", "DocInfo",
            "DocStore", "WriteResult"]
 
 logger = logging.getLogger(__name__)
@@ -69,7 +65,7 @@ class DocInfo:
     doc_id: str
     title: str
     description: str
-    origin: str
+    origin: Origin
     updated: str
     packages: list[str]
     path: Path
@@ -251,7 +247,7 @@ class DocStore:
                         pending.append(entry.path)
         return files, folders, linked
 
-    def doc_entries(self) -> list[tuple[str, str, str]]:
+    def doc_entries(self) -> list[tuple[str, str, Origin]]:
         """`(id, file path, origin)` of every doc, shadowing applied, from one walk per tier.
 
         What search and other whole-corpus views read: the same walk as `doc_ids`, so a view never
@@ -259,9 +255,9 @@ class DocStore:
         """
         local = self.local.files()
         shipped = self.shipped_files()
-        out = [(doc_id, path, ORIGIN_SHIPPED) for doc_id, path in shipped.items() if doc_id not in local]
+        out = [(doc_id, path, Origin.SHIPPED) for doc_id, path in shipped.items() if doc_id not in local]
         out += [
-            (doc_id, path, ORIGIN_SHADOW if doc_id in shipped else ORIGIN_LOCAL) for doc_id, path in local.items()
+            (doc_id, path, Origin.SHADOW if doc_id in shipped else Origin.LOCAL) for doc_id, path in local.items()
         ]
         return out
 
@@ -273,7 +269,7 @@ class DocStore:
 
     # ----------------------------------------------------------------- which doc wins
 
-    def _locate(self, doc_id: str) -> tuple[str, Path]:
+    def _locate(self, doc_id: str) -> tuple[Origin, Path]:
         """(origin, path) of the doc that wins for `doc_id`: local over shipped, without reading it.
 
         The shadowing rule, written only here. Something at the local path wins even when it
@@ -287,21 +283,21 @@ class DocStore:
         local = self.local.path(doc_id)
         if os.path.exists(local):
             shadow = self.has_shipped(doc_id)
-            return (ORIGIN_SHADOW if shadow else ORIGIN_LOCAL), local
+            return (Origin.SHADOW if shadow else Origin.LOCAL), local
         shipped = self.shipped.path(doc_id)
         if not self.withholds(doc_id) and os.path.exists(shipped):
-            return ORIGIN_SHIPPED, shipped
+            return Origin.SHIPPED, shipped
         raise self.not_found(doc_id)
 
-    def _tier_of(self, origin: str) -> Tier:
-        return self.shipped if origin == ORIGIN_SHIPPED else self.local
+    def _tier_of(self, origin: Origin) -> Tier:
+        return self.shipped if origin == Origin.SHIPPED else self.local
 
-    def _resolve(self, doc_id: str) -> tuple[str, str, Path]:
+    def _resolve(self, doc_id: str) -> tuple[str, Origin, Path]:
         """(text, origin, path) of the doc that wins for `doc_id` (see `_locate`)."""
         origin, path = self._locate(doc_id)
         try:
             text = self._tier_of(origin).read(doc_id)
-            return (self._shown(text) if origin == ORIGIN_SHIPPED else text), origin, path
+            return (self._shown(text) if origin == Origin.SHIPPED else text), origin, path
         except FileNotFoundError:  # removed since _locate looked
             raise self.not_found(doc_id) from None
 
@@ -352,11 +348,9 @@ class DocStore:
 
     # ----------------------------------------------------------------- reading
 
-    def read_doc(self, ref: str, calls: Calls | None = None) -> str:
-        """`index`, `<id>`, `<id>@diff`, `<id>@history` or `<id>@v<N>`, as its reader reads it.
-
-        `calls` (from `doc_messages`: the agent's tool calls or the terminal's commands) words the
-        next steps the views suggest; without it the views state only facts.
+    def view(self, ref: str) -> View:
+        """`index`, `<id>`, `<id>@diff`, `<id>@history` or `<id>@v<N>` as facts (``docs.views``);
+        ``biopb_mcp.text.doc_views`` words them for a reader.
 
         Raises:
             InvalidDocId: outside the grammar, an unknown view, or a path leaving its tier.
@@ -365,21 +359,21 @@ class DocStore:
         """
         r = parse_ref(ref)
         if r.doc_id == INDEX_ID and r.view is None:
-            return self.render_index()
+            return views.IndexPage(self.render_index())
         self._ensure()
         if r.view == "history":
-            return views.history_view(self, r.doc_id, calls)
+            return views.history_page(self, r.doc_id)
         if r.view == "version":
             assert r.version is not None
-            return views.version_view(self, r.doc_id, r.version, calls)
+            return views.version_page(self, r.doc_id, r.version)
         if r.doc_id == INDEX_ID:
-            return views.index_diff_view(self)
+            return views.index_diff_page(self)
         if r.view == "diff":
-            return views.diff_view(self, r.doc_id, calls)
+            return views.diff_page(self, r.doc_id)
         text, origin, path = self._resolve(r.doc_id)
-        return views.doc_view(self, r.doc_id, origin, path, text, calls)
+        return views.doc_page(self, r.doc_id, origin, path, text)
 
-    def doc_text(self, doc_id: str) -> tuple[str, str]:
+    def doc_text(self, doc_id: str) -> tuple[str, Origin]:
         """(file text without read_doc's header, origin) of the doc that wins for `doc_id`.
 
         The text is exactly what read_doc shows under its header, frontmatter included.
@@ -573,7 +567,7 @@ class DocStore:
         """Ids the rendered index lists that resolve: entries in index order, then the tails."""
         return self._render_parts()[1]
 
-    def surfaced_ids(self, walked: list[tuple[str, str, str]] | None = None) -> frozenset[str]:
+    def surfaced_ids(self, walked: list[tuple[str, str, Origin]] | None = None) -> frozenset[str]:
         """Ids the index surfaces: resolving entries, docs under a listed collection (`- x/:`),
         the New-shipped tail and the stale tail. What search covers.
 
@@ -587,9 +581,9 @@ class DocStore:
             shipped = self.shipped_files()
             local = set(self.local.ids())
         else:
-            shipped = {i: p for i, p, origin in walked if origin == ORIGIN_SHIPPED}
-            shipped.update({i: "" for i, _, origin in walked if origin == ORIGIN_SHADOW})
-            local = {i for i, _, origin in walked if origin != ORIGIN_SHIPPED}
+            shipped = {i: p for i, p, origin in walked if origin == Origin.SHIPPED}
+            shipped.update({i: "" for i, _, origin in walked if origin == Origin.SHADOW})
+            local = {i for i, _, origin in walked if origin != Origin.SHIPPED}
         every = local | set(shipped)
         ignored = set(parsed.ignored)
         entries = parsed.entry_ids

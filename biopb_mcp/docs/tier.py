@@ -16,11 +16,11 @@ from enum import Enum
 from functools import lru_cache
 from pathlib import Path
 
-from biopb_mcp.docs import nofollow
-from biopb_mcp.docs.filecache import Stamp, stamp_of
 from biopb_mcp.docs.frontmatter import read_text_at, read_text_in
 from biopb_mcp.docs.ids import DOC_SUFFIX, INDEX_ID, check_id, is_valid_id
 from biopb_mcp.errors import DocProblem, DocUnreadable, InvalidDocId
+from biopb_mcp.fs import nofollow
+from biopb_mcp.fs.stamps import Stamp, stamp_of
 
 __all__ = ["Found", "Peeked", "Tier", "doc_path", "scan_tier", "walk_tier"]
 

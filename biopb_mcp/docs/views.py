@@ -1,31 +1,53 @@
-"""The read views of a doc: as read (header + text), `@diff`, `@history` and `@v<N>`.
+"""The read views of a doc as facts: as read, `@diff`, `@history`, `@v<N>`, and the index.
 
-The next step a view suggests (how to read another view, how to restore) depends on who reads it,
-an agent or a person at a terminal: the caller passes that vocabulary in as `calls`; without it
-the views state only facts.
+The store answers a reference (`index`, `<id>`, `<id>@diff`, `<id>@history`, `<id>@v<N>`) with
+one of these; ``biopb_mcp.text.doc_views`` words them for their reader (an agent is told the
+tool call to make next, a person at a terminal the command).
 """
 
 from __future__ import annotations
 
 import os
 import time
+from dataclasses import dataclass
+from enum import StrEnum
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from biopb_mcp.docs.frontmatter import parse
+from biopb_mcp.docs.history import sha
 from biopb_mcp.docs.ids import INDEX_ID
 from biopb_mcp.docs.textdiff import unified_diff
 
 if TYPE_CHECKING:
-    from biopb_mcp.doc_messages import Calls
+    from biopb_mcp.docs.history import Version
     from biopb_mcp.docs.store import DocStore
 
-__all__ = ["ORIGIN_LOCAL", "ORIGIN_SHADOW", "ORIGIN_SHIPPED", "diff_view", "doc_view", "history_view",
-           "index_diff_view", "version_view", "when"]
+__all__ = [
+    "DiffPage",
+    "DocPage",
+    "HistoryPage",
+    "IndexDiffPage",
+    "IndexPage",
+    "Origin",
+    "VersionPage",
+    "View",
+    "diff_page",
+    "doc_page",
+    "history_page",
+    "index_diff_page",
+    "version_page",
+    "when",
+]
 
-ORIGIN_SHIPPED = "shipped"
-ORIGIN_LOCAL = "local"
-ORIGIN_SHADOW = "local (shadows shipped)"
+
+class Origin(StrEnum):
+    """Where the doc that wins for an id sits: derived from the tiers, never stored."""
+
+    SHIPPED = "shipped"
+    LOCAL = "local"
+    SHADOW = "shadow"
+    """A local copy of a shipped doc: it wins over the shipped text."""
 
 
 def when(epoch: float) -> str:
@@ -33,77 +55,113 @@ def when(epoch: float) -> str:
     return time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(epoch))
 
 
-def doc_view(store: DocStore, doc_id: str, origin: str, path: Path, text: str, calls: Calls | None = None) -> str:
-    """A doc as read: one header line (id, origin, when it was updated), a blank line, the text."""
+@dataclass(frozen=True)
+class IndexPage:
+    """`index`: the rendered index."""
+
+    text: str
+
+
+@dataclass(frozen=True)
+class DocPage:
+    """A doc as read: its text and where it comes from.
+
+    ``updated`` is the frontmatter's date, else the file's time; None for a shipped doc with no
+    date (a shipped file's mtime is when this copy was installed, not when it was written): it
+    is then of ``release``.
+    """
+
+    doc_id: str
+    origin: Origin
+    text: str
+    updated: str | None
+    release: str
+
+
+@dataclass(frozen=True)
+class DiffPage:
+    """`<id>@diff`: a local copy against the shipped text of this release (``diff`` empty when
+    they are equal, or when one side is missing)."""
+
+    doc_id: str
+    has_local: bool
+    has_shipped: bool
+    diff: str
+
+
+@dataclass(frozen=True)
+class IndexDiffPage:
+    """`index@diff`: the local index against the one this release ships."""
+
+    diff: str
+
+
+@dataclass(frozen=True)
+class HistoryPage:
+    """`<id>@history`: the kept versions, oldest first, and how the file on disk relates to them.
+
+    ``shipped_only``: no local copy was ever written (the shipped text is all there is).
+    ``current_sha``: the hash of the file on disk, None when there is no local file.
+    """
+
+    doc_id: str
+    versions: list[Version]
+    keep: int
+    enabled: bool
+    shipped_only: bool
+    current_sha: str | None
+
+
+@dataclass(frozen=True)
+class VersionPage:
+    """`<id>@v<N>`: one kept version and its text."""
+
+    doc_id: str
+    version: Version
+    text: str
+
+
+View = IndexPage | DocPage | DiffPage | IndexDiffPage | HistoryPage | VersionPage
+
+
+def doc_page(store: DocStore, doc_id: str, origin: Origin, path: Path, text: str) -> DocPage:
     updated = parse(text).updated
-    if updated is None and origin == ORIGIN_SHIPPED:
-        # a shipped file's mtime is when this copy was installed or cloned, not when it was written
-        header = f"{doc_id} — {origin} with biopb-mcp {store.version}"
-    else:
-        if updated is None:
-            try:
-                updated = when(os.stat(path).st_mtime)
-            except OSError:
-                updated = "unknown"
-        header = f"{doc_id} — {origin}, updated {updated}"
-        if origin == ORIGIN_SHADOW and calls is not None:
-            header += f"; {calls.read(doc_id + '@diff')} compares it with the shipped text"
-    return header + "\n\n" + text
+    if updated is None and origin != Origin.SHIPPED:
+        try:
+            updated = when(os.stat(path).st_mtime)
+        except OSError:
+            updated = "unknown"
+    return DocPage(doc_id, origin, text, updated, store.version)
 
 
-def diff_view(store: DocStore, doc_id: str, calls: Calls | None = None) -> str:
-    """`<id>@diff`: a local copy against the shipped text of this release."""
+def diff_page(store: DocStore, doc_id: str) -> DiffPage:
     local = store.read_local(doc_id)
     shipped = store.read_shipped(doc_id)
     if local is None and shipped is None:
         raise store.not_found(doc_id)
-    if local is None:
-        reads = f"{calls.read(doc_id)} returns" if calls is not None else "it reads as"
-        return f"{doc_id} has no local copy: {reads} the shipped text itself.\n"
-    if shipped is None:
-        return f"{doc_id} is a local doc with no shipped counterpart: there is nothing to diff against.\n"
-    header = (
-        f"{doc_id}@diff — your local copy against the shipped text of this release. The manifest "
-        "keeps hashes, not old texts, so this diff mixes your own edits with the release's "
-        "changes: '-' lines are only in the shipped text, '+' lines only in your copy."
-    )
-    body = unified_diff(shipped, local, f"{doc_id} (shipped)", f"{doc_id} (local copy)")
-    return header + "\n\n" + (body if body else "(no differences: the copy equals the shipped text)") + "\n"
+    body = ""
+    if local is not None and shipped is not None:
+        body = unified_diff(shipped, local, f"{doc_id} (shipped)", f"{doc_id} (local copy)")
+    return DiffPage(doc_id, local is not None, shipped is not None, body)
 
 
-def index_diff_view(store: DocStore) -> str:
-    """`index@diff`: the local index against the one this release ships."""
+def index_diff_page(store: DocStore) -> IndexDiffPage:
     local = store.index_text()[0]
     shipped = store.shipped_index_text()
-    body = unified_diff(shipped, local, "index (shipped)", "index (local)")
-    return (
-        "index@diff — your local index against the index this release ships.\n\n"
-        + (body if body else "(no differences)")
-        + "\n"
-    )
+    return IndexDiffPage(unified_diff(shipped, local, "index (shipped)", "index (local)"))
 
 
-def history_view(store: DocStore, doc_id: str, calls: Calls | None = None) -> str:
-    """`<id>@history`: the kept versions, newest last."""
+def history_page(store: DocStore, doc_id: str) -> HistoryPage:
     current = store.index_text()[0] if doc_id == INDEX_ID else store.read_local(doc_id)
-    if doc_id != INDEX_ID and current is None and not store.history.versions(doc_id):
-        if not store.has_shipped(doc_id):
-            raise store.not_found(doc_id)
-        return (
-            f"No history for {doc_id!r}: it has no local copy yet (it is the shipped text). "
-            f"Versions are kept from its first {calls.writer if calls is not None else 'write'} on.\n"
-        )
-    return store.history.listing(doc_id, current, calls)
+    history = store.history
+    kept = history.versions(doc_id)
+    shipped_only = doc_id != INDEX_ID and current is None and not kept
+    if shipped_only and not store.has_shipped(doc_id):
+        raise store.not_found(doc_id)
+    return HistoryPage(doc_id, kept, history.keep, history.enabled, shipped_only,
+                       sha(current) if current is not None else None)
 
 
-def version_view(store: DocStore, doc_id: str, n: int, calls: Calls | None = None) -> str:
-    """`<id>@v<N>`: one kept version, with how to restore it."""
+def version_page(store: DocStore, doc_id: str, n: int) -> VersionPage:
     version, text = store.history.read(doc_id, n)
-    header = (
-        f"{doc_id}@v{n} — version {n}, saved {version.time} ({version.source}, "
-        f"{version.size:,} bytes)."
-    )
-    if calls is not None:
-        restore = calls.write(f'"{doc_id}"', "body=<the text below>")
-        header += f" Restore it with {restore}."
-    return header + "\n\n" + text
+    return VersionPage(doc_id, version, text)

@@ -8,24 +8,25 @@ the local tier's lock (`DocStore.write_doc` takes it).
 from __future__ import annotations
 
 import contextlib
+import functools
 import logging
 import os
 import time
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from biopb_mcp.docs import index as index_mod
-from biopb_mcp.docs import nofollow
-from biopb_mcp.docs.atomic import write_atomic
 from biopb_mcp.docs.frontmatter import decode, normalize, parse
 from biopb_mcp.docs.history import SOURCE_HAND_EDIT, SOURCE_SHIPPED, SOURCE_WRITE
 from biopb_mcp.docs.ids import INDEX_ID
-from biopb_mcp.docs.limits import BODY_MAX_LINES, FILE_MAX_BYTES, INDEX_MAX_ENTRIES
+from biopb_mcp.docs.limits import BODY_MAX_LINES, FILE_MAX_BYTES, INDEX_MAX_BYTES, INDEX_MAX_ENTRIES, INDEX_MAX_LINES
 from biopb_mcp.docs.textdiff import line_count, matches, unified_diff
 from biopb_mcp.errors import DocError, DocProblem, DocUnreadable, WriteRefused
+from biopb_mcp.fs import nofollow
+from biopb_mcp.fs.atomic import write_atomic
 
 if TYPE_CHECKING:
     from biopb_mcp.docs.store import DocStore
@@ -37,21 +38,37 @@ logger = logging.getLogger(__name__)
 
 @dataclass(frozen=True)
 class WriteResult:
-    """What a write did, as data: an adapter words it for its reader."""
+    """What a write did, as data: an adapter words it for its reader.
+
+    The diffs are computed when first read, i.e. after the store has released the tier lock: a
+    diff of a long text must not hold every other writer out.
+    """
 
     doc_id: str
     created: bool
     changed: bool
-    diff: str = ""
-    """Unified diff of the doc (of the index, for an index write); empty when nothing changed."""
     from_shipped: bool = False
     """The text written over was the shipped one: a created local copy, or no change to it."""
     kept_hand_edit: int | None = None
     """The version a hand edit found on disk was kept as before the write."""
-    index_diff: str | None = None
-    """The new doc's index line, appended under the Unfiled heading, as a diff of the index."""
     index_entries: int | None = None
     """Entries in the index after an index write."""
+    diff_of: tuple[str, str, str, str] | None = field(default=None, repr=False)
+    """(before, after, before name, after name) of the doc (of the index, for an index write)."""
+    index_diff_of: tuple[str, str] | None = field(default=None, repr=False)
+    """(before, after) of the index, when a new doc's line was appended to it."""
+
+    @functools.cached_property
+    def diff(self) -> str:
+        """Unified diff of the doc (of the index, for an index write); empty when nothing changed."""
+        return "" if self.diff_of is None else unified_diff(*self.diff_of)
+
+    @functools.cached_property
+    def index_diff(self) -> str | None:
+        """The new doc's index line, appended under the Unfiled heading, as a diff of the index."""
+        if self.index_diff_of is None:
+            return None
+        return unified_diff(*self.index_diff_of, "index (before)", "index (after)")
 
 
 def check_args(body: str | None, old: str | None, new: str | None) -> None:
@@ -126,6 +143,15 @@ def _apply(doc_id: str, base: str | None, body: str | None, old: str | None, new
 
 
 def _check_body_cap(doc_id: str, text: str) -> None:
+    """Refuse a doc text over the caps: checked on the text as it would be written (normalised,
+    newline-terminated, replaced), since a file over FILE_MAX_BYTES could never be read again."""
+    size = len(text.encode("utf-8", "surrogatepass"))
+    if size > FILE_MAX_BYTES:
+        raise WriteRefused(
+            f"{doc_id!r} would be {size:,} bytes; a doc file may have at most {FILE_MAX_BYTES:,}. "
+            "Nothing was changed. Split it into docs that link each other with [[id]], or tighten it.",
+            kind=DocProblem.BODY_TOO_BIG, doc_id=doc_id, count=size, limit=FILE_MAX_BYTES,
+        )
     lines = line_count(text)
     if lines > BODY_MAX_LINES:
         raise WriteRefused(
@@ -135,8 +161,10 @@ def _check_body_cap(doc_id: str, text: str) -> None:
         )
 
 
-def _check_index_cap(old_count: int, new_count: int) -> None:
-    # A write that shrinks an over-cap index (a hand edit) stays allowed, so it can be fixed.
+def _check_index_cap(before: str, after: str) -> None:
+    """Refuse an index text over a cap (entries, lines, bytes). A write that does not grow an
+    over-cap measure (a hand edit made it so) stays allowed, so the index can be fixed."""
+    old_count, new_count = index_mod.parse(before).entry_count, index_mod.parse(after).entry_count
     if new_count > INDEX_MAX_ENTRIES and new_count > old_count:
         raise WriteRefused(
             f"The index would have {new_count} entries; the cap is {INDEX_MAX_ENTRIES}. Nothing "
@@ -144,6 +172,16 @@ def _check_index_cap(old_count: int, new_count: int) -> None:
             "or move shipped ids to the `ignored:` line.",
             kind=DocProblem.INDEX_CAP, doc_id=INDEX_ID, count=new_count, limit=INDEX_MAX_ENTRIES,
         )
+    for measure, limit, size_of in (("lines", INDEX_MAX_LINES, line_count),
+                                    ("bytes", INDEX_MAX_BYTES, lambda t: len(t.encode("utf-8", "surrogatepass")))):
+        new_size = size_of(after)
+        if new_size > limit and new_size > size_of(before):
+            raise WriteRefused(
+                f"The index would be {new_size:,} {measure}; the index may have at most {limit:,} "
+                f"{measure}. Nothing was changed. Keep it to entry lines and short headings: move "
+                "prose into a doc of its own and link it from an entry.",
+                kind=DocProblem.INDEX_CAP, doc_id=INDEX_ID, count=new_size, limit=limit, measure=measure,
+            )
 
 
 def strip_render_marks(index_text: str) -> str:
@@ -191,10 +229,10 @@ def write_doc(store: DocStore, doc_id: str, body: str | None, old: str | None, n
         index_before = _index_text_for_write(store)
         parsed_index = index_mod.parse(index_before)
         if doc_id not in parsed_index.entry_ids:
-            _check_index_cap(parsed_index.entry_count, parsed_index.entry_count + 1)
             info = parse(after)
             hook = info.description or info.title or doc_id
             index_after = index_mod.append_unfiled(index_before, index_mod.entry_line(doc_id, hook))
+            _check_index_cap(index_before, index_after)
     # Everything is checked: now write, history first so a hand edit is never lost.
     kept: int | None = None
     if current is not None:
@@ -207,13 +245,13 @@ def write_doc(store: DocStore, doc_id: str, body: str | None, old: str | None, n
     before_name = f"{doc_id} (shipped)" if created and shipped is not None else f"{doc_id} (before)"
     if created and shipped is None:
         before_name = "/dev/null"
-    index_diff: str | None = None
+    index_diff_of: tuple[str, str] | None = None
     if index_after is not None and index_before is not None:
         _store_index(store, index_before, index_after)
-        index_diff = unified_diff(index_before, index_after, "index (before)", "index (after)")
+        index_diff_of = (index_before, index_after)
     return WriteResult(
-        doc_id, created=created, changed=True, diff=unified_diff(before, after, before_name, f"{doc_id} (after)"),
-        from_shipped=created and shipped is not None, kept_hand_edit=kept, index_diff=index_diff,
+        doc_id, created=created, changed=True, diff_of=(before, after, before_name, f"{doc_id} (after)"),
+        from_shipped=created and shipped is not None, kept_hand_edit=kept, index_diff_of=index_diff_of,
     )
 
 
@@ -231,12 +269,10 @@ def write_index(store: DocStore, body: str | None, old: str | None, new: str | N
     after = strip_render_marks(_apply(INDEX_ID, base, body, old, new))
     if after == base and current is not None:
         return WriteResult(INDEX_ID, created=False, changed=False)
-    old_count = index_mod.parse(base).entry_count
-    new_count = index_mod.parse(after).entry_count
-    _check_index_cap(old_count, new_count)
+    _check_index_cap(base, after)
     _store_index(store, current, after)
-    return WriteResult(INDEX_ID, created=False, changed=True, index_entries=new_count,
-                       diff=unified_diff(base, after, "index (before)", "index (after)"))
+    return WriteResult(INDEX_ID, created=False, changed=True, index_entries=index_mod.parse(after).entry_count,
+                       diff_of=(base, after, "index (before)", "index (after)"))
 
 
 def _keep_hand_edit(store: DocStore, doc_id: str, current: str, path: Path) -> int | None:

@@ -24,8 +24,9 @@ Public API (see the docstrings in ``host.py`` and ``executions.py`` for details)
     host.render(ex, offset=0) -> Rendered   # one bounded page + images of an execution, as data
     host.poll(job_id, offset=0) -> Rendered # same, by id, header set; JobNotFound
     host.inspect(path) -> str            # type, repr, signature, doc, shape/dtype; KernelBusy
+    host.query(expr) -> Any              # a JSON value from an idle kernel; KernelBusy / KernelNotReady
     host.query_when_idle(expr) -> Any    # a JSON value from an idle kernel, else None at once
-    host.status() -> dict                # state, pid, connection file, job, plugins, paths
+    host.status() -> KernelStatus        # state, pid, connection file, job, plugins, paths
     host.shutdown() -> None              # idempotent; kills the kernel's process group
 
 Typical flow of a caller that runs code::
@@ -51,7 +52,7 @@ from __future__ import annotations
 
 from biopb_mcp.kernel.executions import Execution, Rendered
 from biopb_mcp.kernel.host import Interruption, KernelHost, KernelStart, StartOutcome
-from biopb_mcp.kernel.states import ExecutionStatus, KernelState
+from biopb_mcp.kernel.states import ExecutionStatus, KernelState, KernelStatus
 
 __all__ = [
     "Execution",
@@ -60,6 +61,7 @@ __all__ = [
     "KernelHost",
     "KernelStart",
     "KernelState",
+    "KernelStatus",
     "Rendered",
     "StartOutcome",
 ]

@@ -25,12 +25,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from biopb_mcp.errors import KernelError
+from biopb_mcp.fs.runtime import pid_alive
 from biopb_mcp.kernel.existing import find_existing, read_connection_info
 from biopb_mcp.kernel.process import Connection, KernelProcess, StartFailed
-from biopb_mcp.runtime_files import pid_alive
 
 if TYPE_CHECKING:
-    from biopb_mcp.config import Settings
+    from biopb_mcp.config.settings import Settings
 
 logger = logging.getLogger(__name__)
 
@@ -261,11 +261,9 @@ class AttachedKernel(KernelProcess):
         out.update(
             pid=self._pid if self._pid is not None else self.reported_pid,
             mode="attached",
-            owner="its frontend (a notebook, console or remote Jupyter); this server only joined it",
             existing=self.spec,
             kernel_host=self.host,
-            interrupt=("signal" if self.interrupt_mode == "signal" and self._pid is not None
-                       else "interrupt_request on the control channel"),
+            interrupt="signal" if self.interrupt_mode == "signal" and self._pid is not None else "interrupt_request",
         )
         return out
 

@@ -111,11 +111,15 @@ class KernelChannels:
         timeout: float,
         *,
         want_idle: bool = False,
+        nudge_after: float | None = None,
     ) -> dict[str, Any] | None:
         """Send a request and wait for its reply message; None on timeout or kernel death.
 
         With ``want_idle`` the call also waits for the kernel's iopub ``idle`` status for this
-        request, which proves the iopub subscription is live (zmq's slow-joiner problem).
+        request, which proves the iopub subscription is live (zmq's slow-joiner problem). With
+        ``nudge_after``, a request still unanswered after that many seconds is followed by a
+        ``kernel_info_request`` on the same channel: a kernel idling in a GUI toolkit's loop
+        (``%gui qt``) can miss that a request arrived, and the next message wakes it.
         """
         msg = self.new_msg(msg_type, content)
         msg_id = str(msg["header"]["msg_id"])
@@ -126,7 +130,10 @@ class KernelChannels:
             self._enqueue(channel, msg)
             if self.closed.is_set():
                 return None
-            pending.event.wait(timeout)
+            first = timeout if nudge_after is None else min(nudge_after, timeout)
+            if not pending.event.wait(first) and first < timeout:
+                self._enqueue(channel, self.new_msg("kernel_info_request", {}))
+                pending.event.wait(timeout - first)
             return pending.reply if pending.event.is_set() else None
         finally:
             with self._pending_lock:

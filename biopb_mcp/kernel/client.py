@@ -10,6 +10,8 @@ keep counting and finished executions stay pageable after a restart.
 from __future__ import annotations
 
 import base64
+import contextlib
+import dataclasses
 import logging
 import os
 import re
@@ -22,15 +24,15 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from biopb_mcp.errors import JobNotFound, KernelBusy, KernelError
-from biopb_mcp.kernel import rendering
+from biopb_mcp.kernel import image_files, inspection, rendering
 from biopb_mcp.kernel.channels import KernelChannels
 from biopb_mcp.kernel.executions import Execution, Rendered
 from biopb_mcp.kernel.process import StartFailed
 from biopb_mcp.kernel.states import ExecutionStatus, KernelState
 
 if TYPE_CHECKING:
-    from biopb_mcp.config import Settings
-    from biopb_mcp.record import SessionRecorder
+    from biopb_mcp.config.settings import Settings
+    from biopb_mcp.kernel.notebook import SessionRecorder
 
 logger = logging.getLogger(__name__)
 
@@ -50,6 +52,10 @@ MAX_KEPT_CHARS = 256 * 1024 * 1024
 MAX_KEPT_IMAGE_BYTES = 64 * 1024 * 1024
 """Total bytes of inline images kept across finished executions (they stay pageable by job id);
 past it the oldest executions are forgotten, as for text."""
+
+NUDGE_AFTER = 0.25
+"""Seconds after which an unanswered query is followed by a message that wakes a kernel idling in
+Qt's loop (``%gui qt``: napari in a user's notebook), which can miss that the query arrived."""
 
 _PATH_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*")
 
@@ -86,6 +92,8 @@ class KernelClient:
         self._by_msg: dict[str, Execution] = {}
         self._current: Execution | None = None
         self._counter = 0
+        self._nudged: set[str] = set()
+        """msg_ids of executions whose start ``wait`` has watched (each is nudged at most once)."""
         self._image_stem = f"{os.getpid()}-{uuid.uuid4().hex[:6]}"
         """Prefix of saved images: job ids restart at job-1 in every server sharing the state dir."""
 
@@ -107,6 +115,8 @@ class KernelClient:
         channels = KernelChannels(dict(info), on_message=on_message, is_alive=is_alive, on_death=on_death)
         with self._lock:
             self._channels, self._open = channels, False
+        # images saved by earlier runs (every server of the state dir saves there): bounded at each start
+        image_files.for_dir(Path(self._settings.state_dir) / "images").sweep()
 
     def open(self) -> None:
         """Accept code from now on (the kernel is ready)."""
@@ -120,6 +130,7 @@ class KernelClient:
             self._open = False
             current, self._current = self._current, None
             self._by_msg.clear()
+            self._nudged.clear()
         if current is not None:
             current.finish(status, note=note, kernel_lost=kernel_lost)
 
@@ -242,6 +253,27 @@ class KernelClient:
             total -= len(old.snapshot()[0])
             images -= old.inline_bytes
 
+    def wait(self, ex: Execution, timeout: float) -> bool:
+        """Block up to ``timeout`` seconds; True once ``ex`` finished with all its output.
+
+        An execution the kernel has not begun after ``NUDGE_AFTER`` seconds is followed, once,
+        by a ``kernel_info_request``: a kernel idling in Qt's loop (napari in a user's notebook)
+        can miss that a request arrived, and the next message wakes it. A kernel that is merely
+        busy answers it later; its reply is dropped.
+        """
+        timeout = max(0.0, timeout)
+        deadline = time.monotonic() + timeout
+        if not ex.began.is_set():
+            with self._lock:
+                first = ex.msg_id not in self._nudged
+                self._nudged.add(ex.msg_id)
+            if first and not ex.began.wait(min(max(NUDGE_AFTER - ex.elapsed(), 0.0), timeout)):
+                with self._lock:
+                    channels = self._channels if self._current is ex else None
+                if channels is not None:
+                    channels.send("shell", channels.new_msg("kernel_info_request", {}))
+        return ex.done.wait(max(0.0, deadline - time.monotonic()))
+
     def render(self, ex: Execution, offset: int = 0) -> Rendered:
         """Bounded text and images of ``ex`` from ``offset``; see ``Rendered``."""
         if offset < 0:
@@ -297,8 +329,10 @@ class KernelClient:
     def inspect(self, path: str) -> str:
         """Describe ``path`` (a dotted name like ``img`` or ``np.ndarray.shape``) from the kernel.
 
-        Returns type, bounded repr, signature, bounded docstring, shape/dtype for arrays. The
-        lookup runs in the kernel without adding names to the user's namespace.
+        Returns type and bounded repr; for a data object (array, table, image, a list or dict
+        of them) its shape, dtype and value range instead of its class's docstring; for a
+        function, class or module its signature and docstring. The lookup runs in the kernel
+        without adding names to the user's namespace (see ``inspection.py``).
 
         Raises:
             KernelNotReady: no connected kernel.
@@ -309,6 +343,39 @@ class KernelClient:
         if not _PATH_RE.fullmatch(path):
             raise KernelError(f"{path!r} is not a dotted Python name such as 'img' or 'np.ndarray'.")
         timeout = self._settings.kernel.request_timeout
+        expr = self._evaluate_idle(inspection.inspect_expression(path), timeout, "the inspection")
+        if expr.get("status") != "ok":
+            raise KernelError(f"Inspecting {path!r} failed: {expr.get('ename')}: {expr.get('evalue')}")
+        info = rendering.parse_expression_json(expr["data"]["text/plain"])
+        if "error" in info:
+            raise KernelError(f"Cannot inspect {path!r}: {info['error']}.")
+        return inspection.format_inspection(info)
+
+    def query(self, expression: str, timeout: float, what: str = "the query") -> Any:
+        """The decoded value of ``expression`` (which yields a JSON string), asked like ``inspect``.
+
+        Raises:
+            KernelNotReady: no connected kernel.
+            KernelBusy: code is running (the query would wait behind it).
+            KernelError: the kernel did not answer within ``timeout``, or the expression raised.
+        """
+        expr = self._evaluate_idle(expression, timeout, what)
+        if expr.get("status") != "ok":
+            raise KernelError(f"{what[:1].upper()}{what[1:]} failed in the kernel: {expr.get('ename')}: "
+                              f"{expr.get('evalue')}")
+        try:
+            return rendering.parse_expression_json(expr["data"]["text/plain"])
+        except (ValueError, KeyError, SyntaxError) as exc:
+            raise KernelError(f"The kernel's answer to {what} was unreadable ({type(exc).__name__}).") from None
+
+    def _evaluate_idle(self, expression: str, timeout: float, what: str) -> dict[str, Any]:
+        """The ``user_expressions`` entry of ``expression`` from an idle kernel (one at a time).
+
+        Raises:
+            KernelNotReady: no connected kernel.
+            KernelBusy: code is running.
+            KernelError: another query holds the kernel past ``timeout``, or no answer in time.
+        """
         if not self._inspect_lock.acquire(timeout=timeout):
             raise KernelError("Another inspection did not finish; retry.")
         try:
@@ -317,20 +384,15 @@ class KernelClient:
                 if self._current is not None:
                     raise _busy(self._current)
             content = _silent("")
-            content["user_expressions"] = {"r": rendering.inspect_expression(path)}
-            reply = channels.call("shell", "execute_request", content, timeout)
+            content["user_expressions"] = {"r": expression}
+            reply = channels.call("shell", "execute_request", content, timeout, nudge_after=NUDGE_AFTER)
         finally:
             self._inspect_lock.release()
         if reply is None:
             self._require_channels()
-            raise KernelError(f"The kernel did not answer the inspection within {timeout} s.")
+            raise KernelError(f"The kernel did not answer {what} within {timeout} s.")
         expr = reply["content"].get("user_expressions", {}).get("r", {})
-        if expr.get("status") != "ok":
-            raise KernelError(f"Inspecting {path!r} failed: {expr.get('ename')}: {expr.get('evalue')}")
-        info = rendering.parse_expression_json(expr["data"]["text/plain"])
-        if "error" in info:
-            raise KernelError(f"Cannot inspect {path!r}: {info['error']}.")
-        return rendering.format_inspection(info)
+        return expr if isinstance(expr, dict) else {}
 
     def query_when_idle(self, expression: str, timeout: float = 2.0) -> Any:
         """The decoded value of ``expression`` (which yields a JSON string) in an idle kernel.
@@ -373,7 +435,10 @@ class KernelClient:
         with self._lock:
             ex = self._by_msg.get(parent) if parent else None
         if ex is None:
-            logger.debug("kernel %s message %s outside any execution dropped", channel, msg.get("msg_type"))
+            if channel == "iopub" and msg.get("msg_type") == "execute_input":
+                self._outside_cell(msg)
+            else:
+                logger.debug("kernel %s message %s outside any execution dropped", channel, msg.get("msg_type"))
             return
         kind, content = msg["msg_type"], msg["content"]
         if channel == "iopub":
@@ -431,19 +496,43 @@ class KernelClient:
             final = ExecutionStatus.OK
         with self._lock:
             self._by_msg.pop(ex.msg_id, None)
+            self._nudged.discard(ex.msg_id)
             if self._current is ex:
                 self._current = None
         ex.finish(final)
 
+    def _outside_cell(self, msg: dict[str, Any]) -> None:
+        """IO thread: a cell another client ran (a console; the notebook of a joined kernel). Its
+        code is not recorded, but the names it binds are what a re-run of the agent's cells lacks."""
+        channels = self._channels
+        ours = channels.session.session if channels is not None else None
+        if self.recorder is None or msg.get("parent_header", {}).get("session") == ours:
+            return
+        code = msg.get("content", {}).get("code")
+        if isinstance(code, str) and code.strip():
+            self.recorder.outside_code(code)
+
     # -- session notebook --------------------------------------------------------------------------
     def start_notebook(self, pid: int | None, desc: str) -> None:
-        """Begin a new session notebook for a freshly started kernel."""
+        """Begin a new session notebook for a freshly started (or joined) kernel."""
         if self.recorder is None:
             return
-        name = self._settings.kernel.name or "python3"
+        from biopb_mcp.kernel.notebook import KernelSetup
+
+        settings = self._settings
+        name = settings.kernel.name or "python3"
+        joined = settings.kernel.existing
         about = (f"Recorded by biopb-mcp: each code cell is one execute_code call of the agent, in order, "
                  f"with its outputs; markdown cells note doc reads and writes. Kernel pid {pid}, {desc}.")
-        self.recorder.start_notebook(kernel_name=name, display_name=f"Python ({name})", about=about)
+        setup = KernelSetup(cwd=None if joined else os.getcwd(), joined=str(joined) if joined else None)
+        if not joined or settings.kernel.existing_plugins:  # the bootstrap ran: the plugins are there
+            from biopb_mcp.kernel.compute import kernel_env
+
+            setup = dataclasses.replace(
+                setup, plugins=("show, dask_client (built in)", *_plugin_labels(Path(settings.plugins_dir))),
+                load={"plugins_dir": str(settings.plugins_dir),
+                      "compute": kernel_env(settings)["BIOPB_MCP_COMPUTE"]})
+        self.recorder.start_notebook(kernel_name=name, display_name=f"Python ({name})", about=about, setup=setup)
 
     def _record_finished(self, ex: Execution) -> None:
         """Execution hook: queue the finished cell for the notebook writer (jobs too, when they end)."""
@@ -463,6 +552,18 @@ class KernelClient:
         if rec is None or rec.path is None:
             return None
         return f"{rec.path} (not written: {rec.error})" if rec.error else str(rec.path)
+
+
+def _plugin_labels(plugins_dir: Path) -> list[str]:
+    """The plugin files and entry points the kernel bootstrap loads, as a reader should see them."""
+    labels: list[str] = []
+    with contextlib.suppress(OSError):
+        labels += sorted(p.name for p in plugins_dir.glob("*.py") if not p.name.startswith("_"))
+    with contextlib.suppress(Exception):  # a broken distribution's metadata must not stop a start
+        from importlib.metadata import entry_points
+
+        labels += [f"{ep.name} (entry point)" for ep in entry_points(group="biopb_mcp.namespace")]
+    return labels
 
 
 def _silent(code: str) -> dict[str, Any]:

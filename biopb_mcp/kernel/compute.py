@@ -1,23 +1,25 @@
 """The server's side of Dask in the kernel: what the kernel's plugin is told, and its status.
 
-The plugin itself (``compute_plugin.py``) runs inside the kernel; this module only passes it the
+The plugin itself (``inside/compute.py``) runs inside the kernel; this module only passes it the
 ``[compute]`` settings and reads back its status through a silent expression.
 """
 
 from __future__ import annotations
 
 import json
-from pathlib import Path
+from enum import StrEnum
 from typing import TYPE_CHECKING, Any
 
-if TYPE_CHECKING:
-    from biopb_mcp.config import Settings
+from biopb_mcp.kernel.inside import INSIDE_DIR
 
-PLUGIN_FILE = Path(__file__).with_name("compute_plugin.py")
+if TYPE_CHECKING:
+    from biopb_mcp.config.settings import Settings
+
+PLUGIN_FILE = INSIDE_DIR / "compute.py"
 """Loaded by the kernel bootstrap as a built-in plugin (it defines ``dask_client``)."""
 
 STATUS_EXPRESSION = (
-    "__import__('sys').modules['biopb_mcp_builtin_compute_plugin'].status_json()"
+    "__import__('sys').modules['biopb_mcp_builtin_compute'].status_json()"
 )
 """Evaluated in the kernel (as a user expression: no history, no output) for server_status."""
 
@@ -41,8 +43,19 @@ def mode(scheduler: str) -> str:
     return scheduler if scheduler in ("none", "local") else "attached"
 
 
+class Reported(StrEnum):
+    """Where the ``compute`` section's live facts came from, or why there are none."""
+
+    LIVE = "live"
+    """The kernel's plugin answered: its facts are in the section."""
+    NO_KERNEL = "no_kernel"
+    BUSY = "busy"
+    """Code was running, so the kernel was not asked (a status never waits behind user code)."""
+    NO_ANSWER = "no_answer"
+
+
 def status_section(settings: Settings, live: Any, kernel_state: str, busy: bool) -> dict[str, Any]:
-    """The ``compute`` section of server_status.
+    """The facts of the ``compute`` section of server_status (``kernel_text`` words them).
 
     Args:
         settings: the server's settings (the configured scheduler is shown even with no kernel).
@@ -50,20 +63,21 @@ def status_section(settings: Settings, live: Any, kernel_state: str, busy: bool)
             not asked (not ready, busy) or did not answer.
         kernel_state: the host's state, to say why there is no live answer.
         busy: code was running, so the kernel was not asked.
+
+    Returns:
+        ``mode``, ``scheduler``, ``reported`` (a ``Reported``), and with a live answer the
+        plugin's own facts (``started``, ``error``, and once started the client's ``status``,
+        ``address``, ``workers``, ``threads``, ``memory_limit_bytes``, ``dashboard``,
+        ``dashboard_pages``, ``tasks_in_flight``): the kernel's own mode wins over the
+        settings', which may have changed in the file since it started.
     """
     scheduler = settings.compute.scheduler
     out: dict[str, Any] = {"mode": mode(scheduler), "scheduler": scheduler}
     if isinstance(live, dict):
         out.update(live)
-        out["state"] = (
-            "started" if live.get("started")
-            else "not started (dask_client() starts or connects on first use)"
-        )
-        return out
-    if kernel_state != "ready":
-        out["state"] = "not started (no kernel)"
-    elif busy:
-        out["state"] = "unknown while code runs (status does not wait for a busy kernel)"
+        out["reported"] = Reported.LIVE
+    elif kernel_state != "ready":
+        out["reported"] = Reported.NO_KERNEL
     else:
-        out["state"] = "unknown (the kernel did not report it)"
+        out["reported"] = Reported.BUSY if busy else Reported.NO_ANSWER
     return out

@@ -8,6 +8,7 @@ dir; or nothing, for the most recently used ``kernel-*.json`` there. jupyter-cli
 
 from __future__ import annotations
 
+import hashlib
 import json
 from pathlib import Path
 from typing import Any
@@ -49,8 +50,13 @@ def find_existing(spec: str | None) -> Path:
 def read_connection_info(path: Path) -> dict[str, Any]:
     """The connection info in ``path``, checked enough that connecting cannot fail on its shape.
 
+    A connection file is written by a frontend, or copied and edited by hand: every field a client
+    uses is checked here (types, port ranges, a known transport and signature scheme), so a bad
+    one is named instead of failing deep inside jupyter-client or waiting out the start timeout.
+
     Raises:
-        KernelError: unreadable, not JSON, or missing what a client needs; the message says which.
+        KernelError: unreadable, not JSON, or missing or malformed what a client needs; the
+            message names each bad field (never the key's value).
     """
     try:
         info = json.loads(path.read_text(encoding="utf-8"))
@@ -59,7 +65,7 @@ def read_connection_info(path: Path) -> dict[str, Any]:
             f"the kernel connection file {path} is gone: the kernel was shut down (or its "
             "frontend removed the file)."
         ) from None
-    except (OSError, ValueError) as exc:
+    except (OSError, ValueError, RecursionError) as exc:
         raise KernelError(f"cannot read the kernel connection file {path}: {exc}") from None
     if not isinstance(info, dict):
         raise KernelError(f"{path} is not a kernel connection file (not a JSON object).")
@@ -67,9 +73,39 @@ def read_connection_info(path: Path) -> dict[str, Any]:
     if missing:
         raise KernelError(f"{path} is not a kernel connection file (no {', '.join(missing)}).")
     if info["transport"] not in ("tcp", "ipc"):
-        raise KernelError(f"{path}: unknown transport {info['transport']!r} (tcp or ipc expected).")
-    bad = [k for k in _PORTS if not isinstance(info[k], int) or not 0 < info[k] < 65536]
+        raise KernelError(f"{path}: unknown transport {_shown(info['transport'])} (tcp or ipc expected).")
+    bad = [k for k in _PORTS if not _is_port(info[k])]
     if bad:
-        raise KernelError(f"{path}: bad port numbers for {', '.join(bad)}.")
+        raise KernelError(f"{path}: bad port numbers for {', '.join(bad)} (whole numbers from 1 to 65535 expected).")
     info.setdefault("signature_scheme", "hmac-sha256")
+    problems = []
+    if not isinstance(info["ip"], str) or not info["ip"] or any(c.isspace() or c == "\0" for c in info["ip"]):
+        problems.append(f"ip {_shown(info['ip'])} is not an address (text such as \"127.0.0.1\")")
+    if not isinstance(info["key"], str):
+        problems.append(f"key is {type(info['key']).__name__}, not text")
+    scheme = info["signature_scheme"]
+    if not isinstance(scheme, str) or _hash_of(scheme) is None:
+        problems.append(f"signature_scheme {_shown(scheme)} is not hmac-<hash> with a hash Python knows "
+                        f"(e.g. hmac-sha256)")
+    if "kernel_name" in info and not isinstance(info["kernel_name"], str):
+        problems.append(f"kernel_name {_shown(info['kernel_name'])} is not text")
+    if problems:
+        raise KernelError(f"{path}: {'; '.join(problems)}.")
     return info
+
+
+def _is_port(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and 0 < value < 65536
+
+
+def _hash_of(scheme: str) -> str | None:
+    """The hashlib name of a signature scheme jupyter-client can sign with, else None."""
+    prefix, _, name = scheme.partition("-")
+    fixed_size = name in hashlib.algorithms_guaranteed and not name.startswith("shake")
+    return name if prefix == "hmac" and fixed_size and callable(getattr(hashlib, name, None)) else None
+
+
+def _shown(value: object, limit: int = 60) -> str:
+    """A field's value as an error quotes it: repr, cut short (the file may be anything)."""
+    text = repr(value)
+    return text if len(text) <= limit else text[:limit] + "…"

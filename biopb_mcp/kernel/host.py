@@ -31,6 +31,7 @@ from biopb_mcp.kernel.attached import (
 )
 from biopb_mcp.kernel.client import KernelClient
 from biopb_mcp.kernel.executions import Execution, Rendered
+from biopb_mcp.kernel.link import KernelLink, link_id
 from biopb_mcp.kernel.process import (
     BOOTSTRAP_FILE,
     KernelProcess,
@@ -38,12 +39,11 @@ from biopb_mcp.kernel.process import (
     StartFailed,
     wait_deadline,
 )
-from biopb_mcp.kernel.states import ExecutionStatus, KernelState
-from biopb_mcp.kernel_link import KernelLink, link_id
+from biopb_mcp.kernel.states import ExecutionStatus, KernelState, KernelStatus
 
 if TYPE_CHECKING:
-    from biopb_mcp.config import Settings
-    from biopb_mcp.record import SessionRecorder
+    from biopb_mcp.config.settings import Settings
+    from biopb_mcp.kernel.notebook import SessionRecorder
 
 logger = logging.getLogger(__name__)
 
@@ -64,7 +64,7 @@ class KernelStart:
     """The result of ``start``/``restart``: what happened, and the ready kernel's ``status()``."""
 
     outcome: StartOutcome
-    status: dict[str, Any]
+    status: KernelStatus
 
 
 @dataclass(frozen=True)
@@ -82,7 +82,7 @@ class KernelHost:
     """The server's one kernel: lazy start, executions, jobs, inspection, clean shutdown.
 
     Args:
-        settings: a ``biopb_mcp.config.Settings`` (any object with its attributes works):
+        settings: a ``biopb_mcp.config.settings.Settings`` (any object with its attributes works):
             ``kernel`` (name, promote_after, max_output_chars, max_image_bytes, max_images,
             startup_timeout, request_timeout), ``runtime_dir``, ``state_dir``,
             ``kernel_log_file``, ``plugins_dir``, ``config_file``.
@@ -219,7 +219,7 @@ class KernelHost:
             if acquired:
                 self._life.release()
 
-    def _launch(self) -> dict[str, Any]:
+    def _launch(self) -> KernelStatus:
         """Start phases, then connect and wait until ready; on failure clean up and raise KernelNotReady."""
         ks = self._settings.kernel
         process = self._new_process()
@@ -328,8 +328,12 @@ class KernelHost:
         return self._client.submit(code)
 
     def wait(self, ex: Execution, timeout: float) -> bool:
-        """Block up to ``timeout`` seconds; True once ``ex`` finished with all its output."""
-        return ex.done.wait(max(0.0, timeout))
+        """Block up to ``timeout`` seconds; True once ``ex`` finished with all its output.
+
+        An execution the kernel has not begun shortly after its submission is followed, once,
+        by a message that wakes a kernel idling in Qt's loop (see ``KernelClient.wait``).
+        """
+        return self._client.wait(ex, timeout)
 
     def promote(self, ex: Execution) -> str:
         """Mark ``ex`` a background job (output keeps being collected); returns its ``job-N``."""
@@ -386,6 +390,20 @@ class KernelHost:
         """
         return self._client.inspect(path)
 
+    def query(self, expression: str, timeout: float | None = None, what: str = "the query") -> Any:
+        """The decoded value of ``expression`` (which yields a JSON string), for a tool's answer.
+
+        Unlike ``query_when_idle`` it says why there is no answer. ``timeout`` defaults to
+        ``kernel.request_timeout``; ``what`` names the query in errors ("the viewer query").
+
+        Raises:
+            KernelNotReady: no ready kernel.
+            KernelBusy: code is running (the query would wait behind it).
+            KernelError: no answer in time, or the expression raised in the kernel.
+        """
+        return self._client.query(expression, self._settings.kernel.request_timeout if timeout is None else timeout,
+                                  what)
+
     def query_when_idle(self, expression: str, timeout: float = 2.0) -> Any:
         """The decoded value of ``expression`` (which yields a JSON string) in an idle kernel.
 
@@ -395,48 +413,35 @@ class KernelHost:
         return self._client.query_when_idle(expression, timeout)
 
     # -- status ------------------------------------------------------------------------------------
-    def status(self) -> dict[str, Any]:
-        """A JSON-able snapshot; never blocks on the kernel.
-
-        Keys: state, message (why dead/error, else ""), pid, connection_file, connect_command,
-        transport, socket_dir (set when the runtime dir was too long for IPC paths), kernel_spec,
-        current_job (job_id, status, seconds, promoted) or None, plugins {loaded, failed},
-        bootstrap_errors, parent_death_watch (the kernel, or the reaper beside it, watches the
-        server's lifeline pipe), kernel_log, runtime_dir, session_notebook.
-        """
+    def status(self) -> KernelStatus:
+        """A snapshot of the kernel, as facts; never blocks on the kernel."""
         with self._lock:
             process = self._process
             proc = process.status() if process is not None else {}
             boot = self._bootstrap
-            conn = proc.get("connection_file")
-            return {
-                "state": self._state,
-                "message": self._message,
-                "mode": "owned" if self.owns_kernel else "attached",
-                "owner": proc.get("owner", "this server (it started the kernel and ends it)"),
-                "interrupt": proc.get("interrupt", process.interrupt_mode if process else None),
-                "kernel_host": proc.get("kernel_host"),
-                "pid": proc.get("pid"),
-                "connection_file": conn,
-                "connect_command": (f"biopb-mcp console --pid {os.getpid()}" if self.owns_kernel
-                                    else f"jupyter console --existing {conn}") if conn else None,
-                "transport": proc.get("transport", "ipc"),
-                "socket_dir": proc.get("socket_dir"),
-                "kernel_spec": self._spec_desc or (self._settings.kernel.name or "this server's Python"),
-                "current_job": self._client.current_job(),
-                "plugins": {
-                    "loaded": [p.get("source", p.get("name")) for p in boot.get("loaded", [])],
-                    "failed": [
-                        {"plugin": p.get("source", p.get("name")), "error": p.get("error", "")}
-                        for p in boot.get("failed", [])
-                    ],
-                },
-                "bootstrap_errors": list(boot.get("errors", [])),
-                "parent_death_watch": bool(boot.get("lifeline", False)) or bool(proc.get("reaper")),
-                "kernel_log": str(self._settings.kernel_log_file),
-                "runtime_dir": str(self._settings.runtime_dir),
-                "session_notebook": self._client.notebook_status(),
-            }
+            return KernelStatus(
+                state=self._state,
+                message=self._message,
+                owned=self.owns_kernel,
+                interrupt=proc.get("interrupt", process.interrupt_mode if process else None),
+                kernel_host=proc.get("kernel_host"),
+                pid=proc.get("pid"),
+                connection_file=proc.get("connection_file"),
+                transport=proc.get("transport", "ipc"),
+                socket_dir=proc.get("socket_dir"),
+                kernel_spec=self._spec_desc or (self._settings.kernel.name or "this server's Python"),
+                current_job=self._client.current_job(),
+                plugins_loaded=[p.get("source", p.get("name")) for p in boot.get("loaded", [])],
+                plugins_failed=[{"plugin": p.get("source", p.get("name")), "error": p.get("error", "")}
+                                for p in boot.get("failed", [])],
+                bootstrap_errors=list(boot.get("errors", [])),
+                parent_death_watch=bool(boot.get("lifeline", False)) or bool(proc.get("reaper")),
+                kernel_log=str(self._settings.kernel_log_file),
+                runtime_dir=str(self._settings.runtime_dir),
+                session_notebook=self._client.notebook_status(),
+                server_pid=os.getpid(),
+                existing=proc.get("existing"),
+            )
 
 
 def _shutdown_at_exit(ref: weakref.ReferenceType[KernelHost]) -> None:

@@ -21,7 +21,7 @@ import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from biopb_mcp.runtime_files import private_runtime_dir
+from biopb_mcp.fs.runtime import private_runtime_dir
 
 logger = logging.getLogger(__name__)
 
@@ -35,7 +35,7 @@ TAIL_LINES = 20
 def private_dir(path: Path) -> Path:
     """The private dir for connection files under the configured runtime dir ``path``.
 
-    See ``biopb_mcp.runtime_files``: ``path`` itself when private or new, else a 0700
+    See ``biopb_mcp.fs.runtime``: ``path`` itself when private or new, else a 0700
     subdirectory; a directory we did not create is never chmod-ed.
     """
     found = private_runtime_dir(path)

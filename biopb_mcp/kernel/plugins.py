@@ -2,27 +2,31 @@
 
 Each runs inside the kernel (standard library only at import, as the kernel may be another
 Python without biopb_mcp) and adds what the agent uses to the namespace: ``show()`` and the
-figure flush (``figures_plugin.py``), ``dask_client()`` (``compute_plugin.py``).
+figure flush (``inside/figures.py``), ``dask_client()`` (``inside/compute.py``), ``viewer()``
+(``inside/viewer.py``, the napari window shared with the user).
 """
 
 from __future__ import annotations
 
 import os
-from pathlib import Path
 from typing import TYPE_CHECKING
 
-from biopb_mcp.kernel import compute
+from biopb_mcp.kernel import compute, viewer
+from biopb_mcp.kernel.inside import INSIDE_DIR
 
 if TYPE_CHECKING:
-    from biopb_mcp.config import Settings
+    from biopb_mcp.config.settings import Settings
 
-__all__ = ["FIGURES_PLUGIN", "kernel_env"]
+__all__ = ["BUILTIN_FILES", "FIGURES_PLUGIN", "kernel_env"]
 
-FIGURES_PLUGIN = Path(__file__).with_name("figures_plugin.py")
+FIGURES_PLUGIN = INSIDE_DIR / "figures.py"
+
+BUILTIN_FILES = (FIGURES_PLUGIN, compute.PLUGIN_FILE, viewer.PLUGIN_FILE)
+"""Every built-in plugin, in the order the bootstrap loads them."""
 
 
 def kernel_env(settings: Settings) -> dict[str, str]:
     """Environment for a kernel start: every built-in plugin's file and what they read."""
     env = compute.kernel_env(settings)
-    env["BIOPB_MCP_BUILTIN_PLUGINS"] = os.pathsep.join([str(FIGURES_PLUGIN), str(compute.PLUGIN_FILE)])
+    env["BIOPB_MCP_BUILTIN_PLUGINS"] = os.pathsep.join(str(path) for path in BUILTIN_FILES)
     return env

@@ -25,16 +25,18 @@ from typing import TYPE_CHECKING, Any
 
 from jupyter_client.connect import write_connection_file
 
+from biopb_mcp.fs.runtime import CONFIG_DIR_KEY, kernel_stem
 from biopb_mcp.kernel import lifeline, plugins
+from biopb_mcp.kernel.inside import INSIDE_DIR
 
 if TYPE_CHECKING:
-    from biopb_mcp.config import Settings
+    from biopb_mcp.config.settings import Settings
 
 logger = logging.getLogger(__name__)
 
 INLINE_MPL_BACKEND = "module://matplotlib_inline.backend_inline"
-BOOTSTRAP_FILE = Path(__file__).with_name("bootstrap.py")
-"""Run inside the kernel at start (see bootstrap.py)."""
+BOOTSTRAP_FILE = INSIDE_DIR / "bootstrap.py"
+"""Run inside the kernel at start (see ``inside/bootstrap.py``)."""
 
 SOCKETS = range(1, 6)
 """Port numbers of the five IPC sockets ``write_connection_file`` assigns (``<prefix>-<N>``)."""
@@ -173,15 +175,17 @@ class LaunchedKernel(KernelProcess):
                 f"cannot use the runtime dir {settings.runtime_dir} ({exc.strerror or exc}). Set "
                 f"server.runtime_dir in {settings.config_file} to a writable directory."
             ) from None
-        stem = f"kernel-{os.getpid()}-{uuid.uuid4().hex[:8]}"
+        stem = kernel_stem(os.getpid())
         conn = runtime / f"{stem}.json"
         argv, spec_env, desc, is_python = self._kernel_command(conn)
         prefix, sock_dir = lifeline.socket_prefix(runtime, stem)
         if sock_dir is not None:
             logger.info("runtime dir %s is too long for IPC socket paths; sockets in %s", runtime, sock_dir)
+        # `biopb-mcp console` joins only kernels of its own config (Jupyter ignores extra keys)
+        own: dict[str, Any] = {CONFIG_DIR_KEY: str(settings.config_dir)}
         _, info = write_connection_file(
             str(conn), ip=str(prefix), transport="ipc", key=uuid.uuid4().hex.encode(),
-            kernel_name=ks.name or "python3",
+            kernel_name=ks.name or "python3", **own,
         )
         os.chmod(conn, 0o600)
         if is_python:

@@ -1,4 +1,4 @@
-"""Turning executions into bounded text + images, and kernel-side object inspection.
+"""Turning executions into bounded text + images.
 
 Bounds exist because MCP clients drop oversized tool results: text is cut at
 ``max_output_chars`` (the page says where the rest starts), and an image over
@@ -16,6 +16,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from biopb_mcp.kernel import image_files
 from biopb_mcp.kernel.executions import Execution, ImageRecord, Rendered
 from biopb_mcp.kernel.states import ExecutionStatus
 
@@ -70,10 +71,8 @@ def image_factory(
         size = png_size(data)
         dims = f"{size[0]}x{size[1]} " if size else ""
         record = ImageRecord(index=index, nbytes=len(data), offset=offset, size=size)
-        path = image_dir / f"{job_id}-image{index}.png"
         try:
-            image_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
-            path.write_bytes(data)
+            path = image_files.for_dir(image_dir).save(f"{job_id}-image{index}.png", data)
             record.path = path
             saved = f"saved to {path}"
         except OSError as exc:
@@ -141,96 +140,6 @@ def render(ex: Execution, offset: int, max_chars: int, *, header: bool) -> Rende
         note=ex.note,
         kernel_lost=ex.kernel_lost,
     )
-
-
-# -- inspect ---------------------------------------------------------------------------------------
-
-_INSPECT_SOURCE = r'''
-import builtins, inspect, json
-ns = get_ipython().user_ns
-parts = path.split(".")
-out = {"path": path}
-if parts[0] in ns:
-    obj = ns[parts[0]]
-elif hasattr(builtins, parts[0]):
-    obj = getattr(builtins, parts[0])
-else:
-    out["error"] = f"name {parts[0]!r} is not defined in the kernel namespace"
-    obj = None
-if "error" not in out:
-    for i, attr in enumerate(parts[1:], 1):
-        try:
-            obj = getattr(obj, attr)
-        except Exception as exc:
-            out["error"] = f"{'.'.join(parts[:i])} has no attribute {attr!r} ({type(exc).__name__}: {exc})"
-            break
-if "error" not in out:
-    t = type(obj)
-    out["type"] = t.__name__ if t.__module__ == "builtins" else f"{t.__module__}.{t.__qualname__}"
-    try:
-        r = repr(obj)
-    except Exception as exc:
-        r = f"<repr failed: {type(exc).__name__}: {exc}>"
-    out["repr"] = r[:LIMIT_REPR] + (f"... [{len(r) - LIMIT_REPR} more chars]" if len(r) > LIMIT_REPR else "")
-    if callable(obj):
-        try:
-            out["signature"] = f"{getattr(obj, '__name__', parts[-1])}{inspect.signature(obj)}"
-        except (TypeError, ValueError):
-            pass
-    doc = inspect.getdoc(obj) if not isinstance(obj, (str, bytes, int, float, list, dict, tuple, set)) else None
-    if doc:
-        out["doc"] = doc[:LIMIT_DOC] + (f"\n... [{len(doc) - LIMIT_DOC} more chars]" if len(doc) > LIMIT_DOC else "")
-    # array-likes only: numpy the module and array classes also carry shape/dtype attributes
-    array_like = not (inspect.ismodule(obj) or inspect.isclass(obj) or callable(obj))
-    for key in ("shape", "dtype", "ndim", "size"):
-        try:
-            if array_like and hasattr(obj, "shape") and hasattr(obj, "dtype") and hasattr(obj, key):
-                out[key] = str(getattr(obj, key))
-        except Exception:
-            pass
-    try:
-        if not isinstance(obj, (str, bytes)) and hasattr(obj, "__len__"):
-            out["len"] = len(obj)
-    except Exception:
-        pass
-    f = getattr(obj, "__file__", None) if inspect.ismodule(obj) else None
-    if f:
-        out["file"] = str(f)
-    if inspect.ismodule(obj) or inspect.isclass(obj):
-        names = [n for n in dir(obj) if not n.startswith("_")]
-        out["attributes"] = ", ".join(names[:60]) + (f", ... ({len(names)} in all)" if len(names) > 60 else "")
-result = json.dumps(out)
-'''
-
-
-def inspect_expression(path: str, limit_repr: int = 2000, limit_doc: int = 3000) -> str:
-    """A ``user_expressions`` entry that inspects ``path`` in the kernel and yields JSON.
-
-    It runs in a throwaway dict, so it adds no name to the user's namespace.
-    """
-    globals_src = f"{{'path': {path!r}, 'LIMIT_REPR': {limit_repr}, 'LIMIT_DOC': {limit_doc}, 'get_ipython': get_ipython}}"
-    return f"(lambda g: (exec({_INSPECT_SOURCE!r}, g), g['result'])[1])({globals_src})"
-
-
-def format_inspection(info: dict[str, Any]) -> str:
-    """Readable lines from the kernel's JSON answer about one object."""
-    lines = [f"{info['path']}: {info.get('type', '?')}"]
-    for key, label in (
-        ("signature", "signature"),
-        ("shape", "shape"),
-        ("dtype", "dtype"),
-        ("len", "len"),
-        ("file", "file"),
-    ):
-        if key in info:
-            lines.append(f"{label}: {info[key]}")
-    if "repr" in info:
-        lines.append(f"repr: {info['repr']}")
-    if "attributes" in info:
-        lines.append(f"public attributes: {info['attributes']}")
-    if "doc" in info:
-        lines.append("doc:\n" + str(info["doc"]))
-    return "\n".join(lines)
 
 
 def parse_expression_json(text_plain: str) -> Any:

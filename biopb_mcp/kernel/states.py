@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from enum import StrEnum
+from typing import Any
 
 
 class KernelState(StrEnum):
@@ -37,3 +39,38 @@ class ExecutionStatus(StrEnum):
 
 FINISHED = frozenset(s for s in ExecutionStatus if s is not ExecutionStatus.RUNNING)
 """Terminal statuses."""
+
+
+@dataclass(frozen=True)
+class KernelStatus:
+    """A snapshot of the one kernel, as facts (``server_status`` and start_kernel word them).
+
+    ``owned``: this server started the kernel and ends it; False when it joined the user's
+    (``kernel.existing``). ``interrupt``: ``signal`` (SIGINT to a local pid) or
+    ``interrupt_request`` (a message on the control channel). ``socket_dir``: set when the runtime
+    dir's path was too long for IPC sockets. ``current_job``: job_id, status, seconds, promoted.
+    ``parent_death_watch``: the kernel (or a reaper beside it) watches the server's lifeline.
+    ``server_pid``: the server's own pid, which the scientist's console is pointed at.
+    """
+
+    state: KernelState
+    message: str
+    owned: bool
+    interrupt: str | None
+    kernel_host: str | None
+    pid: int | None
+    connection_file: str | None
+    transport: str
+    socket_dir: str | None
+    kernel_spec: str
+    current_job: dict[str, Any] | None
+    plugins_loaded: list[str]
+    plugins_failed: list[dict[str, str]]
+    bootstrap_errors: list[str]
+    parent_death_watch: bool
+    kernel_log: str
+    runtime_dir: str
+    session_notebook: str | None
+    server_pid: int
+    existing: str | None = None
+    """The ``kernel.existing`` spec a joined kernel was found by."""

@@ -1,26 +1,27 @@
 """The MCP server: tools, resources and instructions over the kernel host and the docs store.
 
-One concept per module:
+The only layer that imports the MCP SDK (and starlette, uvicorn); it adapts the domain
+(``biopb_mcp.docs``, ``biopb_mcp.kernel``) and the words (``biopb_mcp.text``) to the protocol.
 
-* ``app``           build_server: the MCPServer, its middleware (instructions, trace), tools, resources
+* ``app``           build_server: the MCPServer, its middleware, tools, resources
 * ``state``         AppState: what the tools of one server share
 * ``tool``          how a function becomes a tool; domain errors become error results
-* ``tools_kernel``  the kernel tools (start, execute, poll, interrupt, restart, inspect, status)
-* ``kernel_text``   the prose the agent reads over the kernel host's data (states, outcomes, errors)
-* ``tools_docs``    the docs tools (read, search, write)
-* ``instructions``  the ``initialize`` instructions, composed from the docs store
-* ``resources``     the docs as resources: registration and the paged listing
-* ``subscriptions`` change notifications to resource subscribers, both protocol eras
-* ``stdio``         the stdio wire on private descriptors, and serving over it
-* ``http``          loopback HTTP behind a Host/Origin allowlist and a bearer token
-* ``run``           the serve entry point and the one exit path (kernel down, cleanup)
+* ``protocol``      where the SDK's answers differ from the spec, the spec's answer
+* ``result_size``   a tool result kept under the size a client accepts
+* ``presence``      this server's presence for the %biopb magics, and the scientist's pause
+* ``demo``          ``biopb-mcp demo``: a client tour of a real server
+* ``trace``, ``logs``  the tool-call trace; the log file and its rate limits
 * ``sdk``           every private MCP SDK access, with the version it was tested on
+* ``tools/``        kernel (start, execute, poll, interrupt, restart, inspect, status), docs
+                    (read, search, write), viewer (look_at_viewer)
+* ``resources/``    the docs as resources (handlers) and change notifications (subscriptions)
+* ``transports/``   serve (the dispatcher), exit (the one way out), stdio, http, http_limits
 """
 
 from __future__ import annotations
 
 from biopb_mcp.server.app import build_server
-from biopb_mcp.server.run import serve
 from biopb_mcp.server.state import AppState
+from biopb_mcp.server.transports.serve import serve
 
 __all__ = ["AppState", "build_server", "serve"]

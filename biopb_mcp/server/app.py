@@ -18,17 +18,18 @@ from mcp.server.mcpserver import MCPServer
 from pydantic import BaseModel
 
 import biopb_mcp
-from biopb_mcp.config import Settings, resolve_user_path
+from biopb_mcp.config.settings import Settings, resolve_user_path
 from biopb_mcp.docs.store import DocStore
 from biopb_mcp.kernel import KernelHost
-from biopb_mcp.server.instructions import compose_instructions
 from biopb_mcp.server.protocol import spec_middleware
-from biopb_mcp.server.resources import install_resources
+from biopb_mcp.server.resources.handlers import install_resources
 from biopb_mcp.server.sdk import check_sdk
 from biopb_mcp.server.state import SERVER_NAME, AppState
-from biopb_mcp.server.tools_docs import register_doc_tools
-from biopb_mcp.server.tools_kernel import register_kernel_tools
-from biopb_mcp.trace import Tracer
+from biopb_mcp.server.tools.docs import register_doc_tools
+from biopb_mcp.server.tools.kernel import register_kernel_tools
+from biopb_mcp.server.tools.viewer import register_viewer_tools
+from biopb_mcp.server.trace import Tracer
+from biopb_mcp.text.instructions import compose_instructions
 
 logger = logging.getLogger(__name__)
 
@@ -119,6 +120,7 @@ def build_server(settings: Settings, *, trace: Path | None = None) -> tuple[MCPS
     )
     check_sdk(mcp)
     register_kernel_tools(mcp, state)
+    register_viewer_tools(mcp, state)
     register_doc_tools(mcp, state)
     mcp.middleware.insert(len(mcp.middleware) - 1, spec_middleware(mcp, prompt_names=lambda: ()))  # traced, before the rest
     state.notifier = install_resources(mcp, store)
@@ -130,7 +132,7 @@ def _recorder(settings: Settings) -> Any:
     record = settings.record
     if not record.enabled or record.dir is None:
         return None
-    from biopb_mcp.record import SessionRecorder
+    from biopb_mcp.kernel.notebook import SessionRecorder
 
     return SessionRecorder(record.dir, max_output_chars=record.max_output_chars)
 

@@ -1,8 +1,8 @@
 """The server's side of the kernel link: tell the ``%biopb`` magics who is here, obey their pause.
 
 After each kernel start the server announces itself (pid, transport, whether it owns the kernel,
-the session notebook); each execute_code notes what it submitted; leaving withdraws the
-announcement. While the scientist has paused the agent (``%biopb pause`` in their frontend),
+the session notebook); each execute_code notes what it submitted; leaving says so in the
+announcement (or removes it, for a kernel that ends with the server). While the scientist has paused the agent (``%biopb pause`` in their frontend),
 execute_code runs nothing and answers so, in text and in structured content.
 """
 
@@ -18,7 +18,7 @@ from collections.abc import Callable
 from mcp.types import CallToolResult, TextContent
 
 from biopb_mcp.kernel import Execution
-from biopb_mcp.kernel_link import AgentPresence
+from biopb_mcp.kernel.link import AgentPresence
 from biopb_mcp.server.state import AppState
 
 logger = logging.getLogger(__name__)
@@ -35,11 +35,11 @@ def announce(state: AppState) -> None:
     recorder = state.kernel.recorder
     presence = AgentPresence(
         server_pid=os.getpid(), transport=state.transport, owns_kernel=state.kernel.owns_kernel,
-        connection_file=str(status.get("connection_file") or ""),
+        connection_file=str(status.connection_file or ""),
         session_notebook=str(recorder.path) if recorder is not None and recorder.path else None,
     )
-    if link.withdraw not in state.at_exit:  # the host forgets the link when the kernel goes down
-        state.at_exit.append(link.withdraw)
+    if link.leave not in state.at_exit:  # the host forgets the link when the kernel goes down
+        state.at_exit.append(link.leave)
     try:
         link.announce(presence)
     except OSError as exc:  # the magics then say no agent is attached; the agent's work goes on

@@ -7,10 +7,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from biopb_mcp.config import Settings
+from biopb_mcp.config.settings import Settings
 from biopb_mcp.docs.store import DocStore
 from biopb_mcp.kernel import KernelHost
-from biopb_mcp.trace import Tracer
+from biopb_mcp.server.trace import Tracer
 
 __all__ = ["SERVER_NAME", "AppState"]
 

@@ -17,9 +17,9 @@ from typing import Any, TypeVar
 from mcp.server.mcpserver import MCPServer
 from mcp.types import CallToolResult, TextContent, ToolAnnotations
 
-from biopb_mcp.doc_messages import FOR_AGENT, refusal
 from biopb_mcp.errors import BiopbMcpError, DocError, KernelError, KernelNotReady
-from biopb_mcp.server import kernel_text
+from biopb_mcp.text import kernel as kernel_text
+from biopb_mcp.text.docs import FOR_AGENT, refusal
 
 logger = logging.getLogger(__name__)
 

@@ -1,0 +1,400 @@
+"""The ``biopb-mcp`` command: serve (the default), ``docs …`` over the store, ``config …``.
+
+Exit codes: 0 ok, 1 ``docs check`` found problems, 2 bad usage, bad config or any other error
+(one ``error: …`` line on stderr, never a traceback). Heavy imports (the server, the docs store)
+happen inside the command that needs them so ``--help`` stays fast.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, NoReturn
+
+import biopb_mcp
+from biopb_mcp.cli.config import init_config
+from biopb_mcp.config.settings import Settings, load_settings, render_show
+from biopb_mcp.errors import BiopbMcpError, DocError
+from biopb_mcp.text.doc_views import read_doc
+
+if TYPE_CHECKING:
+    from biopb_mcp.docs.store import DocStore
+
+__all__ = ["main"]
+
+logger = logging.getLogger(__name__)
+
+DEBUG_ENV = "BIOPB_DEBUG"
+"""Set to 1 to get the traceback of an unexpected error instead of the one-line message."""
+
+_MAIN_EPILOG = """\
+examples:
+  biopb-mcp demo                          see it work end to end (temporary config, a few seconds)
+  biopb-mcp                               serve over stdio (what an MCP client launches)
+  biopb-mcp --transport http --port 8765  serve streamable HTTP on 127.0.0.1 with a bearer token
+  biopb-mcp --existing kernel-1234.json   join a notebook's kernel (%load_ext biopb_mcp prints this)
+  biopb-mcp docs index                    the doc index the agent sees
+  biopb-mcp docs check                    lint the docs after editing them by hand
+  biopb-mcp config init                   write a commented config.toml with every default
+  biopb-mcp config show                   the merged config and where each value came from
+  biopb-mcp console                       watch the agent's kernel live and type into it
+
+Without a command, biopb-mcp serves: `biopb-mcp --transport http` = `biopb-mcp serve --transport http`.
+The config dir is $BIOPB_CONFIG_DIR, else the platform one (Linux: ~/.config/biopb).
+"""
+
+
+EXISTING_NEWEST = "kernel-*.json"
+"""What ``--existing`` without a file means: jupyter-client's pattern for the newest kernel."""
+
+TTY_HINT = (
+    "biopb-mcp speaks MCP (JSON-RPC) on stdin/stdout for an MCP client to launch, e.g. "
+    "`claude mcp add biopb -- biopb-mcp`; `biopb-mcp demo` shows it working. Ctrl-C quits."
+)
+"""Printed to stderr when stdin is a terminal."""
+
+
+class _UsageError(Exception):
+    """argparse found bad usage; the message is already formatted."""
+
+
+class _Parser(argparse.ArgumentParser):
+    """An ArgumentParser whose errors become one ``error: …`` line and exit code 2."""
+
+    def error(self, message: str) -> NoReturn:
+        raise _UsageError(f"{message} (see: {self.prog} --help)")
+
+
+def _build_parser() -> _Parser:
+    fmt = argparse.RawDescriptionHelpFormatter
+    parser = _Parser(
+        prog="biopb-mcp",
+        description="MCP server for imaging scientists: one IPython kernel the agent drives, "
+        "and an agent-edited docs store whose index is inlined into the MCP handshake.",
+        epilog=_MAIN_EPILOG,
+        formatter_class=fmt,
+    )
+    parser.add_argument("--version", action="version", version=f"biopb-mcp {biopb_mcp.__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="{serve,docs,config,console,demo}")
+
+    serve = sub.add_parser(
+        "serve", help="serve MCP (the default command)", formatter_class=fmt,
+        description="Serve MCP over stdio (default) or streamable HTTP on 127.0.0.1.",
+        epilog="examples:\n"
+        "  biopb-mcp serve\n"
+        "  biopb-mcp --transport http --port 9000\n"
+        "  biopb-mcp --transport http --no-auth      # no bearer token: any local user can connect\n"
+        "  biopb-mcp --trace /tmp/calls.jsonl         # one JSON line per tool call\n"
+        "  biopb-mcp --existing                       # join the newest notebook kernel\n")
+    serve.add_argument("--transport", choices=("stdio", "http"), default="stdio",
+                       help="stdio (default; what MCP clients launch) or http (streamable HTTP)")
+    serve.add_argument("--port", type=_port, default=None,
+                       help="HTTP port on 127.0.0.1 (default: http.port in the config, 8765)")
+    serve.add_argument("--no-auth", action="store_true",
+                       help="HTTP without the bearer token (every local user can then run code as you)")
+    serve.add_argument("--rotate-token", action="store_true",
+                       help="HTTP: replace the stable bearer token with a new one (clients must update)")
+    serve.add_argument("--existing", nargs="?", const=EXISTING_NEWEST, default=None, metavar="FILE",
+                       help="join an existing Jupyter kernel (a notebook's) instead of starting one: "
+                       "its connection file, or a name looked up in Jupyter's runtime dir; no FILE = "
+                       "the newest kernel there (as `jupyter console --existing`)")
+    serve.add_argument("--trace", type=Path, default=None, metavar="FILE",
+                       help="append one JSON line per tool call to FILE; a relative FILE is under "
+                       "the config dir, as in the config file (default: server.trace)")
+
+    docs = sub.add_parser(
+        "docs", help="read and check the docs store", formatter_class=fmt,
+        description="The same docs the agent reads and writes: shipped tier plus your local tier.",
+        epilog="examples:\n"
+        "  biopb-mcp docs index\n"
+        "  biopb-mcp docs read authoring\n"
+        "  biopb-mcp docs read segment-nuclei@diff\n"
+        "  biopb-mcp docs check\n"
+        "  biopb-mcp docs search 'otsu threshold' --max 3\n"
+        "  biopb-mcp docs pack --out docs-pack.md\n")
+    dsub = docs.add_subparsers(dest="docs_command", metavar="{index,read,check,search,pack}",
+                               required=True)
+    dsub.add_parser("index", help="print the rendered index (what the agent sees at start)",
+                    description="Print the rendered doc index. Example: biopb-mcp docs index")
+    read = dsub.add_parser("read", help="print one doc by id",
+                           description="Print one doc. Example: biopb-mcp docs read authoring")
+    read.add_argument("id", help="doc id, or index, <id>@diff, <id>@history, <id>@v<N>")
+    dsub.add_parser("check", help="lint both tiers; exit 1 and list each problem if any",
+                    description="Lint ids, caps, index entries that do not resolve and shipped "
+                    "[[links]] that do not land. Example: biopb-mcp docs check")
+    search = dsub.add_parser("search", help="full-text search over the docs the index lists",
+                             description="Example: biopb-mcp docs search 'otsu threshold' --max 3")
+    search.add_argument("query", help="words or an exact phrase to find")
+    search.add_argument("--max", type=_positive_int, default=5, metavar="N",
+                        help="at most N hits (default 5)")
+    pack = dsub.add_parser("pack", help="every doc concatenated into one markdown file",
+                           description="Example: biopb-mcp docs pack --out docs-pack.md")
+    pack.add_argument("--out", type=Path, default=None, metavar="FILE",
+                      help="write to FILE instead of stdout")
+
+    config = sub.add_parser(
+        "config", help="write or show the config file", formatter_class=fmt,
+        description="The config file is <config dir>/config.toml; a missing key keeps its default.",
+        epilog="examples:\n"
+        "  biopb-mcp config init            # write config.toml with every default, commented\n"
+        "  biopb-mcp config init --force    # overwrite an existing one\n"
+        "  biopb-mcp config show            # merged values and where each came from\n")
+    csub = config.add_subparsers(dest="config_command", metavar="{init,show}", required=True)
+    init = csub.add_parser("init", help="write a commented config.toml with every default",
+                           description="Example: biopb-mcp config init")
+    init.add_argument("--force", action="store_true", help="overwrite an existing config.toml")
+    csub.add_parser("show", help="print the merged config and where each value came from",
+                    description="Example: biopb-mcp config show")
+    _add_console_parser(sub, fmt)
+    demo = sub.add_parser(
+        "demo", help="run the real server end to end in a temporary config tree",
+        formatter_class=fmt,
+        description="Start the server over stdio with the MCP SDK's client, in a temporary config "
+        "tree (your own config and docs are not used), and walk through what an agent does: the "
+        "doc index in the handshake, start_kernel, an analysis with an image back, read_doc, "
+        "write_doc, search_docs, server_status. Exit 0 when every step passed, 1 naming the "
+        "step that failed.",
+        epilog="examples:\n  biopb-mcp demo\n  biopb-mcp demo --image ./nuclei.png\n")
+    from biopb_mcp.server.demo import DEFAULT_IMAGE
+
+    demo.add_argument("--image", type=Path, default=DEFAULT_IMAGE, metavar="FILE",
+                      help=f"where to save the image the kernel returns (default: {DEFAULT_IMAGE})")
+    return parser
+
+
+def _add_console_parser(sub: argparse._SubParsersAction[_Parser], fmt: type[argparse.HelpFormatter]) -> None:
+    console = sub.add_parser(
+        "console", help="a terminal console on the running server's kernel (shared with the agent)",
+        formatter_class=fmt,
+        description="Attach a terminal console to the kernel of the running biopb-mcp server: the "
+        "agent's code and outputs show up live, marked [agent], and what you type runs in the same "
+        "namespace. Leaving the console (exit, quit, Ctrl-D) leaves the kernel running. Needs the "
+        "console extra: pip install 'biopb-mcp[console]'.",
+        epilog="examples:\n"
+        "  biopb-mcp console            # the newest running server's kernel\n"
+        "  biopb-mcp console --pid 4242 # the kernel of server pid 4242 (server_status shows it)\n")
+    console.add_argument("--pid", type=_positive_int, default=None, metavar="N",
+                         help="attach to the kernel of the server with this pid (default: the newest)")
+
+
+def _port(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"port must be an integer, got {text!r}") from None
+    if not 0 <= value <= 65535:
+        raise argparse.ArgumentTypeError(f"port must be 0-65535, got {value}")
+    return value
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {value}")
+    return value
+
+
+def _with_default_command(argv: list[str]) -> list[str]:
+    """Insert ``serve`` when no command is named (bare ``biopb-mcp`` or serve options only)."""
+    if not argv or (argv[0].startswith("-") and argv[0] not in ("-h", "--help", "--version")):
+        return ["serve", *argv]
+    return argv
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the CLI; returns the exit code (the console script exits with it)."""
+    args_list = list(sys.argv[1:] if argv is None else argv)
+    parser = _build_parser()
+    try:
+        try:
+            args = parser.parse_args(_with_default_command(args_list))
+        except SystemExit as exc:  # --help / --version
+            return exc.code if isinstance(exc.code, int) else 0
+        return _dispatch(args)
+    except _UsageError as exc:
+        return _fail(str(exc))
+    except DocError as exc:
+        from biopb_mcp.text.docs import FOR_TERMINAL, refusal
+
+        return _fail(refusal(exc, FOR_TERMINAL))
+    except BiopbMcpError as exc:
+        return _fail(str(exc))
+    except OSError as exc:
+        where = f"{exc.filename}: " if exc.filename else ""
+        return _fail(f"{where}{exc.strerror or exc}")
+    except KeyboardInterrupt:
+        return 130
+    except Exception as exc:  # the top-level handler: never a traceback for the user
+        if os.environ.get(DEBUG_ENV):
+            raise
+        if logging.getLogger().handlers:
+            logger.exception("Unexpected error")
+        return _fail(f"unexpected {type(exc).__name__}: {exc} (rerun with {DEBUG_ENV}=1 for "
+                     "the traceback)")
+
+
+def _fail(message: str) -> int:
+    one_line = " ".join(part.strip() for part in message.splitlines() if part.strip())
+    print(f"error: {one_line}", file=sys.stderr)
+    return 2
+
+
+def _dispatch(args: argparse.Namespace) -> int:
+    if args.command in (None, "serve"):
+        return _serve(args)
+    if args.command == "config":
+        return _config(args)
+    if args.command == "console":
+        return _console(args)
+    if args.command == "demo":
+        from biopb_mcp.server.demo import run_demo
+
+        return run_demo(sys.stdout, args.image)
+    return _docs(args)
+
+
+def _console(args: argparse.Namespace) -> int:
+    settings = load_settings()
+    from biopb_mcp.cli.console import run
+
+    return run(Path(settings.runtime_dir), args.pid, lambda text: print(text, flush=True),
+               config_dir=settings.config_dir)
+
+
+def _serve(args: argparse.Namespace) -> int:
+    if args.transport != "http":
+        if args.port is not None:
+            raise _UsageError("--port applies only to --transport http")
+        if args.no_auth:
+            raise _UsageError("--no-auth applies only to --transport http")
+    if args.rotate_token and (args.transport != "http" or args.no_auth):
+        raise _UsageError("--rotate-token applies only to --transport http with a token")
+    settings = load_settings()
+    if args.rotate_token and settings.http.token != "stable":
+        raise _UsageError('--rotate-token renews the stable token; http.token is "per-start", '
+                          "which makes a new token at every start anyway")
+    if args.transport == "stdio" and sys.stdin.isatty():
+        print(TTY_HINT, file=sys.stderr)  # a person ran it by hand: silence would look like a hang
+    if args.existing is not None:
+        settings = _with_existing(settings, args.existing)
+    from biopb_mcp.server import serve  # sets up logging (file + stderr) itself
+
+    trace = args.trace if args.trace is not None else settings.trace_file
+    return serve(settings, transport=args.transport, port=args.port, auth=not args.no_auth,
+                 trace=trace, rotate_token=args.rotate_token)
+
+
+def _with_existing(settings: Settings, spec: str) -> Settings:
+    """``--existing`` overrides ``kernel.existing`` (an empty FILE is refused, not read as "off")."""
+    from dataclasses import replace
+
+    if not spec.strip():
+        raise _UsageError("--existing takes a connection file or a kernel name; leave FILE out for the newest")
+    return replace(settings, kernel=replace(settings.kernel, existing=spec),
+                   sources={**settings.sources, "kernel.existing": "--existing"})
+
+
+def _config(args: argparse.Namespace) -> int:
+    from biopb_mcp.config.settings import config_dir
+
+    if args.config_command == "init":
+        path = init_config(config_dir(), force=args.force)
+        print(f"wrote {path}")
+        return 0
+    settings = load_settings()
+    _print_warnings(settings)
+    sys.stdout.write(render_show(settings))
+    problem = _kernel_spec_problem(settings.kernel.name)
+    if problem:
+        print(f"warning: {problem}", file=sys.stderr)
+    return 0
+
+
+def _kernel_spec_problem(name: str) -> str | None:
+    """Why ``kernel.name`` cannot start, or None: caught here, not at the agent's first start_kernel."""
+    if not name:
+        return None
+    from jupyter_client.kernelspec import KernelSpecManager
+
+    specs = KernelSpecManager().find_kernel_specs()
+    if name in specs:
+        return None
+    known = ", ".join(sorted(specs)) or "none installed"
+    return (f"kernel.name = {name!r} names no installed Jupyter kernel spec (available: {known}); "
+            "start_kernel will fail until it does (see `jupyter kernelspec list`)")
+
+
+def _print_warnings(settings: Settings, *, config_file_only: bool = False) -> None:
+    """Settings warnings as ``warning:`` lines; docs commands show only those about the file."""
+    for message in settings.warnings:
+        if not config_file_only or message.startswith(str(settings.config_file)):
+            print(f"warning: {message}", file=sys.stderr)
+
+
+def _docs(args: argparse.Namespace) -> int:
+    settings = load_settings()
+    _print_warnings(settings, config_file_only=True)  # the runtime-dir fallback is serve's business
+    from biopb_mcp.docs.store import DocStore
+
+    store = DocStore(settings.docs_local_dir, history_keep=settings.docs.history_keep, read_only=True,
+                     withhold=settings.docs.withhold)
+    # the store logs skipped files (unreadable, bad frontmatter): show them as warning lines
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter("warning: %(message)s"))
+    handler.setLevel(logging.WARNING)
+    docs_logger = logging.getLogger("biopb_mcp.docs")
+    docs_logger.addHandler(handler)
+    try:
+        return _docs_command(args, store)
+    finally:
+        docs_logger.removeHandler(handler)
+
+
+def _docs_command(args: argparse.Namespace, store: DocStore) -> int:
+    cmd = args.docs_command
+    if cmd == "index":
+        _print_text(store.render_index())
+    elif cmd == "read":
+        from biopb_mcp.text.docs import FOR_TERMINAL
+
+        _print_text(read_doc(store, args.id, FOR_TERMINAL))
+    elif cmd == "check":
+        problems = store.check()
+        warnings = store.check_warnings()
+        for problem in problems:
+            print(problem)
+        for warning in warnings:
+            print(f"warning: {warning}")
+        if problems:
+            print(f"{len(problems)} problem(s) found in {store.shipped_dir} and {store.local_dir}",
+                  file=sys.stderr)
+            return 1
+        also = f"; {len(warnings)} warning(s) above" if warnings else ""
+        print(f"ok: {len(store.doc_ids())} docs, no problems{also}")
+    elif cmd == "search":
+        from biopb_mcp.docs.search.query import search_docs
+        from biopb_mcp.text.docs import FOR_TERMINAL, format_hits
+
+        hits = search_docs(store, args.query, max_results=args.max)
+        _print_text(format_hits(hits, args.query, FOR_TERMINAL))
+    else:  # pack
+        from biopb_mcp.text.pack import build_pack
+
+        text = build_pack(store)
+        if args.out is None:
+            _print_text(text)
+        else:
+            args.out.write_text(text, encoding="utf-8")
+            print(f"wrote {args.out} ({len(text.splitlines())} lines)")
+    return 0
+
+
+def _print_text(text: str) -> None:
+    sys.stdout.write(text if text.endswith("\n") else text + "\n")

@@ -1,0 +1,284 @@
+"""``%load_ext biopb_mcp``: offer this kernel to an agent, and the ``%biopb`` magics.
+
+Loaded in a notebook or console kernel, the extension prints, for this very kernel, the command
+that attaches an agent's MCP server to it and the client config lines that launch that command.
+The ``%biopb`` magics then show whether an agent is attached and what it ran, replay its recent
+cells (with their outputs) in this frontend, and pause or resume it. The server and the magics
+meet through the files of :mod:`biopb_mcp.kernel.link`, in the runtime dir of the biopb config
+both read.
+
+The text is built by small functions that return strings; only :func:`load` and the magic write
+to the frontend.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import json
+import shlex
+import shutil
+import sys
+from pathlib import Path
+from typing import Any
+
+from biopb_mcp.kernel.link import AgentPresence, KernelLink, Pause, link_id
+from biopb_mcp.kernel.notebook import image_label
+
+__all__ = ["attach_text", "load", "server_command", "status_text", "unload"]
+
+DEFAULT_LOG_CELLS = 3
+"""Cells ``%biopb log`` replays without a count."""
+
+CONFIG_ENV = "BIOPB_CONFIG_DIR"
+
+USAGE = (
+    "%biopb status          is an agent attached, what it last ran, is it paused\n"
+    "%biopb log [N]         the agent's last N cells (default 3) with their outputs\n"
+    "%biopb pause [reason]  the agent's next code is refused (it is told you paused it)\n"
+    "%biopb resume          let the agent run code again\n"
+)
+
+
+# --------------------------------------------------------------------------- text (pure)
+
+
+def server_command() -> list[str]:
+    """The absolute command that runs this installation's server.
+
+    Absolute, because an MCP client launches it with its own PATH: the script beside this
+    kernel's Python, else the one on PATH, else ``python -m biopb_mcp``.
+    """
+    beside = Path(sys.executable).parent / "biopb-mcp"
+    if beside.is_file():
+        return [str(beside)]
+    found = shutil.which("biopb-mcp")
+    return [found] if found else [sys.executable, "-m", "biopb_mcp"]
+
+
+def attach_text(connection_file: Path, command: list[str], config_dir: str | None = None) -> str:
+    """What ``%load_ext biopb_mcp`` prints: the attach command and the client config lines.
+
+    ``config_dir`` (the kernel's ``BIOPB_CONFIG_DIR``, when set) is passed on to the server, so
+    it reads the config this kernel's magics read and the two find each other's files.
+    """
+    argv = [*command, "--existing", str(connection_file)]
+    env = {CONFIG_ENV: config_dir} if config_dir else {}
+    shell = shlex.join(argv)
+    if env:
+        shell = f"{CONFIG_ENV}={shlex.quote(config_dir or '')} {shell}"
+    claude = ["claude", "mcp", "add", "biopb"]
+    for name, value in env.items():
+        claude += ["-e", f"{name}={value}"]
+    claude += ["--", *argv]
+    entry: dict[str, Any] = {"command": argv[0], "args": argv[1:]}
+    if env:
+        entry["env"] = env
+    return "\n".join([
+        f"biopb-mcp: an agent can work in this kernel, beside you (connection file {connection_file}).",
+        "It joins this kernel without owning it: it sees your variables and you see its, it cannot",
+        "restart or shut the kernel down, and only its own cells' outputs go back to it.",
+        "Run the agent's MCP server attached to this kernel:",
+        f"  {shell}",
+        "Claude Code:",
+        f"  {shlex.join(claude)}",
+        "Other MCP clients (JSON mcpServers):",
+        "  " + json.dumps({"mcpServers": {"biopb": entry}}),
+        "Then: " + " | ".join(line.split("  ")[0].strip() for line in USAGE.splitlines()),
+        "",
+    ])
+
+
+def _clock(stamp: float | None) -> str:
+    if stamp is None:
+        return "?"
+    when = _dt.datetime.fromtimestamp(stamp)
+    today = _dt.datetime.now().date()
+    return when.strftime("%H:%M:%S" if when.date() == today else "%Y-%m-%d %H:%M:%S")
+
+
+def _one_line(code: str, limit: int = 80) -> str:
+    lines = [line for line in code.strip().splitlines() if line.strip()]
+    if not lines:
+        return "(empty)"
+    first = lines[0] if len(lines[0]) <= limit else lines[0][: limit - 1] + "…"
+    return first + (f"  (+{len(lines) - 1} lines)" if len(lines) > 1 else "")
+
+
+def status_text(presence: AgentPresence | None, pause: Pause | None) -> str:
+    """What ``%biopb status`` prints."""
+    if presence is None:
+        agent = "No agent has attached to this kernel yet (%load_ext biopb_mcp printed the command)."
+    elif not presence.alive:
+        agent = (f"No agent attached now: the last one (biopb-mcp pid {presence.server_pid}) has exited. "
+                 "Start the MCP client again to re-attach.")
+    else:
+        owner = "it owns this kernel" if presence.owns_kernel else "the kernel stays yours"
+        agent = (f"Agent attached: biopb-mcp pid {presence.server_pid} over {presence.transport}, "
+                 f"since {_clock(presence.since)} ({owner}).")
+    lines = [agent]
+    if presence is not None and presence.last_job:
+        lines.append(f"Last submitted: {presence.last_job} at {_clock(presence.last_submitted)}: "
+                     f"{_one_line(presence.last_code or '')}")
+    if presence is not None:
+        if presence.session_notebook:
+            lines.append(f"Session notebook: {presence.session_notebook} (%biopb log replays its cells).")
+        else:
+            lines.append("The server records no session notebook ([record] enabled = false).")
+    if pause is None:
+        lines.append("Not paused (%biopb pause stops the agent's code from running here).")
+    else:
+        why = f": {pause.reason}" if pause.reason else ""
+        lines.append(f"Paused by you since {_clock(pause.since)}{why} (%biopb resume lets it run again).")
+    return "\n".join(lines) + "\n"
+
+
+def pause_text(pause: Pause) -> str:
+    """What ``%biopb pause`` prints."""
+    return ("Paused: from now on the agent's execute_code runs nothing in this kernel and tells the "
+            "agent you paused it. Code it already started keeps running (interrupt the kernel to "
+            "stop it). %biopb resume lets it run again.\n")
+
+
+def agent_cells_of(presence: AgentPresence | None, count: int) -> tuple[list[Any], str | None]:
+    """The agent's last ``count`` cells from its session notebook, or ``([], why not)``."""
+    if presence is None:
+        return [], "No agent has attached to this kernel yet: there is no log to show.\n"
+    if not presence.session_notebook:
+        return [], "The agent's server records no session notebook ([record] enabled = false).\n"
+    from nbformat import ValidationError
+
+    from biopb_mcp.kernel.notebook import agent_cells, read_session
+
+    try:
+        cells = agent_cells(read_session(Path(presence.session_notebook)))
+    except FileNotFoundError:
+        return [], f"The agent has run nothing yet ({presence.session_notebook} is not written).\n"
+    except (OSError, ValueError, ValidationError) as exc:  # a torn or foreign file: say which
+        return [], f"Cannot read the session notebook {presence.session_notebook}: {exc}\n"
+    if not cells:
+        return [], "The agent has run no code in this session yet.\n"
+    return cells[-count:], None
+
+
+def cell_header(cell: Any) -> str:
+    """``[agent] In [7]  job-3 · ok · 0.21 s · 23:01:02`` above each replayed cell."""
+    meta = cell.get("metadata", {}).get("biopb", {})
+    count = cell.get("execution_count")
+    parts = [str(meta.get(k)) for k in ("job_id", "status") if meta.get(k)]
+    if isinstance(meta.get("seconds"), (int, float)):
+        parts.append(f"{meta['seconds']:g} s")
+    if meta.get("finished"):
+        parts.append(str(meta["finished"]).split("T")[-1][:8])
+    return f"[agent] In [{count if count is not None else ' '}]  " + " · ".join(parts)
+
+
+# --------------------------------------------------------------------------- the kernel side
+
+
+def _kernel_link(ip: Any) -> tuple[Path | None, KernelLink | None, str | None]:
+    """(connection file, link, why not) for the kernel running ``ip``."""
+    try:
+        from ipykernel.connect import get_connection_file
+
+        conn = Path(get_connection_file()).resolve()
+    except (ImportError, RuntimeError, OSError):
+        return None, None, ("biopb_mcp: this IPython is not a Jupyter kernel, so no agent can "
+                            "attach to it. Load the extension in a notebook or `jupyter console` "
+                            "kernel.\n")
+    try:
+        info = json.loads(conn.read_text(encoding="utf-8"))
+    except (OSError, ValueError):  # the file was removed; the running kernel still has its key
+        kernel = getattr(ip, "kernel", None)
+        info = {"key": getattr(getattr(kernel, "session", None), "key", b"")}
+    from biopb_mcp.config.settings import load_settings
+    from biopb_mcp.errors import ConfigError
+
+    try:
+        settings = load_settings()
+    except ConfigError as exc:
+        return conn, None, f"biopb_mcp: the biopb config cannot be used: {exc}\n"
+    return conn, KernelLink(Path(settings.runtime_dir), link_id(info, conn)), None
+
+
+def _write(text: str, *, err: bool = False) -> None:
+    stream = sys.stderr if err else sys.stdout
+    stream.write(text)
+    stream.flush()
+
+
+def _replay(ip: Any, cells: list[Any]) -> None:
+    """Show each cell as it ran for the agent: code, streams, rich outputs (images too), errors."""
+    for cell in cells:
+        _write(f"{cell_header(cell)}\n{cell.source.rstrip()}\n")
+        for out in cell.get("outputs", []):
+            kind = out.get("output_type")
+            if kind == "stream":
+                _write(out.get("text", ""), err=out.get("name") == "stderr")
+            elif kind in ("execute_result", "display_data"):
+                # the frontend renders the bundle as it rendered the agent's own output; a text-only
+                # frontend (a console) shows the image's size, not the repr of the object behind it
+                data = dict(out.get("data", {}))
+                label = image_label(data)
+                if label is not None:
+                    data["text/plain"] = label
+                ip.display_pub.publish(data=data, metadata=dict(out.get("metadata", {})))
+            elif kind == "error":
+                _write("\n".join(out.get("traceback", [])) + "\n", err=True)
+        _write("\n")
+
+
+def biopb_magic(ip: Any, line: str) -> None:
+    """%biopb status | log [N] | pause [reason] | resume — the agent working in this kernel."""
+    words = line.split(None, 1)
+    command, rest = (words[0].lower(), words[1] if len(words) > 1 else "") if words else ("status", "")
+    if command not in ("status", "log", "pause", "resume"):
+        _write(f"%biopb: unknown command {command!r}.\n{USAGE}", err=True)
+        return
+    _conn, link, problem = _kernel_link(ip)
+    if link is None:
+        _write(problem or "", err=True)
+        return
+    try:
+        if command == "status":
+            _write(status_text(link.presence(), link.paused()))
+        elif command == "log":
+            count = DEFAULT_LOG_CELLS
+            if rest.strip():
+                if not rest.strip().isdigit() or int(rest) < 1:
+                    _write(f"%biopb log takes a positive number of cells, got {rest.strip()!r}.\n", err=True)
+                    return
+                count = int(rest)
+            cells, why = agent_cells_of(link.presence(), count)
+            if why:
+                _write(why)
+            _replay(ip, cells)
+        elif command == "pause":
+            _write(pause_text(link.pause(rest)))
+        elif link.resume():
+            _write("Resumed: the agent can run code in this kernel again.\n")
+        else:
+            _write("The agent was not paused.\n")
+    except OSError as exc:
+        _write(f"%biopb {command}: cannot use the runtime dir {link.runtime_dir}: {exc}\n", err=True)
+
+
+def load(ip: Any) -> None:
+    """Register ``%biopb`` and print how to attach an agent to this kernel."""
+    def biopb(line: str) -> None:
+        biopb_magic(ip, line)
+
+    biopb.__doc__ = biopb_magic.__doc__
+    ip.register_magic_function(biopb, "line", "biopb")
+    conn, _link, problem = _kernel_link(ip)
+    if conn is None or problem:
+        _write(problem or "", err=True)
+        return
+    import os
+
+    _write(attach_text(conn, server_command(), os.environ.get(CONFIG_ENV)))
+
+
+def unload(ip: Any) -> None:
+    """Remove ``%biopb`` (``%unload_ext biopb_mcp``)."""
+    magics = ip.magics_manager.magics.get("line", {})
+    magics.pop("biopb", None)

@@ -1,0 +1,12 @@
+"""Code that runs inside the kernel: the bootstrap, the built-in plugins, the inspect probe.
+
+The kernel may be another Python environment without biopb_mcp, so these files are handed to
+it by path (or as source) and use only the standard library when loaded; what they need beyond
+it (IPython, matplotlib, napari, dask) they import when first used. Nothing here imports
+biopb_mcp.
+"""
+
+from pathlib import Path
+
+INSIDE_DIR = Path(__file__).parent
+"""Where the files the kernel is given live."""

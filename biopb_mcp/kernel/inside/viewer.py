@@ -1,0 +1,414 @@
+"""In the kernel: ``viewer()``, the napari window the scientist watches and the agent fills.
+
+Loaded by the kernel bootstrap from this file's path (the kernel may be another Python without
+biopb_mcp), so it imports only the standard library until ``viewer()`` is first called: a
+kernel start pays nothing for napari or Qt.
+
+``viewer()`` turns on IPython's Qt event loop integration (``%gui qt``): between executions the
+kernel runs Qt's loop, so the window stays live, the scientist can pan, paint and draw, and
+layers the agent adds appear at once. Qt ends the whole process when it cannot reach a display,
+so before the first QApplication exists a child process tries one (with an OpenGL context,
+which napari's canvas needs); only when it succeeds does this process create its own.
+
+The server's ``look_at_viewer`` tool sends this file's source in a silent user expression and
+calls :func:`look_json`, which works with or without the plugin loaded (a joined notebook kernel
+may not have it): it uses the viewer ``viewer()`` opened, else ``napari.current_viewer()``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import importlib.util
+import io
+import json
+import os
+import subprocess
+import sys
+from typing import Any
+
+MODULE_NAME = "biopb_mcp_builtin_viewer"
+"""The name the bootstrap loads this file under (``biopb_mcp_builtin_`` + the file's stem)."""
+
+QT_BINDINGS = ("PyQt6", "PySide6", "PyQt5", "PySide2")
+"""Qt bindings napari runs on (through qtpy)."""
+
+PROBE_TIMEOUT = 30.0
+"""Seconds the display probe may take; a display that hangs is reported, not waited on."""
+
+WAKE_INTERVAL_MS = 50
+"""How often the idle kernel checks, from Qt's loop, for a request its socket notifier missed."""
+
+MAX_COUNTED_LABELS = 16_777_216
+"""Labels layers up to this many pixels (in memory) have their labels counted for the layer list."""
+
+_PROBE = """\
+import sys
+from qtpy.QtGui import QOffscreenSurface, QOpenGLContext
+from qtpy.QtWidgets import QApplication
+app = QApplication(["biopb-display-probe"])
+context = QOpenGLContext()
+surface = QOffscreenSurface()
+surface.create()
+ok = context.create() and context.makeCurrent(surface)
+print(app.platformName())
+sys.exit(0 if ok else 3)
+"""
+"""Run in a child process: can Qt open this display, with OpenGL? Exit 3: no OpenGL."""
+
+_state: dict[str, Any] = {"viewer": None, "display_ok": False}
+
+
+class ViewerUnavailable(RuntimeError):
+    """napari or a display is missing; the message says which and what the user can do."""
+
+
+def viewer() -> Any:
+    """The napari viewer shared with the user: opens one, or returns the one already open.
+
+    The window shows on the user's screen and stays live between calls. Add layers with
+    ``v.add_image(img, name="raw")``, ``v.add_labels(labels, name="nuclei")``; what the user
+    draws or corrects is in ``v.layers["name"].data``. A window the user closed is noticed: the
+    next call opens a new one. Keep the result in a variable such as ``v`` (not ``viewer``).
+
+    Raises:
+        ViewerUnavailable: napari (or a Qt binding) is not installed in this kernel's Python, or
+            there is no display to show a window on; the message says what the user can do.
+    """
+    found = _find_open()
+    if found is not None:
+        _state["viewer"] = found
+        return found
+    _require_napari()
+    _require_display()
+    _enable_qt_loop()
+    import napari
+
+    opened = napari.Viewer(title="napari (shared with the agent)")
+    _state["viewer"] = opened
+    return opened
+
+
+def _own_state() -> dict[str, Any]:
+    """The loaded plugin's state, so a fresh copy of this source (the tool's query) sees its viewer."""
+    module = sys.modules.get(MODULE_NAME)
+    state = getattr(module, "_state", None)
+    return state if isinstance(state, dict) else _state
+
+
+def _is_open(candidate: Any) -> bool:
+    """Is this viewer's window still there and shown? (closed by the user, or by ``close()``)."""
+    try:
+        return bool(candidate.window._qt_window.isVisible())
+    except (AttributeError, RuntimeError):  # window deleted by close(), or its Qt object is gone
+        return False
+
+
+def _find_open() -> Any:
+    """The viewer ``viewer()`` opened if still open, else napari's current one, else None.
+
+    napari is never imported here: only a kernel that already uses it can have a viewer.
+    """
+    state = _own_state()
+    tracked = state.get("viewer")
+    if tracked is not None:
+        if _is_open(tracked):
+            return tracked
+        state["viewer"] = None
+        _close_quietly(tracked)
+    napari = sys.modules.get("napari")
+    if napari is None:
+        return None
+    try:
+        current = napari.current_viewer()
+    except Exception:
+        return None
+    return current if current is not None and _is_open(current) else None
+
+
+def _close_quietly(closed: Any) -> None:
+    """Release what a window the user closed still holds (its layers, its canvas)."""
+    try:
+        closed.close()
+    except Exception:
+        pass
+
+
+def napari_problem() -> str | None:
+    """Why napari cannot run in this Python (not installed, no Qt binding), or None."""
+    if importlib.util.find_spec("napari") is None:
+        return (f"napari is not installed in this kernel's Python ({sys.executable}). Ask the user to "
+                "install it there: pip install 'biopb-mcp[viewer]' (napari with PyQt6), then restart "
+                "the kernel.")
+    if not any(importlib.util.find_spec(name) is not None for name in QT_BINDINGS):
+        return (f"napari is installed in this kernel's Python ({sys.executable}) but no Qt binding is. "
+                "Ask the user to install one there: pip install PyQt6 (or pip install "
+                "'biopb-mcp[viewer]'), then restart the kernel.")
+    return None
+
+
+def _require_napari() -> None:
+    problem = napari_problem()
+    if problem is not None:
+        raise ViewerUnavailable(problem)
+
+
+def _qt_app_exists() -> bool:
+    """A QApplication already runs in this process, so Qt has its display."""
+    for name in QT_BINDINGS:
+        widgets = sys.modules.get(f"{name}.QtWidgets")
+        if widgets is not None and widgets.QApplication.instance() is not None:
+            return True
+    return False
+
+
+_WHERE_TO_SHOW = (
+    "The user can start the MCP server from a desktop session, wrap it in a virtual display "
+    "(xvfb-run -a biopb-mcp: the window is seen by nobody, but look_at_viewer screenshots "
+    "work), or use a remote desktop (VNC, X2Go). Meanwhile show images as PNGs: "
+    "show(image, labels)."
+)
+
+
+def display_facts() -> dict[str, str]:
+    """The display settings Qt reads (empty strings when unset)."""
+    return {name: os.environ.get(name, "") for name in ("DISPLAY", "WAYLAND_DISPLAY", "QT_QPA_PLATFORM")}
+
+
+def display_problem() -> str | None:
+    """Why no window can be shown from this process, or None (checked without touching Qt here)."""
+    facts = display_facts()
+    if facts["QT_QPA_PLATFORM"].split(":")[0] in ("offscreen", "minimal"):
+        return (f"QT_QPA_PLATFORM={facts['QT_QPA_PLATFORM']} gives Qt no screen and no OpenGL, which "
+                "napari's canvas needs. " + _WHERE_TO_SHOW)
+    needs_env = sys.platform.startswith(("linux", "freebsd", "openbsd", "netbsd"))
+    if needs_env and not facts["DISPLAY"] and not facts["WAYLAND_DISPLAY"] and not facts["QT_QPA_PLATFORM"]:
+        return ("No display for a napari window: this kernel has neither DISPLAY nor WAYLAND_DISPLAY "
+                "set (it runs outside a desktop session, e.g. on a server or over SSH). " + _WHERE_TO_SHOW)
+    return None
+
+
+def _probe_display() -> str | None:
+    """Open the display with Qt in a child process; None when it worked, else why not."""
+    where = display_facts()
+    named = ", ".join(f"{k}={v}" for k, v in where.items() if v) or "no display variables"
+    try:
+        done = subprocess.run([sys.executable, "-c", _PROBE], capture_output=True, text=True,
+                              timeout=PROBE_TIMEOUT, stdin=subprocess.DEVNULL, check=False)
+    except subprocess.TimeoutExpired:
+        return f"Qt did not open the display ({named}) within {PROBE_TIMEOUT:g} s. " + _WHERE_TO_SHOW
+    except OSError as exc:
+        return f"Could not test the display ({named}): {exc}. " + _WHERE_TO_SHOW
+    if done.returncode == 0:
+        return None
+    if done.returncode == 3:
+        return (f"Qt opened the display ({named}, platform {done.stdout.strip()}) but could not create "
+                "an OpenGL context, which napari's canvas needs. " + _WHERE_TO_SHOW)
+    said = [line for line in done.stderr.strip().splitlines() if line.strip()][:4]
+    detail = "; ".join(said) if said else f"exit status {done.returncode}"
+    return f"Qt cannot open a window on this display ({named}): {detail}. " + _WHERE_TO_SHOW
+
+
+def _require_display() -> None:
+    """Raise unless a window can be opened; Qt's own failure would end the kernel process."""
+    state = _own_state()
+    if state.get("display_ok") or _qt_app_exists():
+        return
+    problem = display_problem() or _probe_display()
+    if problem is not None:
+        raise ViewerUnavailable(problem)
+    state["display_ok"] = True
+
+
+def _shell() -> Any:
+    """The IPython shell this runs in, or None (plain Python)."""
+    try:
+        from IPython import get_ipython
+    except ImportError:
+        return None
+    return get_ipython()
+
+
+def _enable_qt_loop() -> None:
+    """``%gui qt``: the kernel runs Qt's event loop while idle, so the window stays live.
+
+    It sets no matplotlib backend: figures keep coming back as images.
+    """
+    shell = _shell()
+    if shell is None:
+        return
+    if getattr(shell, "active_eventloop", None) != "qt":
+        shell.run_line_magic("gui", "qt")
+    _keep_waking(getattr(shell, "kernel", None))
+
+
+def _asyncio_has_work() -> bool:
+    """Tasks besides the one running Qt's loop wait on the kernel's asyncio loop (a request's handler)."""
+    try:
+        current = asyncio.current_task()
+        return any(task is not current for task in asyncio.all_tasks())
+    except RuntimeError:  # no running asyncio loop: nothing of the kernel's can be waiting on it
+        return False
+
+
+def _keep_waking(kernel: Any) -> None:
+    """Every ``WAKE_INTERVAL_MS`` while the idle kernel runs Qt's loop, hand its own loop a turn.
+
+    ipykernel leaves Qt's loop only when a socket notifier sees a new request on the shell
+    socket. Two ways a request is then left waiting (an execute_code that never starts): the
+    kernel's asyncio loop took the request in (its handler is a task not yet run) just before
+    ipykernel re-entered Qt's loop, which blocks that asyncio loop; or the request landed while
+    the notifier was off and zmq, which signals readability once, never signals it again. So
+    the timer takes in any waiting request (as the notifier would) and leaves Qt's loop when
+    it took one in or a task waits on the asyncio loop; ipykernel re-enters Qt's loop a
+    millisecond later, so the window stays live.
+    """
+    app = getattr(kernel, "app", None)
+    if kernel is None or app is None or getattr(kernel, "_biopb_wake_timer", None) is not None:
+        return
+    from ipykernel import eventloops
+    from qtpy.QtCore import QTimer
+
+    # ipykernel 7 reads requests through a per-subshell stream; earlier versions had one shell stream
+    shell_stream = (eventloops.get_shell_stream(kernel) if hasattr(eventloops, "get_shell_stream")
+                    else kernel.shell_stream)
+
+    def wake() -> None:
+        loop = getattr(app, "qt_event_loop", None)
+        if loop is None or not getattr(app, "_in_event_loop", False):
+            return  # a cell is running (napari processing events): requests wait their turn
+        took_in = shell_stream.flush(limit=1)
+        if not took_in and not _asyncio_has_work():
+            return
+        notifier = getattr(kernel, "_qt_notifier", None)
+        if notifier is not None:
+            notifier.setEnabled(False)
+        loop.quit()
+
+    timer = QTimer(app)
+    timer.setInterval(WAKE_INTERVAL_MS)
+    timer.timeout.connect(wake)
+    timer.start()
+    kernel._biopb_wake_timer = timer
+
+
+# -- what look_at_viewer reads ------------------------------------------------------------------
+
+
+def look_json(canvas_only: bool = True) -> str:
+    """The open viewer as JSON: a PNG screenshot and its layers; or why there is none."""
+    try:
+        return json.dumps(look(canvas_only), default=str)
+    except Exception as exc:  # a status must come back whatever napari did
+        return json.dumps({"state": "error", "error": f"{type(exc).__name__}: {exc}"})
+
+
+def look(canvas_only: bool = True) -> dict[str, Any]:
+    """Facts about the viewer for the tool: ``state`` is ``open``, ``no_viewer`` or ``error``."""
+    found = _find_open()
+    if found is None:
+        return {"state": "no_viewer", **_environment()}
+    out: dict[str, Any] = {"state": "open", "title": str(found.title), "canvas_only": canvas_only,
+                           "opened_by": "viewer()" if found is _own_state().get("viewer") else "napari",
+                           "layers": [_layer_facts(layer, found) for layer in found.layers],
+                           "dims": _dims(found), **_environment()}
+    try:
+        shot = found.screenshot(canvas_only=canvas_only, flash=False)
+        out["png"] = base64.b64encode(_png(shot)).decode("ascii")
+    except Exception as exc:
+        out.update(state="error", error=f"the screenshot failed: {type(exc).__name__}: {exc}")
+    return out
+
+
+def _environment() -> dict[str, Any]:
+    shell = _shell()
+    ns = shell.user_ns if shell is not None else {}
+    own = sys.modules.get(MODULE_NAME)
+    return {
+        "napari_problem": napari_problem(),
+        "display_problem": display_problem(),
+        "display": display_facts(),
+        "viewer_function": own is not None and ns.get("viewer") is getattr(own, "viewer", None),
+        "python": sys.executable,
+    }
+
+
+def _png(rgba: Any) -> bytes:
+    from PIL import Image  # napari depends on it (through imageio)
+
+    buf = io.BytesIO()
+    Image.fromarray(rgba[..., :3]).save(buf, format="PNG")
+    return buf.getvalue()
+
+
+def _dims(shown: Any) -> dict[str, Any]:
+    dims = shown.dims
+    sliders = [{"axis": int(axis), "label": str(dims.axis_labels[axis]), "at": int(dims.current_step[axis]),
+                "of": int(dims.nsteps[axis])}
+               for axis in dims.not_displayed if int(dims.nsteps[axis]) > 1]
+    return {"ndim": int(dims.ndim), "ndisplay": int(dims.ndisplay), "sliders": sliders}
+
+
+def _layer_facts(layer: Any, shown: Any) -> dict[str, Any]:
+    kind = type(layer).__name__.lower()
+    facts: dict[str, Any] = {"name": str(layer.name), "type": kind, "visible": bool(layer.visible),
+                             "selected": layer is shown.layers.selection.active}
+    data = layer.data
+    if kind == "points":
+        facts["count"] = len(data)
+    elif kind == "shapes":
+        facts["count"] = int(layer.nshapes)
+        kinds: dict[str, int] = {}
+        for shape_type in layer.shape_type:
+            kinds[str(shape_type)] = kinds.get(str(shape_type), 0) + 1
+        facts["shape_types"] = kinds
+    multiscale = bool(getattr(layer, "multiscale", False))
+    shape = getattr(data, "shape", None)
+    if shape is not None and kind not in ("shapes",):
+        facts["shape"] = [int(n) for n in shape]
+    if getattr(data, "dtype", None) is not None:
+        facts["dtype"] = str(data.dtype)
+    if multiscale:
+        facts["levels"] = len(data)
+    array = data[0] if multiscale else data
+    module = type(array).__module__.split(".")[0]
+    if module not in ("numpy", "builtins", "napari"):
+        facts["array_type"] = f"{type(array).__module__}.{type(array).__name__}"
+    if kind == "image":
+        facts["contrast_limits"] = [float(v) for v in layer.contrast_limits]
+        facts["colormap"] = str(getattr(layer.colormap, "name", layer.colormap))
+        facts["rgb"] = bool(getattr(layer, "rgb", False))
+    if kind == "labels":
+        facts["labels"] = _count_labels(data, multiscale)
+    return facts
+
+
+def _count_labels(data: Any, multiscale: bool) -> int | None:
+    """How many distinct non-zero labels, for an in-memory layer of bounded size; else None."""
+    import numpy as np
+
+    if multiscale or not isinstance(data, np.ndarray) or data.size > MAX_COUNTED_LABELS:
+        return None
+    values = np.unique(data)
+    return int(np.count_nonzero(values))
+
+
+def install(ns: dict[str, Any]) -> None:
+    """Bootstrap entry: put ``viewer`` in the namespace, unless the user already has that name."""
+    ns.setdefault("viewer", viewer)
+    shell = _shell()
+    if shell is None:
+        return
+
+    def restore_name(_info: Any) -> None:
+        # %reset empties the namespace; the helper must outlive it like the kernel's own names
+        shell.user_ns.setdefault("viewer", viewer)
+
+    def keep_qt_loop_answering(_result: Any) -> None:
+        # napari.Viewer() or %gui qt typed by hand turn on Qt's loop without viewer(): it needs
+        # the same wake-up
+        if getattr(shell, "active_eventloop", None) == "qt":
+            _keep_waking(getattr(shell, "kernel", None))
+
+    shell.events.register("pre_run_cell", restore_name)
+    shell.events.register("post_run_cell", keep_qt_loop_answering)

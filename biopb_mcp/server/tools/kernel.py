@@ -1,0 +1,244 @@
+"""The kernel tools: start, execute, poll, interrupt, restart, inspect, status.
+
+Thin: each calls the kernel host (``biopb_mcp.kernel``) and writes what the agent reads.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import sys
+from importlib.metadata import PackageNotFoundError, version
+from typing import Any
+
+import anyio
+from mcp.server.mcpserver import Context, MCPServer
+from mcp.types import CallToolResult, ToolAnnotations
+
+import biopb_mcp
+from biopb_mcp.config.settings import reread_kernel_start_keys
+from biopb_mcp.errors import BiopbMcpError, ConfigError
+from biopb_mcp.kernel import Rendered, compute
+from biopb_mcp.server import presence
+from biopb_mcp.server.result_size import Fitted, encoded_size, fit_images, image_blocks, text_block
+from biopb_mcp.server.state import SERVER_NAME, AppState
+from biopb_mcp.server.tool import READ_ONLY, tool
+from biopb_mcp.text import kernel as kernel_text
+
+logger = logging.getLogger(__name__)
+
+__all__ = ["WAIT_SLICE_SECONDS", "register_kernel_tools"]
+
+WAIT_SLICE_SECONDS = 1.0
+"""execute_code waits in slices this long, off the event loop, sending a progress note after each."""
+
+_NOTE_ROOM = 1024
+"""Bytes kept for the note saying what was shrunk to fit a result."""
+
+_ERROR_STATUSES = frozenset({"error", "dead"})
+"""Execution statuses shown with ``is_error``: the agent's code raised, or the kernel died under it."""
+
+
+def _versions() -> dict[str, str]:
+    found = {"biopb_mcp": biopb_mcp.__version__, "python": sys.version.split()[0]}
+    for dist in ("mcp", "jupyter-client", "ipykernel"):
+        try:
+            found[dist] = version(dist)
+        except PackageNotFoundError:
+            found[dist] = "not installed"
+    return found
+
+
+def _rendered_result(rendered: Rendered, limit: int, *, prefix: str = "") -> CallToolResult:
+    """Text plus PNG images as MCP content, the whole under ``limit`` bytes as sent.
+
+    The text ends with the job line a client follows a job by (after any note on images shrunk
+    to fit); an error in the agent's code marks the result as an error.
+    """
+    text = f"{prefix}{kernel_text.rendered_text(rendered)}"
+    last = kernel_text.job_line(rendered)
+    result = CallToolResult(content=[text_block(f"{text}\n{last}")], is_error=rendered.status in _ERROR_STATUSES)
+    text_bytes = encoded_size(result)
+    if text_bytes + _NOTE_ROOM > limit:  # only with a huge max_output_chars: keep the head and the job line
+        text = text.encode("utf-8")[: max(limit // 2 - _NOTE_ROOM, 0)].decode("utf-8", "ignore")
+        text += "\n" + kernel_text.cut_note(limit)
+        fitted = Fitted([], dropped=list(range(1, len(rendered.images) + 1)))
+    else:
+        fitted = fit_images(text_bytes + _NOTE_ROOM, rendered.images, limit)
+    if fitted.shrunk or fitted.dropped:
+        text += "\n" + kernel_text.fitted_note(fitted.shrunk, fitted.dropped, len(rendered.images), limit)
+    result.content = [text_block(f"{text}\n{last}"), *image_blocks(fitted.images)]
+    return result
+
+
+def _reread_kernel_name(state: AppState) -> None:
+    """Take ``kernel.name`` and ``[compute]`` from the config file as it is now, before a (re)start.
+
+    A bad name is fixed by editing the file, and a cluster is configured there; without this the
+    next start would keep the old values until the server itself restarts. A bad file is refused
+    and the settings stay as they were.
+    """
+    try:
+        settings, changed = reread_kernel_start_keys(state.settings)
+    except ConfigError as exc:
+        raise ConfigError(f"{exc} (start_kernel and restart_kernel re-read kernel.name and [compute] from "
+                          "the config file; nothing was started or restarted: fix the file, then call again)",
+                          key=exc.key) from exc
+    if changed:
+        logger.info("%s changed in %s; the kernel start applies them", ", ".join(changed),
+                    state.settings.config_file)
+        state.settings = settings
+        state.kernel.reconfigure(settings)
+
+
+def register_kernel_tools(mcp: MCPServer, state: AppState) -> None:
+    host = state.kernel
+
+    def cancelled_prefix() -> str:
+        """The note naming the jobs cancelled calls became, once, on the next answer."""
+        jobs = state.take_cancelled()
+        if not jobs:
+            return ""
+        facts = []
+        for job_id in jobs:
+            try:
+                facts.append((job_id, str(host.poll(job_id, 0).status)))
+            except BiopbMcpError:  # forgotten since (a restart): nothing left to point at
+                continue
+        return kernel_text.cancelled_note(facts) + "\n" if facts else ""
+
+    @tool(mcp, ToolAnnotations(read_only_hint=False, destructive_hint=False, idempotent_hint=True))
+    def start_kernel() -> str:
+        """Start the IPython kernel, or recover it after it died. Call this first in every session,
+        and again whenever a tool answers that the kernel is not started, dead or in error.
+        Idempotent: a running kernel is left alone. Returns the kernel's status in one or two lines."""
+        _reread_kernel_name(state)
+        text = kernel_text.started(host.start())
+        presence.announce(state)
+        return text
+
+    @tool(mcp, ToolAnnotations(read_only_hint=False, destructive_hint=True, open_world_hint=True))
+    async def execute_code(code: str, ctx: Context) -> CallToolResult:
+        """Run Python code in the kernel and return its stdout/stderr, the value of the last
+        expression, an error with its traceback, and any PNG figures it displays (as images).
+        Use it for all analysis: the namespace persists between calls, so load data once and reuse
+        it. This is real code execution as the user, with the user's files; it is not a sandbox.
+        A call still running after kernel.promote_after seconds (default 10) becomes a background
+        job: you get its id, follow it with poll_job, stop it with interrupt_kernel. Only one
+        execution runs at a time; a call while a job runs answers busy with the job id.
+        Long output is truncated with a note on how to page through the rest. The text's last line
+        is always "[job-N: STATUS]" or "[job-N: STATUS, next_offset=K]" (K: the poll_job offset
+        where more output starts). If you cancel a call, its code keeps running as a job: the
+        next answer names it. If the user paused you from their notebook (%biopb pause), nothing
+        runs and the answer says so."""
+        promote_after = float(state.settings.kernel.promote_after)
+        submitted: list[Any] = []  # the execution, known even if the call is cancelled mid-hop
+
+        def wait_slice(seconds: float) -> Any:
+            """One worker-thread hop per slice (submit, wait, render): each hop costs ~1 ms."""
+            if not submitted:
+                paused = presence.paused_result(state)  # the scientist's pause: nothing is sent
+                if paused is not None:
+                    return paused
+                submitted.append(host.submit(code))
+                presence.note_submitted(state, submitted[0])
+            return host.render(submitted[0]) if host.wait(submitted[0], seconds) else None
+
+        waited = 0.0
+        try:
+            while True:
+                slice_seconds = min(WAIT_SLICE_SECONDS, max(promote_after - waited, 0.0))
+                if slice_seconds <= 0 and submitted:
+                    break
+                rendered = await anyio.to_thread.run_sync(wait_slice, slice_seconds)
+                if isinstance(rendered, CallToolResult):
+                    return rendered
+                if rendered is not None:
+                    return _rendered_result(rendered, state.settings.kernel.max_result_bytes, prefix=cancelled_prefix())
+                waited += slice_seconds
+                await ctx.report_progress(waited, None, f"running for {waited:.0f} s")
+        except anyio.get_cancelled_exc_class():
+            # The client gave up on the call; keep the execution reachable as a job.
+            if submitted:
+                with anyio.CancelScope(shield=True):
+                    state.note_cancelled(await anyio.to_thread.run_sync(host.promote, submitted[0]))
+            raise
+        execution = submitted[0]
+        job_id = await anyio.to_thread.run_sync(host.promote, execution)
+        so_far = await anyio.to_thread.run_sync(host.poll, job_id)
+        note = (
+            f"Still running after {promote_after:g} s, so it continues in the background as {job_id}; "
+            "interrupt_kernel stops it.\n"
+        )
+        result = _rendered_result(so_far, state.settings.kernel.max_result_bytes, prefix=cancelled_prefix() + note)
+        result.is_error = False
+        return result
+
+    @tool(mcp, READ_ONLY)
+    def poll_job(job_id: str, offset: int = 0) -> CallToolResult:
+        """Check a background job that execute_code promoted (its id looks like job-1): returns its
+        status (running, ok, error, interrupted, dead) and its output so far. Use offset to page
+        through long output from that character onward, as a truncation note tells you."""
+        rendered = host.poll(job_id, offset)
+        return _rendered_result(rendered, state.settings.kernel.max_result_bytes, prefix=cancelled_prefix())
+
+    @tool(mcp, ToolAnnotations(read_only_hint=False, destructive_hint=False))
+    def interrupt_kernel() -> str:
+        """Stop the code running in the kernel (like Ctrl-C; raises KeyboardInterrupt in it). Use
+        it when a job runs too long or was started by mistake. The namespace is kept."""
+        return cancelled_prefix() + kernel_text.interrupted(host.interrupt())
+
+    @tool(mcp, ToolAnnotations(read_only_hint=False, destructive_hint=True))
+    def restart_kernel() -> str:
+        """Kill and restart the kernel: every variable, import and loaded dataset is lost. Use it only
+        when the kernel is wedged and interrupt_kernel did not help, or the user asks; ask the user
+        first if the namespace holds unsaved work. Refused when this server joined the user's own
+        kernel (server_status: kernel.mode "attached"): that kernel belongs to its frontend."""
+        _reread_kernel_name(state)
+        text = kernel_text.started(host.restart())
+        presence.announce(state)
+        return text
+
+    @tool(mcp, READ_ONLY)
+    def inspect_object(path: str) -> str:
+        """Describe a name in the kernel namespace without running code: type, bounded repr,
+        signature, docstring, and shape/dtype for arrays. Use it to check what a variable holds
+        or how to call a function (e.g. "img", "skimage.filters.threshold_otsu")."""
+        return host.inspect(path)
+
+    @tool(mcp, READ_ONLY)
+    def server_status() -> str:
+        """Report the server's state: versions, transport, kernel state and pid, whether the kernel
+        is this server's or the user's own that it joined (kernel.mode, kernel.owner), the running job,
+        the kernel connection file (the user can watch and join with `biopb-mcp console`), the
+        session notebook recording your execute_code calls, loaded kernel plugins and failures,
+        the dask cluster (compute: mode, scheduler address, workers, threads, memory, dashboard,
+        tasks in flight), docs tiers and index size, config and log paths. Use it when something
+        behaves unexpectedly, or to tell the user where files are."""
+        settings = state.settings
+        status: dict[str, Any] = {
+            "server": {"name": SERVER_NAME, "transport": state.transport, "pid": os.getpid(), **_versions()},
+            "kernel": kernel_text.status_json(host.status()),
+        }
+        status["compute"] = kernel_text.compute_status(compute.status_section(
+            settings, host.query_when_idle(compute.STATUS_EXPRESSION), status["kernel"]["state"],
+            busy=status["kernel"]["current_job"] is not None))
+        try:
+            status["docs"] = state.store.summary()
+        except BiopbMcpError as exc:
+            status["docs"] = {"error": str(exc)}
+        status["paths"] = {
+            "config_file": str(settings.config_file),
+            "docs_local_dir": str(settings.docs_local_dir),
+            "log_file": str(settings.log_file),
+            "kernel_log_file": str(settings.kernel_log_file),
+            "plugins_dir": str(settings.plugins_dir),
+            "runtime_dir": str(settings.runtime_dir),
+            "trace_file": str(state.tracer.path) if state.tracer else None,
+        }
+        status.update(state.extra_status)
+        if settings.warnings:
+            status["config_warnings"] = list(settings.warnings)
+        return json.dumps(status, indent=2, default=str)
+

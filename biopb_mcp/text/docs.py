@@ -1,0 +1,127 @@
+"""What the docs store's refusals and search hits say to their reader: an agent or a person.
+
+The store's errors state facts and carry fields (kind, id, counts); the next step depends on who
+reads it. An agent is told the tool call to make (`read_doc("index")`), a person at a terminal
+the command to type (`biopb-mcp docs index`). Both wordings are built here from one vocabulary
+each, so the sentences are written once. Imports nothing from mcp: the CLI uses it too.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from biopb_mcp.docs.index import UNFILED_HEADING
+from biopb_mcp.docs.limits import INDEX_MAX_ENTRIES
+from biopb_mcp.docs.search.query import shown_query
+from biopb_mcp.docs.writes import WriteResult
+from biopb_mcp.errors import DocError, DocProblem
+from biopb_mcp.text.doc_views import ORIGIN_WORDS
+
+if TYPE_CHECKING:
+    from biopb_mcp.docs.search.query import Hit
+
+__all__ = ["FOR_AGENT", "FOR_TERMINAL", "Calls", "format_hits", "refusal", "write_report"]
+
+
+@dataclass(frozen=True)
+class Calls:
+    """How a reader names the actions a message suggests."""
+
+    read: Callable[[str], str]
+    """The way to read a doc reference (`index`, `<id>`, `<id>@history`)."""
+    write: Callable[[str, str], str]
+    """The way to write: (quoted id or a placeholder, arguments) -> the call."""
+    writer: str
+    """What writes docs, named in a sentence ("its first write_doc")."""
+    reader: str
+    """What reads docs, named in a sentence ("copy it from read_doc")."""
+
+
+FOR_AGENT = Calls(
+    read=lambda ref: f'read_doc("{ref}")',
+    write=lambda doc_id, args: f"write_doc({doc_id}, {args})",
+    writer="write_doc",
+    reader="read_doc",
+)
+"""Tool calls, for the agent."""
+
+FOR_TERMINAL = Calls(
+    read=lambda ref: "biopb-mcp docs index" if ref == "index" else f"biopb-mcp docs read {ref}",
+    write=lambda doc_id, args: "the agent's write_doc",
+    writer="write_doc (the agent's tool)",
+    reader="biopb-mcp docs read",
+)
+"""Commands, for a person at a terminal (who cannot write docs from the CLI)."""
+
+
+def refusal(exc: DocError, calls: Calls) -> str:
+    """The message for a docs refusal, with the next step named in `calls`' words."""
+    text = str(exc)
+    kind, doc_id = exc.kind, exc.doc_id or ""
+    if kind is DocProblem.EMPTY_ID:
+        return f"Empty doc id: give the id the index lists, e.g. {calls.read('index')}."
+    if kind in (DocProblem.NO_DOC, DocProblem.NO_DOC_TO_EDIT):
+        return f"{text} {calls.read('index')} lists the docs; {calls.write('id', 'body=…')} creates one."
+    if kind is DocProblem.NO_HISTORY:
+        return f"No history for {doc_id!r}: versions are kept from its first {calls.writer} on."
+    if kind is DocProblem.NO_VERSION:
+        return f"{text[:-1]} (see {calls.read(doc_id + '@history')})."
+    if kind is DocProblem.ARGS_NEITHER:
+        return (f"{calls.writer} needs body (the whole new text) or old and new (replace one exact "
+                "occurrence); got neither.")
+    if kind is DocProblem.BODY_EMPTY:
+        retire = calls.write('"index"', "old=…, new=…")
+        return f"{text[:-1]} ({retire})."
+    if kind is DocProblem.OLD_EMPTY:
+        return f"{text[:-1]} (copy it from {calls.reader})."
+    if kind is DocProblem.OLD_NOT_FOUND:
+        return f"{text} Re-read it with {calls.read(doc_id)} and copy the exact text (whitespace included)."
+    return text
+
+
+def format_hits(hits: Sequence[Hit], query: str, calls: Calls) -> str:
+    """Search hits as a numbered list, best first, each with id, section, origin and snippet."""
+    about = f" for {shown_query(query)}" if query else ""
+    if not hits:
+        return f"No matches{about}. Try fewer or different words, or {calls.read('index')} to browse the docs."
+    noun = "match" if len(hits) == 1 else "matches"
+    blocks = [f"{len(hits)} {noun}{about}, best first (open one with {calls.read('<id>')}):"]
+    for n, hit in enumerate(hits, 1):
+        blocks.append(
+            f"{n}. {hit.doc_id} — § {hit.heading}  [{ORIGIN_WORDS[hit.origin]}, score {hit.score:g}]\n   {hit.snippet}"
+        )
+    return "\n\n".join(blocks)
+
+
+def write_report(result: WriteResult, calls: Calls) -> str:
+    """What a write did: what changed, the diff, and where a new doc's index line went."""
+    doc_id = result.doc_id
+    if not result.changed:
+        if doc_id == "index":
+            return "No change: the index already equals this text; nothing was written.\n"
+        what = "the shipped text (no local copy was made)" if result.from_shipped else "its local copy"
+        return f"No change: {doc_id!r} already equals this text in {what}; nothing was written.\n"
+    if result.index_entries is not None:
+        n = result.index_entries
+        return (f"Updated the index ({n} {'entry' if n == 1 else 'entries'} of at most {INDEX_MAX_ENTRIES}).\n\n"
+                + result.diff + "\n")
+    if result.created and result.from_shipped:
+        head = (f"Created a local copy of shipped doc {doc_id!r}: it now shadows the shipped text, "
+                "which stays untouched.")
+    elif result.created:
+        head = f"Created local doc {doc_id!r}."
+    else:
+        head = f"Updated {doc_id!r}."
+    parts = [head]
+    if result.kept_hand_edit is not None:
+        n = result.kept_hand_edit
+        parts.append(f"The file had been edited outside the server; that text is kept as v{n} "
+                     f"({calls.read(f'{doc_id}@v{n}')}).")
+    parts += ["", result.diff]
+    if result.index_diff is not None:
+        parts += ["", f"Index: filed under {UNFILED_HEADING} (move the line where it belongs):", result.index_diff]
+    elif result.created:
+        parts += ["", f"Index: {doc_id!r} already has an entry; left as it is."]
+    return "\n".join(parts) + "\n"

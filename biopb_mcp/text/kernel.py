@@ -1,0 +1,365 @@
+"""What the agent reads about the kernel: the prose over the kernel host's data.
+
+The host returns states, outcomes and errors carrying their facts; only here are they turned into
+sentences that name the tool to call next.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from biopb_mcp.errors import (
+    JobNotFound,
+    KernelBusy,
+    KernelError,
+    KernelNotOwned,
+    KernelNotReady,
+)
+from biopb_mcp.kernel import (
+    ExecutionStatus,
+    Interruption,
+    KernelStart,
+    KernelState,
+    KernelStatus,
+    Rendered,
+    StartOutcome,
+)
+
+__all__ = [
+    "JOB_LINE",
+    "JobLine",
+    "cancelled_note",
+    "compute_status",
+    "cut_note",
+    "error_text",
+    "fitted_note",
+    "interrupted",
+    "job_line",
+    "not_owned",
+    "parse_job_line",
+    "rendered_text",
+    "split_job_line",
+    "started",
+    "summary",
+]
+
+
+def not_ready(exc: KernelNotReady) -> str:
+    """Why no kernel can take the call, and that start_kernel is the way on."""
+    state, reason = exc.state, exc.reason or str(exc)
+    if state == KernelState.NOT_STARTED:
+        text = "No kernel is running. Call start_kernel first."
+    elif state == KernelState.STARTING:
+        text = "The kernel is still starting. Call start_kernel (it waits until ready), then retry."
+    elif state == KernelState.DEAD:
+        text = f"{reason} Call start_kernel to start a fresh kernel (the namespace was lost)."
+    elif state == KernelState.GONE:
+        text = (f"{reason} Call start_kernel to join it again once its frontend runs it; for another "
+                "kernel, restart the server with --existing <its connection file>.")
+    else:
+        text = f"The kernel could not start: {reason} Call start_kernel to try again."
+    if state not in text:
+        text = f"Kernel not ready (state: {state}). {text}"
+    return text
+
+
+def busy(exc: KernelBusy) -> str:
+    """Which job holds the kernel, and how to follow or stop it."""
+    job = exc.job_id
+    if not job:
+        return "inspect_object is running; retry in a moment."
+    return f"{exc} ({job} is running: poll_job('{job}') to follow it, interrupt_kernel to stop it.)"
+
+
+def job_not_found(exc: JobNotFound) -> str:
+    """What a job id looks like, and the ones that exist."""
+    hint = f" Recent ids: {', '.join(exc.recent)}." if exc.recent else " No code has run yet."
+    return (f"No job {exc.job_id!r} (ids have the form job-<N>, as execute_code returns them; only the "
+            f"last {exc.kept} executions are kept).{hint}")
+
+
+def not_owned(exc: KernelNotOwned) -> str:
+    """Why a joined kernel is not restarted here, and what to do instead."""
+    return (f"Refused to {exc.action} the kernel: it belongs to its frontend (the user's notebook or "
+            "console); this server only joined it. Ask the user to restart it there if it must be, "
+            "then call start_kernel to join it again.")
+
+
+def error_text(exc: KernelError) -> str:
+    """The agent's text for any kernel failure."""
+    if isinstance(exc, KernelNotReady):
+        return not_ready(exc)
+    if isinstance(exc, KernelNotOwned):
+        return not_owned(exc)
+    if isinstance(exc, KernelBusy):
+        return busy(exc)
+    if isinstance(exc, JobNotFound):
+        return job_not_found(exc)
+    return str(exc)
+
+
+CONSOLE_EXTRA_INSTALL = "pip install 'biopb-mcp[console]'"
+"""What installs jupyter-console, which ``biopb-mcp console`` runs."""
+
+
+def connect_command(status: KernelStatus) -> str | None:
+    """The command that joins the scientist's console to the kernel: ``biopb-mcp console`` for
+    this server's own kernel (with the install step first when the ``console`` extra is missing,
+    as the bare command would only fail), Jupyter's for a kernel it joined."""
+    if not status.connection_file:
+        return None
+    if not status.owned:
+        return f"jupyter console --existing {status.connection_file}"
+    command = f"biopb-mcp console --pid {status.server_pid}"
+    if importlib.util.find_spec("jupyter_console") is None:
+        return f"{CONSOLE_EXTRA_INSTALL} && {command}"
+    return command
+
+
+_INTERRUPT_WORDS = {"interrupt_request": "interrupt_request on the control channel"}
+
+
+def status_json(status: KernelStatus) -> dict[str, Any]:
+    """The ``kernel`` section of server_status: the facts, and the owner and console command in words."""
+    return {
+        "state": status.state,
+        "message": status.message,
+        "mode": "owned" if status.owned else "attached",
+        "owner": ("this server (it started the kernel and ends it)" if status.owned
+                  else "its frontend (a notebook, console or remote Jupyter); this server only joined it"),
+        "interrupt": _INTERRUPT_WORDS.get(status.interrupt or "", status.interrupt),
+        "kernel_host": status.kernel_host,
+        "pid": status.pid,
+        "connection_file": status.connection_file,
+        "connect_command": connect_command(status),
+        "transport": status.transport,
+        "socket_dir": status.socket_dir,
+        "kernel_spec": status.kernel_spec,
+        "current_job": status.current_job,
+        "plugins": {"loaded": status.plugins_loaded, "failed": status.plugins_failed},
+        "bootstrap_errors": status.bootstrap_errors,
+        "parent_death_watch": status.parent_death_watch,
+        "kernel_log": status.kernel_log,
+        "runtime_dir": status.runtime_dir,
+        "session_notebook": status.session_notebook,
+    }
+
+
+def summary(status: KernelStatus) -> str:
+    """The ready kernel in a few sentences: pid, spec, connection file, plugins, notebook."""
+    if not status.owned:
+        where = f"pid {status.pid}" if status.pid else "pid unknown"
+        parts = [(f"Attached to an existing kernel ({where} on {status.kernel_host or 'an unknown host'}; "
+                  f"connection file {status.connection_file}). It belongs to its frontend: its variables "
+                  "are shared with you, restart_kernel is refused, interrupt_kernel stops only your own "
+                  "running code.")]
+    else:
+        parts = [f"Kernel ready (pid {status.pid}, {status.kernel_spec})."]
+        parts.append(f"Connection file: {status.connection_file} (share it: {connect_command(status)}).")
+    loaded, failed = status.plugins_loaded, status.plugins_failed
+    if loaded:
+        parts.append(f"Plugins loaded: {', '.join(Path(p).name if '/' in p else p for p in loaded)}.")
+    if failed:
+        names = "; ".join(f"{f['plugin']} ({f['error']})" for f in failed)
+        parts.append(f"Plugins that failed and were skipped: {names}; see {status.kernel_log}.")
+    if status.bootstrap_errors:
+        parts.append(f"Bootstrap problems logged in {status.kernel_log}.")
+    if status.session_notebook:
+        parts.append(f"Session notebook: {status.session_notebook}.")
+    return " ".join(parts)
+
+
+_START_LEADS = {
+    StartOutcome.STARTED: "",
+    StartOutcome.ALREADY_RUNNING: "Kernel already running. ",
+    StartOutcome.RESTARTED: ("Kernel restarted: the namespace was lost (variables, imports and loaded data are "
+                             "gone; re-run the setup code). "),
+    StartOutcome.STARTED_BY_RESTART: "Kernel started (there was no previous kernel). ",
+}
+
+
+def started(start: KernelStart) -> str:
+    """What start_kernel or restart_kernel did, then the kernel's summary."""
+    return _START_LEADS[start.outcome] + summary(start.status)
+
+
+def interrupted(result: Interruption) -> str:
+    """Whether the interrupt stopped the job, and where to look next."""
+    job = result.job_id
+    if job is None:
+        return "No code is running; nothing to interrupt."
+    if result.stopped:
+        return f"Interrupted {job}: it ended as {result.status}. poll_job(\"{job}\") shows its output."
+    return (
+        f"Sent SIGINT, but {job} is still running after {result.waited:.0f} s (native code may ignore "
+        f"it until it returns). Check with poll_job(\"{job}\"), or restart_kernel to kill it "
+        "(the namespace is lost)."
+    )
+
+
+JOB_LINE = re.compile(r"^\[(?P<job_id>job-\d+): (?P<status>[a-z]+)(?:, next_offset=(?P<next_offset>\d+))?\]$")
+"""The last line of every execute_code and poll_job text: ``[job-3: running, next_offset=1200]``.
+
+The facts a client follows a job by (its id, its status, where the next page starts) live in
+the text itself, in this fixed form, because several hosts show the model only the structured
+content of a result that has one: so no result carries structured content, and a client parses
+this line instead. ``next_offset`` is there while the job runs or more output remains to page.
+"""
+
+
+@dataclass(frozen=True)
+class JobLine:
+    """The facts of :data:`JOB_LINE`, parsed back."""
+
+    job_id: str
+    status: str
+    next_offset: int | None
+
+    @property
+    def running(self) -> bool:
+        return self.status == ExecutionStatus.RUNNING
+
+
+def job_line(r: Rendered) -> str:
+    """The fixed last line of an execution's text (see :data:`JOB_LINE`)."""
+    more = f", next_offset={r.next_offset}" if r.next_offset is not None else ""
+    return f"[{r.job_id}: {r.status}{more}]"
+
+
+def split_job_line(text: str) -> tuple[str, JobLine | None]:
+    """A result's text without its job line, and the job facts (None when it has no job line)."""
+    body, _, last = text.rstrip("\n").rpartition("\n")
+    match = JOB_LINE.match(last)
+    if match is None:
+        return text, None
+    offset = match.group("next_offset")
+    return body, JobLine(match.group("job_id"), match.group("status"), int(offset) if offset is not None else None)
+
+
+def parse_job_line(text: str) -> JobLine | None:
+    """The job facts from a result's text (its last line), or None when it has none."""
+    return split_job_line(text)[1]
+
+
+def _status_header(r: Rendered) -> str:
+    secs = f"{r.elapsed:.1f} s"
+    if r.status == ExecutionStatus.RUNNING:
+        return f"{r.job_id}: running for {secs}; output so far:"
+    if r.status == ExecutionStatus.OK:
+        return f"{r.job_id}: finished in {secs}."
+    if r.status == ExecutionStatus.ERROR:
+        return f"{r.job_id}: finished with an error after {secs}."
+    if r.status == ExecutionStatus.INTERRUPTED:
+        return f"{r.job_id}: interrupted after {secs}."
+    if r.status == ExecutionStatus.DEAD:
+        return f"{r.job_id}: the kernel died while this ran ({secs})."
+    return f"{r.job_id}: {r.status} after {secs}."
+
+
+_LOST_ADVICE = {
+    KernelState.DEAD: "Call start_kernel to start a fresh kernel (namespace lost).",
+    KernelState.GONE: " Call start_kernel to join it again once its frontend runs it.",
+}
+"""After the death note (which ends with the log tail's newline when the kernel was ours)."""
+
+
+def ending_note(r: Rendered) -> str:
+    """Why a finished execution ended as it did, and, when the kernel was lost, how to get one back."""
+    if r.kernel_lost is None:
+        return r.note
+    return r.note + _LOST_ADVICE.get(r.kernel_lost, "")
+
+
+def cancelled_note(jobs: list[tuple[str, str]]) -> str:
+    """Where the code of calls the client cancelled went: each went on as a job."""
+    lines = []
+    for job_id, status in jobs:
+        state = "is still running" if status == ExecutionStatus.RUNNING else f"has ended ({status})"
+        lines.append(f"[a call of yours was cancelled, but its code went on as {job_id}, which {state}: "
+                     f'poll_job("{job_id}") shows its output; interrupt_kernel stops it]')
+    return "\n".join(lines)
+
+
+def fitted_note(shrunk: list[tuple[int, tuple[int, int] | None]], dropped: list[int], attached: int, limit: int) -> str:
+    """Why images of a result are smaller than attached, or missing: the client's size limit."""
+    did: list[str] = []
+    if shrunk:
+        sizes = ", ".join(f"{size[0]}x{size[1]}" if size else "smaller" for _, size in shrunk)
+        did.append(f"{len(shrunk)} of {attached} attached images downscaled (to {sizes})")
+    if dropped:
+        did.append(f"{len(dropped)} of {attached} left out")
+    return (f"[{' and '.join(did)} to keep this result under kernel.max_result_bytes={limit} bytes "
+            "(a client drops a bigger result whole); each image's full size is in the file its "
+            "placeholder above names]")
+
+
+def cut_note(limit: int) -> str:
+    """Said when even the text of a result was over the client's size limit."""
+    return (f"[... the text was cut here to keep this result under kernel.max_result_bytes={limit} bytes; "
+            "read on with poll_job and an offset, or lower kernel.max_output_chars]")
+
+
+def rendered_text(r: Rendered) -> str:
+    """One page of an execution as the agent reads it: a status line when due, the output, and
+    notes on where the rest is (the poll_job offset), what was dropped and why it ended."""
+    parts: list[str] = []
+    if r.header:
+        parts.append(_status_header(r))
+    if r.requested_offset > r.total_chars:
+        parts.append(f"[offset {r.requested_offset} is past the end: the output has {r.total_chars} chars]")
+    if r.offset > 0 and r.output:
+        parts.append(f"[showing chars {r.offset}-{r.end} of {r.total_chars}]")
+    if r.output:
+        parts.append(r.output)
+    elif r.total_chars == 0 and r.status != ExecutionStatus.RUNNING:
+        parts.append("(no output)")
+    if r.truncated:
+        parts.append(
+            f"[output truncated: showing chars {r.offset}-{r.end} of {r.total_chars}; "
+            f"{r.total_chars - r.end} more chars. Read on with poll_job(\"{r.job_id}\", offset={r.end}).]"
+        )
+    elif r.status == ExecutionStatus.RUNNING:
+        parts.append(f'[still running: poll_job("{r.job_id}", offset={r.end}) shows what follows.]')
+    if r.dropped:
+        parts.append(
+            f"[a further {r.dropped} chars of output were dropped: only the first "
+            f"{r.total_chars} chars of an execution are kept]"
+        )
+    if r.status != ExecutionStatus.RUNNING:
+        parts.append(ending_note(r))
+    return "\n".join(p for p in parts if p)
+
+
+def compute_status(section: dict[str, Any]) -> dict[str, Any]:
+    """server_status's ``compute`` section: the facts, with a ``state`` line true for the mode
+    (``dask_client()`` raises with no scheduler configured, so "not started" would mislead) and
+    the dashboard link saying what it shows."""
+    out = {k: v for k, v in section.items() if k not in ("reported", "dashboard_pages")}
+    reported, mode, error = section["reported"], section["mode"], section.get("error")
+    if mode == "none":
+        out["state"] = ('off: no cluster is configured ([compute] scheduler = "none"); dask runs in the '
+                        "kernel's own threads, and dask_client() raises until the user sets a scheduler in "
+                        "the config file, which the next restart_kernel (or start_kernel) applies")
+    elif reported == "no_kernel":
+        out["state"] = "not started (no kernel)"
+    elif reported == "busy":
+        out["state"] = "unknown while code runs (status does not wait for a busy kernel)"
+    elif reported != "live":
+        out["state"] = "unknown (the kernel did not report it)"
+    elif section.get("started"):
+        out["state"] = "running" if section.get("status") == "running" else f"client {section.get('status')}"
+    else:
+        first = ("starts a local cluster in the kernel" if mode == "local"
+                 else f"connects to {section['scheduler']}")
+        out["state"] = f"not started: the first dask_client() call {first}"
+        if error:
+            out["state"] += f" (the last attempt failed: {error})"
+    link = section.get("dashboard")
+    if link and section.get("dashboard_pages") is False:
+        out["dashboard"] = (f"{link} shows only a note that bokeh is missing (pip install 'bokeh>=3.1.0' in the "
+                            "kernel's environment, then restart_kernel); its /info/main/workers.html works")
+    return out
