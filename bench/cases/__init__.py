@@ -233,10 +233,10 @@ def _load() -> None:
 
 
 def all_cases() -> list[Case]:
-    """Every registered case, in registration order."""
-    if not _REGISTRY:
-        _load()
-    return list(_REGISTRY.values())
+    """Every registered case, module by module (in ``_MODULES`` order), each in registration order."""
+    _load()  # every module, even when one was imported first on its own (imports are cached)
+    order = {f"{__name__}.{module}": i for i, module in enumerate(_MODULES)}
+    return sorted(_REGISTRY.values(), key=lambda case: order.get(case.setup.__module__, len(order)))
 
 
 def get_case(name: str) -> Case:
