@@ -21,7 +21,7 @@ from skimage import measure
 from skimage.filters import gaussian, threshold_otsu
 
 from bench.cases import Case, CheckFailed, Truth, register
-from bench.cases._kit import find_artifact, load_tiff, read_csv, read_number, save_tiff
+from bench.cases._kit import find_artifact, load_tiff, per_label, read_csv, read_number, save_tiff
 from bench.cases.illumination import _flatness
 from bench.cases.scope import (
     PLATE_IMAGER,
@@ -267,14 +267,9 @@ def _setup_channels(instrument: Instrument, name: str) -> Callable[[Path, np.ran
 
 
 def _check_gfp(workdir: Path, truth: Truth) -> tuple[bool, str]:
-    rows = read_csv(workdir / "gfp.csv", ("label", "mean_gfp"))
-    means = truth["gfp_means"]
-    got = {int(row["label"]): row["mean_gfp"] for row in rows}
-    common = [label for label in range(1, len(means) + 1) if label in got]
-    if len(common) < 0.9 * len(means):
-        return False, f"gfp.csv has {len(common)} of the {len(means)} labels"
-    r = float(np.corrcoef([got[label] for label in common], [means[label - 1] for label in common])[0, 1])
-    return r >= 0.98, f"per-cell mean_gfp vs the true GFP channel: Pearson r {r:.3f} (≥ 0.98) over {len(common)} cells"
+    got, true = per_label(workdir / "gfp.csv", "mean_gfp", truth["gfp_means"])
+    r = float(np.corrcoef(got, true)[0, 1])
+    return r >= 0.98, f"per-cell mean_gfp vs the true GFP channel: Pearson r {r:.3f} (≥ 0.98) over {len(got)} cells"
 
 
 def _means_code(name: str) -> str:
@@ -397,8 +392,7 @@ positive = int(np.sum(means - 500 >= 1000))  # the lab's fixed cutoff, above the
 open("positive.txt", "w").write(str(positive))
 """,
         blind_solution=_CELL_MEANS.format(name="gfp.tif") + """
-from skimage import measure
-from skimage.filters import gaussian, threshold_otsu
+from skimage.filters import threshold_otsu
 positive = int(np.sum(means > threshold_otsu(means)))
 open("positive.txt", "w").write(str(positive))
 """,
@@ -453,8 +447,7 @@ dead = int(np.sum(above >= 1.8 * np.median(above)))  # the lab's call: condensed
 open("dead.txt", "w").write(str(dead))
 """,
         blind_solution=_CELL_MEANS.format(name="nuclei.tif") + """
-from skimage import measure
-from skimage.filters import gaussian, threshold_otsu
+from skimage.filters import threshold_otsu
 dead = int(np.sum(means > threshold_otsu(means)))  # the bright, condensed ones
 open("dead.txt", "w").write(str(dead))
 """,
@@ -527,8 +520,7 @@ count = int(np.sum(areas * 0.26 ** 2 >= 40))  # the lab's debris gate: 40 µm² 
 open("count.txt", "w").write(str(count))
 """,
         blind_solution=_FIELD + """
-from skimage import measure
-from skimage.filters import gaussian, threshold_otsu
+from skimage.filters import threshold_otsu
 count = int(np.sum(areas > threshold_otsu(areas)))  # small objects against big ones
 open("count.txt", "w").write(str(count))
 """,
@@ -786,13 +778,8 @@ def _setup_units(workdir: Path, rng: np.random.Generator) -> Truth:
 
 
 def _check_units(workdir: Path, truth: Truth) -> tuple[bool, str]:
-    rows = read_csv(workdir / "gfp_units.csv", ("label", "gfp"))
-    units = truth["units"]
-    got = {int(row["label"]): row["gfp"] for row in rows}
-    common = [label for label in range(1, len(units) + 1) if label in got]
-    if len(common) < 0.9 * len(units):
-        return False, f"gfp_units.csv has {len(common)} of the {len(units)} labels"
-    ratio = float(np.median([got[label] / units[label - 1] for label in common]))
+    got, true = per_label(workdir / "gfp_units.csv", "gfp", truth["units"])
+    ratio = float(np.median(got / true))
     return 0.97 <= ratio <= 1.03, f"gfp against the lab's units (counts above offset per 100 ms): median ratio {ratio:.3f} (0.97-1.03)"
 
 
