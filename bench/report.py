@@ -135,7 +135,7 @@ def _paired_lines(rows: list[dict[str, Any]]) -> list[str]:
     else:
         projection = (f"at this discordance ({docs_only + nodocs_only} of {len(pairs)} pairs, split {docs_only}:{nodocs_only}) "
                       f"p < 0.05 needs {needed[0]} discordant pairs, about {needed[1]} pairs in all "
-                      f"({needed[1] / max(1, len({r['case'] for r, _ in pairs})):.1f} repeats of these cases).")
+                      f"(this run has {len(pairs)}).")
     lines = [
         "Pairs: " + " · ".join(f"{name}: {outcome[name]}" for name in ("both pass", "docs only", "no docs only", "both fail")),
         "",

@@ -52,7 +52,7 @@ def test_repeat_summary_has_rates_paired_test_and_categories() -> None:
     assert "| no docs | 3 | 3 | 50% | 19%–81% |" in text
     assert "Pairs: both pass: 3 · docs only: 3 · no docs only: 0 · both fail: 0" in text
     assert "exact McNemar on the discordant pairs: p = 0.25" in text
-    assert "p < 0.05 needs 6 discordant pairs, about 12 pairs in all (6.0 repeats of these cases)" in text
+    assert "p < 0.05 needs 6 discordant pairs, about 12 pairs in all (this run has 6)" in text
     assert "| lab-a | lab | 0 | docs | d |" in text
     assert "| textbook | 1 | 3/3 | 3/3 |" in text and "| lab | 1 | 3/3 | 0/3 |" in text
     assert "| docs | 6/6 (100%) | lab/microscope ×6 |" in text
