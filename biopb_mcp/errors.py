@@ -83,6 +83,9 @@ class DocProblem(StrEnum):
     BODY_CAP = "body_cap"
     INDEX_CAP = "index_cap"
     WRITE_FAILED = "write_failed"
+    SECTION_WITH_EDIT = "section_with_edit"
+    SECTION_EXISTING = "section_existing"
+    BAD_SECTION = "bad_section"
     BAD_QUERY = "bad_query"
     QUERY_TOO_COSTLY = "query_too_costly"
 
@@ -151,11 +154,20 @@ class KernelError(BiopbMcpError):
 
 class KernelNotReady(KernelError):
     """No usable kernel; ``state`` is one of not_started, starting, dead, error, and ``reason``
-    says why it died or could not start (the kernel's last log lines included), else ""."""
+    says why it died or could not start (the kernel's last log lines included), else "".
 
-    def __init__(self, message: str, *, state: str, reason: str = "") -> None:
+    A start that failed on a setting names it in ``setting`` (with what it should be, ``wanted``,
+    and the ``config_file`` it is in); ``joined`` marks a failure to join the user's own kernel.
+    """
+
+    def __init__(self, message: str, *, state: str, reason: str = "", setting: str | None = None,
+                 wanted: str = "", config_file: str = "", joined: bool = False) -> None:
         self.state = state
         self.reason = reason
+        self.setting = setting
+        self.wanted = wanted
+        self.config_file = config_file
+        self.joined = joined
         super().__init__(message)
 
 

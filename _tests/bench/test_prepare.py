@@ -27,6 +27,7 @@ from biopb_mcp.config.settings import load_settings
 from biopb_mcp.docs.search.query import search_docs, tokenize
 from biopb_mcp.docs.store import DocStore
 from biopb_mcp.errors import DocNotFound
+from biopb_mcp.text.index import render_index
 
 
 def _sections(text: str) -> dict[str, list[str]]:
@@ -90,7 +91,7 @@ def test_store_on_an_ablated_tree_lists_no_procedure_and_reads_none(tmp_path: Pa
     listed = store.listed_ids()
     assert not set(listed) & set(PROCEDURES)
     assert set(REFERENCES) <= set(listed)
-    rendered = store.render_index()
+    rendered = render_index(store)
     assert not [doc_id for doc_id in PROCEDURES if _mentions(rendered, doc_id)]
     for doc_id in PROCEDURES:
         with pytest.raises(DocNotFound):

@@ -13,7 +13,7 @@ from typing import Any
 import anyio
 import pytest
 from mcp import Client, MCPError
-from mcp.types import CallToolResult, TextContent, TextResourceContents
+from mcp.types import CallToolResult, ResourceTemplateReference, TextContent, TextResourceContents
 
 from bench.prepare import prepare_tree, shipped_index_path
 from bench.run import contamination
@@ -21,6 +21,7 @@ from biopb_mcp.config.settings import load_settings
 from biopb_mcp.docs.index import parse as parse_index
 from biopb_mcp.docs.store import WITHHELD_LINK, DocStore
 from biopb_mcp.server import build_server
+from biopb_mcp.text.index import render_index
 
 pytestmark = pytest.mark.anyio
 
@@ -151,6 +152,11 @@ async def test_no_tool_resource_or_listing_reveals_a_withheld_procedure(ablated:
             capabilities = client.server_capabilities
             if capabilities is not None and capabilities.prompts is not None:
                 seen.add("prompts/list", (await client.list_prompts()).model_dump_json())
+            if capabilities is not None and capabilities.completions is not None:
+                template = ResourceTemplateReference(type="ref/resource", uri="biopb://docs/{+id}")
+                for prefix in ["", *sorted({doc_id[:2] for doc_id in withheld})]:
+                    done = await client.complete(template, {"name": "id", "value": prefix})
+                    seen.add(f"completion/complete {prefix!r}", done.model_dump_json())
             # the agent's own doc under a withheld id is its own: no shipped text comes with it
             mine = _text(await call("write_doc", id=withheld[0], body="# Mine\n\nMy own notes.\n"))
             assert "Created local doc" in mine and "/dev/null" in mine
@@ -182,7 +188,7 @@ def test_a_store_without_withheld_ids_serves_ignored_docs_by_id(tmp_path: Path) 
     """The product's default: ignoring a doc unlists it, and it stays readable by exact id."""
     (tmp_path / "index.md").write_text("# i\n\n## References\n- kernel: k\n\nignored: segment-nuclei\n", encoding="utf-8")
     store = DocStore(tmp_path)
-    assert "segment-nuclei" in store.render_index()  # the ignored: line, for the agent to edit
+    assert "segment-nuclei" in render_index(store)  # the ignored: line, for the agent to edit
     assert "# " in store.doc_text("segment-nuclei")[0]
     assert "[[large-image]]" in store.doc_text("kernel")[0]
     withholding = DocStore(tmp_path, withhold=["segment-nuclei"])

@@ -11,6 +11,7 @@ import pytest
 
 from biopb_mcp.docs.store import DocStore
 from biopb_mcp.fs.atomic import STALE_TEMP_SECONDS, sweep_stale_temps, write_atomic
+from biopb_mcp.text.index import render_index
 
 
 def _temp(directory: Path, name: str, age: float) -> Path:
@@ -46,7 +47,7 @@ def test_the_store_sweeps_its_local_tier_once_on_first_access(tmp_path: Path) ->
     local = tmp_path / "docs"
     local.mkdir()
     stale = _temp(local, "x.md", STALE_TEMP_SECONDS + 60)
-    DocStore(local).render_index()
+    render_index(DocStore(local))
     sweeper = next((t for t in threading.enumerate() if t.name == "docs-temp-sweep"), None)
     if sweeper is not None:
         sweeper.join(10)

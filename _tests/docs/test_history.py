@@ -15,6 +15,7 @@ from biopb_mcp.docs.store import DocStore
 from biopb_mcp.errors import DocNotFound, InvalidDocId
 from biopb_mcp.text.doc_views import read_doc
 from biopb_mcp.text.docs import FOR_AGENT
+from biopb_mcp.text.index import render_index
 
 
 @pytest.fixture
@@ -71,7 +72,7 @@ def test_shadow_history_starts_from_the_shipped_text(store: DocStore) -> None:
 
 
 def test_file_found_on_disk_before_the_first_write_is_kept(store: DocStore) -> None:
-    store.render_index()
+    render_index(store)
     (store.local_dir / "dropped.md").write_text("# Dropped\n\nBy hand.\n")
     store.write_doc("dropped", old="By hand.", new="By the agent.")
     listing = read_doc(store, "dropped@history")
@@ -103,7 +104,7 @@ def test_history_is_never_an_id_nor_listed(store: DocStore) -> None:
     store.write_doc("a/b", body=V2)
     assert (store.local_dir / HISTORY_DIR / "a%b").is_dir()
     assert store.doc_ids() == ["a/b", "kernel", "proc"]
-    assert HISTORY_DIR not in store.render_index()
+    assert HISTORY_DIR not in render_index(store)
     assert all(not i.startswith(".") for i in store.listed_ids() + list(store.local_state()))
     for ref in (".history/proc/v1", f"{HISTORY_DIR}/proc"):
         with pytest.raises(InvalidDocId):

@@ -23,6 +23,7 @@ from biopb_mcp.docs.search.query import search_docs, snippet, split_sections
 from biopb_mcp.docs.store import DocStore
 from biopb_mcp.errors import InvalidQuery, WriteRefused
 from biopb_mcp.text.doc_views import read_doc
+from biopb_mcp.text.index import render_index
 
 HOSTILE_LINE = "# a" + " " * 100_000 + "b"
 """A heading-like line whose trailing run of spaces made the old heading pattern backtrack cubically."""
@@ -75,7 +76,7 @@ def test_a_hostile_heading_doc_is_written_read_searched_and_listed(store: DocSto
     assert "Evil but harmless prose." in read_doc(store, "evil")
     assert store.info("evil").title.startswith("a")
     assert [h.doc_id for h in search_docs(store, "harmless prose")] == ["evil"]
-    assert "evil" in store.render_index()
+    assert "evil" in render_index(store)
 
 
 # ----------------------------------------------------------------- old/new

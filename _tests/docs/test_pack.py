@@ -10,6 +10,7 @@ import pytest
 
 from biopb_mcp.docs.store import DocStore
 from biopb_mcp.text.doc_views import read_doc
+from biopb_mcp.text.index import render_index
 from biopb_mcp.text.pack import PACK_DOC_PREFIX, build_pack, pack_heading
 
 
@@ -52,7 +53,7 @@ def test_pack_is_the_index_then_each_listed_doc_once_in_index_order(store: DocSt
     separators = re.findall(rf"^{re.escape(PACK_DOC_PREFIX)}(.+)$", pack, flags=re.MULTILINE)
     assert separators == ["index", *listed]
     parts = _parts(pack)
-    assert parts["index"] == store.render_index().rstrip()
+    assert parts["index"] == render_index(store).rstrip()
     for doc_id in listed:
         assert parts[doc_id] == read_doc(store, doc_id).rstrip()
     assert "My notes on the kernel." in parts["kernel"]  # the local copy wins, as in read_doc

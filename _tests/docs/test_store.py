@@ -14,12 +14,13 @@ import pytest
 
 from _tests.support.write_reports import as_agent_reads
 from biopb_mcp.docs import BODY_MAX_LINES, FILE_MAX_BYTES, INDEX_MAX_ENTRIES
-from biopb_mcp.docs.index import NEW_TAIL_HEADING, STALE_TAIL_HEADING, parse
+from biopb_mcp.docs.index import parse
 from biopb_mcp.docs.store import DocStore
 from biopb_mcp.docs.views import Origin
 from biopb_mcp.errors import DocNotFound, DocUnreadable, InvalidDocId, WriteRefused
 from biopb_mcp.text.doc_views import read_doc
 from biopb_mcp.text.docs import FOR_AGENT
+from biopb_mcp.text.index import NEW_TAIL_HEADING, STALE_TAIL_HEADING, render_index
 
 SHIPPED_INDEX = """# biopb docs
 
@@ -82,7 +83,7 @@ def store(tmp_path: Path, shipped: Path) -> DocStore:
 def test_constructor_touches_no_disk_and_first_access_seeds_the_index(tmp_path: Path, shipped: Path) -> None:
     store = DocStore(tmp_path / "local", shipped_dir=shipped, version="1.0")
     assert not (tmp_path / "local").exists()
-    rendered = store.render_index()
+    rendered = render_index(store)
     assert (tmp_path / "local" / "index.md").read_text() == SHIPPED_INDEX
     assert rendered.startswith(SHIPPED_INDEX.rstrip("\n"))
     assert (tmp_path / "local" / ".shipped-manifest.json").is_file()
@@ -167,7 +168,7 @@ def test_replace_matching_zero_or_two_times_is_refused_and_changes_nothing(
     ],
 )
 def test_other_argument_combinations_are_refused(store: DocStore, kwargs: dict[str, str], says: str) -> None:
-    store.render_index()
+    render_index(store)
     before = snapshot(store.local_dir)
     with pytest.raises(WriteRefused, match=says):
         store.write_doc("kernel", **kwargs)
@@ -188,7 +189,7 @@ def test_write_to_a_shipped_id_creates_a_shadow_and_leaves_the_shipped_file_alon
     assert "already has an entry" in result.text
     assert shipped_file.read_bytes() == before_bytes and shipped_file.stat().st_mtime_ns == before_mtime
     assert (store.local_dir / "flatfield.md").read_text() == SHIPPED["flatfield"].replace("divide", "divide by the flat")
-    assert "- flatfield: correct uneven illumination (local copy)" in store.render_index()
+    assert "- flatfield: correct uneven illumination (local copy)" in render_index(store)
     diff = read_doc(store, "flatfield@diff")
     assert "mixes your own edits with the release's changes" in diff
     assert "-2. divide\n+2. divide by the flat" in diff
@@ -207,7 +208,7 @@ def test_a_write_that_changes_nothing_says_so_and_writes_nothing(store: DocStore
 
 @pytest.mark.parametrize("bad_id", ["../x", "/abs", "a//b", "a/./b", ".hidden", "x@diff", "index/", "kernel@v1"])
 def test_bad_ids_are_refused_and_nothing_is_written_anywhere(tmp_path: Path, store: DocStore, bad_id: str) -> None:
-    store.render_index()
+    render_index(store)
     before = snapshot(tmp_path)
     with pytest.raises(InvalidDocId):
         store.write_doc(bad_id, body="# Evil\n\ntext\n")
@@ -220,7 +221,7 @@ def test_symlinks_leaving_the_tier_are_refused_for_read_and_write(tmp_path: Path
     outside = tmp_path / "outside"
     outside.mkdir()
     (outside / "secret.md").write_text("# Secret\n")
-    store.render_index()
+    render_index(store)
     os.symlink(outside / "secret.md", store.local_dir / "evil.md")
     os.symlink(outside, store.local_dir / "linked")
     before = snapshot(outside)
@@ -249,7 +250,7 @@ def test_index_edit_reaching_201_entries_is_refused_and_unchanged(store: DocStor
 
 
 def test_body_over_the_line_cap_is_refused_and_at_the_cap_accepted(store: DocStore) -> None:
-    store.render_index()
+    render_index(store)
     before = snapshot(store.local_dir)
     over = "".join(f"line {i}\n" for i in range(BODY_MAX_LINES + 1))
     with pytest.raises(WriteRefused, match=f"would be {BODY_MAX_LINES + 1} lines; a doc may have at most {BODY_MAX_LINES}"):
@@ -261,17 +262,17 @@ def test_body_over_the_line_cap_is_refused_and_at_the_cap_accepted(store: DocSto
 
 
 def test_hand_dropped_local_file_is_readable_but_not_surfaced(store: DocStore) -> None:
-    store.render_index()
+    render_index(store)
     (store.local_dir / "dropped.md").write_text("# Dropped\n\nBy hand.\n")
     assert "By hand." in read_doc(store, "dropped")
-    rendered = store.render_index()
+    rendered = render_index(store)
     assert "dropped" not in rendered
     assert "dropped" not in store.listed_ids()
     assert "dropped" in store.doc_ids()
 
 
 def test_ignored_and_banked_shipped_docs_stay_out_of_the_tail_but_read(store: DocStore) -> None:
-    rendered = store.render_index()
+    rendered = render_index(store)
     tail = rendered[rendered.index(NEW_TAIL_HEADING):]
     assert "- extra/new-thing: A doc the index does not list yet" in tail
     assert "smlm" not in tail and "_banked" not in tail
@@ -283,16 +284,16 @@ def test_ignored_and_banked_shipped_docs_stay_out_of_the_tail_but_read(store: Do
 
 
 def test_filing_a_new_shipped_doc_clears_it_from_the_tail(store: DocStore) -> None:
-    store.render_index()
+    render_index(store)
     store.write_doc("index", old="ignored: smlm", new="ignored: smlm, extra/new-thing")
-    assert NEW_TAIL_HEADING not in store.render_index()
+    assert NEW_TAIL_HEADING not in render_index(store)
 
 
 def test_shipped_doc_removed_in_a_new_release_renders_missing(tmp_path: Path, shipped: Path) -> None:
-    DocStore(tmp_path / "local", shipped_dir=shipped, version="1.0").render_index()
+    render_index(DocStore(tmp_path / "local", shipped_dir=shipped, version="1.0"))
     (shipped / "stitch-tiles.md").unlink()
     store = DocStore(tmp_path / "local", shipped_dir=shipped, version="1.1")
-    assert "- stitch-tiles: assemble a grid of tiles (missing)" in store.render_index()
+    assert "- stitch-tiles: assemble a grid of tiles (missing)" in render_index(store)
     assert "stitch-tiles" not in store.listed_ids()
     assert any("'stitch-tiles' resolves to no doc" in p for p in store.check())
 
@@ -301,24 +302,24 @@ def test_version_bump_flags_only_changed_shadowed_docs_until_the_next_bump(tmp_p
     local = tmp_path / "local"
     v1 = DocStore(local, shipped_dir=shipped, version="1.0")
     v1.write_doc("flatfield", old="1. estimate", new="1. estimate the flat")
-    assert STALE_TAIL_HEADING not in v1.render_index()  # first run: nothing changed
+    assert STALE_TAIL_HEADING not in render_index(v1)  # first run: nothing changed
     (shipped / "flatfield.md").write_text(SHIPPED["flatfield"] + "3. check\n")  # shadowed
     (shipped / "kernel.md").write_text(SHIPPED["kernel"] + "Now with jobs.\n")  # unshadowed
     same_version = DocStore(local, shipped_dir=shipped, version="1.0")
-    assert STALE_TAIL_HEADING not in same_version.render_index()  # no bump, no re-hash
+    assert STALE_TAIL_HEADING not in render_index(same_version)  # no bump, no re-hash
     v2 = DocStore(local, shipped_dir=shipped, version="2.0")
-    rendered = v2.render_index()
+    rendered = render_index(v2)
     tail = rendered[rendered.index(STALE_TAIL_HEADING):]
     assert '- flatfield: Correct uneven illumination. — read_doc("flatfield@diff")' in tail
     assert "kernel" not in tail
     assert "Now with jobs." in read_doc(v2, "kernel")
     assert "+3. check" not in read_doc(v2, "flatfield@diff") and "-3. check" in read_doc(v2, "flatfield@diff")
     v3 = DocStore(local, shipped_dir=shipped, version="3.0")
-    assert STALE_TAIL_HEADING not in v3.render_index()
+    assert STALE_TAIL_HEADING not in render_index(v3)
 
 
 def test_hand_edited_files_never_crash_render_or_read(store: DocStore) -> None:
-    store.render_index()
+    render_index(store)
     local = store.local_dir
     (local / "garbage.md").write_text("---\n: [\n{{{ nope\ndescription: [x\n---\n# Garbage\n\nStill readable.\n")
     (local / "crlf.md").write_bytes(b"# Windows\r\n\r\nSaved in Notepad.\r\n")
@@ -329,7 +330,7 @@ def test_hand_edited_files_never_crash_render_or_read(store: DocStore) -> None:
     (local / "big.md").write_bytes(b"a" * (FILE_MAX_BYTES + 1))
     entries = "".join(f"- {i}: hand edited {i}\n" for i in ("garbage", "crlf", "bom", "latin1", "binary", "dir", "big"))
     store.write_doc("index", old="ignored: smlm", new=f"ignored: smlm\n\n## Mine\n{entries}")
-    rendered = store.render_index()
+    rendered = render_index(store)
     assert "- latin1: hand edited latin1\n" in rendered
     assert "Still readable." in read_doc(store, "garbage")
     assert read_doc(store, "crlf").endswith("# Windows\n\nSaved in Notepad.\n")
@@ -347,7 +348,7 @@ def test_hand_edited_files_never_crash_render_or_read(store: DocStore) -> None:
 
 @pytest.mark.skipif(os.geteuid() == 0, reason="root reads files whatever their mode")
 def test_unreadable_permission_is_a_clear_error(store: DocStore) -> None:
-    store.render_index()
+    render_index(store)
     path = store.local_dir / "locked.md"
     path.write_text("# Locked\n")
     path.chmod(0)
@@ -356,21 +357,21 @@ def test_unreadable_permission_is_a_clear_error(store: DocStore) -> None:
 
 
 def test_unreadable_local_index_renders_the_shipped_one_with_a_note(store: DocStore) -> None:
-    store.render_index()
+    render_index(store)
     (store.local_dir / "index.md").write_bytes(b"# Caf\xe9\n")
-    rendered = store.render_index()
+    rendered = render_index(store)
     assert "could not be read" in rendered and "- kernel: namespace" in rendered
     with pytest.raises(DocUnreadable):
         store.write_doc("index", old="a", new="b")
     assert store.write_doc("index", body=SHIPPED_INDEX).changed
-    assert "could not be read" not in store.render_index()
+    assert "could not be read" not in render_index(store)
 
 
 def test_description_cache_follows_the_file(store: DocStore) -> None:
-    assert "- extra/new-thing: A doc the index does not list yet" in store.render_index()
+    assert "- extra/new-thing: A doc the index does not list yet" in render_index(store)
     path = store.shipped_dir / "extra" / "new-thing.md"
     path.write_text("---\ndescription: A different hook, longer than before\n---\n# New\n")
-    assert "- extra/new-thing: A different hook, longer than before" in store.render_index()
+    assert "- extra/new-thing: A different hook, longer than before" in render_index(store)
 
 
 def test_info_summary_and_local_state(store: DocStore) -> None:
@@ -437,7 +438,7 @@ def test_two_processes_creating_docs_concurrently_lose_no_index_entry(tmp_path: 
 def test_threads_creating_docs_at_once_all_land_in_the_index(store: DocStore) -> None:
     import threading
 
-    store.render_index()
+    render_index(store)
     errors: list[BaseException] = []
 
     def create(k: int) -> None:
@@ -468,13 +469,13 @@ def test_index_diff_compares_the_local_index_with_the_shipped_one(store: DocStor
 
 
 def test_render_with_hidden_ignored_ids(store: DocStore) -> None:
-    assert "smlm" not in store.render_index(hide_ignored=True)
-    assert "ignored: smlm" in store.render_index()
+    assert "smlm" not in render_index(store, hide_ignored=True)
+    assert "ignored: smlm" in render_index(store)
 
 
 def test_an_index_entry_naming_index_is_not_a_doc(store: DocStore) -> None:
     store.write_doc("index", old="- authoring: how to write a doc", new="- authoring: how to write a doc\n- index: this file")
-    assert "- index: this file (missing)" in store.render_index()
+    assert "- index: this file (missing)" in render_index(store)
     assert "index" not in store.listed_ids()
     assert any("'index'" in p for p in store.check())
     with pytest.raises(InvalidDocId):
@@ -495,7 +496,7 @@ def test_check_reports_entry_lines_whose_id_is_outside_the_grammar(store: DocSto
     problems = store.check()
     for b in bad:
         assert any(f"{b!r}" in p and "not a valid id" in p for p in problems), (b, problems)
-    assert store.render_index().count("(missing)") == 0
+    assert render_index(store).count("(missing)") == 0
 
 
 def test_an_old_that_overlaps_itself_counts_as_two_matches(store: DocStore) -> None:
@@ -509,14 +510,14 @@ def test_an_old_that_overlaps_itself_counts_as_two_matches(store: DocStore) -> N
 def test_writing_the_rendered_index_back_does_not_pile_up_its_marks(store: DocStore) -> None:
     store.write_doc("kernel", old="One kernel per server.", new="One kernel per server, shared.")
     store.write_doc("index", old="- stitch-tiles: assemble a grid of tiles", new="- gone-doc: was here")
-    rendered = store.render_index()
+    rendered = render_index(store)
     assert "- kernel: namespace, jobs, where computes run (local copy)" in rendered
     assert "- gone-doc: was here (missing)" in rendered
     head = rendered.split(NEW_TAIL_HEADING)[0]  # the agent's file as rendered, without the tail
     store.write_doc("index", body=head)
     stored = (store.local_dir / "index.md").read_text()
     assert "(local copy)" not in stored and "(missing)" not in stored
-    assert store.render_index().count("(local copy)") == 1
+    assert render_index(store).count("(local copy)") == 1
 
 
 def test_check_ignores_links_quoted_as_code_in_shipped_docs(tmp_path: Path) -> None:
@@ -543,7 +544,7 @@ def test_a_same_size_edit_within_the_same_timestamp_is_still_seen(store: DocStor
 def test_the_size_cap_holds_for_the_text_written_not_the_argument(store: DocStore) -> None:
     """A body of exactly the cap gains a newline, and old/new can grow a doc: the cap is checked
     on the text that would be written, so no write leaves a doc too big to read again."""
-    store.render_index()
+    render_index(store)
     before = snapshot(store.local_dir)
     with pytest.raises(WriteRefused, match=f"would be {FILE_MAX_BYTES + 1:,} bytes; a doc file may have at most"):
         store.write_doc("huge", body="a" * FILE_MAX_BYTES)  # no trailing newline: one more byte on disk
@@ -560,7 +561,7 @@ def test_the_size_cap_holds_for_the_text_written_not_the_argument(store: DocStor
 def test_the_index_is_capped_in_bytes_and_lines_and_a_shrinking_write_stays_allowed(store: DocStore) -> None:
     from biopb_mcp.docs import INDEX_MAX_BYTES, INDEX_MAX_LINES
 
-    store.render_index()
+    render_index(store)
     before = snapshot(store.local_dir)
     prose = "".join(f"note {i}\n" for i in range(INDEX_MAX_LINES))
     with pytest.raises(WriteRefused, match=f"would be {INDEX_MAX_LINES + 2:,} lines; the index may have at most"):
@@ -584,7 +585,7 @@ def test_a_write_computes_its_diffs_after_releasing_the_tier_lock(
     from biopb_mcp.docs import textdiff, writes
     from biopb_mcp.fs import atomic
 
-    store.render_index()
+    render_index(store)
     held: list[bool] = []
     real = textdiff.unified_diff
 

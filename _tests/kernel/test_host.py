@@ -12,18 +12,22 @@ from pathlib import Path
 
 import pytest
 
-from _tests.support.kernel_helpers import make_settings, png_bytes
+from _tests.support.isolation import make_settings
+from _tests.support.kernel_helpers import png_bytes
+from _tests.support.runner import finish
 from biopb_mcp.errors import JobNotFound, KernelBusy, KernelError
-from biopb_mcp.kernel import Execution, KernelHost, Rendered
-from biopb_mcp.text.kernel import connect_command, interrupted, rendered_text, summary
+from biopb_mcp.kernel import KernelHost
+from biopb_mcp.text.kernel import connect_command, inspection_text, interrupted, rendered_text, summary
 
 pytestmark = pytest.mark.slow
 
 
-def run(host: KernelHost, code: str, timeout: float = 30) -> tuple[Execution, Rendered]:
-    ex = host.submit(code)
-    assert host.wait(ex, timeout), f"{code!r} did not finish"
-    return ex, host.render(ex)
+def describe(host: KernelHost, path: str) -> str:
+    """inspect_object's answer: the kernel's facts about ``path``, in the words the agent reads."""
+    return inspection_text(host.inspect(path))
+
+
+run = finish
 
 
 def test_namespace_is_kept_and_print_and_result_both_come_back(host: KernelHost) -> None:
@@ -117,7 +121,7 @@ def test_long_job_promotes_answers_busy_and_interrupts(host: KernelHost) -> None
         host.submit("1+1")
     assert busy.value.job_id == job_id
     with pytest.raises(KernelBusy) as busy_inspect:
-        host.inspect("time")
+        describe(host, "time")
     assert busy_inspect.value.job_id == job_id
     assert (host.status().current_job or {})["job_id"] == job_id
     deadline = time.monotonic() + 60  # interrupt once the code runs: earlier, none of it would have run
@@ -191,11 +195,11 @@ def test_inspect_reports_type_shape_dtype_signature(host: KernelHost) -> None:
     run(host, "import numpy as np\nimg = np.zeros((3, 4), dtype='uint16')\ndef seg(im, sigma=2.0):\n    'Segment.'\n")
     names = "sorted(k for k in globals() if not k.startswith('_'))"
     before = rendered_text(run(host, names)[1])
-    text = host.inspect("img")
+    text = describe(host, "img")
     assert "img: numpy.ndarray" in text and "shape: (3, 4)" in text and "dtype: uint16" in text
-    fn = host.inspect("seg")
+    fn = describe(host, "seg")
     assert "signature: seg(im, sigma=2.0)" in fn and "Segment." in fn
-    assert "np: module" in host.inspect("np") and "file: " in host.inspect("np")
+    assert "np: module" in describe(host, "np") and "file: " in describe(host, "np")
     assert rendered_text(run(host, names)[1]) == before  # inspection adds nothing to the namespace
 
 
@@ -204,17 +208,17 @@ def test_inspect_gives_shape_and_dtype_for_arrays_only_not_for_modules_or_classe
     descriptors, not an array's shape. Reporting them as shape/dtype misleads the agent."""
     run(host, "import numpy as np")
     for path in ("np", "np.ndarray"):
-        text = host.inspect(path)
+        text = describe(host, path)
         assert "shape:" not in text and "dtype:" not in text, text
     run(host, "arr = np.ones(2)")
-    assert "shape: (2,)" in host.inspect("arr")
+    assert "shape: (2,)" in describe(host, "arr")
 
 
 def test_inspect_unknown_or_malformed_name_is_a_clear_error(host: KernelHost) -> None:
     with pytest.raises(KernelError, match="'nope' is not defined"):
-        host.inspect("nope")
+        describe(host, "nope")
     with pytest.raises(KernelError, match="dotted Python name"):
-        host.inspect("os.system('x')")
+        describe(host, "os.system('x')")
 
 
 def test_unknown_job_id_names_recent_ones(host: KernelHost) -> None:

@@ -12,7 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from _tests.support.kernel_helpers import make_settings, stop_process
+from _tests.support.isolation import make_settings
+from _tests.support.kernel_helpers import stop_process
 from _tests.support.processes import gone, wait_gone
 from biopb_mcp.errors import KernelNotReady
 from biopb_mcp.kernel import KernelHost
@@ -112,7 +113,8 @@ def test_an_unusable_runtime_dir_names_the_key_that_moves_it(tmp_path: Path) -> 
     with pytest.raises(KernelNotReady) as err:
         h.start()
     assert err.value.state == "error"
-    assert "server.runtime_dir" in str(err.value) and str(blocker / "rt") in str(err.value)
+    said = error_text(err.value)  # the agent's words for the failure: the key that moves the dir
+    assert "Set server.runtime_dir in" in said and str(blocker / "rt") in said
     h.shutdown()
 
 
@@ -129,8 +131,9 @@ def test_kernel_that_never_gets_ready_or_exits_at_once_ends_in_error(
     _kernelspec(tmp_path, "crashes", [sys.executable, "-c", "import sys; print('boom at start'); sys.exit(3)"])
     monkeypatch.setenv("JUPYTER_PATH", str(tmp_path / "jupyter"))
     h = KernelHost(make_settings(tmp_path / "a", kernel='name = "hangs"\nstartup_timeout = 1.5\n'))
-    with pytest.raises(KernelNotReady, match=r"did not become ready within kernel.startup_timeout"):
+    with pytest.raises(KernelNotReady, match=r"did not become ready within 1.5 s") as err:
         h.start()
+    assert "Set kernel.startup_timeout in" in error_text(err.value)
     assert h.state == "error" and h.status().pid is None
     h2 = KernelHost(make_settings(tmp_path / "b", kernel='name = "crashes"\n'))
     with pytest.raises(KernelNotReady) as err:

@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from _tests.support.kernel_helpers import make_settings
+from _tests.support.isolation import make_settings
+from _tests.support.runner import finish_ok
 from biopb_mcp.kernel import KernelHost
 from biopb_mcp.text.kernel import rendered_text
 
@@ -29,10 +30,7 @@ def agg_host(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KernelHost]:
 
 
 def run(host: KernelHost, code: str) -> tuple[str, list[bytes]]:
-    ex = host.submit(code)
-    assert host.wait(ex, 60), f"{code!r} did not finish"
-    assert ex.status == "ok", rendered_text(host.render(ex))
-    r = host.render(ex)
+    r = finish_ok(host, code)
     return rendered_text(r), r.images
 
 

@@ -26,6 +26,7 @@ from biopb_mcp.docs.store import DocStore
 from biopb_mcp.errors import BiopbMcpError, InvalidDocId
 from biopb_mcp.server import build_server
 from biopb_mcp.text.doc_views import read_doc
+from biopb_mcp.text.index import render_index
 
 
 def test_planted_symlinks_are_refused(tmp_path: Path) -> None:
@@ -43,7 +44,7 @@ def test_planted_symlinks_are_refused(tmp_path: Path) -> None:
     assert "plain local doc" in read_doc(store, "inner")  # a link inside the tier is fine
     listed = store.doc_ids()
     assert not [i for i in listed if i.startswith(("evil", "absfile", "dangle"))], listed
-    assert hostile.SECRET not in store.render_index()
+    assert hostile.SECRET not in render_index(store)
     assert not [h for h in search_docs(store, hostile.SECRET.split("-")[0], 50) if hostile.SECRET in h.snippet]
     assert hostile.snapshot(sentinel) == before
     assert not (sentinel / "new.md").exists() and not (sentinel / "nodir").exists()

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from biopb_mcp.docs.index import IGNORED_NOTE
+from biopb_mcp.docs.index import IGNORED_NOTE, IndexFacts
 from biopb_mcp.docs.store import DocStore
 from biopb_mcp.text.doc_views import read_doc
+from biopb_mcp.text.index import render_index
 from biopb_mcp.text.instructions import (
     ASK_FIRST_LINE,
     GUARDRAILS,
@@ -21,7 +22,7 @@ from biopb_mcp.text.instructions import (
 def test_order_is_start_header_index_read_guardrails_ask(tmp_path: Path) -> None:
     store = DocStore(tmp_path / "docs")
     text = compose_instructions(store)
-    parts = [START_LINE, INDEX_HEADER, store.render_index(hide_ignored=True).strip(), READ_FIRST_LINE, GUARDRAILS, ASK_FIRST_LINE]
+    parts = [START_LINE, INDEX_HEADER, render_index(store, hide_ignored=True).strip(), READ_FIRST_LINE, GUARDRAILS, ASK_FIRST_LINE]
     positions = [text.index(part) for part in parts]
     assert positions == sorted(positions)
     assert "not a sandbox" in text and "raw data" in text and "results folder" in text
@@ -37,7 +38,7 @@ def test_each_call_reads_the_index_fresh(tmp_path: Path) -> None:
 
 
 class _BrokenStore:
-    def render_index(self, *, hide_ignored: bool = False) -> str:
+    def index_facts(self, *, hide_ignored: bool = False) -> IndexFacts:
         raise OSError("disk on fire")
 
 

@@ -23,13 +23,20 @@ from mcp.types import TextResourceContents
 
 from _tests.support.doc_corpus import make_corpus
 from _tests.support.inbox import Inbox, wait_listen
+from _tests.support.isolation import make_settings
+from _tests.support.results import text_of
+from biopb_mcp.docs import changes as changes_mod
 from biopb_mcp.docs.resources import INDEX_URI, doc_uri
 from biopb_mcp.docs.store import DocStore
 from biopb_mcp.errors import DocError
+from biopb_mcp.fs.watch import WatchUnavailable
+from biopb_mcp.kernel import KernelHost
 from biopb_mcp.server.resources.handlers import install_resources
 from biopb_mcp.server.resources.subscriptions import DocNotifier, changes
+from biopb_mcp.server.state import AppState
+from biopb_mcp.server.tools.docs import register_doc_tools
 from biopb_mcp.text.doc_views import read_doc
-from biopb_mcp.text.docs import FOR_AGENT, refusal, write_report
+from biopb_mcp.text.docs import FOR_AGENT, refusal
 
 MODES = ["legacy", "auto"]
 
@@ -37,18 +44,14 @@ WAIT = 10.0  # upper bound on any awaited event; passing runs take milliseconds 
 
 
 def make_server(local: Path, shipped: Path, poll: float = 0.05) -> tuple[MCPServer[Any], DocStore, DocNotifier]:
-    """A real server over the two tiers: resources installed, plus write_doc wired as the server wires it."""
+    """A real server over the two tiers: resources installed, and the real docs tools (write_doc
+    among them) on the same state, as ``build_server`` wires them; no kernel is started."""
     mcp: MCPServer[Any] = MCPServer("biopb-test")
     store = DocStore(local, shipped_dir=shipped)
-    notifier = install_resources(mcp, store, poll_interval=poll)
-
-    @mcp.tool()
-    async def write_doc(doc_id: str, body: str) -> str:
-        """Write a doc and announce it."""
-        result = await anyio.to_thread.run_sync(lambda: store.write_doc(doc_id, body=body))
-        await notifier.after_write(result)
-        return write_report(result, FOR_AGENT)
-
+    settings = make_settings(local.parent / "server")
+    state = AppState(settings=settings, store=store, kernel=KernelHost(settings))
+    state.notifier = notifier = install_resources(mcp, store, poll_interval=poll)
+    register_doc_tools(mcp, state)
     return mcp, store, notifier
 
 
@@ -110,7 +113,7 @@ async def test_doc_created_behind_the_cursor_does_not_break_the_walk(tmp_path: P
     mcp, _, _ = make_server(local, shipped)
     async with Client(mcp, mode=mode, cache=None) as client:
         page1 = await client.list_resources()
-        await client.call_tool("write_doc", {"doc_id": "aaa/new", "body": "# New\n\nA new doc.\n"})
+        await client.call_tool("write_doc", {"id": "aaa/new", "body": "# New\n\nA new doc.\n"})
         rest, _ = await walk(client, page1.next_cursor)
         fresh, _ = await walk(client)
     flat = [r.uri for r in page1.resources] + [u for p in rest for u in p]
@@ -138,8 +141,8 @@ async def test_read_as_resource_equals_read_doc_byte_for_byte(tmp_path: Path, mo
     (shipped / "shared" / "tool.md").write_text("# Tool\n\nShipped text.\n", encoding="utf-8")
     mcp, store, _ = make_server(local, shipped)
     async with Client(mcp, mode=mode, cache=None) as client:
-        await client.call_tool("write_doc", {"doc_id": "shared/tool", "body": "# Tool\n\nLocal text.\n"})
-        await client.call_tool("write_doc", {"doc_id": ids[0], "body": "# Title 0\n\nSecond version.\n"})
+        await client.call_tool("write_doc", {"id": "shared/tool", "body": "# Tool\n\nLocal text.\n"})
+        await client.call_tool("write_doc", {"id": ids[0], "body": "# Title 0\n\nSecond version.\n"})
         refs = ["index", ids[0], ids[1], "shared/tool", "shared/tool@diff", f"{ids[0]}@history", f"{ids[0]}@v1"]
         for ref in refs:
             result = await client.read_resource(doc_uri(ref))
@@ -229,9 +232,9 @@ async def test_legacy_subscriber_hears_another_clients_write(tmp_path: Path) -> 
     ):
         await legacy_subscribe(a, INDEX_URI)
         await legacy_subscribe(a, doc_uri(ids[0]))
-        await b.call_tool("write_doc", {"doc_id": ids[0], "body": "# Changed\n\nBy B.\n"})
+        await b.call_tool("write_doc", {"id": ids[0], "body": "# Changed\n\nBy B.\n"})
         await inbox_a.wait_for({INDEX_URI, doc_uri(ids[0])})
-        await b.call_tool("write_doc", {"doc_id": "fresh/doc", "body": "# Fresh\n\nNew.\n"})
+        await b.call_tool("write_doc", {"id": "fresh/doc", "body": "# Fresh\n\nNew.\n"})
         await inbox_a.wait_for(set(), list_changed=True)
         await inbox_c.wait_for(set(), list_changed=True)  # list_changed reaches unsubscribed clients too
         assert inbox_c.updated == []  # C subscribed to nothing
@@ -248,7 +251,7 @@ async def test_modern_listener_hears_another_clients_write(tmp_path: Path) -> No
     async with Client(mcp, cache=None) as a, Client(mcp, cache=None) as b:
         async with a.listen(resource_subscriptions=[INDEX_URI], resources_list_changed=True) as sub:
             assert notifier.watching
-            await b.call_tool("write_doc", {"doc_id": "fresh/doc", "body": "# Fresh\n\nNew.\n"})
+            await b.call_tool("write_doc", {"id": "fresh/doc", "body": "# Fresh\n\nNew.\n"})
             await wait_listen(sub, {ResourceUpdated(uri=INDEX_URI), ResourcesListChanged()}, WAIT)
         with anyio.fail_after(WAIT):
             while notifier.watching:  # the listen stream's end reaches the server asynchronously
@@ -317,9 +320,9 @@ async def test_an_index_write_announces_the_index_once(tmp_path: Path) -> None:
     ):
         await legacy_subscribe(a, INDEX_URI)
         await legacy_subscribe(a, doc_uri(ids[0]))
-        await b.call_tool("write_doc", {"doc_id": "index", "body": f"# Docs\n\n- {ids[0]}: one\n"})
+        await b.call_tool("write_doc", {"id": "index", "body": f"# Docs\n\n- {ids[0]}: one\n"})
         # One connection's notifications arrive in order: once the doc's arrives, the index write's have.
-        await b.call_tool("write_doc", {"doc_id": ids[0], "body": "# Changed\n\nBy B.\n"})
+        await b.call_tool("write_doc", {"id": ids[0], "body": "# Changed\n\nBy B.\n"})
         await inbox.wait_for({doc_uri(ids[0])})
         assert inbox.updated.count(INDEX_URI) == 2  # one per write
 
@@ -334,7 +337,7 @@ async def test_a_write_is_announced_once_while_the_watcher_runs(tmp_path: Path) 
         await legacy_subscribe(client, INDEX_URI)
         await legacy_subscribe(client, doc_uri(ids[0]))
         assert notifier.watching
-        await client.call_tool("write_doc", {"doc_id": ids[0], "body": "# Changed\n\nOnce.\n"})
+        await client.call_tool("write_doc", {"id": ids[0], "body": "# Changed\n\nOnce.\n"})
         await inbox.wait_for({doc_uri(ids[0]), INDEX_URI})
         await anyio.sleep(0.5)  # ten more looks at the disk: none may announce the write again
         assert inbox.updated.count(doc_uri(ids[0])) == 1 and inbox.updated.count(INDEX_URI) == 1, inbox.updated
@@ -344,3 +347,35 @@ async def test_a_write_is_announced_once_while_the_watcher_runs(tmp_path: Path) 
                 await anyio.sleep(0.02)
         await anyio.sleep(0.5)
         assert inbox.updated.count(doc_uri(ids[0])) == 2, inbox.updated
+
+
+@pytest.mark.anyio
+async def test_one_feed_tells_both_search_and_subscribers_of_a_hand_edit(tmp_path: Path) -> None:
+    """The store's change feed has two readers; one event reaches each: the subscriber is told,
+    and the next search finds the new text."""
+    local, shipped, ids = make_corpus(tmp_path, 3)
+    mcp, store, _ = make_server(local, shipped)
+    inbox = Inbox(WAIT)
+    async with Client(mcp, mode="legacy", cache=None, message_handler=inbox) as a:
+        assert "Title 1" in text_of(await a.call_tool("search_docs", {"query": "thing 1"}))  # search follows the feed
+        await legacy_subscribe(a, doc_uri(ids[1]))
+        (local / f"{ids[1]}.md").write_text("# Edited by hand\n\n## Steps\nzebrafishword\n", encoding="utf-8")
+        await inbox.wait_for({doc_uri(ids[1])})
+        assert store.changes.readers == 2  # search and the subscription watcher, on one watch
+        assert ids[1] in text_of(await a.call_tool("search_docs", {"query": "zebrafishword"}))
+
+
+@pytest.mark.anyio
+async def test_without_folder_watches_a_hand_edit_is_still_announced(tmp_path: Path,
+                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    def refused() -> None:
+        raise WatchUnavailable(28, "inotify watch limit reached")
+
+    monkeypatch.setattr(changes_mod, "DirWatch", refused)  # the watcher then walks the tier at each look
+    local, shipped, ids = make_corpus(tmp_path, 3)
+    mcp, _, _ = make_server(local, shipped)
+    inbox = Inbox(WAIT)
+    async with Client(mcp, mode="legacy", cache=None, message_handler=inbox) as a:
+        await legacy_subscribe(a, doc_uri(ids[2]))
+        (local / f"{ids[2]}.md").write_text("# Edited by hand\n\nwith no watch at all.\n", encoding="utf-8")
+        await inbox.wait_for({doc_uri(ids[2])})

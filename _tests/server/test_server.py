@@ -18,6 +18,7 @@ from biopb_mcp.docs.store import DocStore
 from biopb_mcp.server import build_server
 from biopb_mcp.server.tools.docs import AUTHORING_GATE
 from biopb_mcp.text.doc_views import read_doc
+from biopb_mcp.text.index import render_index
 from biopb_mcp.text.instructions import ASK_FIRST_LINE, GUARDRAILS, INDEX_HEADER, READ_FIRST_LINE, START_LINE
 
 pytestmark = pytest.mark.anyio
@@ -66,7 +67,7 @@ async def test_instructions_carry_the_rendered_index_in_order(built: Any, mode: 
         async with Client(mcp, mode=mode) as client:
             instructions = client.instructions
     assert instructions is not None
-    rendered = state.store.render_index().strip()
+    rendered = render_index(state.store).strip()
     assert rendered
     parts = [START_LINE, INDEX_HEADER, rendered, READ_FIRST_LINE, GUARDRAILS, ASK_FIRST_LINE]
     positions = [instructions.index(part) for part in parts]

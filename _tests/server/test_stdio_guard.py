@@ -81,11 +81,13 @@ def test_every_unreadable_line_gets_a_json_rpc_error_and_the_server_still_answer
         server.close()
 
 
-def test_an_unknown_tool_or_prompt_is_invalid_params_and_prompts_are_not_advertised(tmp_path: Path) -> None:
+def test_an_unknown_tool_or_prompt_is_invalid_params(tmp_path: Path) -> None:
+    """The seeded index lists procedures, so prompts are advertised (with the list changes this
+    server sends); a name that is none of them is still -32602."""
     server = RawServer(make_env(tmp_path), tmp_path / "stderr.log")
     try:
         init = server.initialize()
-        assert "prompts" not in init["capabilities"] and "tools" in init["capabilities"]
+        assert init["capabilities"]["prompts"] == {"listChanged": True} and "tools" in init["capabilities"]
         for method, params in (("tools/call", {"name": "no_such_tool", "arguments": {}}),
                                ("prompts/get", {"name": "no-such-prompt"})):
             reply = server.response(server.request(method, params), timeout=30)

@@ -11,6 +11,7 @@ from pathlib import Path
 
 from mcp import StdioServerParameters
 
+from _tests.support.isolation import isolated_vars, write_config
 from bench.soak.servers import RawServer, result_text
 
 __all__ = ["RawServer", "make_env", "result_text", "stdio_params"]
@@ -20,19 +21,8 @@ SERVER_ARGS = ["-m", "biopb_mcp"]
 
 def make_env(root: Path, *, config: str = "", plugins: dict[str, str] | None = None) -> dict[str, str]:
     """Env vars that give a spawned server its own config, state, runtime and cache dirs under root."""
-    config_dir = root / "config"
-    config_dir.mkdir(parents=True, exist_ok=True)
-    if config:
-        (config_dir / "config.toml").write_text(config)
-    for name, source in (plugins or {}).items():
-        (config_dir / "kernel").mkdir(exist_ok=True)
-        (config_dir / "kernel" / name).write_text(source)
-    return {
-        "BIOPB_CONFIG_DIR": str(config_dir),
-        "XDG_STATE_HOME": str(root / "state"),
-        "XDG_RUNTIME_DIR": str(root / "runtime"),
-        "XDG_CACHE_HOME": str(root / "cache"),
-    }
+    write_config(root, config or None, plugins=plugins)
+    return isolated_vars(root)
 
 
 def stdio_params(env: dict[str, str], *extra_args: str) -> StdioServerParameters:

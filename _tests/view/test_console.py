@@ -156,7 +156,7 @@ def test_a_shared_runtime_dir_is_searched_where_the_server_writes_its_files(tmp_
 def test_console_joins_only_a_server_of_its_own_config_even_in_a_shared_runtime_dir(tmp_path: Path) -> None:
     """Two config trees that share a runtime dir: "the newest server" is the newest of this config,
     and --pid naming the other tree's server says which config it runs with."""
-    from _tests.support.kernel_helpers import make_settings
+    from _tests.support.isolation import make_settings
     from biopb_mcp.cli.console import find_kernel
     from biopb_mcp.kernel import KernelHost
 

@@ -25,6 +25,7 @@ from biopb_mcp.docs.resources import walk
 from biopb_mcp.docs.search.query import search_docs
 from biopb_mcp.docs.store import DocStore
 from biopb_mcp.text.doc_views import read_doc
+from biopb_mcp.text.index import render_index
 
 __all__ = [
     "CRASH_LINES", "Problem", "TierCheck", "big_body", "created_body", "fork_writer", "index_states",
@@ -160,7 +161,7 @@ class TierCheck:
     def check_surfaces(self, store: DocStore) -> list[Problem]:
         """Leftover temp files appear in no listing: rendered index, resources, search."""
         problems: list[Problem] = []
-        rendered = store.render_index()
+        rendered = render_index(store)
         if ".tmp" in rendered or ".big" in rendered:
             problems.append(("surfaced", "a temp file in the rendered index"))
         problems += [("surfaced", f"resource {e.uri}") for e in walk(store) if "tmp" in e.uri or "/." in e.uri]

@@ -19,6 +19,7 @@ from biopb_mcp.docs.store import DocStore
 from biopb_mcp.docs.textdiff import line_count
 from biopb_mcp.errors import DocError, WriteRefused
 from biopb_mcp.text.doc_views import read_doc
+from biopb_mcp.text.index import render_index
 
 __all__ = ["size_writes"]
 
@@ -82,7 +83,7 @@ def size_writes(store: DocStore, writes: int, seed: int) -> tuple[Counter[str], 
     found (a doc or the index past a cap, or unreadable: none expected)."""
     rng = Random(seed)
     counts: Counter[str] = Counter()
-    store.render_index()
+    render_index(store)
     for n in range(writes):
         shape = SHAPES[n % len(SHAPES)]
         try:

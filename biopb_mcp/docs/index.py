@@ -9,34 +9,13 @@ opening with one sentence saying what to do, so the agent acts on it unprompted.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import lru_cache
 
 from biopb_mcp.docs.ids import is_valid_id
 
 UNFILED_HEADING = "## Unfiled"
-
-NEW_TAIL_HEADING = "## New shipped docs"
-NEW_TAIL_SENTENCE = (
-    "This release ships these docs and your index neither lists nor ignores them: file each one "
-    "by moving its line under a heading of your index with write_doc(\"index\", old=…, new=…), "
-    "or add its id to the `ignored:` line."
-)
-STALE_TAIL_HEADING = "## Shipped docs your local copy may be behind on"
-STALE_TAIL_SENTENCE = (
-    "The shipped text of these docs changed in the last release, but your local copy still "
-    "shadows it: run the read_doc call on each line to see the differences, then merge what you "
-    "want into your copy with write_doc (or leave it as it is)."
-)
-
-def unreadable_note(problem: str) -> str:
-    """The line a rendered index opens with when the local index file cannot be read."""
-    return (
-        f"> The local index could not be read ({problem}) Showing the shipped index instead; "
-        "fix the file, or replace it with write_doc(\"index\", body=…)."
-    )
-
 
 IGNORED_NOTE = "shipped docs this index chose not to list; each is still readable by id"
 """Said after an `ignored:` line that names docs: agents read the bare word as "do not use"."""
@@ -126,21 +105,30 @@ def parse(text: str) -> IndexFile:
                      bad_entries=bad_entries)
 
 
-def render(
+@dataclass(frozen=True)
+class IndexFacts:
+    """What the rendered index shows, as facts: the file with what it cannot know added (each
+    entry's `(missing)` / `(local copy)`, each `ignored:` line's note), and the two tails as
+    `(id, shipped description)` pairs; ``unreadable`` is why the local file could not be read
+    (the shipped index is shown then). ``biopb_mcp.text.index`` words the tails."""
+
+    body: str
+    new_docs: list[tuple[str, str]] = field(default_factory=list)
+    stale_docs: list[tuple[str, str]] = field(default_factory=list)
+    unreadable: str | None = None
+
+
+def annotate(
     index: IndexFile,
     *,
     exists: Callable[[str], bool],
     shadows: Callable[[str], bool],
-    new_docs: Sequence[tuple[str, str]],
-    stale_docs: Sequence[tuple[str, str]],
     hide_ignored: bool = False,
 ) -> str:
-    """The index as the agent reads it: the file with suffixes, then the non-empty tails.
-
-    `exists(id)` says whether a doc resolves in either tier, `shadows(id)` whether a local copy
-    hides a shipped doc; `new_docs` and `stale_docs` are `(id, shipped description)` pairs.
-    `hide_ignored` replaces each `ignored:` line by a count, for a caller (the handshake under
-    the docs-off bench arm) that must never show an ignored id.
+    """The index file with suffixes: `exists(id)` says whether a doc resolves in either tier,
+    `shadows(id)` whether a local copy hides a shipped doc. `hide_ignored` replaces each
+    `ignored:` line by a count, for a caller (the handshake under the docs-off bench arm) that
+    must never show an ignored id.
     """
     lines = list(index.lines)
     bare: set[int] = set()
@@ -163,20 +151,7 @@ def render(
     lines = [line for i, line in enumerate(lines) if i not in bare]
     while lines and not lines[-1].strip():
         lines.pop()
-    out = "\n".join(lines)
-    if new_docs:
-        tail = [NEW_TAIL_HEADING, NEW_TAIL_SENTENCE, ""]
-        tail += [f"- {doc_id}: {desc}".rstrip() for doc_id, desc in new_docs]
-        out += "\n\n" + "\n".join(tail)
-    if stale_docs:
-        tail = [STALE_TAIL_HEADING, STALE_TAIL_SENTENCE, ""]
-        tail += [
-            f"- {doc_id}: {desc} — read_doc(\"{doc_id}@diff\")" if desc else
-            f"- {doc_id}: read_doc(\"{doc_id}@diff\")"
-            for doc_id, desc in stale_docs
-        ]
-        out += "\n\n" + "\n".join(tail)
-    return out + "\n"
+    return "\n".join(lines)
 
 
 def entry_line(doc_id: str, hook: str) -> str:
@@ -184,12 +159,71 @@ def entry_line(doc_id: str, hook: str) -> str:
     return f"- {doc_id}: {hook}".rstrip()
 
 
-def append_unfiled(text: str, line: str) -> str:
-    """Add `line` under the `## Unfiled` heading, adding the heading at the end if absent.
+def heading_title(heading: str) -> str:
+    """The text of a heading as a person names it: `## Lab` and `lab` both give `lab`."""
+    return " ".join(heading.strip().lstrip("#").split()).lower()
 
-    Inside an existing Unfiled section the line goes after its last entry (so a trailing
-    `ignored:` line or prose stays where the agent put it).
+
+def headings_above(index: IndexFile) -> list[tuple[str, ...]]:
+    """For each line of the index, the titles of the headings it sits under, outermost first.
+
+    A heading closes every heading of its own or a deeper level before it; headings inside code
+    fences are prose. The titles are as written (stripped), for a caller that decides what a
+    heading means.
     """
+    stack: list[tuple[int, str]] = []
+    out: list[tuple[str, ...]] = []
+    in_fence = False
+    for line in index.lines:
+        if ("```" in line or "~~~" in line) and _FENCE.match(line):
+            in_fence = not in_fence
+        elif not in_fence and (heading := _HEADING.match(line)):
+            level = len(heading.group(1))
+            while stack and stack[-1][0] >= level:
+                stack.pop()
+            stack.append((level, line[level:].strip().rstrip("#").strip()))
+        out.append(tuple(title for _, title in stack))
+    return out
+
+
+def prose(text: str) -> str:
+    """The index without its entry and `ignored:` lines, and without the headings left with no
+    prose under them: what the agent wrote between the entries (a rule a lab keeps in its index).
+
+    What search reads of the index: the listed docs are found by their own text and hooks, a
+    heading alone would outrank them on its one word, and an ignored id must not resurface.
+    """
+    index = parse(text)
+    dropped = {entry.line for entry in index.entries} | set(index.ignored_lines)
+    kept = [line for i, line in enumerate(index.lines) if i not in dropped]
+    return "\n".join(line for n, line in enumerate(kept) if not _HEADING.match(line) or _prose_follows(kept, n))
+
+
+def _prose_follows(kept: list[str], at: int) -> bool:
+    """Whether a non-blank line that is not a heading follows ``kept[at]`` before the next heading."""
+    for line in kept[at + 1:]:
+        if _HEADING.match(line):
+            return False
+        if line.strip():
+            return True
+    return False
+
+
+def append_unfiled(text: str, line: str) -> str:
+    """Add `line` under the `## Unfiled` heading, adding the heading at the end if absent."""
+    return append_under(text, line, UNFILED_HEADING)
+
+
+def append_under(text: str, line: str, heading: str) -> str:
+    """Add `line` under the first heading titled like `heading` (`## Lab`, or just `Lab`: any
+    level, case ignored), adding `## <title>` at the end if there is none.
+
+    Inside the section the line goes after the last entry before the next heading (so prose, a
+    sub-heading or an `ignored:` line stays where the agent put it). A new heading goes before a
+    trailing `ignored:` line: it closes the index, and a section after it would read as if the
+    ignored ids were its entries.
+    """
+    wanted = heading_title(heading)
     lines = text.split("\n")
     while lines and not lines[-1].strip():
         lines.pop()
@@ -199,11 +233,10 @@ def append_unfiled(text: str, line: str) -> str:
         if _FENCE.match(current):
             in_fence = not in_fence
             continue
-        if not in_fence and current.strip().lower() == UNFILED_HEADING.lower():
+        if not in_fence and _HEADING.match(current) and heading_title(current) == wanted:
             start = i
+            break
     if start is None:
-        # A trailing `ignored:` line stays last: it closes the index, and a new section after it
-        # would read as if the ignored ids were its entries.
         tail: list[str] = []
         if lines and _IGNORED.match(lines[-1]):
             tail = [lines.pop()]
@@ -211,14 +244,14 @@ def append_unfiled(text: str, line: str) -> str:
                 lines.pop()
         if lines:
             lines.append("")
-        lines += [UNFILED_HEADING, line]
+        shown = heading.strip() if heading.strip().startswith("#") else f"## {heading.strip()}"
+        lines += [shown, line]
         if tail:
             lines += ["", *tail]
         return "\n".join(lines) + "\n"
     end = len(lines)
     for j in range(start + 1, len(lines)):
-        heading = _HEADING.match(lines[j])
-        if heading and len(heading.group(1)) <= 2:
+        if _HEADING.match(lines[j]):
             end = j
             break
     insert_at = start + 1
@@ -227,3 +260,13 @@ def append_unfiled(text: str, line: str) -> str:
             insert_at = j + 1
     lines.insert(insert_at, line)
     return "\n".join(lines) + "\n"
+
+
+def filed_heading(text: str, heading: str) -> str:
+    """The heading line `append_under(text, …, heading)` files under, as the index writes it."""
+    wanted = heading_title(heading)
+    index = parse(text)
+    for line, above in zip(index.lines, headings_above(index), strict=True):
+        if above and heading_title(above[-1]) == wanted and _HEADING.match(line):
+            return line.strip()
+    return heading.strip() if heading.strip().startswith("#") else f"## {heading.strip()}"

@@ -23,6 +23,7 @@ import biopb_mcp
 from biopb_mcp.docs import index as index_mod
 from biopb_mcp.docs import lint, views, writes
 from biopb_mcp.docs import manifest as manifest_mod
+from biopb_mcp.docs.changes import ChangeFeed
 from biopb_mcp.docs.frontmatter import Parsed, parse
 from biopb_mcp.docs.history import History
 from biopb_mcp.docs.ids import INDEX_ID, check_id, check_write_id, parse_ref
@@ -99,6 +100,8 @@ class DocStore:
         """Shipped ids treated as not shipped (see `withholds`)."""
         self.history_keep = history_keep
         self.history = History(self.local_dir, history_keep)
+        self.changes = ChangeFeed()
+        """The one change feed over the docs folders (search and resource subscriptions read it)."""
         self._parsed_cache: FileCache[str, Parsed] = FileCache()
         self._manifest_cache: FileCache[Path, manifest_mod.Manifest] = FileCache(max_entries=1)
         self._setup_warned = False
@@ -359,7 +362,7 @@ class DocStore:
         """
         r = parse_ref(ref)
         if r.doc_id == INDEX_ID and r.view is None:
-            return views.IndexPage(self.render_index())
+            return views.IndexPage(self.index_facts())
         self._ensure()
         if r.view == "history":
             return views.history_page(self, r.doc_id)
@@ -506,19 +509,19 @@ class DocStore:
         return self.local.read_file(INDEX_FILE)
 
     def index_text(self) -> tuple[str, str | None]:
-        """(local index text, problem note or None). Never raises: render must not crash."""
+        """(local index text, why it could not be read, or None). Never raises: render must not crash."""
         try:
             return self.index_text_at_disk(), None
         except FileNotFoundError:
             return self.shipped_index_text(), None
         except DocUnreadable as exc:
             logger.warning("Docs: local index unreadable, rendering the shipped one: %s", exc)
-            return self.shipped_index_text(), index_mod.unreadable_note(str(exc))
+            return self.shipped_index_text(), str(exc)
 
-    def _render_parts(self, hide_ignored: bool = False) -> tuple[str, list[str]]:
-        """The rendered index and the ids it lists (resolving entries, new tail, stale tail)."""
+    def _render_parts(self, hide_ignored: bool = False) -> tuple[index_mod.IndexFacts, list[str]]:
+        """What the rendered index shows, and the ids it lists (resolving entries, new tail, stale tail)."""
         changed = self._ensure()
-        text, note = self.index_text()
+        text, problem = self.index_text()
         parsed = index_mod.parse(text)
         shipped = self.shipped_files()
         local_cache: dict[str, bool] = {}
@@ -538,16 +541,12 @@ class DocStore:
         ignored = set(parsed.ignored)
         new_ids = [i for i in self.shipped_ids(shipped) if i not in listed_entries and i not in ignored]
         stale_ids = sorted(i for i in changed if shadows(i))
-        rendered = index_mod.render(
-            parsed,
-            exists=exists,
-            shadows=shadows,
+        rendered = index_mod.IndexFacts(
+            body=index_mod.annotate(parsed, exists=exists, shadows=shadows, hide_ignored=hide_ignored),
             new_docs=[(i, self.description(self.shipped, i)) for i in new_ids],
             stale_docs=[(i, self.description(self.shipped, i)) for i in stale_ids],
-            hide_ignored=hide_ignored,
+            unreadable=problem,
         )
-        if note:
-            rendered = note + "\n\n" + rendered
         ids: list[str] = []
         seen: set[str] = set()
         for doc_id in [e.doc_id for e in parsed.entries if not e.collection and exists(e.doc_id)] + new_ids + stale_ids:
@@ -556,8 +555,8 @@ class DocStore:
                 ids.append(doc_id)
         return rendered, ids
 
-    def render_index(self, *, hide_ignored: bool = False) -> str:
-        """The index as read_doc("index") and the handshake show it: suffixes and tails added.
+    def index_facts(self, *, hide_ignored: bool = False) -> index_mod.IndexFacts:
+        """What read_doc("index") and the handshake show, as facts (``text.index`` renders them).
 
         `hide_ignored=True` shows each `ignored:` line as a count instead of the ids.
         """
@@ -604,24 +603,30 @@ class DocStore:
         body: str | None = None,
         old: str | None = None,
         new: str | None = None,
+        section: str | None = None,
     ) -> WriteResult:
         """Create or change a local doc (or the index): `body` alone, or `old` + `new`.
 
+        `section` files a new doc's index line under that heading (made if absent) instead of
+        `## Unfiled`; with old/new, on the index, or on a doc that exists it is refused.
+
         Raises:
             InvalidDocId: bad id, a view such as `x@diff`, a path leaving the tier.
-            WriteRefused: a wrong argument combination, old matching 0 or 2+ times, a cap.
+            WriteRefused: a wrong argument combination, old matching 0 or 2+ times, a cap, a
+                `section` that does not apply.
             DocNotFound: old/new on a doc that does not exist.
             DocUnreadable: the local file is there but cannot be read (fix it by hand first).
         """
         check_write_id(doc_id)
         writes.check_args(body, old, new)
+        title = writes.check_section(doc_id, section, body)
         try:
             with tier_lock(self.local_dir):
                 try:
                     self._ensure()
                     if doc_id == INDEX_ID:
                         return writes.write_index(self, body, old, new)
-                    return writes.write_doc(self, doc_id, body, old, new)
+                    return writes.write_doc(self, doc_id, body, old, new, title)
                 finally:
                     self.history.forget()
         except OSError as exc:

@@ -21,6 +21,7 @@ from biopb_mcp.docs.textdiff import unified_diff
 
 if TYPE_CHECKING:
     from biopb_mcp.docs.history import Version
+    from biopb_mcp.docs.index import IndexFacts
     from biopb_mcp.docs.store import DocStore
 
 __all__ = [
@@ -57,9 +58,9 @@ def when(epoch: float) -> str:
 
 @dataclass(frozen=True)
 class IndexPage:
-    """`index`: the rendered index."""
+    """`index`: what the rendered index shows."""
 
-    text: str
+    facts: IndexFacts
 
 
 @dataclass(frozen=True)

@@ -184,10 +184,7 @@ class AttachedKernel(KernelProcess):
             self.connection_file = find_existing(self.spec)
             self.info = read_connection_info(self.connection_file)
         except KernelError as exc:
-            raise StartFailed(
-                f"cannot join the existing kernel: {exc} If its frontend shut it down, start it there "
-                "again; for another kernel, restart the server with --existing <its connection file>."
-            ) from None
+            raise StartFailed(f"cannot join the existing kernel: {exc}", joined=True) from None
         self.kernel_name = str(self.info.get("kernel_name") or "")
         self.interrupt_mode = _interrupt_mode(self.kernel_name)
         desc = f"joined kernel {self.kernel_name}" if self.kernel_name else "joined kernel"

@@ -326,7 +326,7 @@ class KernelClient:
         return ex.done.is_set()
 
     # -- queries -----------------------------------------------------------------------------------
-    def inspect(self, path: str) -> str:
+    def inspect(self, path: str) -> dict[str, Any]:
         """Describe ``path`` (a dotted name like ``img`` or ``np.ndarray.shape``) from the kernel.
 
         Returns type and bounded repr; for a data object (array, table, image, a list or dict
@@ -349,7 +349,7 @@ class KernelClient:
         info = rendering.parse_expression_json(expr["data"]["text/plain"])
         if "error" in info:
             raise KernelError(f"Cannot inspect {path!r}: {info['error']}.")
-        return inspection.format_inspection(info)
+        return dict(info)
 
     def query(self, expression: str, timeout: float, what: str = "the query") -> Any:
         """The decoded value of ``expression`` (which yields a JSON string), asked like ``inspect``.
@@ -522,8 +522,7 @@ class KernelClient:
         settings = self._settings
         name = settings.kernel.name or "python3"
         joined = settings.kernel.existing
-        about = (f"Recorded by biopb-mcp: each code cell is one execute_code call of the agent, in order, "
-                 f"with its outputs; markdown cells note doc reads and writes. Kernel pid {pid}, {desc}.")
+        about = self.recorder.about(pid, desc)
         setup = KernelSetup(cwd=None if joined else os.getcwd(), joined=str(joined) if joined else None)
         if not joined or settings.kernel.existing_plugins:  # the bootstrap ran: the plugins are there
             from biopb_mcp.kernel.compute import kernel_env

@@ -100,6 +100,8 @@ class KernelHost:
         self._closing = threading.Event()  # set by shutdown(): a start in progress gives up
         self._state = KernelState.NOT_STARTED
         self._message = ""
+        self._failed_on: StartFailed | None = None
+        """The failed start's facts (setting to change, joined kernel), for the not-ready answer."""
         self._generation = 0
         self._process: KernelProcess | None = None
         self._spec_desc = ""
@@ -128,7 +130,10 @@ class KernelHost:
             KernelState.STARTING: "The kernel is still starting.",
             KernelState.ERROR: f"The kernel could not start: {reason}",
         }.get(state, reason or f"The kernel is {state}.")
-        return KernelNotReady(text, state=state, reason=reason)
+        failed = self._failed_on if state == KernelState.ERROR else None
+        return KernelNotReady(text, state=state, reason=reason, config_file=str(self._settings.config_file),
+                              setting=failed.setting if failed else None, wanted=failed.wanted if failed else "",
+                              joined=bool(failed and failed.joined))
 
     def _require_ready(self) -> None:
         if self._state != KernelState.READY:
@@ -270,6 +275,7 @@ class KernelHost:
             with self._lock:
                 self._state = KernelState.ERROR
                 self._message = f"{exc}{tail}"
+                self._failed_on = exc if isinstance(exc, StartFailed) else None
             logger.error("kernel start failed: %s", self._message)
             raise self._not_ready() from None
 
@@ -380,7 +386,7 @@ class KernelHost:
         stopped = self._client.wait_interrupted(ex, wait)
         return Interruption(ex.job_id, ex.status, stopped, wait)
 
-    def inspect(self, path: str) -> str:
+    def inspect(self, path: str) -> dict[str, Any]:
         """Describe ``path`` (a dotted name like ``img`` or ``np.ndarray.shape``) from the kernel.
 
         Raises:

@@ -8,11 +8,10 @@ kernel's environment.
 from __future__ import annotations
 
 import functools
-from typing import Any
 
 from biopb_mcp.kernel.inside import INSIDE_DIR
 
-__all__ = ["format_inspection", "inspect_expression"]
+__all__ = ["inspect_expression"]
 
 PROBE_FILE = INSIDE_DIR / "inspect_probe.py"
 
@@ -25,26 +24,3 @@ def inspect_expression(path: str, limit_repr: int = 2000, limit_doc: int = 3000)
     """A ``user_expressions`` entry that describes ``path`` in the kernel and yields JSON."""
     call = f"g['describe']({path!r}, get_ipython().user_ns, {limit_repr}, {limit_doc})"
     return f"(lambda g: (exec({_probe()!r}, g), {call})[1])({{'__name__': 'biopb_mcp_inspect'}})"
-
-
-def format_inspection(info: dict[str, Any]) -> str:
-    """Readable lines from the kernel's JSON answer about one object."""
-    lines = [f"{info['path']}: {info.get('type', '?')}"]
-    if "signature" in info:
-        lines.append(f"signature: {info['signature']}")
-    lines.extend(f"{label}: {value}" for label, value in info.get("facts", []))
-    for key in ("len", "file"):
-        if key in info:
-            lines.append(f"{key}: {info[key]}")
-    if "repr" in info:
-        lines.append(f"repr: {info['repr']}")
-    if info.get("items"):
-        lines.append("items:\n" + "\n".join(f"  {line}" for line in info["items"]))
-    if "attributes" in info:
-        lines.append(f"public attributes: {info['attributes']}")
-    if "doc" in info:
-        lines.append("doc:\n" + str(info["doc"]))
-    elif "class_doc" in info:
-        more = f" (more: inspect_object('{info['type']}') on the class)" if info.get("class_doc_cut") else ""
-        lines.append(f"class doc: {info['class_doc']}{more}")
-    return "\n".join(lines)

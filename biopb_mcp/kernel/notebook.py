@@ -44,12 +44,13 @@ import stat
 import threading
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from biopb_mcp.cell_names import cell_names
 from biopb_mcp.fs.notebook_file import SLOT_BYTES, NotebookFile, mend_torn
+from biopb_mcp.kernel.cell_names import cell_names
 
 logger = logging.getLogger(__name__)
 
@@ -293,8 +294,12 @@ class SessionRecorder:
     """
 
     def __init__(self, directory: Path, *, max_output_chars: int = 100_000,
-                 max_session_bytes: int = MAX_SESSION_BYTES) -> None:
+                 max_session_bytes: int = MAX_SESSION_BYTES,
+                 about: Callable[[int | None, str], str] | None = None) -> None:
         self.directory = Path(directory)
+        self.about = about or (lambda pid, desc: f"Kernel pid {pid}, {desc}.")
+        """The notebook's opening line from the kernel's pid and description (the server passes
+        its wording in; the kernel side states only the facts)."""
         self.max_output_chars = max_output_chars
         self.max_session_bytes = max_session_bytes
         self.error: str | None = None

@@ -43,7 +43,14 @@ SOCKETS = range(1, 6)
 
 
 class StartFailed(Exception):
-    """A kernel start that did not reach ready; the message says why and what setting to change."""
+    """A kernel start that did not reach ready: the message says why; ``setting`` names the config
+    key that fixes it (``wanted``: what it should be); ``joined``: joining the user's kernel failed."""
+
+    def __init__(self, message: str, *, setting: str | None = None, wanted: str = "", joined: bool = False) -> None:
+        super().__init__(message)
+        self.setting = setting
+        self.wanted = wanted
+        self.joined = joined
 
 
 @dataclass
@@ -171,10 +178,8 @@ class LaunchedKernel(KernelProcess):
         try:
             runtime = lifeline.private_dir(Path(settings.runtime_dir))
         except OSError as exc:  # retrying cannot help: say which setting moves it
-            raise StartFailed(
-                f"cannot use the runtime dir {settings.runtime_dir} ({exc.strerror or exc}). Set "
-                f"server.runtime_dir in {settings.config_file} to a writable directory."
-            ) from None
+            raise StartFailed(f"cannot use the runtime dir {settings.runtime_dir} ({exc.strerror or exc}).",
+                              setting="server.runtime_dir", wanted="to a writable directory") from None
         stem = kernel_stem(os.getpid())
         conn = runtime / f"{stem}.json"
         argv, spec_env, desc, is_python = self._kernel_command(conn)
@@ -232,10 +237,8 @@ class LaunchedKernel(KernelProcess):
                 known = ", ".join(sorted(manager.kernel_spec_manager.find_kernel_specs())) or "none installed"
             except Exception:  # listing is only a hint
                 known = "unknown"
-            raise StartFailed(
-                f"no Jupyter kernel spec named {name!r} (available: {known}). Set kernel.name in "
-                f"{self._settings.config_file} to one of those, or to \"\" for the server's own Python."
-            ) from None
+            raise StartFailed(f"no Jupyter kernel spec named {name!r} (available: {known}).", setting="kernel.name",
+                              wanted='to one of those, or to "" for the server\'s own Python') from None
         assert spec is not None  # a non-empty name either finds a spec or raises
         self.interrupt_mode = spec.interrupt_mode or "signal"
         argv = manager.format_kernel_cmd()
@@ -345,5 +348,6 @@ def wait_deadline(deadline: float, timeout: float, process: KernelProcess, closi
         raise StartFailed(f"the kernel process exited during start-up ({process.exit_reason()}).")
     left = deadline - time.monotonic()
     if left <= 0:
-        raise StartFailed(f"the kernel did not become ready within kernel.startup_timeout = {timeout} s.")
+        raise StartFailed(f"the kernel did not become ready within {timeout} s.", setting="kernel.startup_timeout",
+                          wanted=f"to more than {timeout} s if the machine is slow")
     return left

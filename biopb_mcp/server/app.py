@@ -21,6 +21,8 @@ import biopb_mcp
 from biopb_mcp.config.settings import Settings, resolve_user_path
 from biopb_mcp.docs.store import DocStore
 from biopb_mcp.kernel import KernelHost
+from biopb_mcp.server.prompts.completions import install_completions
+from biopb_mcp.server.prompts.handlers import install_prompts
 from biopb_mcp.server.protocol import spec_middleware
 from biopb_mcp.server.resources.handlers import install_resources
 from biopb_mcp.server.sdk import check_sdk
@@ -29,6 +31,7 @@ from biopb_mcp.server.tools.docs import register_doc_tools
 from biopb_mcp.server.tools.kernel import register_kernel_tools
 from biopb_mcp.server.tools.viewer import register_viewer_tools
 from biopb_mcp.server.trace import Tracer
+from biopb_mcp.text import kernel as kernel_text
 from biopb_mcp.text.instructions import compose_instructions
 
 logger = logging.getLogger(__name__)
@@ -108,7 +111,8 @@ def build_server(settings: Settings, *, trace: Path | None = None) -> tuple[MCPS
     )
     if recorder is not None:
         state.at_exit.append(recorder.close)
-    middleware = [_instructions_middleware(store)]
+    instructions = _instructions_middleware(store)
+    middleware = [instructions]
     if state.tracer is not None:
         middleware.insert(0, _trace_middleware(state.tracer))
     mcp: MCPServer = MCPServer(
@@ -122,8 +126,11 @@ def build_server(settings: Settings, *, trace: Path | None = None) -> tuple[MCPS
     register_kernel_tools(mcp, state)
     register_viewer_tools(mcp, state)
     register_doc_tools(mcp, state)
-    mcp.middleware.insert(len(mcp.middleware) - 1, spec_middleware(mcp, prompt_names=lambda: ()))  # traced, before the rest
     state.notifier = install_resources(mcp, store)
+    prompts = install_prompts(mcp, store, state.notifier)
+    install_completions(mcp, store, prompts, state.kernel)
+    # traced, around the rest: its answer to prompts/get and initialize is the last word
+    mcp.middleware.insert(mcp.middleware.index(instructions), spec_middleware(mcp, prompt_names=prompts.names))
     return mcp, state
 
 
@@ -134,7 +141,7 @@ def _recorder(settings: Settings) -> Any:
         return None
     from biopb_mcp.kernel.notebook import SessionRecorder
 
-    return SessionRecorder(record.dir, max_output_chars=record.max_output_chars)
+    return SessionRecorder(record.dir, max_output_chars=record.max_output_chars, about=kernel_text.notebook_about)
 
 
 def log_level(settings: Settings) -> Literal["DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"]:

@@ -19,6 +19,7 @@ from biopb_mcp.docs.views import (
     VersionPage,
     View,
 )
+from biopb_mcp.text.index import index_text
 
 if TYPE_CHECKING:
     from biopb_mcp.docs.store import DocStore
@@ -44,7 +45,7 @@ def read_doc(store: DocStore, ref: str, calls: Calls | None = None) -> str:
 
 def render_view(view: View, calls: Calls | None = None) -> str:
     if isinstance(view, IndexPage):
-        return view.text
+        return index_text(view.facts)
     if isinstance(view, DocPage):
         return _doc(view, calls)
     if isinstance(view, DiffPage):

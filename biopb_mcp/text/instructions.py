@@ -11,13 +11,16 @@ from __future__ import annotations
 import logging
 from typing import Protocol
 
+from biopb_mcp.docs.index import IndexFacts
+from biopb_mcp.text.index import index_text
+
 logger = logging.getLogger(__name__)
 
 __all__ = ["compose_instructions"]
 
 
 class _RendersIndex(Protocol):
-    def render_index(self, *, hide_ignored: bool = False) -> str: ...
+    def index_facts(self, *, hide_ignored: bool = False) -> IndexFacts: ...
 
 
 START_LINE = (
@@ -83,7 +86,7 @@ def _render_index_or_note(store: _RendersIndex) -> str:
         # The ignored: line names docs the agent decided not to list; spelling those ids out in
         # every session's context would list them after all (and the bench's docs-off arm
         # would leak its hidden procedures). read_doc("index") still shows the line to edit.
-        return _bounded(store.render_index(hide_ignored=True).strip())
+        return _bounded(index_text(store.index_facts(hide_ignored=True)).strip())
     except Exception as exc:  # top-level: a broken index must not break initialize
         logger.exception("Rendering the doc index for the handshake failed")
         return (

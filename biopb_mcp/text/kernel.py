@@ -37,9 +37,11 @@ __all__ = [
     "cut_note",
     "error_text",
     "fitted_note",
+    "inspection_text",
     "interrupted",
     "job_line",
     "not_owned",
+    "notebook_about",
     "parse_job_line",
     "rendered_text",
     "split_job_line",
@@ -61,7 +63,14 @@ def not_ready(exc: KernelNotReady) -> str:
         text = (f"{reason} Call start_kernel to join it again once its frontend runs it; for another "
                 "kernel, restart the server with --existing <its connection file>.")
     else:
-        text = f"The kernel could not start: {reason} Call start_kernel to try again."
+        advice = ""
+        if exc.setting:
+            where = f" in {exc.config_file}" if exc.config_file else ""
+            advice += f" Set {exc.setting}{where} {exc.wanted}.".replace(" .", ".")
+        if exc.joined:
+            advice += (" If its frontend shut it down, start it there again; for another kernel, restart "
+                       "the server with --existing <its connection file>.")
+        text = f"The kernel could not start: {reason}{advice} Call start_kernel to try again."
     if state not in text:
         text = f"Kernel not ready (state: {state}). {text}"
     return text
@@ -363,3 +372,32 @@ def compute_status(section: dict[str, Any]) -> dict[str, Any]:
         out["dashboard"] = (f"{link} shows only a note that bokeh is missing (pip install 'bokeh>=3.1.0' in the "
                             "kernel's environment, then restart_kernel); its /info/main/workers.html works")
     return out
+
+
+def notebook_about(pid: int | None, desc: str) -> str:
+    """The opening line of a session notebook: what its cells are, and which kernel ran them."""
+    return (f"Recorded by biopb-mcp: each code cell is one execute_code call of the agent, in order, "
+            f"with its outputs; markdown cells note doc reads and writes. Kernel pid {pid}, {desc}.")
+
+
+def inspection_text(info: dict[str, Any]) -> str:
+    """Readable lines from the kernel's JSON answer about one object."""
+    lines = [f"{info['path']}: {info.get('type', '?')}"]
+    if "signature" in info:
+        lines.append(f"signature: {info['signature']}")
+    lines.extend(f"{label}: {value}" for label, value in info.get("facts", []))
+    for key in ("len", "file"):
+        if key in info:
+            lines.append(f"{key}: {info[key]}")
+    if "repr" in info:
+        lines.append(f"repr: {info['repr']}")
+    if info.get("items"):
+        lines.append("items:\n" + "\n".join(f"  {line}" for line in info["items"]))
+    if "attributes" in info:
+        lines.append(f"public attributes: {info['attributes']}")
+    if "doc" in info:
+        lines.append("doc:\n" + str(info["doc"]))
+    elif "class_doc" in info:
+        more = f" (more: inspect_object('{info['type']}') on the class)" if info.get("class_doc_cut") else ""
+        lines.append(f"class doc: {info['class_doc']}{more}")
+    return "\n".join(lines)

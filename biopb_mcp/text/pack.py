@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 
 from biopb_mcp.errors import DocNotFound, DocUnreadable, InvalidDocId
 from biopb_mcp.text.doc_views import read_doc
+from biopb_mcp.text.index import render_index
 
 if TYPE_CHECKING:
     from biopb_mcp.docs.store import DocStore
@@ -42,7 +43,7 @@ def build_pack(store: DocStore) -> str:
         f"The docs index, then the {len(ids)} docs it lists, each under a `{PACK_DOC_PREFIX}<id>` "
         "line. A link `[[id]]` or a read_doc(\"<id>\") call refers to the part with that id. "
         "Made by `biopb-mcp docs pack`; regenerate it after the docs change.",
-        f"{pack_heading('index')}\n\n{store.render_index().rstrip()}",
+        f"{pack_heading('index')}\n\n{render_index(store).rstrip()}",
     ]
     for doc_id in ids:
         try:

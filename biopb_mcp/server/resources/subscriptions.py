@@ -3,8 +3,10 @@
 * Legacy (handshake) era: ``resources/subscribe``/``unsubscribe`` with per-connection tracking
   dropped on disconnect, and ``listChanged: true`` patched into the ``initialize`` result.
 * Modern (2026-07-28) era: events published on the bus reach ``subscriptions/listen`` streams.
-* A watcher that polls ``store.local_state()`` while anyone is subscribed, so edits by hand or by
-  another server process (one per agent host under stdio) are announced too.
+* A watcher, while anyone is subscribed, so edits by hand or by another server process (one per
+  agent host under stdio) are announced too: it reads the store's change feed (inotify, shared
+  with search) and compares ``store.local_state()`` snapshots only when the feed reports a change
+  in the local tier (every look, where folders cannot be watched).
 
 Notifications are cues to refetch, never payloads. Each change is announced once, whoever made
 it: while the watcher runs, a write_doc hands its URIs to the watcher and wakes it, and the
@@ -14,6 +16,7 @@ watcher leaves out of its next look at the disk what the writes already announce
 from __future__ import annotations
 
 import logging
+import os
 import threading
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -26,6 +29,7 @@ from mcp import MCPError
 from mcp.server import ServerRequestContext
 from mcp.server.session import ServerSession
 from mcp.server.subscriptions import (
+    PromptsListChanged,
     ResourcesListChanged,
     ResourceUpdated,
     SubscriptionBus,
@@ -37,9 +41,11 @@ from mcp.types import (
     UnsubscribeRequestParams,
 )
 
+from biopb_mcp.docs.changes import Cursor
 from biopb_mcp.docs.resources import INDEX_URI, URI_PREFIX, doc_uri
 from biopb_mcp.docs.store import DocStore, WriteResult
 from biopb_mcp.errors import DocError
+from biopb_mcp.fs.watch import WatchUnavailable
 from biopb_mcp.server.sdk import session_connection
 
 logger = logging.getLogger(__name__)
@@ -82,6 +88,10 @@ class DocNotifier:
         self._wake = threading.Event()  # set to make the running watcher look now
         self._writes: list[tuple[list[str], bool]] = []  # (URIs, list changed) of writes the watcher announces
         self._writes_lock = threading.Lock()
+        self.prompts_changed: Callable[[], bool] | None = None
+        """Whether the prompt set differs from the one last read (blocking: it reads docs).
+        Asked after each change announced (a write, or what the watcher found on disk), off the
+        event loop; True sends ``prompts/list_changed``."""
 
     # -- publishing ---------------------------------------------------------------------------
 
@@ -99,6 +109,24 @@ class DocNotifier:
         await self.notify_updated(uris)
         if result.created:
             await self.notify_list_changed()
+        if self.prompts_changed is not None and await anyio.to_thread.run_sync(self._prompts_changed):
+            await self.notify_prompts_changed()
+
+    def _prompts_changed(self) -> bool:
+        """``prompts_changed()``, a failure logged as no change (a docs problem must not fail the write)."""
+        if self.prompts_changed is None:
+            return False
+        try:
+            return self.prompts_changed()
+        except (OSError, DocError):
+            logger.warning("docs: cannot tell whether the prompts changed", exc_info=True)
+            return False
+
+    async def notify_prompts_changed(self) -> None:
+        """``prompts/list_changed`` to listen streams and every legacy session."""
+        await self.bus.publish(PromptsListChanged())
+        for session in list(self._sessions.values()):
+            await _send(session.send_prompt_list_changed())
 
     async def notify_updated(self, uris: list[str]) -> None:
         """``resources/updated`` for each URI, to listen streams and subscribed legacy sessions."""
@@ -190,6 +218,8 @@ class DocNotifier:
         stop = threading.Event()
         self._stop = stop  # claimed before the await, so concurrent subscribers start one watcher
         self._wake = wake = threading.Event()
+        # Followed before the baseline is taken: a change after the baseline is in the feed.
+        cursor = await anyio.to_thread.run_sync(self._follow)
         try:
             baseline = await anyio.to_thread.run_sync(self.store.local_state)
         except (OSError, DocError):
@@ -197,19 +227,62 @@ class DocNotifier:
             baseline = {}
         token = anyio.lowlevel.current_token()
         thread = threading.Thread(
-            target=self._watch, args=(stop, wake, baseline, token), name="biopb-docs-watcher", daemon=True
+            target=self._watch, args=(stop, wake, baseline, token, cursor), name="biopb-docs-watcher", daemon=True
         )
         thread.start()
 
-    def _watch(self, stop: threading.Event, wake: threading.Event, snapshot: Snapshot, token: Any) -> None:
-        """Thread body: poll ``local_state`` (or look at once when a write wakes it) and hand each
-        write's URIs, then what else differs on disk, to the event loop."""
+    def _follow(self) -> Cursor | None:
+        """A place in the store's change feed following every folder of the local tier; None
+        where folders cannot be watched (then each look walks the tier)."""
+        cursor = self.store.changes.cursor()
+        if self._refollow(cursor):
+            return cursor
+        cursor.close()
+        return None
+
+    def _refollow(self, cursor: Cursor) -> bool:
+        local = os.fspath(self.store.local_dir)
+        _files, folders, linked = self.store.list_inputs()
+        if linked:  # where a link leads is not watched: walk the tier at each look
+            return False
+        try:
+            cursor.watch([f for f in folders if f == local or f.startswith(local + os.sep)])
+        except WatchUnavailable as exc:
+            logger.info("docs watcher walks the local tier every %.1f s: cannot watch its folders (%s)",
+                        self.poll_interval, exc)
+            return False
+        return True
+
+    def _watch(self, stop: threading.Event, wake: threading.Event, snapshot: Snapshot, token: Any,
+               cursor: Cursor | None) -> None:
+        """Thread body: look every ``poll_interval`` (at once when a write wakes it) and hand each
+        write's URIs, then what else differs on disk, to the event loop. A look walks the tier
+        only when the change feed reports something there (or cannot watch it)."""
         logger.debug("docs watcher started (every %.1fs)", self.poll_interval)
+        try:
+            self._watch_loop(stop, wake, snapshot, token, cursor)
+        finally:
+            if cursor is not None:
+                cursor.close()
+        logger.debug("docs watcher stopped")
+
+    def _watch_loop(self, stop: threading.Event, wake: threading.Event, snapshot: Snapshot, token: Any,
+                    cursor: Cursor | None) -> None:
         while True:
             wake.wait(self.poll_interval)
             wake.clear()
             if stop.is_set():
                 break
+            if cursor is not None:
+                seen = cursor.take()
+                with self._writes_lock:
+                    quiet = not self._writes
+                if quiet and seen.complete and not seen.paths and not seen.folders:
+                    continue  # nothing happened in the tier: no walk
+                if seen.folders or not seen.complete:  # a folder came or went: follow the new set
+                    if not self._refollow(cursor):
+                        cursor.close()
+                        cursor = None
             try:
                 current = self.store.local_state()
             except (OSError, DocError):
@@ -225,16 +298,19 @@ class DocNotifier:
                 list_changed = list_changed and not any(created for _, created in writes)
             if not (writes or others) or stop.is_set():
                 continue
+            # Read here, in this thread: the event loop then only sends, and a server stopping
+            # under the watcher never has a worker thread of it in flight.
+            prompts = self._prompts_changed()
             try:
-                anyio.from_thread.run(self._publish_changes, writes, others, list_changed, token=token)
+                anyio.from_thread.run(self._publish_changes, writes, others, list_changed, prompts, token=token)
             except RuntimeError:  # the event loop is gone: the server stopped under us
                 logger.debug("docs watcher: event loop closed; stopping")
                 return
             except Exception:  # thread boundary: a failed fan-out must not kill the watcher silently
                 logger.exception("docs watcher: announcing changes failed; watching on")
-        logger.debug("docs watcher stopped")
 
-    async def _publish_changes(self, writes: list[tuple[list[str], bool]], others: list[str], list_changed: bool) -> None:
+    async def _publish_changes(self, writes: list[tuple[list[str], bool]], others: list[str], list_changed: bool,
+                               prompts: bool = False) -> None:
         for uris, created in writes:  # each write as it would have announced itself
             await self.notify_updated(uris)
             if created:
@@ -244,6 +320,8 @@ class DocNotifier:
             await self.notify_updated(others)
         if list_changed:
             await self.notify_list_changed()
+        if prompts:
+            await self.notify_prompts_changed()
 
 
 def changes(old: Snapshot, new: Snapshot) -> tuple[list[str], bool]:

@@ -205,7 +205,7 @@ def register_kernel_tools(mcp: MCPServer, state: AppState) -> None:
         """Describe a name in the kernel namespace without running code: type, bounded repr,
         signature, docstring, and shape/dtype for arrays. Use it to check what a variable holds
         or how to call a function (e.g. "img", "skimage.filters.threshold_otsu")."""
-        return host.inspect(path)
+        return kernel_text.inspection_text(host.inspect(path))
 
     @tool(mcp, READ_ONLY)
     def server_status() -> str:
