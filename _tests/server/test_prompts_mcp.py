@@ -70,7 +70,7 @@ def built(isolated_dirs: Path) -> Iterator[tuple[Any, Any]]:
 
 @pytest.fixture
 def docs_off(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[Any, Any]]:
-    """The real server over the bench's docs-off tree (every Procedures entry moved to ignored:)."""
+    """The real server over the bench's docs-off tree (every Procedures entry withheld)."""
     tree = prepare_tree(tmp_path / "docs-off", bench_docs=False)
     monkeypatch.setenv("BIOPB_CONFIG_DIR", str(tree.root))
     mcp, state = build_server(load_settings())

@@ -21,7 +21,8 @@ def run_docs(args: argparse.Namespace) -> int:
     print_warnings(settings, config_file_only=True)  # the runtime-dir fallback is serve's business
     from biopb_mcp.docs.store import DocStore  # imported here: --help stays fast
 
-    store = DocStore(settings.docs_local_dir, history_keep=settings.docs.history_keep, read_only=True)
+    store = DocStore(settings.docs_local_dir, history_keep=settings.docs.history_keep, read_only=True,
+                     withhold=settings.docs.withhold)
     # the store logs skipped files (unreadable, bad frontmatter): show them as warning lines
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(logging.Formatter("warning: %(message)s"))

@@ -10,8 +10,8 @@ tail); ignored, banked and unlisted docs never do. Of those, a doc is a procedur
 * it has an `## Inputs` section and no heading it sits under names references.
 
 So a local procedure the lab wrote is one as soon as the index lists it (under `## Lab`, or
-`## Unfiled` after its first write), and the bench's docs-off arm, which moves every `##
-Procedures` entry to `ignored:`, has none.
+`## Unfiled` after its first write), and the bench's docs-off arm, which withholds every `##
+Procedures` entry (the store serves them as not shipped), has none.
 
 The inputs come from the doc's `## Inputs` list, read tolerantly: each top-level item that opens
 with a name (`` `image` ``, `**image**`, or a plain lower-case `image`; several as `` `ch1`,

@@ -99,7 +99,8 @@ def build_server(settings: Settings, *, trace: Path | None = None) -> tuple[MCPS
         settings: the loaded settings.
         trace: a trace file; overrides ``settings.trace_file``.
     """
-    store = DocStore(settings.docs_local_dir, history_keep=settings.docs.history_keep, search_db=settings.search_db)
+    store = DocStore(settings.docs_local_dir, history_keep=settings.docs.history_keep, search_db=settings.search_db,
+                     withhold=settings.docs.withhold)
     trace_path = resolve_user_path(settings, trace) if trace is not None else settings.trace_file
     recorder = _recorder(settings)
     state = AppState(
