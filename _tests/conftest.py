@@ -8,16 +8,15 @@ from pathlib import Path
 
 import pytest
 
+from _tests.support.isolation import isolated_vars
+
 
 @pytest.fixture(autouse=True)
 def isolated_dirs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """Point every platform dir the package uses at tmp_path so no test touches the real ones."""
-    config = tmp_path / "config"
-    monkeypatch.setenv("BIOPB_CONFIG_DIR", str(config))
-    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
-    monkeypatch.setenv("XDG_RUNTIME_DIR", str(tmp_path / "runtime"))
-    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
-    return config
+    for name, value in isolated_vars(tmp_path).items():
+        monkeypatch.setenv(name, value)
+    return tmp_path / "config"
 
 
 @pytest.fixture

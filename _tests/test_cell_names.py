@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from biopb_mcp.cell_names import MAX_PARSED_CHARS, cell_names
+from biopb_mcp.kernel.cell_names import MAX_PARSED_CHARS, cell_names
 
 
 def test_top_level_bindings_of_every_kind_count_and_function_locals_do_not() -> None:

@@ -11,7 +11,9 @@ from pathlib import Path
 import pytest
 
 import biopb_mcp
+from _tests.support.isolation import isolated_vars
 from biopb_mcp.cli import commands as cli
+from biopb_mcp.cli import config as cli_config
 from biopb_mcp.config.settings import render_example
 from biopb_mcp.docs.store import SHIPPED_DIR
 
@@ -123,7 +125,7 @@ def test_unexpected_error_is_one_line_without_traceback(
     def broken(settings: object) -> str:
         raise ValueError("boom")
 
-    monkeypatch.setattr(cli, "render_show", broken)  # the seam: the top-level handler itself
+    monkeypatch.setattr(cli_config, "render_show", broken)  # the seam: the top-level handler itself
     code, _, err = run(["config", "show"], capsys)
     assert code == 2
     assert_one_error_line(err, "unexpected ValueError: boom", "BIOPB_DEBUG=1")
@@ -338,8 +340,7 @@ def test_serving_stdio_on_a_terminal_says_what_it_is_on_stderr(tmp_path: Path) -
     import pty
     import selectors
 
-    env = {**os.environ, "BIOPB_CONFIG_DIR": str(tmp_path / "config"), "XDG_STATE_HOME": str(tmp_path / "state"),
-           "XDG_RUNTIME_DIR": str(tmp_path / "runtime")}
+    env = {**os.environ, **isolated_vars(tmp_path)}
     master, slave = pty.openpty()
     proc = subprocess.Popen([sys.executable, "-m", "biopb_mcp"], stdin=slave, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, env=env)

@@ -13,6 +13,7 @@ from pathlib import Path
 import psutil
 import pytest
 
+from _tests.support.isolation import isolated_vars
 from biopb_mcp.server import demo
 
 STEP_NAMES = ["handshake", "start_kernel", "execute_code", "image", "read_doc", "write_doc",
@@ -50,8 +51,7 @@ def test_demo_runs_every_step_cleans_up_and_leaves_the_users_config_alone(tmp_pa
     (user_config / "docs" / "index.md").write_text("# my lab\n\n- mine: my own doc\n", encoding="utf-8")
     before = _snapshot(user_config)
     image = tmp_path / "nuclei.png"
-    env = {**os.environ, "BIOPB_CONFIG_DIR": str(user_config), "XDG_STATE_HOME": str(tmp_path / "state"),
-           "XDG_RUNTIME_DIR": str(tmp_path / "runtime")}
+    env = {**os.environ, **isolated_vars(tmp_path), "BIOPB_CONFIG_DIR": str(user_config)}
     proc = subprocess.run([sys.executable, "-m", "biopb_mcp", "demo", "--image", str(image)], env=env,
                           capture_output=True, text=True, timeout=300, check=False)
     out = proc.stdout
@@ -95,7 +95,7 @@ async def test_the_demo_follows_an_analysis_that_outlives_promote_after(tmp_path
     import anyio
     from mcp import Client
 
-    from _tests.support.view_helpers import make_settings
+    from _tests.support.isolation import make_settings
     from biopb_mcp.server import build_server
 
     (tmp_path / "config" / "kernel").mkdir(parents=True)

@@ -20,7 +20,8 @@ from pathlib import Path
 import pytest
 
 from _tests.support.notebook_kernel import NotebookKernel, isolated_env
-from _tests.support.stdio_procs import RawServer, result_text, run_to_end_raw
+from _tests.support.runner import run_to_end_raw
+from _tests.support.stdio_procs import RawServer, result_text
 from biopb_mcp.config.settings import load_settings
 from biopb_mcp.ipython.extension import attach_text, status_text
 from biopb_mcp.kernel.link import AgentPresence, KernelLink, link_id

@@ -188,8 +188,8 @@ def test_a_crafted_session_notebook_path_is_refused_not_read(tmp_path: Path) -> 
 async def test_execute_code_runs_past_crafted_link_files_in_a_real_server(tmp_path: Path) -> None:
     from mcp import Client
 
+    from _tests.support.isolation import make_settings
     from _tests.support.results import text_of
-    from _tests.support.view_helpers import make_settings
     from biopb_mcp.server import build_server
 
     mcp, state = build_server(make_settings(tmp_path))

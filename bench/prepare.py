@@ -5,10 +5,11 @@ directory used as ``BIOPB_CONFIG_DIR`` with its own ``config.toml`` (state, runt
 inside it) and its own local docs tier, and the agent's environment points every XDG and Jupyter
 location there too.
 
-The ablation is one line-based transform of the shipped index: every entry under the
-``## Procedures`` heading moves to the ``ignored:`` line, so nothing lists a procedure, the
-New-shipped tail does not resurface it, and the handshake shows no procedure id. Reference entries
-stay. That heading is the only one named from outside the index.
+The ablation makes the procedures unreachable, not just unlisted: every entry under the
+``## Procedures`` heading leaves the index, and the tree's config withholds those ids
+(``docs.withhold``), so the server answers as if they were not shipped: no listing, tail,
+search hit, resource, suggestion or link names one, and a read of one is a read of an unknown id.
+Reference entries stay. That heading is the only one named from outside the index.
 
 The docs arm also gets the lab tier: the docs in ``bench/lab/`` copied into the local tier under
 ``lab/`` and listed under a ``## Lab`` heading, as a lab would file its own conventions. The
@@ -54,9 +55,15 @@ LAB_DIR = Path(__file__).resolve().parent / "lab"
 LAB_SECTION = """
 ## Lab
 Our own conventions: read the matching one before analysing our files.
-- lab/microscope: our scope: pixel size, camera offset and channel order (the files do not record them)
+- lab/microscope: our scope (the widefield): pixel size, camera offset, channel order, nucleus sizes, time-lapse interval (the files do not record them)
+- lab/spinning-disk: our spinning disk: pixel size, camera offset, its own channel order
+- lab/plate-imager: our plate imager: which well each image file belongs to
+- lab/flatfield: correct uneven illumination on our scope the way we do
 - lab/positive-cells: how many cells are positive (GFP-positive)
+- lab/dead-cells: how many cells are dead (from DAPI)
 - lab/debris-gate: count cells or nuclei without the debris
+- lab/counting: nuclei per mm², and which nuclei at the image edge count
+- lab/units: the units we report intensities, lengths and speeds in
 - lab/results-layout: where to save results tables and label images
 """
 """The docs arm's index section for the lab tier, in the lab's words."""
@@ -64,10 +71,10 @@ Our own conventions: read the matching one before analysing our files.
 
 @dataclass(frozen=True)
 class Ablation:
-    """The ablated index text, which ids moved to ``ignored:``, and which entries stayed listed."""
+    """The ablated index text, the ids it withholds, and which entries stayed listed."""
 
     text: str
-    moved: list[str]
+    withheld: list[str]
     kept: list[str]
 
 
@@ -79,10 +86,11 @@ def shipped_index_path() -> Path:
 
 
 def ablate_index(text: str) -> Ablation:
-    """Move every entry under ``## Procedures`` to the ``ignored:`` line; keep everything else.
+    """Drop every entry under ``## Procedures``; keep everything else.
 
     The section runs from the heading to the next heading of the same or a higher level; deeper
-    sub-headings inside it still belong to it. Ids already ignored stay ignored, once each.
+    sub-headings inside it still belong to it. The dropped ids also leave an ``ignored:`` line
+    that named them (the rendered index would spell them out); prose and headings stay.
 
     Raises:
         ValueError: the index has no ``## Procedures`` heading, so there is nothing to ablate
@@ -92,27 +100,24 @@ def ablate_index(text: str) -> Ablation:
     section = _procedures_section(index.lines)
     if section is None:
         raise ValueError(f"index has no {PROCEDURES_HEADING!r} heading; cannot build the no-docs arm")
-    # Collection lines (`- x/: …`) are not docs and cannot be ignored: they stay where they are.
-    moving = [e for e in index.entries if e.line in section and not e.collection]
-    moved = [e.doc_id for e in moving]
-    kept = [e.doc_id for e in index.entries if e not in moving]
-    dropped = {e.line for e in moving}
-    ignored_line = "ignored: " + ", ".join(index.ignored + [i for i in moved if i not in index.ignored])
+    # Collection lines (`- x/: …`) are folders, not docs: they stay where they are.
+    dropping = [e for e in index.entries if e.line in section and not e.collection]
+    withheld = [e.doc_id for e in dropping]
+    kept = [e.doc_id for e in index.entries if e not in dropping]
+    dropped = {e.line for e in dropping}
+    ignored_line: str | None = ("ignored: " + ", ".join(i for i in index.ignored if i not in withheld)).rstrip()
     out: list[str] = []
     for i, line in enumerate(index.lines):
         if i in dropped:
             continue
         if i in index.ignored_lines:
-            if ignored_line:  # the first ignored: line carries them all; later ones go
-                out.append(ignored_line)
-                ignored_line = ""
-            continue
+            if ignored_line is None:
+                continue  # the first ignored: line carries them all; later ones go
+            line, ignored_line = ignored_line, None
         out.append(line)
     while out and not out[-1].strip():
         out.pop()
-    if ignored_line:
-        out += ["", ignored_line]
-    return Ablation(text="\n".join(out) + "\n", moved=moved, kept=kept)
+    return Ablation(text="\n".join(out) + "\n", withheld=withheld, kept=kept)
 
 
 def _procedures_section(lines: list[str]) -> range | None:
@@ -133,7 +138,8 @@ class ConfigTree:
 
     root: Path
     bench_docs: bool
-    moved: list[str]
+    withheld: list[str]
+    """The procedures the server withholds (the docs-off arm), else empty."""
 
     @property
     def docs_dir(self) -> Path:
@@ -168,7 +174,7 @@ def prepare_tree(
     Args:
         out: the directory to use as ``BIOPB_CONFIG_DIR``.
         bench_docs: True keeps the seed index and adds the lab tier; False writes the ablated
-            index and no lab tier.
+            index, withholds the procedures (``docs.withhold``) and adds no lab tier.
         index_text: the seed index to start from (default: the shipped one).
         extra_config: more config.toml tables (e.g. ``{"kernel": {"promote_after": 1.0}}``).
         kernel_plugins: kernel plugin files (name -> source) for ``<tree>/kernel/``, as a lab
@@ -181,11 +187,11 @@ def prepare_tree(
     if out.exists() and any(out.iterdir()):
         raise FileExistsError(f"{out} is not empty; a bench config tree must be fresh")
     seed = index_text if index_text is not None else shipped_index_path().read_text(encoding="utf-8")
-    moved: list[str] = []
+    withheld: list[str] = []
     if not bench_docs:
         ablation = ablate_index(seed)
-        seed, moved = ablation.text, ablation.moved
-    tree = ConfigTree(root=out.resolve(), bench_docs=bench_docs, moved=moved)
+        seed, withheld = ablation.text, ablation.withheld
+    tree = ConfigTree(root=out.resolve(), bench_docs=bench_docs, withheld=withheld)
     tree.docs_dir.mkdir(parents=True)
     tree.state_dir.mkdir()
     tree.runtime_dir.mkdir(mode=0o700)
@@ -202,6 +208,8 @@ def prepare_tree(
             "log_file": str(tree.state_dir / "server.log"),
         },
     }
+    if withheld:
+        config["docs"] = {"withhold": withheld}
     for table, values in (extra_config or {}).items():
         config.setdefault(table, {}).update(values)
     (tree.root / "config.toml").write_text(tomli_w.dumps(config), encoding="utf-8")
@@ -210,7 +218,7 @@ def prepare_tree(
         for name, source in kernel_plugins.items():
             (tree.root / "kernel" / name).write_text(source, encoding="utf-8")
     (tree.root / "bench.json").write_text(
-        json.dumps({"bench_docs": bench_docs, "moved_to_ignored": moved}, indent=2) + "\n", encoding="utf-8"
+        json.dumps({"bench_docs": bench_docs, "withheld": withheld}, indent=2) + "\n", encoding="utf-8"
     )
     return tree
 

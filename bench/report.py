@@ -1,5 +1,6 @@
-"""summary.md from results rows: pass rates per arm with intervals, the paired test, per-category
-and per-case tables, docs reading, two-session memos, contamination and tool calls."""
+"""summary.md from results rows: pass rates per arm with intervals, the paired test, the discordant
+pairs and how many pairs a run needs at their rate, per-category and per-case tables, docs reading,
+two-session memos, contamination and tool calls."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from typing import Any
 
 from bench.cases import CATEGORIES
 
-__all__ = ["ARM_LABELS", "headline", "mcnemar_exact", "summarize", "wilson"]
+__all__ = ["ARM_LABELS", "headline", "mcnemar_exact", "pairs_needed", "summarize", "wilson"]
 
 ARM_LABELS = {"docs": "docs", "nodocs": "no docs"}
 
@@ -42,6 +43,26 @@ def mcnemar_exact(docs_only: int, nodocs_only: int) -> float | None:
     from scipy.stats import binomtest
 
     return float(binomtest(docs_only, n, 0.5).pvalue)
+
+
+def pairs_needed(docs_only: int, nodocs_only: int, pairs: int, alpha: float = 0.05) -> tuple[int, int] | None:
+    """(discordant pairs, pairs) a run needs for the exact McNemar test to reach p < ``alpha``, if
+    the observed discordance held: the same share of pairs discordant, split the same way between
+    the arms. None when it never would (no discordance, or an even split).
+
+    A projection from the observed rates, not a power calculation: half the runs of that size
+    would fall short of it.
+    """
+    discordant = docs_only + nodocs_only
+    if discordant == 0 or pairs == 0 or docs_only == nodocs_only:
+        return None
+    from scipy.stats import binomtest
+
+    share = max(docs_only, nodocs_only) / discordant
+    for needed in range(1, 10_000):
+        if binomtest(round(needed * share), needed, 0.5).pvalue < alpha:
+            return needed, math.ceil(needed * pairs / discordant)
+    return None
 
 
 def _arms(rows: list[dict[str, Any]]) -> list[str]:
@@ -98,16 +119,36 @@ def _rate_lines(rows: list[dict[str, Any]], arms: list[str]) -> list[str]:
 
 def _paired_lines(rows: list[dict[str, Any]]) -> list[str]:
     outcome: Counter[str] = Counter()
-    for with_docs, without in _pairs(rows):
+    discordant: list[tuple[dict[str, Any], dict[str, Any]]] = []
+    pairs = _pairs(rows)
+    for with_docs, without in pairs:
         key = {(True, True): "both pass", (True, False): "docs only", (False, True): "no docs only"}
         outcome[key.get((with_docs["passed"], without["passed"]), "both fail")] += 1
-    p = mcnemar_exact(outcome["docs only"], outcome["no docs only"])
+        if with_docs["passed"] != without["passed"]:
+            discordant.append((with_docs, without))
+    docs_only, nodocs_only = outcome["docs only"], outcome["no docs only"]
+    p = mcnemar_exact(docs_only, nodocs_only)
     verdict = "no discordant pairs: no test" if p is None else f"exact McNemar on the discordant pairs: p = {p:.3g}"
-    return [
+    needed = pairs_needed(docs_only, nodocs_only, len(pairs))
+    if needed is None:
+        projection = "at this discordance no number of pairs reaches p < 0.05 (none, or an even split)."
+    else:
+        projection = (f"at this discordance ({docs_only + nodocs_only} of {len(pairs)} pairs, split {docs_only}:{nodocs_only}) "
+                      f"p < 0.05 needs {needed[0]} discordant pairs, about {needed[1]} pairs in all "
+                      f"(this run has {len(pairs)}).")
+    lines = [
         "Pairs: " + " · ".join(f"{name}: {outcome[name]}" for name in ("both pass", "docs only", "no docs only", "both fail")),
         "",
-        f"Paired test ({outcome['docs only']} docs only vs {outcome['no docs only']} no docs only): {verdict}.",
+        f"Paired test ({docs_only} docs only vs {nodocs_only} no docs only): {verdict}.",
+        "",
+        f"Pairs needed: {projection}",
     ]
+    if discordant:
+        lines += ["", "### Discordant pairs", "", "| case | category | repeat | passed in | the other arm's detail |", "|---|---|---|---|---|"]
+        for with_docs, without in discordant:
+            winner, loser = ("docs", without) if with_docs["passed"] else ("no docs", with_docs)
+            lines.append(f"| {with_docs['case']} | {with_docs.get('category', 'textbook')} | {with_docs['repeat']} | {winner} | {_clip(loser['detail'])} |")
+    return lines
 
 
 def _category_lines(rows: list[dict[str, Any]], arms: list[str]) -> list[str]:
@@ -146,7 +187,7 @@ def summarize(rows: list[dict[str, Any]], *, agent: str, wall_s: float, cases: i
         clean = [row for row in rows if not row.get("contaminated")]
         lines += [
             "",
-            f"Contaminated no-docs runs (read or found a hidden procedure): {len(contaminated)}"
+            f"Contaminated no-docs runs (reached a withheld procedure): {len(contaminated)}"
             + (f". Without them: **{headline(clean, arms)}**" if contaminated else ""),
         ]
     if set(arms) == {"docs", "nodocs"}:
@@ -180,7 +221,10 @@ def summarize(rows: list[dict[str, Any]], *, agent: str, wall_s: float, cases: i
         lines.append(f"| {ARM_LABELS[arm]} | {share} | {listed} |")
     two_session = [row for row in rows if "session1_wrote" in row]
     if two_session:
-        lines += ["", "## Two-session cases: did session 1 write a doc, did session 2 read it?", ""]
+        lines += ["", "## Two-session cases: did session 1 write a doc, did session 2 read it?", "",
+                  "A memo in the index itself counts as written, and as read by every session on the same tree "
+                  "(the handshake carries the index). Without the docs session 2 starts on a fresh tree: what "
+                  "session 1 wrote is gone, so the pair measures what that memory is worth.", ""]
         lines += ["| case | arm | repeat | session 1 wrote | session 2 read it | passed |", "|---|---|---|---|---|---|"]
         for row in two_session:
             wrote = ", ".join(row["session1_wrote"]) or "no"

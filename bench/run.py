@@ -5,16 +5,23 @@ Each run gets a fresh directory ``<out>/runs/<case>--<arm>--r<k>/`` holding its 
 server's tool-call trace and the agent's stdout/stderr. Both arms of a pair get the same data
 (the generator is seeded by case and repeat, not by arm), so a per-case comparison is paired.
 
-A two-session case runs the agent twice on the same tree and work dir, each time with a fresh
-server: session 1 (``trace-s1.jsonl``, ``agent-s1.*``) gets the first request, session 2 the
-scored one. A docs-off run is *contaminated* when its trace shows a read of a procedure the
-ablation hid, or a search whose hits (replayed on the run's tree afterwards) include one.
+A two-session case runs the agent twice, each time with a fresh server: session 1
+(``trace-s1.jsonl``, ``agent-s1.*``, work dir ``work-s1/``) gets the first request, session 2 the
+scored one in ``work/``. Each session works on its own copy of the inputs, so only what the server
+keeps carries a convention from one to the next; in the docs arm session 2 runs on session 1's
+config tree (its docs, its index), in the docs-off arm on a fresh one (``config-s2/``), so the
+pair measures what that memory is worth.
+
+A docs-off run is *contaminated* when it reached a withheld procedure anyway: code it ran opened
+the package's shipped docs folder (read from the session notebooks the server records), a read of
+a withheld id returned text, or a search (replayed on the run's tree) returned one.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import shutil
 import threading
 import time
 import traceback
@@ -86,8 +93,9 @@ def parse_trace(path: Path) -> tuple[dict[str, int], list[str], int]:
     return dict(calls), docs, bad
 
 
-def trace_calls(path: Path, tool: str) -> list[dict[str, Any]]:
-    """The argument summaries of every call to ``tool`` in a trace, in order."""
+def trace_calls(path: Path, tool: str, *, ok_only: bool = False) -> list[dict[str, Any]]:
+    """The argument summaries of every call to ``tool`` in a trace, in order (``ok_only``: only
+    the calls that succeeded)."""
     found: list[dict[str, Any]] = []
     if not path.is_file():
         return found
@@ -96,30 +104,87 @@ def trace_calls(path: Path, tool: str) -> list[dict[str, Any]]:
             entry = json.loads(line)
         except ValueError:
             continue
-        if isinstance(entry, dict) and entry.get("tool") == tool and isinstance(entry.get("args"), dict):
+        if (isinstance(entry, dict) and entry.get("tool") == tool and isinstance(entry.get("args"), dict)
+                and (entry.get("ok", True) or not ok_only)):
             found.append(entry["args"])
     return found
 
 
+SHIPPED_DOCS_FOLDER = "_docs_data"
+"""The package folder of the shipped docs: code that names it went around the withholding."""
+
+AROUND_THE_SERVER = (SHIPPED_DOCS_FOLDER, "bench/lab", "bench/cases", "bench.cases")
+"""What code names when it reads the docs (or the bench's own answers) behind the server's back."""
+
+
+def notebook_cells(tree: ConfigTree) -> list[tuple[str, str]]:
+    """(code, output text) of every code cell in the session notebooks the run's server recorded.
+
+    Read as plain JSON (nbformat 4): the notebook is the only record of the code a run executed,
+    since the trace keeps its length alone.
+    """
+    cells: list[tuple[str, str]] = []
+    for path in sorted((tree.state_dir / "notebooks").rglob("*.ipynb")):
+        try:
+            notebook = json.loads(path.read_text(encoding="utf-8", errors="replace"))
+        except ValueError:
+            continue
+        for cell in notebook.get("cells", []) if isinstance(notebook, dict) else []:
+            if not isinstance(cell, dict) or cell.get("cell_type") != "code":
+                continue
+            outputs = []
+            for output in cell.get("outputs") or []:
+                if isinstance(output, dict):
+                    outputs.append(_joined(output.get("text")))
+                    outputs.append(_joined((output.get("data") or {}).get("text/plain")))
+            cells.append((_joined(cell.get("source")), "".join(outputs)))
+    return cells
+
+
+def _joined(text: object) -> str:
+    return "".join(text) if isinstance(text, list) else text if isinstance(text, str) else ""
+
+
 def contamination(tree: ConfigTree, trace: Path) -> list[str]:
-    """How a docs-off run reached a hidden procedure: ``read:<id>`` for a read_doc of it,
-    ``search:<id>`` for a search that returned it (the run's queries replayed on its tree)."""
-    hidden = set(tree.moved)
-    if not hidden:
+    """How a docs-off session reached a withheld procedure: ``code:_docs_data`` for code that named
+    the shipped docs folder (``code:bench/…`` for the bench's own cases or lab docs), ``output:<id>`` for a cell output naming a withheld doc's file,
+    ``read:<id>`` for a read_doc of one that returned text with no local doc of that id (so the
+    shipped one), ``search:<id>`` for a search that returned one (its query replayed on the tree)."""
+    withheld = set(tree.withheld)
+    if not withheld:
         return []
     from biopb_mcp.docs.search.query import search_docs
     from biopb_mcp.docs.store import DocStore
     from biopb_mcp.errors import BiopbMcpError
 
-    found = [f"read:{args.get('id')}" for args in trace_calls(trace, "read_doc") if str(args.get("id", "")).split("@")[0] in hidden]
-    store = DocStore(tree.docs_dir, read_only=True)  # replaying must not seed or write the run's tree
+    found: list[str] = []
+    for code, output in notebook_cells(tree):
+        found += [f"code:{marker}" for marker in AROUND_THE_SERVER if marker in code]
+        found += [f"output:{doc_id}" for doc_id in withheld if f"{doc_id}.md" in output]
+    for args in trace_calls(trace, "read_doc", ok_only=True):
+        doc_id = str(args.get("id", "")).split("@")[0]
+        if doc_id in withheld and not (tree.docs_dir / f"{doc_id}.md").exists():
+            found.append(f"read:{doc_id}")
+    # replaying must not seed or write the run's tree; it withholds what the run's server did
+    store = DocStore(tree.docs_dir, read_only=True, withhold=withheld)
     for args in trace_calls(trace, "search_docs"):
         try:
             hits = search_docs(store, str(args.get("query", "")), int(args.get("max_results") or 5))
         except (BiopbMcpError, ValueError, TypeError):
             continue
-        found += [f"search:{hit.doc_id}" for hit in hits if hit.doc_id in hidden]
+        found += [f"search:{hit.doc_id}" for hit in hits if hit.doc_id in withheld and hit.origin == "shipped"]
     return sorted(set(found))
+
+
+def memo_rows(first: Path, last: Path, *, same_tree: bool) -> dict[str, list[str]]:
+    """What session 1 wrote (doc ids, ``index`` for a memo written into the index itself) and
+    which of those session 2 read. The index is read by every session that shares its tree (the
+    handshake carries it); on a fresh tree nothing session 1 wrote can be read."""
+    written = sorted({str(args.get("id")) for args in trace_calls(first, "write_doc", ok_only=True)})
+    read = {str(args.get("id")).split("@")[0] for args in trace_calls(last, "read_doc", ok_only=True)}
+    if same_tree and "index" in written:
+        read.add("index")
+    return {"session1_wrote": written, "session2_read": sorted(read & set(written)) if same_tree else []}
 
 
 def _data_rng(seed: int, case: Case, repeat: int) -> np.random.Generator:
@@ -159,11 +224,20 @@ def run_one(spec: RunSpec, case: Case, arm: str, repeat: int) -> dict[str, Any]:
         truth = case.setup(workdir, _data_rng(spec.seed, case, repeat))
         trace = run_dir / "trace.jsonl"
         runs: list[AgentRun] = []
+        trees = [tree]
+        for session in range(1, case.sessions):  # each earlier session gets its own copy of the inputs
+            shutil.copytree(workdir, run_dir / f"work-s{session}")
         for session in range(1, case.sessions + 1):
             last = session == case.sessions
             session_trace = trace if last else run_dir / f"trace-s{session}.jsonl"
             request = case.request if last else case.first_request
-            runs.append(_session(spec, case, tree, run_dir, workdir, session_trace, request, session, f"{case.name} {arm} r{repeat}"))
+            session_dir = workdir if last else run_dir / f"work-s{session}"
+            if last and session > 1 and not ARMS[arm]:
+                # docs off: session 2 forgets what session 1 wrote down, so the pair prices the memory
+                trees.append(prepare_tree(run_dir / f"config-s{session}", bench_docs=False, extra_config=extra,
+                                          kernel_plugins=spec.kernel_plugins))
+            runs.append(_session(spec, case, trees[-1], run_dir, session_dir, session_trace, request, session,
+                                 f"{case.name} {arm} r{repeat}"))
         ran = runs[-1]
         row.update(exit_code=ran.exit_code, timed_out=any(r.timed_out for r in runs), duration_s=round(sum(r.duration_s for r in runs), 3))
         try:
@@ -184,11 +258,10 @@ def run_one(spec: RunSpec, case: Case, arm: str, repeat: int) -> dict[str, Any]:
                 row["trace_unparsable_lines"] = row.get("trace_unparsable_lines", 0) + bad
         row.update(passed=bool(passed), detail=detail, tool_calls=dict(calls), docs_read=docs, read_doc_called=bool(docs))
         if not ARMS[arm]:
-            row["contaminated"] = sorted({hit for path in traces for hit in contamination(tree, path)})
+            session_trees = [trees[min(n, len(trees) - 1)] for n in range(len(traces))]
+            row["contaminated"] = sorted({hit for path, on in zip(traces, session_trees, strict=True) for hit in contamination(on, path)})
         if case.sessions > 1:
-            written = sorted({str(args.get("id")) for args in trace_calls(traces[0], "write_doc") if args.get("id") != "index"})
-            read_later = sorted({str(args.get("id")) for args in trace_calls(trace, "read_doc")} & set(written))
-            row.update(session1_wrote=written, session2_read=read_later)
+            row.update(memo_rows(traces[0], trace, same_tree=len(trees) == 1))
     except Exception as exc:  # the harness itself failed this run; the row says how
         row["harness_error"] = str(exc) if isinstance(exc, AgentNotFound) else f"{type(exc).__name__}: {exc}"
         row["detail"] = row["detail"] or row["harness_error"]

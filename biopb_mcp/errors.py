@@ -83,6 +83,9 @@ class DocProblem(StrEnum):
     BODY_CAP = "body_cap"
     INDEX_CAP = "index_cap"
     WRITE_FAILED = "write_failed"
+    SECTION_WITH_EDIT = "section_with_edit"
+    SECTION_EXISTING = "section_existing"
+    BAD_SECTION = "bad_section"
     BAD_QUERY = "bad_query"
     QUERY_TOO_COSTLY = "query_too_costly"
 

@@ -1,7 +1,7 @@
 """Every case's check fails on an empty work dir and passes on its solution run in a real kernel; the
-textbook solution of every lab, hard and two-session case fails its check (so each needs a doc); a
-case a shipped procedure covers is solved by that procedure's blocks as written, its own code only
-loading files, passing inputs and saving."""
+textbook solution of every lab and two-session case (and of one hard case) fails its check, so each
+needs a doc; a case a shipped procedure covers is solved by that procedure's blocks as written, its
+own code only loading files, passing inputs and saving."""
 
 from __future__ import annotations
 
@@ -25,20 +25,21 @@ from bench.prepare import (
 )
 
 CASES = all_cases()
-# One case per category that needs a doc: `python -m bench selftest` runs the textbook solution of
-# every one of them (as the docs-blind agent); the suite keeps to a sample for time.
-NEEDS_DOCS = [next(case for case in CASES if case.category == category) for category in ("lab", "hard", "two-session")]
+# Every lab and two-session case, and one hard case: `python -m bench selftest` runs the textbook
+# solution of every hard case too (as the docs-blind agent); the suite samples those, which are slow.
+NEEDS_DOCS = [case for case in CASES if case.category in ("lab", "two-session")] + [
+    next(case for case in CASES if case.category == "hard")]
 
 
 def test_cases_per_category() -> None:
     assert len({case.name for case in CASES}) == len(CASES)
     counts = {category: sum(case.category == category for case in CASES) for category in ("textbook", "lab", "hard", "two-session")}
-    assert counts["textbook"] == 20 and counts["lab"] >= 6 and counts["hard"] >= 4 and counts["two-session"] >= 3
+    assert counts["textbook"] == 20 and counts["lab"] >= 12 and counts["hard"] >= 4 and counts["two-session"] >= 6
     assert sum(not case.covered for case in CASES) >= 3
 
 
 def test_every_doc_a_case_names_exists_where_its_category_says() -> None:
-    procedures = set(ablate_index(shipped_index_path().read_text(encoding="utf-8")).moved)
+    procedures = set(ablate_index(shipped_index_path().read_text(encoding="utf-8")).withheld)
     lab = {f"lab/{path.stem}" for path in LAB_DIR.glob("*.md")}
     for case in CASES:
         if case.category in ("textbook", "hard"):
@@ -50,11 +51,19 @@ def test_every_doc_a_case_names_exists_where_its_category_says() -> None:
     assert all(f"- {doc_id}:" in LAB_SECTION for doc_id in lab)
 
 
+SECRETS = (
+    "0.26", "0.1625", "0.65", "0.442", "500", "100 ms", "per 100", "channel 0", "channel 1", "channel 2", "index",
+    "1000", "2.5", "800", "40 µm", "results/", "border", "edge", "top", "left", "frame", "snake", "down column",
+    "30 s", "every 30", "2 min", ";", "comma", "centre", "center", "median", "mCherry, Cy5",
+)
+
+
 def test_no_request_states_the_convention_its_case_needs() -> None:
     for case in CASES:
         if case.category in ("lab", "two-session"):
-            for secret in ("0.325", "500", "channel 2", "1000", "40 µm", "results/", "border", "30 s", "every 30", "channel 1"):
+            for secret in SECRETS:
                 assert secret not in case.request, f"{case.name}: the request gives away {secret!r}"
+            assert len(case.why_hidden) > 40, f"{case.name}: say why the data cannot reveal what it needs"
 
 
 @pytest.mark.parametrize("case", CASES, ids=lambda case: case.name)
@@ -115,7 +124,7 @@ def test_solution_run_in_a_kernel_passes_the_check(case, kernel: BlockingKernelC
     assert passed, detail
 
 
-PROCEDURES = set(ablate_index(shipped_index_path().read_text(encoding="utf-8")).moved)
+PROCEDURES = set(ablate_index(shipped_index_path().read_text(encoding="utf-8")).withheld)
 COVERED = [case for case in CASES if set(case.docs) & PROCEDURES]
 OWN_CODE_IMPORTS = {"numpy", "tifffile", "csv", "os", "pathlib"}
 OWN_CODE_CALLS = {
@@ -187,3 +196,22 @@ def test_textbook_solution_fails_every_case_that_needs_a_doc(case, kernel: Block
     passed, detail = run_check(case, tmp_path, truth)
     assert not passed, detail
 
+
+
+def test_the_scripted_agent_can_read_every_doc_a_case_needs_in_the_docs_arm_only(tmp_path: Path) -> None:
+    """The scripted agent plays a case's docs-arm solution only when the handshake lists every doc
+    it needs: the docs arm lists them all (a memo once session 1 wrote it), the ablated arm none."""
+    from bench.prepare import prepare_tree
+    from biopb_mcp.config.settings import load_settings
+    from biopb_mcp.docs.store import DocStore
+
+    served = {}
+    for arm in (True, False):
+        settings = load_settings(prepare_tree(tmp_path / str(arm), bench_docs=arm).root)
+        served[arm] = set(DocStore(settings.docs_local_dir, withhold=settings.docs.withhold).listed_ids())
+    for case in CASES:
+        needed = set(case.docs) | set(case.procedure.docs if case.procedure else ())
+        memo = {case.memo[0]} if case.memo else set()
+        assert needed - memo <= served[True], case.name
+        if case.category != "textbook":
+            assert not (set(case.docs) - memo) & served[False], case.name

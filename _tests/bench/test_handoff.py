@@ -16,7 +16,8 @@ from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.types import TextContent
 
-from _tests.support.results import run_to_end, text_of
+from _tests.support.results import text_of
+from _tests.support.runner import run_to_end
 from bench.agents import make_agent
 from bench.cases import get_case
 from bench.run import RunSpec, run_one

@@ -1,9 +1,11 @@
-"""Ablation trees: the no-docs arm lists no procedure, keeps every reference, and the handshake of a
-real server started on it shows no procedure id; the docs arm is the seed unchanged."""
+"""Ablation trees: the no-docs arm lists no procedure, withholds them all, keeps every reference, and
+the handshake of a real server started on it shows no procedure id; the docs arm is the seed
+unchanged plus the lab tier."""
 
 from __future__ import annotations
 
 import json
+import os
 import re
 from pathlib import Path
 
@@ -14,15 +16,17 @@ from mcp import Client, StdioServerParameters
 from bench.__main__ import main
 from bench.prepare import (
     PROCEDURES_HEADING,
+    ConfigTree,
     ablate_index,
     prepare_tree,
     shipped_index_path,
     with_lab_section,
     write_mcp_config,
 )
+from biopb_mcp.config.settings import load_settings
 from biopb_mcp.docs.search.query import search_docs, tokenize
 from biopb_mcp.docs.store import DocStore
-from biopb_mcp.text.doc_views import read_doc
+from biopb_mcp.errors import DocNotFound
 from biopb_mcp.text.index import render_index
 
 
@@ -56,18 +60,16 @@ def test_ablated_index_has_no_procedure_entry_and_keeps_every_reference() -> Non
     entries = [doc_id for ids in _sections(ablation.text).values() for doc_id in ids]
     assert not set(entries) & set(PROCEDURES)
     assert set(REFERENCES) <= set(entries)
-    assert ablation.moved == PROCEDURES
-    ignored = [line for line in ablation.text.splitlines() if line.startswith("ignored:")]
-    assert len(ignored) == 1
-    assert [part.strip() for part in ignored[0].removeprefix("ignored:").split(",")] == PROCEDURES
+    assert ablation.withheld == PROCEDURES
+    assert not [doc_id for doc_id in PROCEDURES if _mentions(ablation.text, doc_id)]
 
 
-def test_ablation_merges_an_existing_ignored_line_and_keeps_prose() -> None:
-    text = "# i\n\n## Procedures\n- a: do a\nKeep this prose.\n### Sub\n- b: do b\n## Other\n- c: see c\n\nignored: z, a\n"
+def test_ablation_drops_withheld_ids_from_the_ignored_line_and_keeps_prose() -> None:
+    text = "# i\n\n## Procedures\n- a: do a\nKeep this prose.\n### Sub\n- b: do b\n## Other\n- c: see c\n\nignored: z, a\nignored: y\n"
     ablation = ablate_index(text)
-    assert ablation.moved == ["a", "b"]
+    assert ablation.withheld == ["a", "b"]
     assert ablation.kept == ["c"]
-    assert "ignored: z, a, b\n" in ablation.text
+    assert ablation.text.endswith("\nignored: z, y\n")
     assert "Keep this prose." in ablation.text and "- c: see c" in ablation.text
 
 
@@ -76,23 +78,32 @@ def test_ablation_refuses_an_index_without_the_procedures_heading() -> None:
         ablate_index("# i\n- a: x\n")
 
 
-def test_store_on_an_ablated_tree_lists_no_procedure_and_no_tail_resurfaces_them(tmp_path: Path) -> None:
+def _served(tree: ConfigTree) -> DocStore:
+    """The store a server started on the tree serves (its config read as the server reads it)."""
+    settings = load_settings(tree.root)
+    return DocStore(settings.docs_local_dir, withhold=settings.docs.withhold)
+
+
+def test_store_on_an_ablated_tree_lists_no_procedure_and_reads_none(tmp_path: Path) -> None:
     tree = prepare_tree(tmp_path / "nodocs", bench_docs=False)
-    store = DocStore(tree.docs_dir)
+    store = _served(tree)
+    assert sorted(store.withheld) == sorted(PROCEDURES) == sorted(tree.withheld)
     listed = store.listed_ids()
     assert not set(listed) & set(PROCEDURES)
     assert set(REFERENCES) <= set(listed)
     rendered = render_index(store)
-    assert not [doc_id for doc_id in PROCEDURES if _mentions(rendered.split("ignored:")[0], doc_id)]
-    assert read_doc(store, PROCEDURES[0])  # ignored is not withheld: still readable by id
+    assert not [doc_id for doc_id in PROCEDURES if _mentions(rendered, doc_id)]
+    for doc_id in PROCEDURES:
+        with pytest.raises(DocNotFound):
+            store.view(doc_id)
 
 
 def test_docs_off_search_finds_no_procedure_by_any_word_of_its_title_or_body(tmp_path: Path) -> None:
     tree = prepare_tree(tmp_path / "nodocs", bench_docs=False)
-    store = DocStore(tree.docs_dir)
+    store = _served(tree)
     words: set[str] = set()
     for doc_id in PROCEDURES:
-        words.update(tokenize(store.doc_text(doc_id)[0]))
+        words.update(tokenize(DocStore(tree.docs_dir).doc_text(doc_id)[0]))
     assert len(words) > 200
     found = {hit.doc_id for word in sorted(words) for hit in search_docs(store, word, 50)}
     assert not found & set(PROCEDURES)
@@ -121,7 +132,7 @@ def test_docs_arm_tree_is_the_seed_plus_the_lab_tier_and_isolated(tmp_path: Path
 
 def test_prepare_command_writes_the_ablated_tree(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["prepare", "--bench-docs=false", "--out", str(tmp_path / "t")]) == 0
-    assert "ignored: " in (tmp_path / "t" / "docs" / "index.md").read_text(encoding="utf-8")
+    assert "withhold = [" in (tmp_path / "t" / "config.toml").read_text(encoding="utf-8")
     assert main(["prepare", "--bench-docs=false", "--out", str(tmp_path / "t")]) == 2
     assert "not empty" in capsys.readouterr().err
 
@@ -134,7 +145,8 @@ async def _handshakes(tmp_path: Path) -> dict[bool, str]:
         tree = prepare_tree(tmp_path / f"tree-{bench_docs}", bench_docs=bench_docs)
         spec = write_mcp_config(tmp_path / f"{bench_docs}.json", tree, tmp_path / f"{bench_docs}.jsonl")
         server = spec["mcpServers"]["biopb"]  # type: ignore[index]
-        params = StdioServerParameters(command=server["command"], args=server["args"], env=server["env"], cwd=str(tmp_path))
+        env = {**server["env"], **({"PYTHONPATH": os.environ["PYTHONPATH"]} if os.environ.get("PYTHONPATH") else {})}
+        params = StdioServerParameters(command=server["command"], args=server["args"], env=env, cwd=str(tmp_path))
         async with Client(params, read_timeout_seconds=30) as client:
             found[bench_docs] = client.instructions or ""
 

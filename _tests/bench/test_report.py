@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from bench.report import mcnemar_exact, summarize, wilson
+from bench.report import mcnemar_exact, pairs_needed, summarize, wilson
 
 
 def test_wilson_interval_matches_known_values() -> None:
@@ -21,6 +21,17 @@ def test_exact_mcnemar_on_discordant_pairs() -> None:
     assert mcnemar_exact(6, 0) == pytest.approx(2 * 0.5**6)
     assert mcnemar_exact(5, 1) == pytest.approx(2 * (1 + 6) / 64)
     assert mcnemar_exact(3, 3) == pytest.approx(1.0)
+
+
+def test_pairs_needed_projects_the_observed_discordance() -> None:
+    # 4 docs-only of 10 pairs: 6 one-sided discordant pairs give p = 2 / 64 < 0.05, in 15 pairs
+    assert pairs_needed(4, 0, 10) == (6, 15)
+    assert mcnemar_exact(6, 0) < 0.05 < mcnemar_exact(5, 0)  # type: ignore[operator]
+    # a 3:1 split needs more: the smallest discordant count at that split with p < 0.05
+    needed, pairs = pairs_needed(3, 1, 20)  # type: ignore[misc]
+    assert mcnemar_exact(round(needed * 0.75), needed - round(needed * 0.75)) < 0.05  # type: ignore[operator]
+    assert pairs == -(-needed * 20 // 4)
+    assert pairs_needed(2, 2, 10) is None and pairs_needed(0, 0, 10) is None
 
 
 def _row(case: str, category: str, arm: str, repeat: int, passed: bool) -> dict[str, Any]:
@@ -41,5 +52,7 @@ def test_repeat_summary_has_rates_paired_test_and_categories() -> None:
     assert "| no docs | 3 | 3 | 50% | 19%–81% |" in text
     assert "Pairs: both pass: 3 · docs only: 3 · no docs only: 0 · both fail: 0" in text
     assert "exact McNemar on the discordant pairs: p = 0.25" in text
+    assert "p < 0.05 needs 6 discordant pairs, about 12 pairs in all (this run has 6)" in text
+    assert "| lab-a | lab | 0 | docs | d |" in text
     assert "| textbook | 1 | 3/3 | 3/3 |" in text and "| lab | 1 | 3/3 | 0/3 |" in text
     assert "| docs | 6/6 (100%) | lab/microscope ×6 |" in text

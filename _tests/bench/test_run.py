@@ -5,6 +5,8 @@ contamination, and the CLI's exit codes."""
 from __future__ import annotations
 
 import json
+import shlex
+import sys
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -48,7 +50,8 @@ def test_nothing_agent_fails_every_case_and_the_summary_says_so(tmp_path: Path) 
     text = summarize(rows, agent="nothing", wall_s=1.0, cases=n, repeat=1)
     assert "| count-nuclei | textbook | segment-nuclei | fail |" in text
     assert f"| docs | 0/{n} (0%) | none |" in text
-    assert "| lab | 6 | 0/6 |" in text and "| two-session | 3 | 0/3 |" in text
+    lab, two = (sum(case.category == c for case in cases) for c in ("lab", "two-session"))
+    assert f"| lab | {lab} | 0/{lab} |" in text and f"| two-session | {two} | 0/{two} |" in text
 
 
 def test_run_command_writes_summary_and_exits_nonzero_only_on_harness_failure(tmp_path: Path) -> None:
@@ -101,7 +104,7 @@ def test_a_docs_off_run_that_reached_a_procedure_is_flagged(tmp_path: Path) -> N
     from biopb_mcp.docs.store import DocStore
 
     tree = prepare_tree(tmp_path / "config", bench_docs=False)
-    hidden = tree.moved[0]
+    hidden = tree.withheld[0]
     trace = tmp_path / "trace.jsonl"
     lines = [
         {"tool": "read_doc", "args": {"id": "kernel"}, "ok": True},
@@ -112,21 +115,63 @@ def test_a_docs_off_run_that_reached_a_procedure_is_flagged(tmp_path: Path) -> N
     lines.append({"tool": "read_doc", "args": {"id": hidden}, "ok": True})
     trace.write_text("".join(json.dumps(line) + "\n" for line in lines), encoding="utf-8")
     assert contamination(tree, trace) == [f"read:{hidden}"]
-    # the agent re-lists a hidden procedure in the index: its searches now reach it
-    store = DocStore(tree.docs_dir)
+    # the agent lists a withheld id in the index: it is still not served, so no search reaches it
+    store = DocStore(tree.docs_dir, withhold=tree.withheld)
     store.write_doc("index", body=(tree.docs_dir / "index.md").read_text(encoding="utf-8") + "\n- stitch-tiles: stitch\n")
-    assert "search:stitch-tiles" in contamination(tree, trace)
+    assert contamination(tree, trace) == [f"read:{hidden}"]
+    # a doc of its own under that id is the agent's: reading it is no contamination
+    store.write_doc(hidden, body="# mine\n")
+    assert contamination(tree, trace) == []
     row = {"case": "stitch-tiles", "category": "textbook", "arm": "nodocs", "repeat": 0, "passed": True, "detail": "", "covered_by": [],
            "timed_out": False, "harness_error": None, "tool_calls": {}, "docs_read": [hidden], "read_doc_called": True,
            "duration_s": 1.0, "contaminated": [f"read:{hidden}"]}
     text = summarize([row], agent="x", wall_s=1, cases=1, repeat=1)
-    assert "Contaminated no-docs runs (read or found a hidden procedure): 1. Without them: **no docs: 0 passed, 0 failed**" in text
+    assert "Contaminated no-docs runs (reached a withheld procedure): 1. Without them: **no docs: 0 passed, 0 failed**" in text
     assert f"- stitch-tiles no docs r0: read:{hidden}" in text
 
 
 def test_cases_can_be_chosen_by_category(tmp_path: Path) -> None:
     assert main(["run", "--agent", "nothing", "--arms", "nodocs", "--cases", "two-session,crop-roi", "--out", str(tmp_path)]) == 0
     rows = [json.loads(line) for line in (tmp_path / "results.jsonl").read_text().splitlines()]
-    assert sorted(row["case"] for row in rows) == ["crop-roi", "memo-border-rule", "memo-channel-map", "memo-frame-interval"]
+    two_session = sorted(case.name for case in all_cases() if case.category == "two-session")
+    assert sorted(row["case"] for row in rows) == sorted(["crop-roi", *two_session])
     memo = next(row for row in rows if row["case"] == "memo-border-rule")
     assert memo["session1_wrote"] == [] and (Path(memo["run_dir"]) / "agent-s1.out").is_file()
+
+
+def test_a_memo_in_the_index_counts_as_written_and_read_on_the_same_tree(tmp_path: Path) -> None:
+    from bench.run import memo_rows
+
+    first, last = tmp_path / "s1.jsonl", tmp_path / "s2.jsonl"
+    first.write_text(json.dumps({"tool": "write_doc", "args": {"id": "index", "old_chars": 3}, "ok": True}) + "\n"
+                     + json.dumps({"tool": "write_doc", "args": {"id": "refused", "body_chars": 3}, "ok": False}) + "\n")
+    last.write_text(json.dumps({"tool": "read_doc", "args": {"id": "kernel"}, "ok": True}) + "\n")
+    assert memo_rows(first, last, same_tree=True) == {"session1_wrote": ["index"], "session2_read": ["index"]}
+    assert memo_rows(first, last, same_tree=False) == {"session1_wrote": ["index"], "session2_read": []}
+
+
+MEMORY_AGENT = """
+import json, os, pathlib, sys
+docs = pathlib.Path(os.environ["BIOPB_CONFIG_DIR"]) / "docs"
+work = pathlib.Path(sys.argv[1])
+if os.environ["BENCH_SESSION"] == "1":
+    (docs / "my-memo.md").write_text("# kept")
+    (work / "left-by-session-1.txt").write_text("x")
+else:
+    seen = {"doc": (docs / "my-memo.md").exists(), "work": (work / "left-by-session-1.txt").exists(),
+            "inputs": (work / "plate2.tif").exists()}
+    (work.parent / "seen.json").write_text(json.dumps(seen))
+"""
+
+
+def test_session_2_keeps_session_1s_docs_only_in_the_docs_arm_and_never_its_work_dir(tmp_path: Path) -> None:
+    # an agent that writes a doc straight into its tree in session 1 and looks for it in session 2
+    agent = make_agent(f"{sys.executable} -c {shlex.quote(MEMORY_AGENT)} {{workdir}}")
+    spec = RunSpec(agent, ["docs", "nodocs"], [], tmp_path, timeout=60)
+    seen = {}
+    for arm in ("docs", "nodocs"):
+        row = run_one(spec, get_case("memo-border-rule"), arm, 0)
+        assert row["harness_error"] is None, row
+        seen[arm] = json.loads((Path(row["run_dir"]) / "seen.json").read_text())
+    assert seen["docs"] == {"doc": True, "work": False, "inputs": True}
+    assert seen["nodocs"] == {"doc": False, "work": False, "inputs": True}  # a fresh tree: the memory is gone

@@ -14,6 +14,8 @@
 // then show the model only that JSON), a fixed last line [job-N: STATUS(, next_offset=K)], images
 // also named by a saved path, JSON-RPC errors for unknown tools and prompts and for batches,
 // one resources/updated per write, the prompts capability only when prompts are served.
+// Procedures are prompts: listed, got with the doc embedded, announced when a write adds one;
+// completion/complete offers doc ids and, for a file argument, the server's working dir's files.
 
 import { spawn } from 'node:child_process';
 import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
@@ -28,6 +30,11 @@ const TOOLS = ['start_kernel', 'execute_code', 'poll_job', 'interrupt_kernel', '
   'server_status', 'read_doc', 'search_docs', 'write_doc'];
 const PAGING_DOCS = 120; // past one resources/list page (100), so the cursor is followed
 const PROBE_ID = 'ts/paging-001'; // a doc edited by hand to make the server's watcher look at the disk again
+const WORK_FILE = 'cells-ts.tif'; // in the server's working dir, offered for a prompt's file argument
+const COUNT_CELLS = [
+  '---', 'description: count cells in a phase-contrast image', '---', '# Count cells', '',
+  '## Inputs', '- `image` (required): the phase-contrast image file.', '', '## Steps', '1. Threshold and count.', '',
+].join('\n');
 const JOB_DEADLINE_MS = 120_000;
 
 function parseArgs(argv) {
@@ -172,8 +179,13 @@ function prepareTree(root) {
     lines.push(`- ${id}: paging doc ${i}`);
   }
   writeFileSync(join(docs, 'index.md'), `${lines.join('\n')}\n`);
+  mkdirSync(workDir(root), { recursive: true });
+  writeFileSync(join(workDir(root), WORK_FILE), 'not an image');
   return { BIOPB_CONFIG_DIR: config };
 }
+
+/** The server's working directory: what it offers for a prompt's file argument. */
+const workDir = (root) => join(root, 'work');
 
 function tokenFile(runtime) {
   // The runtime dir is ours and private, so the server writes into it; were it not, into its
@@ -187,9 +199,9 @@ function tokenFile(runtime) {
 }
 
 /** Start ``command --transport http --port 0`` and wait for the URL it prints on stderr. */
-async function startHttpServer(command, env, log) {
+async function startHttpServer(command, env, log, cwd) {
   const child = spawn(command[0], [...command.slice(1), '--transport', 'http', '--port', '0'], {
-    env, stdio: ['ignore', 'ignore', 'pipe'],
+    env, cwd, stdio: ['ignore', 'ignore', 'pipe'],
   });
   const url = await new Promise((resolve, reject) => {
     const timer = setTimeout(() => reject(new Error(`no URL on stderr within 60 s:\n${log.text}`)), 60_000);
@@ -225,7 +237,7 @@ async function rpcBody(response) {
 // ---- the checks ------------------------------------------------------------------------------
 
 async function sessionChecks(client, sdk, root) {
-  const { ResourceUpdatedNotificationSchema } = sdk.types;
+  const { ResourceUpdatedNotificationSchema, PromptListChangedNotificationSchema } = sdk.types;
   const indexText = (await client.readResource({ uri: INDEX_URI })).contents[0].text;
 
   await check('initialize: instructions carry the doc index', () => {
@@ -431,11 +443,55 @@ async function sessionChecks(client, sdk, root) {
     }
     const { prompts } = await client.listPrompts();
     if (prompts.length === 0) return 'prompts advertised, prompts/list is empty';
-    const got = await client.getPrompt({ name: prompts[0].name });
-    if (!got.messages?.length) return `prompts/get ${prompts[0].name}: no messages`;
     const code = await mcpErrorCode(client.getPrompt({ name: 'no-such-prompt' }));
     return code === -32602 ? '' : `prompts/get of an unknown name: got ${code}`;
   }, { contract: true });
+
+  await check('prompts: a shipped procedure is listed with its inputs; get embeds its doc', async () => {
+    if (!caps.prompts?.listChanged) return `prompts capability ${JSON.stringify(caps.prompts)}: no listChanged`;
+    const { prompts } = await client.listPrompts();
+    const nuclei = prompts.find((p) => p.name === 'segment-nuclei');
+    if (!nuclei) return `no segment-nuclei among ${prompts.map((p) => p.name).join(', ')}`;
+    if (prompts.some((p) => ['kernel', 'authoring', 'outputs', 'data'].includes(p.name))) return 'a reference doc is a prompt';
+    if (!nuclei.arguments?.some((a) => a.name === 'image')) return `arguments: ${JSON.stringify(nuclei.arguments)}`;
+    const got = await client.getPrompt({ name: 'segment-nuclei', arguments: { image: WORK_FILE } });
+    const [request, doc] = got.messages ?? [];
+    if (request?.content?.type !== 'text' || !request.content.text.includes(`image: ${WORK_FILE}`)) {
+      return `first message: ${shown(JSON.stringify(request))}`;
+    }
+    const resource = doc?.content?.type === 'resource' ? doc.content.resource : null;
+    if (resource?.uri !== 'biopb://docs/segment-nuclei' || resource.mimeType !== 'text/markdown'
+      || !resource.text.includes('## Inputs')) return `second message: ${shown(JSON.stringify(doc))}`;
+    return '';
+  });
+
+  await check('completion/complete: doc ids for the docs template, files for a file argument', async () => {
+    if (!caps.completions) return 'completions not advertised';
+    const ids = await client.complete({ ref: { type: 'ref/resource', uri: 'biopb://docs/{+id}' },
+      argument: { name: 'id', value: 'ts/paging-11' } });
+    const want = Array.from({ length: 10 }, (_, i) => `ts/paging-11${i}`);
+    if (JSON.stringify(ids.completion.values) !== JSON.stringify(want) || ids.completion.total !== 10) {
+      return `ids: ${JSON.stringify(ids.completion)}`;
+    }
+    const files = await client.complete({ ref: { type: 'ref/prompt', name: 'segment-nuclei' },
+      argument: { name: 'image', value: 'cells' } });
+    return JSON.stringify(files.completion.values) === JSON.stringify([WORK_FILE]) ? '' : `files: ${JSON.stringify(files.completion)}`;
+  });
+
+  let promptsChanged;
+  const gotPromptsChanged = new Promise((resolve) => { promptsChanged = resolve; });
+  client.setNotificationHandler(PromptListChangedNotificationSchema, () => promptsChanged());
+  await check('write_doc of a procedure under Procedures: prompts/list_changed, then it is a prompt', async () => {
+    const result = await call(client, 'write_doc', { id: 'ts/count-cells', body: COUNT_CELLS, section: 'Procedures' });
+    if (result.isError) return shown(textOf(result));
+    const arrived = await Promise.race([gotPromptsChanged.then(() => true), sleep(30_000).then(() => false)]);
+    if (!arrived) return 'no notifications/prompts/list_changed within 30 s';
+    const { prompts } = await client.listPrompts();
+    const added = prompts.find((p) => p.name === 'ts.count-cells');
+    if (!added) return `ts.count-cells not listed: ${prompts.map((p) => p.name).join(', ')}`;
+    const code = await mcpErrorCode(client.getPrompt({ name: 'ts.count-cells' }));
+    return code === -32602 ? '' : `get without its required argument: got ${code}`;
+  });
 
   await check('no tool result carries structuredContent', () => {
     const carrying = [...new Set(toolResults.filter((r) => r.result.structuredContent !== undefined).map((r) => r.name))];
@@ -493,14 +549,14 @@ async function main() {
   try {
     if (opts.transport === 'stdio') {
       transport = new sdk.stdio.StdioClientTransport({
-        command: opts.command[0], args: opts.command.slice(1), env, stderr: 'pipe',
+        command: opts.command[0], args: opts.command.slice(1), env, stderr: 'pipe', cwd: workDir(root),
       });
       transport.stderr.on('data', (chunk) => { log.text += chunk; });
       await client.connect(transport);
       await check('initialize over stdio', () => (client.getServerVersion()?.name ? '' : 'no serverInfo'));
       await sessionChecks(client, sdk, root);
     } else {
-      server = await startHttpServer(opts.command, env, log);
+      server = await startHttpServer(opts.command, env, log, workDir(root));
       const file = tokenFile(join(root, 'runtime'));
       const token = file && readFileSync(file, 'utf8').trim();
       await check('HTTP: bearer token file in the runtime dir', () => (token ? '' : `no http-token-<pid> in ${join(root, 'runtime')}`));

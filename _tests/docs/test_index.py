@@ -4,7 +4,17 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
-from biopb_mcp.docs.index import IndexFacts, IndexFile, annotate, append_unfiled, parse
+from biopb_mcp.docs.index import (
+    IndexFacts,
+    IndexFile,
+    annotate,
+    append_under,
+    append_unfiled,
+    filed_heading,
+    headings_above,
+    parse,
+    prose,
+)
 from biopb_mcp.text.index import (
     NEW_TAIL_HEADING,
     NEW_TAIL_SENTENCE,
@@ -113,3 +123,27 @@ def test_hide_ignored_shows_a_count_instead_of_the_ids() -> None:
     assert "measure-smlm" not in out and "ratiometric-fret" not in out
     assert "ignored: (2 shipped docs, ids not shown here)" in out
     assert "ignored: (1 shipped doc, ids not shown here)" in out
+
+
+def test_append_under_files_below_a_named_heading_of_any_level_or_case() -> None:
+    text = "# i\n\n## Procedures\n- a: x\n\n### lab\n- b: y\nA note.\n### Other\n- c: z\n"
+    out = append_under(text, "- d: w", "Lab")
+    assert out == "# i\n\n## Procedures\n- a: x\n\n### lab\n- b: y\n- d: w\nA note.\n### Other\n- c: z\n"
+    assert filed_heading(out, "Lab") == "### lab"
+    assert append_under(text, "- d: w", "## Procedures").startswith("# i\n\n## Procedures\n- a: x\n- d: w\n")
+
+
+def test_append_under_a_new_heading_goes_before_a_trailing_ignored_line() -> None:
+    out = append_under("# i\n\n## References\n- a: x\n\nignored: z\n", "- b: y", "Lab")
+    assert out == "# i\n\n## References\n- a: x\n\n## Lab\n- b: y\n\nignored: z\n"
+    assert headings_above(parse(out))[out.split("\n").index("- b: y")] == ("i", "Lab")
+    assert filed_heading(out, "lab") == "## Lab"
+
+
+def test_prose_keeps_what_the_agent_wrote_and_drops_entries_ignored_ids_and_bare_headings() -> None:
+    text = ("# Our docs\n\nRead the lab rules first.\n\n## References\n- kernel: run code\n\n"
+            "## Lab rules\nAreas in square microns.\n- lab/scope: our scope\n\nignored: flatfield\n")
+    kept = prose(text)
+    assert "Read the lab rules first." in kept and "## Lab rules\nAreas in square microns." in kept
+    assert "kernel" not in kept and "lab/scope" not in kept and "flatfield" not in kept
+    assert "## References" not in kept

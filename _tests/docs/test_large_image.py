@@ -19,7 +19,7 @@ import pytest
 import tifffile
 
 from _tests.support import seedlib
-from _tests.support.kernel_helpers import make_settings
+from _tests.support.isolation import make_settings
 from bench.ooc import (
     DIAMETER,
     expected_objects,

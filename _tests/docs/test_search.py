@@ -533,3 +533,27 @@ def test_a_long_query_is_matched_as_a_phrase_of_a_few_words_around_its_rarest(mo
     phrases = [m.split('"')[1].split() for m in seen]
     assert phrases and all(len(p) <= fts.PHRASE_WORDS for p in phrases), phrases
     assert all("fix" in p for p in phrases)  # its rarest word (one section holds it) is in every phrase
+
+
+def test_a_rule_kept_in_the_index_prose_is_found_as_hit_index(store: DocStore, tiers: tuple[Path, Path]) -> None:
+    """An agent keeps a lab rule as a section of the index itself: search finds it there."""
+    index = (tiers[0] / "index.md").read_text(encoding="utf-8")
+    store.write_doc("index", body=index + "\n## Lab rules\nAreas are always reported in square microns, never pixels.\n")
+    hits = search_docs(store, "square microns")
+    assert [(h.doc_id, h.heading, h.origin) for h in hits] == [("index", "Lab rules", "local")]
+    assert "square microns" in hits[0].snippet
+    store.write_doc("index", old="square microns", new="um2")  # an edit is seen by the next search
+    assert search_docs(store, "square microns") == []
+
+
+def test_the_index_entries_and_ignored_ids_are_not_its_searched_text(store: DocStore, tiers: tuple[Path, Path]) -> None:
+    """Entry lines are found through their docs; an ignored id must never resurface through the
+    index (the docs-off bench arm ignores the procedures); a heading with no prose under it would
+    outrank the docs on its one word."""
+    index = (tiers[0] / "index.md").read_text(encoding="utf-8")
+    store.write_doc("index", body=index.replace("- fine: fine\n", "- fine: hookonlyword\n")
+                    + "\nignored: hiddenprocedure\n\n## Emptyheadingword\n")
+    assert search_docs(store, "hookonlyword") == []  # no doc "fine" exists: its line alone is not searched
+    assert search_docs(store, "hiddenprocedure") == []
+    assert search_docs(store, "Emptyheadingword") == []
+    assert [h.doc_id for h in search_docs(store, "kernel.promote_after")][:1] == ["kernel"]

@@ -111,7 +111,7 @@ def test_a_corrupt_index_file_is_rebuilt_with_a_log_line(
     assert [h.doc_id for h in hits] == ["lab/doc7"]
     assert any("unreadable" in r.getMessage() and str(db) in r.getMessage() for r in caplog.records)
     with sqlite3.connect(db) as conn:
-        assert conn.execute("SELECT count(*) FROM docs").fetchone() == (10,)
+        assert conn.execute("SELECT count(*) FROM docs WHERE doc_id != 'index'").fetchone() == (10,)
 
 
 def test_an_index_file_replaced_by_garbage_while_open_is_rebuilt(

@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+from biopb_mcp.docs import changes as changes_mod
 from biopb_mcp.docs.search import freshness as freshness_mod
 from biopb_mcp.docs.search.freshness import ROLLING
 from biopb_mcp.docs.search.query import search_docs
@@ -128,7 +129,7 @@ def test_without_folder_watches_every_file_is_checked(
     def refused() -> None:
         raise WatchUnavailable(28, "inotify watch limit reached")
 
-    monkeypatch.setattr(freshness_mod, "DirWatch", refused)
+    monkeypatch.setattr(changes_mod, "DirWatch", refused)  # the store's change feed cannot watch
     assert _ids(store, "tok7z") == ["lab/g1/doc7"]
     doc_stats()
     (store.local_dir / "lab/g0/doc9.md").write_text("# Doc 9\n\n## Steps\nnowatchedit\n", encoding="utf-8")

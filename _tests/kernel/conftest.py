@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from _tests.support.kernel_helpers import make_settings
+from _tests.support.isolation import make_settings
 from biopb_mcp.kernel import KernelHost
 
 

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from _tests.support.kernel_helpers import make_settings
+from _tests.support.isolation import make_settings
 from _tests.support.notebook_kernel import NotebookKernel, isolated_env
 from biopb_mcp.kernel.attached import (
     HEARTBEAT_GRACE,

@@ -22,8 +22,9 @@ import pytest
 from mcp import Client
 from mcp.types import TextContent
 
-from _tests.support.kernel_helpers import make_settings
+from _tests.support.isolation import make_settings
 from _tests.support.results import output_of
+from _tests.support.runner import finish
 from _tests.support.stdio_procs import RawServer, make_env
 from biopb_mcp.config.settings import Settings
 from biopb_mcp.kernel import KernelHost, compute
@@ -45,9 +46,8 @@ def compute_settings(root: Path, compute_toml: str) -> Settings:
 
 def run(host: KernelHost, code: str, timeout: float = 90.0) -> tuple[str, str]:
     """(status, text) of ``code`` run to the end in the host's kernel."""
-    ex = host.submit(code)
-    assert host.wait(ex, timeout), f"still running after {timeout} s: {code}"
-    return ex.status, rendered_text(host.render(ex))
+    ex, page = finish(host, code, timeout)
+    return ex.status, rendered_text(page)
 
 
 def value(host: KernelHost, expression: str) -> Any:

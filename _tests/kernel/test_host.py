@@ -13,9 +13,11 @@ from pathlib import Path
 
 import pytest
 
-from _tests.support.kernel_helpers import make_settings, png_bytes
+from _tests.support.isolation import make_settings
+from _tests.support.kernel_helpers import png_bytes
+from _tests.support.runner import finish
 from biopb_mcp.errors import JobNotFound, KernelBusy, KernelError
-from biopb_mcp.kernel import Execution, KernelHost, Rendered
+from biopb_mcp.kernel import KernelHost
 from biopb_mcp.text.kernel import connect_command, inspection_text, interrupted, rendered_text, summary
 
 pytestmark = pytest.mark.slow
@@ -26,10 +28,7 @@ def describe(host: KernelHost, path: str) -> str:
     return inspection_text(host.inspect(path))
 
 
-def run(host: KernelHost, code: str, timeout: float = 30) -> tuple[Execution, Rendered]:
-    ex = host.submit(code)
-    assert host.wait(ex, timeout), f"{code!r} did not finish"
-    return ex, host.render(ex)
+run = finish
 
 
 def test_namespace_is_kept_and_print_and_result_both_come_back(host: KernelHost) -> None:

@@ -11,8 +11,9 @@ import anyio
 import pytest
 from mcp import Client
 
-from _tests.support.results import run_to_end, text_of
-from _tests.support.view_helpers import make_settings
+from _tests.support.isolation import make_settings
+from _tests.support.results import text_of
+from _tests.support.runner import run_to_end
 from biopb_mcp.kernel import KernelHost, image_files
 from biopb_mcp.kernel.image_files import MAX_FILES, ImageFiles
 from biopb_mcp.server import build_server

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from _tests.support.runner import finish_ok
 from biopb_mcp.kernel import KernelHost
 from biopb_mcp.text.kernel import inspection_text, rendered_text
 
@@ -19,11 +20,7 @@ def describe(host: KernelHost, path: str) -> str:
 
 
 def run(host: KernelHost, code: str, timeout: float = 60) -> str:
-    ex = host.submit(code)
-    assert host.wait(ex, timeout), f"{code!r} did not finish"
-    text = rendered_text(host.render(ex))
-    assert ex.status == "ok", text
-    return text
+    return rendered_text(finish_ok(host, code, timeout))
 
 
 def test_a_512_square_array_is_shape_dtype_range_and_a_short_repr_not_numpys_class_doc(host: KernelHost) -> None:

@@ -9,18 +9,17 @@ from pathlib import Path
 
 import pytest
 
-from _tests.support.kernel_helpers import make_settings, stop_process
+from _tests.support.isolation import make_settings
+from _tests.support.kernel_helpers import stop_process
 from _tests.support.processes import wait_gone
+from _tests.support.runner import run_text
 from biopb_mcp.kernel import KernelHost
-from biopb_mcp.text.kernel import inspection_text, rendered_text, started
+from biopb_mcp.text.kernel import inspection_text, started
 
 pytestmark = pytest.mark.slow
 
 
-def _run(host: KernelHost, code: str) -> str:
-    ex = host.submit(code)
-    assert host.wait(ex, 60)
-    return rendered_text(host.render(ex))
+_run = run_text
 
 
 def test_a_named_python_kernel_spec_runs_with_its_env_bootstrap_and_plugins(

@@ -12,7 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from _tests.support.kernel_helpers import make_settings, stop_process
+from _tests.support.isolation import make_settings
+from _tests.support.kernel_helpers import stop_process
 from _tests.support.processes import gone, wait_gone
 from biopb_mcp.errors import KernelNotReady
 from biopb_mcp.kernel import KernelHost

@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from _tests.support.kernel_helpers import make_settings
+from _tests.support.isolation import make_settings
+from _tests.support.runner import finish_ok
 from biopb_mcp.kernel import KernelHost
 from biopb_mcp.text.kernel import rendered_text
 
@@ -29,10 +30,7 @@ def agg_host(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KernelHost]:
 
 
 def run(host: KernelHost, code: str) -> tuple[str, list[bytes]]:
-    ex = host.submit(code)
-    assert host.wait(ex, 60), f"{code!r} did not finish"
-    assert ex.status == "ok", rendered_text(host.render(ex))
-    r = host.render(ex)
+    r = finish_ok(host, code)
     return rendered_text(r), r.images
 
 
@@ -74,3 +72,21 @@ def test_show_is_preloaded_and_sends_a_bounded_png(agg_host: KernelHost) -> None
     bad = agg_host.submit("show(np.zeros((5, 64, 64)))")
     assert agg_host.wait(bad, 60)
     assert "for a stack, show a projection" in rendered_text(agg_host.render(bad))
+
+
+def test_a_figure_that_cannot_be_drawn_is_named_and_the_others_come_back_to_their_own_cell(
+        agg_host: KernelHost) -> None:
+    text, shown = run(agg_host, "import matplotlib\nmatplotlib.use('Agg')\nimport matplotlib.pyplot as plt\n"
+                                "bad = plt.figure(); bad.gca().set_title(r'$\\notacommand{x}$')\n"
+                                "good = plt.figure(); good.gca().plot([1, 2])")
+    assert len(shown) == 1 and "could not be drawn" in text, text
+    assert agg_host.query_when_idle("__import__('json').dumps(1)") == 1  # a silent request between cells
+    _, after = run(agg_host, "x = 2")
+    assert after == [], "no figure is left to turn up in a later cell"
+
+
+def test_a_figure_the_cell_displayed_itself_is_not_sent_twice(agg_host: KernelHost) -> None:
+    _, shown = run(agg_host, "import matplotlib\nmatplotlib.use('Agg')\nimport matplotlib.pyplot as plt\n"
+                             "from IPython.display import display\nfig = plt.figure(); fig.gca().plot([3, 1])\ndisplay(fig)")
+    _, again = run(agg_host, "fig2 = plt.figure(); fig2.gca().plot([1, 3]); fig2")
+    assert len(shown) <= 1 and len(again) <= 1, (len(shown), len(again))

@@ -99,3 +99,14 @@ def test_oversized_image_is_downscaled_when_pillow_is_there(tmp_path: Path) -> N
     r = rendering.render(ex, 0, 1000, header=False)
     assert len(r.images) == 1 and len(r.images[0]) <= limit
     assert "attached downscaled to" in rendered_text(r) and (tmp_path / "job-4-image1.png").exists()
+
+
+def test_a_running_jobs_page_keeps_its_last_newline_so_pages_join() -> None:
+    ex = Execution("job-8", "code", "msg")
+    ex.add_stream("stdout", "line 1\nline 2\n")
+    first = rendering.render(ex, 0, 100, header=False)
+    assert first.output == "line 1\nline 2\n" and first.next_offset == 14
+    ex.add_stream("stdout", "line 3\n")
+    ex.finish("ok")
+    rest = rendering.render(ex, first.next_offset, 100, header=False)
+    assert first.output + rest.output == "line 1\nline 2\nline 3"

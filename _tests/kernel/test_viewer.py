@@ -13,7 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from _tests.support.kernel_helpers import make_settings
+from _tests.support.isolation import make_settings
+from _tests.support.runner import finish
 from _tests.support.xvfb import require_napari, virtual_display
 from biopb_mcp.kernel import KernelHost
 from biopb_mcp.kernel.viewer import ViewerState, look_expression, parse_look
@@ -69,9 +70,7 @@ def shown(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KernelHost]:
 
 
 def run(host: KernelHost, code: str, *, ok: bool = True) -> tuple[str, list[bytes]]:
-    ex = host.submit(code)
-    assert host.wait(ex, CELL_BOUND), f"{code!r} did not finish within {CELL_BOUND:g} s"
-    r = host.render(ex)
+    ex, r = finish(host, code, CELL_BOUND)
     if ok:
         assert ex.status == "ok", rendered_text(r)
     return rendered_text(r), r.images

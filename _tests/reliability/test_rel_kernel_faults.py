@@ -22,6 +22,7 @@ from mcp import Client
 from mcp.types import CallToolResult, TextContent
 
 from _tests.support.rel_helpers import stdio_params
+from _tests.support.runner import run_to_end as finish_call
 from bench.soak.servers import write_config
 
 pytestmark = pytest.mark.anyio
@@ -52,20 +53,9 @@ async def status(client: Client) -> dict[str, object]:
 
 
 async def run_to_end(client: Client, code: str) -> tuple[CallToolResult, str]:
-    """execute_code, then poll a promoted job until it is no longer running; (last result, text)."""
-    result = await call(client, "execute_code", {"code": code})
-    text = _text(result)
-    if text.startswith("Still running"):
-        job = JOB.search(text)
-        assert job, text
-        with anyio.fail_after(90):
-            while True:
-                await anyio.sleep(0.5)
-                result = await call(client, "poll_job", {"job_id": job.group(0)})
-                text = _text(result)
-                if ": running for" not in text.splitlines()[0]:
-                    break
-    return result, text
+    """The shared runner's result, with its text."""
+    result = await finish_call(client, code)
+    return result, _text(result)
 
 
 @pytest.fixture(scope="module")

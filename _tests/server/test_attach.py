@@ -24,8 +24,9 @@ from mcp.types import CallToolResult
 
 from _tests.support.notebook_kernel import NotebookKernel, isolated_env
 from _tests.support.processes import wait_gone
-from _tests.support.results import job_output, printed, run_to_end, text_of
-from _tests.support.stdio_procs import RawServer, result_text, run_to_end_raw
+from _tests.support.results import job_output, printed, text_of
+from _tests.support.runner import run_to_end, run_to_end_raw
+from _tests.support.stdio_procs import RawServer, result_text
 
 pytestmark = pytest.mark.anyio
 

@@ -24,6 +24,8 @@ import pytest
 from mcp import Client
 from mcp.types import CallToolResult, ImageContent, TextContent
 
+from _tests.support.isolation import isolated_vars, write_config
+from _tests.support.runner import run_to_end
 from biopb_mcp.config.settings import load_settings
 from biopb_mcp.server import build_server
 from biopb_mcp.server.state import AppState
@@ -85,12 +87,10 @@ def anyio_backend() -> str:
 def state_dirs(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
     root = tmp_path_factory.mktemp("readings")
     mp = pytest.MonkeyPatch()
-    for name, sub in (("BIOPB_CONFIG_DIR", "config"), ("XDG_STATE_HOME", "state"), ("XDG_RUNTIME_DIR", "runtime"),
-                      ("XDG_CACHE_HOME", "cache")):
-        mp.setenv(name, str(root / sub))
-    (root / "config").mkdir()
+    for name, value in isolated_vars(root).items():
+        mp.setenv(name, value)
     # small pages and a short promotion, so paging and jobs happen with little output and time
-    (root / "config" / "config.toml").write_text("[kernel]\nmax_output_chars = 2000\npromote_after = 1.0\n")
+    write_config(root, "[kernel]\nmax_output_chars = 2000\npromote_after = 1.0\n")
     try:
         yield root
     finally:
@@ -111,16 +111,6 @@ async def served(state_dirs: Path) -> AsyncIterator[tuple[Client, AppState]]:
 async def call(client: Client, tool: str, **args: Any) -> CallToolResult:
     with anyio.fail_after(120):
         return await client.call_tool(tool, args)
-
-
-async def run_to_end(client: Client, code: str) -> CallToolResult:
-    """execute_code, then (as any client must, by the job line) poll_job until the job ended."""
-    result = await call(client, "execute_code", code=code)
-    with anyio.fail_after(120):
-        while (line := parse_job_line(text_only_reading(result))) is not None and line.running:
-            await anyio.sleep(0.05)
-            result = await call(client, "poll_job", job_id=line.job_id)
-    return result
 
 
 async def test_no_tool_declares_or_returns_structured_content(served: tuple[Client, AppState]) -> None:
@@ -224,3 +214,19 @@ async def test_doc_and_status_tools_are_text_in_every_reading(served: tuple[Clie
     await call(client, "start_kernel")
     await run_to_end(client, "import numpy as np\nimg = np.zeros((512, 512))")
     assert_seen(await call(client, "inspect_object", path="img"), "shape", "(512, 512)")
+
+
+async def test_a_call_cancelled_while_its_code_finishes_is_named_in_the_next_answer(
+        served: tuple[Client, AppState]) -> None:
+    client, _ = served
+    await call(client, "start_kernel")
+    with anyio.move_on_after(0.3):  # the client gives up while the code still runs; it ends at 0.9 s
+        await client.call_tool("execute_code", {"code": "import time\ntime.sleep(0.9)\nprint('finished quickly')"})
+    with anyio.fail_after(60):
+        while True:  # while it still runs, a call answers busy naming it; the first answer after names it too
+            nxt = await call(client, "execute_code", code="print('second')")
+            if not nxt.is_error:
+                break
+            assert_seen(nxt, "job-", "poll_job")
+            await anyio.sleep(0.1)
+    assert_seen(nxt, "a call of yours was cancelled, but its code went on as job-", "second")

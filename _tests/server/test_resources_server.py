@@ -17,6 +17,7 @@ from mcp.shared.exceptions import MCPDeprecationWarning
 from mcp.types import TextResourceContents
 
 from _tests.support.inbox import Inbox, wait_listen
+from _tests.support.isolation import isolated_vars
 from biopb_mcp.config.settings import load_settings
 from biopb_mcp.docs.resources import INDEX_URI, doc_uri
 from biopb_mcp.server import build_server
@@ -52,13 +53,7 @@ async def test_build_server_subscribers_in_both_eras_hear_a_write(isolated_dirs:
 
 
 def _stdio(root: Path) -> StdioServerParameters:
-    env = {
-        **os.environ,
-        "BIOPB_CONFIG_DIR": str(root / "config"),
-        "XDG_STATE_HOME": str(root / "state"),
-        "XDG_RUNTIME_DIR": str(root / "runtime"),
-        "XDG_CACHE_HOME": str(root / "cache"),
-    }
+    env = {**os.environ, **isolated_vars(root)}
     return StdioServerParameters(command=sys.executable, args=["-m", "biopb_mcp"], env=env)
 
 

@@ -76,3 +76,32 @@ def test_an_image_that_cannot_be_shrunk_is_left_out_and_the_others_kept() -> Non
     not_a_png = b"\x89PNG" + bytes(90_000)  # no decodable picture: cannot be downscaled
     fitted = fit_images(1000, [b"\x89PNG" + bytes(10), not_a_png], 60_000)
     assert fitted.dropped == [2] and fitted.images == [b"\x89PNG" + bytes(10)]
+
+
+def test_the_note_on_shrunk_images_stays_small_however_many_there_are() -> None:
+    from biopb_mcp.text.kernel import fitted_note
+
+    note = fitted_note([(i, (64, 48)) for i in range(1, 401)], [], 400, 1_000_000)
+    assert len(note.encode()) < 400 and "400 of 400 attached images downscaled" in note
+
+
+@pytest.mark.anyio
+async def test_a_page_over_the_limit_is_shortened_and_says_where_the_rest_starts(tmp_path: Path) -> None:
+    from _tests.support.isolation import make_settings
+    from _tests.support.runner import run_to_end
+    from biopb_mcp.server import build_server
+
+    mcp, state = build_server(make_settings(tmp_path, kernel="max_output_chars = 2000000\n"))
+    try:
+        async with Client(mcp, mode="legacy") as client:
+            await client.call_tool("start_kernel", {})
+            for char, name in (("x", "plain"), ("\\x1b", "escape")):  # an ESC is 6 bytes in JSON
+                result = await run_to_end(client, f"print('{char}' * 1999999)")
+                sent = len(result.model_dump_json(by_alias=True, exclude_none=True).encode())
+                text = "\n".join(b.text for b in result.content if isinstance(b, TextContent))
+                line = parse_job_line(text)
+                assert sent < 1_000_000, (name, sent)
+                assert line is not None and line.next_offset is not None and 0 < line.next_offset < 2_000_000, name
+                assert f"offset={line.next_offset})" in text and "shortened" in text, name
+    finally:
+        state.kernel.shutdown()

@@ -20,6 +20,7 @@ from mcp import Client
 from mcp.types import CallToolResult, ImageContent
 
 from _tests.support.results import text_of
+from _tests.support.runner import run_to_end
 from _tests.support.stdio_procs import make_env, stdio_params
 from biopb_mcp.docs.store import DocStore
 from biopb_mcp.text.doc_views import read_doc
@@ -54,19 +55,6 @@ async def run(client: Client, code: str) -> CallToolResult:
         return await client.call_tool("execute_code", {"code": code})
 
 
-async def run_to_end(client: Client, code: str) -> CallToolResult:
-    """execute_code, following the job to its end when a loaded machine makes it outlive promote_after."""
-    result = await run(client, code)
-    text = text_of(result)
-    if result.is_error or not text.startswith("Still running"):
-        return result
-    job_id = "job-" + text.split("job-", 1)[1].split()[0].rstrip(".:;,)\"'")
-    with anyio.fail_after(90):
-        while True:
-            polled = await client.call_tool("poll_job", {"job_id": job_id})
-            if "running" not in text_of(polled).split("\n", 1)[0]:
-                return polled
-            await anyio.sleep(0.1)
 
 
 async def started(client: Client) -> None:

@@ -54,6 +54,8 @@ UNREADABLE = [
     (b'{"jsonrpc": "2.0", "id": {"a": 1}, "method": "ping"}', -32600, None),
     (b'{"jsonrpc": "2.0", "id": true, "method": "ping"}', -32600, None),
     (b'{"jsonrpc": "2.0", "id": 1.5, "method": "ping"}', -32600, 1.5),
+    (b'{"jsonrpc": "2.0", "id": null, "method": "tools/list"}', -32600, None),  # MCP allows no null id
+    (b'{"jsonrpc": "2.0", "\\u0069d": true, "method": "tools/list"}', -32600, None),  # the key spelled with an escape
     # a readable id is answered with its own id and the field that is wrong, not another one
     (b'{"jsonrpc": "2.0", "id": 7, "method": "ping", "params": "not an object"}', -32600, 7),
     (b'{"jsonrpc": "1.0", "id": 8, "method": "ping"}', -32600, 8),
@@ -81,11 +83,13 @@ def test_every_unreadable_line_gets_a_json_rpc_error_and_the_server_still_answer
         server.close()
 
 
-def test_an_unknown_tool_or_prompt_is_invalid_params_and_prompts_are_not_advertised(tmp_path: Path) -> None:
+def test_an_unknown_tool_or_prompt_is_invalid_params(tmp_path: Path) -> None:
+    """The seeded index lists procedures, so prompts are advertised (with the list changes this
+    server sends); a name that is none of them is still -32602."""
     server = RawServer(make_env(tmp_path), tmp_path / "stderr.log")
     try:
         init = server.initialize()
-        assert "prompts" not in init["capabilities"] and "tools" in init["capabilities"]
+        assert init["capabilities"]["prompts"] == {"listChanged": True} and "tools" in init["capabilities"]
         for method, params in (("tools/call", {"name": "no_such_tool", "arguments": {}}),
                                ("prompts/get", {"name": "no-such-prompt"})):
             reply = server.response(server.request(method, params), timeout=30)

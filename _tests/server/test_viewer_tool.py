@@ -28,7 +28,7 @@ from mcp.types import CallToolResult, ImageContent
 from PIL import Image
 
 from _tests.support import seedlib
-from _tests.support.kernel_helpers import make_settings
+from _tests.support.isolation import make_settings
 from _tests.support.notebook_kernel import NotebookKernel, Ran
 from _tests.support.results import output_of, text_of
 from _tests.support.xvfb import require_napari, virtual_display

@@ -7,25 +7,8 @@ import signal
 import struct
 import subprocess
 import zlib
-from pathlib import Path
 
 from _tests.support.processes import gone
-from biopb_mcp.config.settings import Settings, load_settings
-
-
-def make_settings(root: Path, *, kernel: str = "", runtime_dir: Path | None = None) -> Settings:
-    """Write ``<root>/config/config.toml`` pointing state/runtime dirs into ``root``; load it."""
-    cdir = root / "config"
-    cdir.mkdir(parents=True, exist_ok=True)
-    runtime = runtime_dir or root / "rt"
-    text = (
-        "[server]\n"
-        f'state_dir = "{root / "state"}"\n'
-        f'runtime_dir = "{runtime}"\n'
-        "[kernel]\n" + kernel
-    )
-    (cdir / "config.toml").write_text(text, encoding="utf-8")
-    return load_settings(cdir)
 
 
 def png_bytes(width: int = 4, height: int = 3) -> bytes:

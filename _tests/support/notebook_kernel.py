@@ -17,6 +17,8 @@ from typing import Any, TypeVar
 
 from jupyter_client import BlockingKernelClient, KernelManager
 
+from _tests.support.isolation import config_text, isolated_vars, write_config
+
 T = TypeVar("T")
 
 
@@ -26,13 +28,10 @@ def isolated_env(root: Path, runtime_dir: Path | None = None, extra_config: str 
     The config names ``server.runtime_dir`` explicitly, so the kernel and a server started with
     the same ``BIOPB_CONFIG_DIR`` agree on where the link files are whatever XDG says.
     """
-    config = root / "config"
-    config.mkdir(parents=True, exist_ok=True)
-    runtime = runtime_dir or root / "rt"
-    (config / "config.toml").write_text(
-        f'[server]\nstate_dir = "{root / "state"}"\nruntime_dir = "{runtime}"\n{extra_config}', encoding="utf-8")
-    return {"BIOPB_CONFIG_DIR": str(config), "XDG_STATE_HOME": str(root / "xdg-state"),
-            "XDG_CACHE_HOME": str(root / "cache")}
+    write_config(root, config_text(root, extra_config, runtime_dir=runtime_dir))
+    env = isolated_vars(root)
+    del env["XDG_RUNTIME_DIR"]  # the notebook's own runtime dir is Jupyter's, set by the caller
+    return env
 
 
 @dataclass

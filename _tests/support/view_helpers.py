@@ -9,18 +9,8 @@ from pathlib import Path
 
 from mcp import Client
 
-from biopb_mcp.config.settings import Settings, load_settings
+from _tests.support.isolation import make_settings
 from biopb_mcp.server.state import AppState
-
-
-def make_settings(root: Path, extra: str = "") -> Settings:
-    """A config.toml under ``root`` with state and runtime dirs there (plus ``extra`` TOML)."""
-    cdir = root / "config"
-    cdir.mkdir(parents=True, exist_ok=True)
-    text = f'[server]\nstate_dir = "{root / "state"}"\nruntime_dir = "{root / "rt"}"\n' + extra
-    (cdir / "config.toml").write_text(text, encoding="utf-8")
-    return load_settings(cdir)
-
 
 
 @contextlib.asynccontextmanager

@@ -13,7 +13,8 @@ import pytest
 from mcp import Client
 
 from _tests.support.pty_console import PtyProgram
-from _tests.support.results import run_to_end, text_of
+from _tests.support.results import text_of
+from _tests.support.runner import run_to_end
 from _tests.support.stdio_procs import make_env, stdio_params
 from biopb_mcp.cli.commands import main
 from biopb_mcp.errors import KernelError
@@ -157,7 +158,7 @@ def test_a_shared_runtime_dir_is_searched_where_the_server_writes_its_files(tmp_
 def test_console_joins_only_a_server_of_its_own_config_even_in_a_shared_runtime_dir(tmp_path: Path) -> None:
     """Two config trees that share a runtime dir: "the newest server" is the newest of this config,
     and --pid naming the other tree's server says which config it runs with."""
-    from _tests.support.kernel_helpers import make_settings
+    from _tests.support.isolation import make_settings
     from biopb_mcp.cli.console import find_kernel
     from biopb_mcp.kernel import KernelHost
 

@@ -20,7 +20,8 @@ import tifffile
 
 from _tests.support.processes import wait_gone
 from _tests.support.results import text_of
-from _tests.support.stdio_procs import RawServer, make_env, result_text, run_to_end_raw
+from _tests.support.runner import run_to_end_raw
+from _tests.support.stdio_procs import RawServer, make_env, result_text
 from _tests.support.view_helpers import recording_server
 from biopb_mcp.kernel.notebook import agent_cells, read_session
 

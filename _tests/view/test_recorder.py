@@ -7,7 +7,7 @@ import stat
 import time
 from pathlib import Path
 
-from _tests.support.view_helpers import make_settings
+from _tests.support.isolation import make_settings
 from biopb_mcp.fs.notebook_file import TAIL
 from biopb_mcp.kernel import KernelHost
 from biopb_mcp.kernel.notebook import OutputCollector, SessionRecorder, agent_cells, read_session

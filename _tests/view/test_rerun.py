@@ -19,7 +19,8 @@ import anyio
 import nbformat
 import pytest
 
-from _tests.support.results import run_to_end, text_of
+from _tests.support.results import text_of
+from _tests.support.runner import run_to_end
 from _tests.support.view_helpers import recording_server
 from biopb_mcp.kernel.notebook import agent_cells, read_session
 

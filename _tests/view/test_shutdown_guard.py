@@ -6,16 +6,12 @@ from pathlib import Path
 
 from jupyter_client import BlockingKernelClient
 
+from _tests.support.isolation import make_settings
 from _tests.support.processes import wait_gone
-from _tests.support.view_helpers import make_settings
+from _tests.support.runner import run_text
 from biopb_mcp.kernel import KernelHost
-from biopb_mcp.text.kernel import rendered_text
 
-
-def run(host: KernelHost, code: str) -> str:
-    ex = host.submit(code)
-    assert host.wait(ex, 30)
-    return rendered_text(host.render(ex))
+run = run_text
 
 
 def test_a_raw_shutdown_request_is_refused_and_the_servers_restart_and_shutdown_still_work(tmp_path: Path) -> None:

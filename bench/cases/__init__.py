@@ -23,10 +23,14 @@ Categories tell what a case needs:
 
 * ``textbook``: a strong model solves it from general knowledge; the docs may help.
 * ``lab``: the truth depends on a convention only the lab tier (local docs the bench installs in
-  the docs arm) states: pixel size, camera offset, channel order, what counts as positive.
+  the docs arm) states and the data cannot reveal: pixel size, channel order, a fixed cutoff,
+  which objects count, a layout; the images come from the lab's instruments (``scope``).
 * ``hard``: the textbook method fails on this data and the procedure's robust method works.
 * ``two-session``: session 1's request states a convention and asks the agent to keep it;
-  session 2 (a fresh server on the same config tree) gets a related request without it.
+  session 2 (a fresh server: on the same config tree in the docs arm, a fresh one without the
+  docs) gets a related request without it.
+
+``why_hidden`` (lab and two-session cases) says why the data cannot reveal what the case needs.
 
 ``blind_solution`` is the textbook approach, what an agent that reads no doc would run (the
 docs-blind scripted agent): it passes textbook cases and must fail every other category.
@@ -175,6 +179,8 @@ class Case:
     """Two-session cases: (doc id, body) the scripted agent writes in session 1."""
     procedure: Procedure | None = None
     """Covered cases: the docs-arm solution is this procedure, run from the docs as written."""
+    why_hidden: str = ""
+    """Lab and two-session cases: why the data cannot reveal what the case needs."""
 
     @property
     def covered(self) -> bool:
@@ -213,6 +219,8 @@ def register(case: Case) -> Case:
         raise ValueError(f"case {case.name!r}: a {case.category} case needs the textbook solution that fails it")
     if (case.category == "two-session") != (case.memo is not None and bool(case.first_request)):
         raise ValueError(f"case {case.name!r}: two-session cases, and only they, have a first request and a memo")
+    if case.category in ("lab", "two-session") and not case.why_hidden:
+        raise ValueError(f"case {case.name!r}: a {case.category} case says why the data cannot reveal what it needs")
     if case.procedure is not None and (case.solution or case.blind_solution is None):
         raise ValueError(f"case {case.name!r}: a procedure is the docs-arm solution; the textbook one goes in blind_solution")
     _REGISTRY[case.name] = case
@@ -225,10 +233,10 @@ def _load() -> None:
 
 
 def all_cases() -> list[Case]:
-    """Every registered case, in registration order."""
-    if not _REGISTRY:
-        _load()
-    return list(_REGISTRY.values())
+    """Every registered case, module by module (in ``_MODULES`` order), each in registration order."""
+    _load()  # every module, even when one was imported first on its own (imports are cached)
+    order = {f"{__name__}.{module}": i for i, module in enumerate(_MODULES)}
+    return sorted(_REGISTRY.values(), key=lambda case: order.get(case.setup.__module__, len(order)))
 
 
 def get_case(name: str) -> Case:

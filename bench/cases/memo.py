@@ -1,9 +1,12 @@
 """Two-session cases: session 1 states a convention and asks the agent to keep it; session 2, a
-fresh server on the same config tree, gets a related request without it.
+fresh server, gets a related request without it.
 
 Only session 2's artifacts are scored: the case passes when session 2 applied the convention,
-which it can know only from what session 1 wrote down. ``memo`` is the doc the scripted agent
-writes in session 1 (a model may write any doc; the report says whether one was written and read).
+which it can know only from what session 1 wrote down (in the docs arm session 2 runs on session
+1's config tree; in the docs-off arm on a fresh one, so the pair prices that memory). Each
+convention is one the data cannot reveal (``why_hidden``). ``memo`` is the doc the scripted agent
+writes in session 1 (a model may write any doc, or into the index; the report says whether one was
+written and read). The instruments are the lab's (``bench.cases.scope``).
 """
 
 from __future__ import annotations
@@ -11,10 +14,13 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
+from scipy import ndimage as ndi
+from skimage.filters import threshold_otsu
 
-from bench.cases import Case, Truth, register
-from bench.cases._kit import disks, read_number, save_tiff, to_uint16
+from bench.cases import Case, CheckFailed, Truth, register
+from bench.cases._kit import disks, find_artifact, per_label, read_number, save_tiff
 from bench.cases.nuclei import nuclei_image
+from bench.cases.scope import CONFOCAL, INCUBATOR, PLATE_IMAGER, SCANNER, WIDEFIELD, cells_field, write_cells
 
 SHAPE = (256, 256)
 
@@ -90,6 +96,10 @@ register(
         ),
         docs=("counting-rules",),
         category="two-session",
+        why_hidden=(
+            "The cut nuclei are visible, but whether a lab counts them (all, none, or by a counting "
+            "frame) is its rule, stated only in session 1's request; plate2.tif holds at least five."
+        ),
     )
 )
 
@@ -102,9 +112,8 @@ def _movie(rng: np.random.Generator) -> tuple[np.ndarray, int]:
     frames = 40
     peak = int(rng.integers(8, 32))
     t = np.arange(frames)
-    level = 300 + 900 * np.exp(-((t - peak) ** 2) / (2 * 3.0**2))
-    movie = level[:, None, None] * np.ones((frames, 64, 64)) + rng.normal(0, 10, (frames, 64, 64))
-    return to_uint16(movie), peak
+    level = 100 + 900 * np.exp(-((t - peak) ** 2) / (2 * 3.0**2))
+    return INCUBATOR.acquire(level[:, None, None] * np.ones((frames, 64, 64)), rng), peak
 
 
 def _setup_interval(workdir: Path, rng: np.random.Generator) -> Truth:
@@ -112,7 +121,7 @@ def _setup_interval(workdir: Path, rng: np.random.Generator) -> Truth:
     second, peak = _movie(rng)
     save_tiff(workdir / "movie1.tif", first, axes="TYX")
     save_tiff(workdir / "movie2.tif", second, axes="TYX")
-    return {"minutes": peak * 0.5}
+    return {"minutes": peak * (INCUBATOR.frame_minutes or 0.0)}
 
 
 def _check_interval(workdir: Path, truth: Truth) -> tuple[bool, str]:
@@ -159,6 +168,7 @@ open("peak_minutes.txt", "w").write(str(int(np.argmax(trace("movie2.tif"))) * se
         ),
         docs=("live-imaging",),
         category="two-session",
+        why_hidden="The movie records no frame interval; the peak's frame number is all the data hold.",
     )
 )
 
@@ -166,59 +176,311 @@ open("peak_minutes.txt", "w").write(str(int(np.argmax(trace("movie2.tif"))) * se
 # --- memo-channel-map ----------------------------------------------------------------------
 
 
-def _two_channel(rng: np.random.Generator) -> tuple[np.ndarray, int]:
-    """Channel 0: a membrane-like marker on a few large cells; channel 1: the nuclei."""
-    nuclei, _ = disks(SHAPE, int(rng.integers(25, 35)), rng, radius=(6, 9), gap=8)
-    cells, _ = disks(SHAPE, int(rng.integers(6, 10)), rng, radius=(30, 40), gap=4)
-    membrane = to_uint16(150 + 900.0 * (cells > 0) + rng.normal(0, 20, SHAPE))
-    return np.stack([membrane, nuclei_image(nuclei, rng)]), int(nuclei.max())
+def _setup_confocal(workdir: Path, rng: np.random.Generator) -> Truth:
+    truth: Truth = {}
+    for n in (1, 2):
+        cells, nuclei, levels = cells_field(CONFOCAL, (320, 320), 14, rng)
+        image = write_cells(CONFOCAL, workdir, f"confocal{n}.tif", cells, nuclei, levels, rng)
+        save_tiff(workdir / f"confocal{n}_labels.tif", cells.astype(np.uint16))
+        truth["mcherry"] = np.asarray(ndi.mean(image[CONFOCAL.channels.index("mCherry")].astype(float), cells, np.arange(1, cells.max() + 1)))
+    return truth
 
 
-def _setup_channels(workdir: Path, rng: np.random.Generator) -> Truth:
-    first, _ = _two_channel(rng)
-    second, count = _two_channel(rng)
-    save_tiff(workdir / "confocal1.tif", first, axes="CYX")
-    save_tiff(workdir / "confocal2.tif", second, axes="CYX")
-    return {"count": count}
+def _check_confocal(workdir: Path, truth: Truth) -> tuple[bool, str]:
+    got, true = per_label(workdir / "mcherry2.csv", "mean_mcherry", truth["mcherry"])
+    r = float(np.corrcoef(got, true)[0, 1])
+    return r >= 0.98, f"per-cell mean_mcherry vs the true mCherry channel: Pearson r {r:.3f} (≥ 0.98)"
 
 
-def _check_channels(workdir: Path, truth: Truth) -> tuple[bool, str]:
-    reported = read_number(workdir / "nuclei_confocal2.txt")
-    ok = abs(reported - truth["count"]) <= 1
-    return ok, f"nuclei_confocal2.txt says {reported:g}, truth {truth['count']} nuclei (±1)"
-
-
-_NUCLEI = """
+def _mcherry(n: int, channel: int, why: str) -> str:
+    return f"""
 import numpy as np, tifffile
-from skimage import filters, measure
-def nuclei(path, channel):
-    img = filters.gaussian(tifffile.imread(path)[channel].astype(float), sigma=1.5, preserve_range=True)
-    return int(measure.label(img > filters.threshold_otsu(img)).max())
+from scipy import ndimage as ndi
+image = tifffile.imread("confocal{n}.tif").astype(float)
+labels = tifffile.imread("confocal{n}_labels.tif")
+index = np.arange(1, labels.max() + 1)
+mcherry = ndi.mean(image[{channel}], labels, index)  # {why}
+np.savetxt("mcherry{n}.csv", np.column_stack([index, mcherry]), delimiter=",", header="label,mean_mcherry", comments="")
 """
+
 
 register(
     Case(
         name="memo-channel-map",
         first_request=(
-            "confocal1.tif comes from the new confocal. On that instrument channel 0 is the "
-            "membrane marker and channel 1 is the Hoechst nuclear stain. Count the nuclei and "
-            "write the number to nuclei_confocal1.txt, and remember this channel map for the "
-            "confocal's files."
+            "confocal1.tif comes from the new confocal, and confocal1_labels.tif outlines the "
+            "cells. The confocal's software writes its four channels in the order mCherry, Cy5, "
+            "GFP, Hoechst (not by wavelength). Save each cell's mean mCherry as mcherry1.csv with "
+            "columns label and mean_mcherry, and remember this channel map for the confocal's files."
         ),
-        first_solution=_NUCLEI + 'open("nuclei_confocal1.txt", "w").write(str(nuclei("confocal1.tif", 1)))\n',
-        request="confocal2.tif is from the new confocal. Count the nuclei and write the number to nuclei_confocal2.txt.",
-        setup=_setup_channels,
-        check=_check_channels,
-        solution=_NUCLEI + 'open("nuclei_confocal2.txt", "w").write(str(nuclei("confocal2.tif", 1)))  # the kept map\n',
-        blind_solution=_NUCLEI + 'open("nuclei_confocal2.txt", "w").write(str(nuclei("confocal2.tif", 0)))  # nuclear stain first, as usual\n',
+        first_solution=_mcherry(1, 0, "the confocal's map"),
+        request=(
+            "confocal2.tif is from the new confocal and confocal2_labels.tif outlines the cells. "
+            "Save each cell's mean mCherry as mcherry2.csv with columns label and mean_mcherry."
+        ),
+        setup=_setup_confocal,
+        check=_check_confocal,
+        solution=_mcherry(2, 0, "the kept map"),
+        blind_solution=_mcherry(2, 1, "Hoechst is last: the rest by wavelength, GFP, mCherry, Cy5 reversed"),
         memo=(
             "confocal-channels",
             (
-                "# The new confocal's channel map\n\nFiles from the new confocal: channel 0 = membrane marker, "
-                "channel 1 = Hoechst (nuclei). Count nuclei on channel 1.\n"
+                "# The new confocal's channel map\n\nFiles from the new confocal hold four channels in the "
+                "software's order: 0 = mCherry, 1 = Cy5, 2 = GFP, 3 = Hoechst (not by wavelength).\n"
             ),
         ),
         docs=("confocal-channels",),
         category="two-session",
+        why_hidden=(
+            "mCherry, Cy5 and GFP fill the same cells at levels drawn alike; only Hoechst stands out "
+            "(it sits in the nuclei). The file names no channel, and the software's order follows "
+            "no wavelength rule, so only session 1's request says which channel is mCherry."
+        ),
+    )
+)
+
+
+# --- memo-table-format ---------------------------------------------------------------------
+
+
+def _setup_tables(workdir: Path, rng: np.random.Generator) -> Truth:
+    truth: Truth = {}
+    for name in ("first", "second"):
+        labels, _ = WIDEFIELD.nuclei((256, 256), 12, rng)
+        image = WIDEFIELD.acquire(ndi.gaussian_filter(np.concatenate([[0.0], rng.uniform(700, 1300, int(labels.max()))])[labels], 1.0), rng)
+        save_tiff(workdir / f"{name}.tif", image)
+        save_tiff(workdir / f"{name}_labels.tif", labels.astype(np.uint16))
+        truth["means"] = np.asarray(ndi.mean(image.astype(float), labels, np.arange(1, labels.max() + 1)))
+    return truth
+
+
+def _check_tables(workdir: Path, truth: Truth) -> tuple[bool, str]:
+    path = find_artifact(workdir / "intensities_second.csv")
+    lines = [line for line in path.read_text(encoding="utf-8", errors="replace").splitlines() if line.strip()]
+    if len(lines) < 2:
+        raise CheckFailed(f"{path.name} has no rows")
+    if ";" not in lines[0]:
+        return False, f"{path.name} is not separated by ';' (header {lines[0]!r}): the lab's spreadsheets read ';' and decimal commas"
+    header = [name.strip().lower() for name in lines[0].split(";")]
+    if "label" not in header or "mean" not in header:
+        raise CheckFailed(f"{path.name} needs columns label and mean; header is {lines[0]!r}")
+    means = truth["means"]
+    got: dict[int, float] = {}
+    dots = 0
+    for line in lines[1:]:
+        cells = [cell.strip() for cell in line.split(";")]
+        try:
+            value = cells[header.index("mean")]
+            dots += "." in value
+            got[int(float(cells[header.index("label")].replace(",", ".")))] = float(value.replace(",", "."))
+        except (ValueError, IndexError):
+            raise CheckFailed(f"{path.name}: cannot read the row {line!r}") from None
+    if dots:
+        return False, f"{path.name}: {dots} values use a decimal point; the lab's spreadsheets need a decimal comma"
+    off = [label for label in range(1, len(means) + 1) if abs(got.get(label, -1e9) - means[label - 1]) > 0.5]
+    return not off, f"';' and decimal commas; {len(means) - len(off)} of {len(means)} means right (±0.5)"
+
+
+def _intensities(name: str, german: bool) -> str:
+    write = (
+        'w = csv.writer(f, delimiter=";")\n    w.writerow(["label", "mean"])\n'
+        '    w.writerows([i, f"{m:.2f}".replace(".", ",")] for i, m in enumerate(means, 1))'
+        if german else
+        'w = csv.writer(f)\n    w.writerow(["label", "mean"])\n    w.writerows([i, f"{m:.2f}"] for i, m in enumerate(means, 1))'
+    )
+    return f"""
+import csv, numpy as np, tifffile
+from scipy import ndimage as ndi
+image = tifffile.imread("{name}.tif").astype(float)
+labels = tifffile.imread("{name}_labels.tif")
+means = ndi.mean(image, labels, np.arange(1, labels.max() + 1))
+with open("intensities_{name}.csv", "w", newline="") as f:
+    {write}
+"""
+
+
+register(
+    Case(
+        name="memo-table-format",
+        first_request=(
+            "first.tif is a DAPI image and first_labels.tif outlines its nuclei. Save each "
+            "nucleus's mean intensity as intensities_first.csv with columns label and mean. Our "
+            "lab's spreadsheets are German: write every table you save for us with ';' between "
+            "columns and a decimal comma, from now on."
+        ),
+        first_solution=_intensities("first", german=True),
+        request=(
+            "second.tif is a DAPI image and second_labels.tif outlines its nuclei. Save each "
+            "nucleus's mean intensity as intensities_second.csv with columns label and mean."
+        ),
+        setup=_setup_tables,
+        check=_check_tables,
+        solution=_intensities("second", german=True),
+        blind_solution=_intensities("second", german=False),
+        memo=(
+            "table-format",
+            (
+                "# Tables for the lab\n\nEvery table saved for the lab: ';' between columns and a decimal "
+                "comma (their spreadsheets are German): csv.writer(f, delimiter=\";\") and "
+                "f\"{x:.2f}\".replace(\".\", \",\").\n"
+            ),
+        ),
+        docs=("table-format",),
+        category="two-session",
+        why_hidden="A table's separator and decimal mark are its reader's locale; the images have none.",
+    )
+)
+
+
+# --- memo-edu-cutoff -----------------------------------------------------------------------
+
+EDU_CUTOFF = 800.0
+"""EdU-positive: mean EdU at least this many counts above the image's median (the dish)."""
+
+
+def _edu_field(rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray, int]:
+    """An EdU image and its nuclei whose levels run continuously through the cutoff (none within
+    60 counts of it), drawn again until a per-image threshold would miss the count."""
+    while True:
+        labels, _ = PLATE_IMAGER.nuclei((256, 256), 40, rng, gap=4)
+        n = int(labels.max())
+        image = PLATE_IMAGER.acquire(ndi.gaussian_filter(np.concatenate([[0.0], np.exp(rng.uniform(np.log(100), np.log(2500), n))])[labels], 1.0), rng)
+        means = np.asarray(ndi.mean(image.astype(float), labels, np.arange(1, n + 1))) - float(np.median(image))
+        if np.any(np.abs(means - EDU_CUTOFF) < 60):
+            continue
+        positive = int(np.sum(means >= EDU_CUTOFF))
+        guess = int(np.sum(means > threshold_otsu(means)))
+        if 3 <= positive <= n - 3 and abs(guess - positive) > 1:
+            return image, labels, positive
+
+
+def _setup_edu(workdir: Path, rng: np.random.Generator) -> Truth:
+    truth: Truth = {}
+    for n in (1, 2):
+        image, labels, positive = _edu_field(rng)
+        save_tiff(workdir / f"edu{n}.tif", image)
+        save_tiff(workdir / f"edu{n}_labels.tif", labels.astype(np.uint16))
+        truth["positive"] = positive
+    return truth
+
+
+def _check_edu(workdir: Path, truth: Truth) -> tuple[bool, str]:
+    reported = read_number(workdir / "edu2_positive.txt")
+    return reported == truth["positive"], f"edu2_positive.txt says {reported:g}, truth {truth['positive']} EdU-positive nuclei (exact)"
+
+
+def _edu(n: int, rule: str) -> str:
+    return f"""
+import numpy as np, tifffile
+from scipy import ndimage as ndi
+image = tifffile.imread("edu{n}.tif").astype(float)
+labels = tifffile.imread("edu{n}_labels.tif")
+means = np.asarray(ndi.mean(image, labels, np.arange(1, labels.max() + 1))) - np.median(image)
+{rule}
+open("edu{n}_positive.txt", "w").write(str(positive))
+"""
+
+
+register(
+    Case(
+        name="memo-edu-cutoff",
+        first_request=(
+            "edu1.tif is an EdU stain and edu1_labels.tif outlines the nuclei. In our EdU assay a "
+            "nucleus is EdU-positive when its mean EdU signal is at least 800 counts above the dish "
+            "background, taken as the median of the whole image. How many are positive? Write the "
+            "number to edu1_positive.txt, and use this rule for all our EdU images."
+        ),
+        first_solution=_edu(1, "positive = int(np.sum(means >= 800))"),
+        request=(
+            "edu2.tif is another EdU stain and edu2_labels.tif outlines the nuclei. How many nuclei "
+            "are EdU-positive? Write the number to edu2_positive.txt."
+        ),
+        setup=_setup_edu,
+        check=_check_edu,
+        solution=_edu(2, "positive = int(np.sum(means >= 800))  # the assay's kept rule"),
+        blind_solution=_edu(2, "from skimage.filters import threshold_otsu\npositive = int(np.sum(means > threshold_otsu(means)))"),
+        memo=(
+            "edu-assay",
+            (
+                "# EdU assay\n\nA nucleus is EdU-positive when its mean EdU signal minus the median of the whole "
+                "image (the dish background) is at least 800 counts. A fixed cutoff: no per-image threshold.\n"
+            ),
+        ),
+        docs=("edu-assay",),
+        category="two-session",
+        why_hidden=(
+            "The cutoff was set once for the assay; EdU levels run continuously through it, so a "
+            "per-image threshold lands elsewhere, and only session 1's request states the rule."
+        ),
+    )
+)
+
+
+# --- memo-scanner-pixel --------------------------------------------------------------------
+
+
+def _tissue(rng: np.random.Generator) -> tuple[np.ndarray, int]:
+    """A lobed tissue section on the scanner: its image and its area in pixels."""
+    shape = (384, 384)
+    yy, xx = np.mgrid[: shape[0], : shape[1]].astype(np.float64)
+    angle = np.arctan2(yy - 192, xx - 192)
+    radius = 120 * (1 + 0.18 * np.sin(3 * angle + rng.uniform(0, 6)) + 0.1 * np.cos(5 * angle + rng.uniform(0, 6)))
+    radius *= rng.uniform(0.7, 1.0)
+    mask = np.hypot(yy - 192, xx - 192) <= radius
+    texture = 600 + 300 * ndi.gaussian_filter(rng.standard_normal(shape), 3) / 0.1
+    return SCANNER.acquire(ndi.gaussian_filter(mask * np.clip(texture, 200, None), 1.0), rng), int(mask.sum())
+
+
+def _setup_scanner(workdir: Path, rng: np.random.Generator) -> Truth:
+    truth: Truth = {}
+    for n in (1, 2):
+        image, pixels = _tissue(rng)
+        save_tiff(workdir / f"tissue{n}.tif", image)
+        truth["mm2"] = pixels * SCANNER.pixel_um**2 / 1e6
+    return truth
+
+
+def _check_scanner(workdir: Path, truth: Truth) -> tuple[bool, str]:
+    reported = read_number(workdir / "area2.txt")
+    ratio = reported / truth["mm2"]
+    return 0.95 <= ratio <= 1.05, f"area2.txt says {reported:.4g} mm², truth {truth['mm2']:.4g} (ratio {ratio:.3f}, allowed 0.95-1.05)"
+
+
+def _area(n: int, pixel_um: str) -> str:
+    return f"""
+import numpy as np, tifffile
+from scipy import ndimage as ndi
+from skimage import filters
+img = filters.gaussian(tifffile.imread("tissue{n}.tif").astype(float), sigma=2, preserve_range=True)
+mask = ndi.binary_fill_holes(img > filters.threshold_otsu(img))
+pixel_um = {pixel_um}
+open("area{n}.txt", "w").write(str(mask.sum() * pixel_um ** 2 / 1e6))
+"""
+
+
+register(
+    Case(
+        name="memo-scanner-pixel",
+        first_request=(
+            "tissue1.tif is a section from the slide scanner, which saves no pixel size: at the "
+            "20x scan we use it is 0.442 µm per pixel. How large is the tissue section, in mm²? "
+            "Write the number to area1.txt, and keep the scanner's pixel size for its files."
+        ),
+        first_solution=_area(1, "0.442"),
+        request="tissue2.tif is a section from the slide scanner. How large is it, in mm²? Write the number to area2.txt.",
+        setup=_setup_scanner,
+        check=_check_scanner,
+        solution=_area(2, "0.442  # the scanner's kept pixel size"),
+        blind_solution=_area(2, "0.5  # a 20x slide scan is usually about 0.5 µm per pixel"),
+        memo=(
+            "slide-scanner",
+            "# The slide scanner\n\nIts files carry no pixel size: 0.442 µm per pixel at our 20x scan.\n",
+        ),
+        docs=("slide-scanner",),
+        category="two-session",
+        why_hidden=(
+            "The file records no pixel size, and a tissue section has no size of its own to infer "
+            "it from; the usual 20x guess (0.5 µm) is 27 % off in area. Only session 1's request says 0.442."
+        ),
     )
 )

@@ -13,19 +13,17 @@ import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, NoReturn
+from typing import NoReturn
 
 import biopb_mcp
-from biopb_mcp.cli.config import init_config
-from biopb_mcp.config.settings import Settings, load_settings, render_show
+from biopb_mcp.cli.config import run_config
+from biopb_mcp.cli.docs import run_docs
+from biopb_mcp.cli.serve import TTY_HINT, run_serve
+from biopb_mcp.cli.usage import UsageError
+from biopb_mcp.config.settings import load_settings
 from biopb_mcp.errors import BiopbMcpError, DocError
-from biopb_mcp.text.doc_views import read_doc
-from biopb_mcp.text.index import render_index
 
-if TYPE_CHECKING:
-    from biopb_mcp.docs.store import DocStore
-
-__all__ = ["main"]
+__all__ = ["TTY_HINT", "main"]
 
 logger = logging.getLogger(__name__)
 
@@ -52,22 +50,11 @@ The config dir is $BIOPB_CONFIG_DIR, else the platform one (Linux: ~/.config/bio
 EXISTING_NEWEST = "kernel-*.json"
 """What ``--existing`` without a file means: jupyter-client's pattern for the newest kernel."""
 
-TTY_HINT = (
-    "biopb-mcp speaks MCP (JSON-RPC) on stdin/stdout for an MCP client to launch, e.g. "
-    "`claude mcp add biopb -- biopb-mcp`; `biopb-mcp demo` shows it working. Ctrl-C quits."
-)
-"""Printed to stderr when stdin is a terminal."""
-
-
-class _UsageError(Exception):
-    """argparse found bad usage; the message is already formatted."""
-
-
 class _Parser(argparse.ArgumentParser):
     """An ArgumentParser whose errors become one ``error: …`` line and exit code 2."""
 
     def error(self, message: str) -> NoReturn:
-        raise _UsageError(f"{message} (see: {self.prog} --help)")
+        raise UsageError(f"{message} (see: {self.prog} --help)")
 
 
 def _build_parser() -> _Parser:
@@ -219,7 +206,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         except SystemExit as exc:  # --help / --version
             return exc.code if isinstance(exc.code, int) else 0
         return _dispatch(args)
-    except _UsageError as exc:
+    except UsageError as exc:
         return _fail(str(exc))
     except DocError as exc:
         from biopb_mcp.text.docs import FOR_TERMINAL, refusal
@@ -249,16 +236,16 @@ def _fail(message: str) -> int:
 
 def _dispatch(args: argparse.Namespace) -> int:
     if args.command in (None, "serve"):
-        return _serve(args)
+        return run_serve(args)
     if args.command == "config":
-        return _config(args)
+        return run_config(args)
     if args.command == "console":
         return _console(args)
     if args.command == "demo":
         from biopb_mcp.server.demo import run_demo
 
         return run_demo(sys.stdout, args.image)
-    return _docs(args)
+    return run_docs(args)
 
 
 def _console(args: argparse.Namespace) -> int:
@@ -269,132 +256,3 @@ def _console(args: argparse.Namespace) -> int:
                config_dir=settings.config_dir)
 
 
-def _serve(args: argparse.Namespace) -> int:
-    if args.transport != "http":
-        if args.port is not None:
-            raise _UsageError("--port applies only to --transport http")
-        if args.no_auth:
-            raise _UsageError("--no-auth applies only to --transport http")
-    if args.rotate_token and (args.transport != "http" or args.no_auth):
-        raise _UsageError("--rotate-token applies only to --transport http with a token")
-    settings = load_settings()
-    if args.rotate_token and settings.http.token != "stable":
-        raise _UsageError('--rotate-token renews the stable token; http.token is "per-start", '
-                          "which makes a new token at every start anyway")
-    if args.transport == "stdio" and sys.stdin.isatty():
-        print(TTY_HINT, file=sys.stderr)  # a person ran it by hand: silence would look like a hang
-    if args.existing is not None:
-        settings = _with_existing(settings, args.existing)
-    from biopb_mcp.server import serve  # sets up logging (file + stderr) itself
-
-    trace = args.trace if args.trace is not None else settings.trace_file
-    return serve(settings, transport=args.transport, port=args.port, auth=not args.no_auth,
-                 trace=trace, rotate_token=args.rotate_token)
-
-
-def _with_existing(settings: Settings, spec: str) -> Settings:
-    """``--existing`` overrides ``kernel.existing`` (an empty FILE is refused, not read as "off")."""
-    from dataclasses import replace
-
-    if not spec.strip():
-        raise _UsageError("--existing takes a connection file or a kernel name; leave FILE out for the newest")
-    return replace(settings, kernel=replace(settings.kernel, existing=spec),
-                   sources={**settings.sources, "kernel.existing": "--existing"})
-
-
-def _config(args: argparse.Namespace) -> int:
-    from biopb_mcp.config.settings import config_dir
-
-    if args.config_command == "init":
-        path = init_config(config_dir(), force=args.force)
-        print(f"wrote {path}")
-        return 0
-    settings = load_settings()
-    _print_warnings(settings)
-    sys.stdout.write(render_show(settings))
-    problem = _kernel_spec_problem(settings.kernel.name)
-    if problem:
-        print(f"warning: {problem}", file=sys.stderr)
-    return 0
-
-
-def _kernel_spec_problem(name: str) -> str | None:
-    """Why ``kernel.name`` cannot start, or None: caught here, not at the agent's first start_kernel."""
-    if not name:
-        return None
-    from jupyter_client.kernelspec import KernelSpecManager
-
-    specs = KernelSpecManager().find_kernel_specs()
-    if name in specs:
-        return None
-    known = ", ".join(sorted(specs)) or "none installed"
-    return (f"kernel.name = {name!r} names no installed Jupyter kernel spec (available: {known}); "
-            "start_kernel will fail until it does (see `jupyter kernelspec list`)")
-
-
-def _print_warnings(settings: Settings, *, config_file_only: bool = False) -> None:
-    """Settings warnings as ``warning:`` lines; docs commands show only those about the file."""
-    for message in settings.warnings:
-        if not config_file_only or message.startswith(str(settings.config_file)):
-            print(f"warning: {message}", file=sys.stderr)
-
-
-def _docs(args: argparse.Namespace) -> int:
-    settings = load_settings()
-    _print_warnings(settings, config_file_only=True)  # the runtime-dir fallback is serve's business
-    from biopb_mcp.docs.store import DocStore
-
-    store = DocStore(settings.docs_local_dir, history_keep=settings.docs.history_keep, read_only=True)
-    # the store logs skipped files (unreadable, bad frontmatter): show them as warning lines
-    handler = logging.StreamHandler(sys.stderr)
-    handler.setFormatter(logging.Formatter("warning: %(message)s"))
-    handler.setLevel(logging.WARNING)
-    docs_logger = logging.getLogger("biopb_mcp.docs")
-    docs_logger.addHandler(handler)
-    try:
-        return _docs_command(args, store)
-    finally:
-        docs_logger.removeHandler(handler)
-
-
-def _docs_command(args: argparse.Namespace, store: DocStore) -> int:
-    cmd = args.docs_command
-    if cmd == "index":
-        _print_text(render_index(store))
-    elif cmd == "read":
-        from biopb_mcp.text.docs import FOR_TERMINAL
-
-        _print_text(read_doc(store, args.id, FOR_TERMINAL))
-    elif cmd == "check":
-        problems = store.check()
-        warnings = store.check_warnings()
-        for problem in problems:
-            print(problem)
-        for warning in warnings:
-            print(f"warning: {warning}")
-        if problems:
-            print(f"{len(problems)} problem(s) found in {store.shipped_dir} and {store.local_dir}",
-                  file=sys.stderr)
-            return 1
-        also = f"; {len(warnings)} warning(s) above" if warnings else ""
-        print(f"ok: {len(store.doc_ids())} docs, no problems{also}")
-    elif cmd == "search":
-        from biopb_mcp.docs.search.query import search_docs
-        from biopb_mcp.text.docs import FOR_TERMINAL, format_hits
-
-        hits = search_docs(store, args.query, max_results=args.max)
-        _print_text(format_hits(hits, args.query, FOR_TERMINAL))
-    else:  # pack
-        from biopb_mcp.text.pack import build_pack
-
-        text = build_pack(store)
-        if args.out is None:
-            _print_text(text)
-        else:
-            args.out.write_text(text, encoding="utf-8")
-            print(f"wrote {args.out} ({len(text.splitlines())} lines)")
-    return 0
-
-
-def _print_text(text: str) -> None:
-    sys.stdout.write(text if text.endswith("\n") else text + "\n")

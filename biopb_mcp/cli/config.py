@@ -1,14 +1,24 @@
-"""``biopb-mcp config init``: write the commented default config file."""
+"""``biopb-mcp config …``: write the commented default config file (init), print the merged one (show)."""
 
 from __future__ import annotations
 
+import argparse
+import sys
 from pathlib import Path
 
-from biopb_mcp.config.settings import CONFIG_DIR_ENV, CONFIG_FILE_NAME, render_example
+from biopb_mcp.cli.usage import print_warnings
+from biopb_mcp.config.settings import (
+    CONFIG_DIR_ENV,
+    CONFIG_FILE_NAME,
+    config_dir,
+    load_settings,
+    render_example,
+    render_show,
+)
 from biopb_mcp.errors import ConfigError
 from biopb_mcp.fs import nofollow
 
-__all__ = ["init_config"]
+__all__ = ["init_config", "run_config"]
 
 
 def init_config(cdir: Path, *, force: bool = False) -> Path:
@@ -32,3 +42,33 @@ def init_config(cdir: Path, *, force: bool = False) -> Path:
             f"cannot write the config file: {exc.strerror or exc}; set ${CONFIG_DIR_ENV} "
             f"to a writable directory", path=cfile) from None
     return cfile
+
+
+def run_config(args: argparse.Namespace) -> int:
+    if args.config_command == "init":
+        path = init_config(config_dir(), force=args.force)
+        print(f"wrote {path}")
+        return 0
+    settings = load_settings()
+    print_warnings(settings)
+    sys.stdout.write(render_show(settings))
+    problem = _kernel_spec_problem(settings.kernel.name)
+    if problem:
+        print(f"warning: {problem}", file=sys.stderr)
+    return 0
+
+
+def _kernel_spec_problem(name: str) -> str | None:
+    """Why ``kernel.name`` cannot start, or None: caught here, not at the agent's first start_kernel."""
+    if not name:
+        return None
+    from jupyter_client.kernelspec import KernelSpecManager
+
+    specs = KernelSpecManager().find_kernel_specs()
+    if name in specs:
+        return None
+    known = ", ".join(sorted(specs)) or "none installed"
+    return (f"kernel.name = {name!r} names no installed Jupyter kernel spec (available: {known}); "
+            "start_kernel will fail until it does (see `jupyter kernelspec list`)")
+
+

@@ -179,6 +179,9 @@ class DocsSettings:
 
     history_keep: int = field(default=50, metadata=_about(
         "Previous versions kept per doc in the hidden history folder.", minimum=1))
+    withhold: list[str] = field(default_factory=list, metadata=_about(
+        "Shipped doc ids this server withholds: never listed, read, searched or named in a link, "
+        "as if not shipped (a bench's docs-off arm; a procedure your lab must not use)."))
 
 
 @dataclass(frozen=True)

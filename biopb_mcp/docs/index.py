@@ -159,12 +159,71 @@ def entry_line(doc_id: str, hook: str) -> str:
     return f"- {doc_id}: {hook}".rstrip()
 
 
-def append_unfiled(text: str, line: str) -> str:
-    """Add `line` under the `## Unfiled` heading, adding the heading at the end if absent.
+def heading_title(heading: str) -> str:
+    """The text of a heading as a person names it: `## Lab` and `lab` both give `lab`."""
+    return " ".join(heading.strip().lstrip("#").split()).lower()
 
-    Inside an existing Unfiled section the line goes after its last entry (so a trailing
-    `ignored:` line or prose stays where the agent put it).
+
+def headings_above(index: IndexFile) -> list[tuple[str, ...]]:
+    """For each line of the index, the titles of the headings it sits under, outermost first.
+
+    A heading closes every heading of its own or a deeper level before it; headings inside code
+    fences are prose. The titles are as written (stripped), for a caller that decides what a
+    heading means.
     """
+    stack: list[tuple[int, str]] = []
+    out: list[tuple[str, ...]] = []
+    in_fence = False
+    for line in index.lines:
+        if ("```" in line or "~~~" in line) and _FENCE.match(line):
+            in_fence = not in_fence
+        elif not in_fence and (heading := _HEADING.match(line)):
+            level = len(heading.group(1))
+            while stack and stack[-1][0] >= level:
+                stack.pop()
+            stack.append((level, line[level:].strip().rstrip("#").strip()))
+        out.append(tuple(title for _, title in stack))
+    return out
+
+
+def prose(text: str) -> str:
+    """The index without its entry and `ignored:` lines, and without the headings left with no
+    prose under them: what the agent wrote between the entries (a rule a lab keeps in its index).
+
+    What search reads of the index: the listed docs are found by their own text and hooks, a
+    heading alone would outrank them on its one word, and an ignored id must not resurface.
+    """
+    index = parse(text)
+    dropped = {entry.line for entry in index.entries} | set(index.ignored_lines)
+    kept = [line for i, line in enumerate(index.lines) if i not in dropped]
+    return "\n".join(line for n, line in enumerate(kept) if not _HEADING.match(line) or _prose_follows(kept, n))
+
+
+def _prose_follows(kept: list[str], at: int) -> bool:
+    """Whether a non-blank line that is not a heading follows ``kept[at]`` before the next heading."""
+    for line in kept[at + 1:]:
+        if _HEADING.match(line):
+            return False
+        if line.strip():
+            return True
+    return False
+
+
+def append_unfiled(text: str, line: str) -> str:
+    """Add `line` under the `## Unfiled` heading, adding the heading at the end if absent."""
+    return append_under(text, line, UNFILED_HEADING)
+
+
+def append_under(text: str, line: str, heading: str) -> str:
+    """Add `line` under the first heading titled like `heading` (`## Lab`, or just `Lab`: any
+    level, case ignored), adding `## <title>` at the end if there is none.
+
+    Inside the section the line goes after the last entry before the next heading (so prose, a
+    sub-heading or an `ignored:` line stays where the agent put it). A new heading goes before a
+    trailing `ignored:` line: it closes the index, and a section after it would read as if the
+    ignored ids were its entries.
+    """
+    wanted = heading_title(heading)
     lines = text.split("\n")
     while lines and not lines[-1].strip():
         lines.pop()
@@ -174,11 +233,10 @@ def append_unfiled(text: str, line: str) -> str:
         if _FENCE.match(current):
             in_fence = not in_fence
             continue
-        if not in_fence and current.strip().lower() == UNFILED_HEADING.lower():
+        if not in_fence and _HEADING.match(current) and heading_title(current) == wanted:
             start = i
+            break
     if start is None:
-        # A trailing `ignored:` line stays last: it closes the index, and a new section after it
-        # would read as if the ignored ids were its entries.
         tail: list[str] = []
         if lines and _IGNORED.match(lines[-1]):
             tail = [lines.pop()]
@@ -186,14 +244,14 @@ def append_unfiled(text: str, line: str) -> str:
                 lines.pop()
         if lines:
             lines.append("")
-        lines += [UNFILED_HEADING, line]
+        shown = heading.strip() if heading.strip().startswith("#") else f"## {heading.strip()}"
+        lines += [shown, line]
         if tail:
             lines += ["", *tail]
         return "\n".join(lines) + "\n"
     end = len(lines)
     for j in range(start + 1, len(lines)):
-        heading = _HEADING.match(lines[j])
-        if heading and len(heading.group(1)) <= 2:
+        if _HEADING.match(lines[j]):
             end = j
             break
     insert_at = start + 1
@@ -202,3 +260,13 @@ def append_unfiled(text: str, line: str) -> str:
             insert_at = j + 1
     lines.insert(insert_at, line)
     return "\n".join(lines) + "\n"
+
+
+def filed_heading(text: str, heading: str) -> str:
+    """The heading line `append_under(text, …, heading)` files under, as the index writes it."""
+    wanted = heading_title(heading)
+    index = parse(text)
+    for line, above in zip(index.lines, headings_above(index), strict=True):
+        if above and heading_title(above[-1]) == wanted and _HEADING.match(line):
+            return line.strip()
+    return heading.strip() if heading.strip().startswith("#") else f"## {heading.strip()}"

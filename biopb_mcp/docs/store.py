@@ -8,12 +8,14 @@ files are in `tier`.
 
 from __future__ import annotations
 
+import dataclasses
 import difflib
 import logging
 import os
+import re
 import threading
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -21,6 +23,7 @@ import biopb_mcp
 from biopb_mcp.docs import index as index_mod
 from biopb_mcp.docs import lint, views, writes
 from biopb_mcp.docs import manifest as manifest_mod
+from biopb_mcp.docs.changes import ChangeFeed
 from biopb_mcp.docs.frontmatter import Parsed, parse
 from biopb_mcp.docs.history import History
 from biopb_mcp.docs.ids import INDEX_ID, check_id, check_write_id, parse_ref
@@ -51,6 +54,11 @@ INDEX_FILE = "index.md"
 DEFAULT_INDEX = "# biopb docs\n\n## References\n\n## Procedures\n"
 """Seeded when even the shipped tier has no index (a broken install); the agent fills it."""
 
+WITHHELD_LINK = "[[…]]"
+"""What a link to a withheld doc shows instead of its target: that a link was there, not where."""
+
+_LINK = re.compile(r"\[\[([^\[\]\s|#]+)\]\]")
+
 @dataclass(frozen=True)
 class DocInfo:
     """Metadata of one doc, derived from where its file sits and its frontmatter."""
@@ -76,6 +84,7 @@ class DocStore:
         history_keep: int = 50,
         read_only: bool = False,
         search_db: Path | None = None,
+        withhold: Iterable[str] = (),
     ) -> None:
         self.local = Tier(Path(local_dir), writable=not read_only)
         self.shipped = Tier(Path(shipped_dir), writable=False)
@@ -87,8 +96,12 @@ class DocStore:
         """Never create or change a file: the index is not seeded, the manifest not refreshed
         (a person reading docs from a terminal should find the disk as it was)."""
         self.version = version
+        self.withheld = frozenset(withhold)
+        """Shipped ids treated as not shipped (see `withholds`)."""
         self.history_keep = history_keep
         self.history = History(self.local_dir, history_keep)
+        self.changes = ChangeFeed()
+        """The one change feed over the docs folders (search and resource subscriptions read it)."""
         self._parsed_cache: FileCache[str, Parsed] = FileCache()
         self._manifest_cache: FileCache[Path, manifest_mod.Manifest] = FileCache(max_entries=1)
         self._setup_warned = False
@@ -171,20 +184,44 @@ class DocStore:
 
     # ----------------------------------------------------------------- which docs exist
 
+    def withholds(self, doc_id: str) -> bool:
+        """Whether the shipped doc `doc_id` is withheld: to every reader it is not shipped.
+
+        The one place that decides. A withheld doc is never listed, read, searched, suggested or
+        named by a link in a shipped doc, so nothing the server answers reveals that it exists;
+        a local doc of the same id is the agent's own and reads as any local doc.
+        """
+        return doc_id in self.withheld
+
+    def shipped_files(self) -> dict[str, str]:
+        """id -> file path of every shipped doc this store serves (withheld ones left out)."""
+        files = self.shipped.files()
+        return {i: p for i, p in files.items() if not self.withholds(i)} if self.withheld else files
+
+    def has_shipped(self, doc_id: str) -> bool:
+        """Whether a served shipped doc is there for `doc_id`."""
+        return not self.withholds(doc_id) and self.shipped.exists(doc_id)
+
+    def _shown(self, text: str) -> str:
+        """A shipped text as served: each link to a withheld doc shows as `WITHHELD_LINK`."""
+        if not self.withheld or "[[" not in text:
+            return text
+        return _LINK.sub(lambda m: WITHHELD_LINK if self.withholds(m.group(1)) else m.group(0), text)
+
     def shipped_ids(self, files: dict[str, str] | None = None) -> list[str]:
         """Shipped ids the release lists: banked ids (a segment starting `_`) left out.
 
         The one place banking is enforced; only the New-shipped tail consumes it.
         """
-        files = self.shipped.files() if files is None else files
-        return sorted(i for i in files if not any(seg.startswith("_") for seg in i.split("/")))
+        files = self.shipped_files() if files is None else files
+        return sorted(i for i in files if not self.withholds(i) and not any(seg.startswith("_") for seg in i.split("/")))
 
     def doc_ids(self) -> list[str]:
         """Every id that names a doc file in either tier (banked and unindexed local included), sorted.
 
         A file listed here may still be unreadable (not UTF-8, …): doc_text / read_doc say so.
         """
-        return sorted(set(self.local.ids()) | set(self.shipped.files()))
+        return sorted(set(self.local.ids()) | set(self.shipped_files()))
 
     def list_inputs(self) -> tuple[list[str], list[str], bool]:
         """What the doc lists (listed, surfaced) derive from: the index files and the manifest,
@@ -220,7 +257,7 @@ class DocStore:
         finds a file the store would not (hidden names, history, temp files, escaping symlinks).
         """
         local = self.local.files()
-        shipped = self.shipped.files()
+        shipped = self.shipped_files()
         out = [(doc_id, path, Origin.SHIPPED) for doc_id, path in shipped.items() if doc_id not in local]
         out += [
             (doc_id, path, Origin.SHADOW if doc_id in shipped else Origin.LOCAL) for doc_id, path in local.items()
@@ -248,10 +285,10 @@ class DocStore:
         """
         local = self.local.path(doc_id)
         if os.path.exists(local):
-            shadow = self.shipped.exists(doc_id)
+            shadow = self.has_shipped(doc_id)
             return (Origin.SHADOW if shadow else Origin.LOCAL), local
         shipped = self.shipped.path(doc_id)
-        if os.path.exists(shipped):
+        if not self.withholds(doc_id) and os.path.exists(shipped):
             return Origin.SHIPPED, shipped
         raise self.not_found(doc_id)
 
@@ -262,7 +299,8 @@ class DocStore:
         """(text, origin, path) of the doc that wins for `doc_id` (see `_locate`)."""
         origin, path = self._locate(doc_id)
         try:
-            return self._tier_of(origin).read(doc_id), origin, path
+            text = self._tier_of(origin).read(doc_id)
+            return (self._shown(text) if origin == Origin.SHIPPED else text), origin, path
         except FileNotFoundError:  # removed since _locate looked
             raise self.not_found(doc_id) from None
 
@@ -274,9 +312,14 @@ class DocStore:
             return None
 
     def read_shipped(self, doc_id: str) -> str | None:
-        """The shipped text, or None when the release has no such doc. Raises DocUnreadable, InvalidDocId."""
+        """The shipped text as served, or None when the release has no such doc (or withholds it).
+
+        Raises DocUnreadable, InvalidDocId.
+        """
+        if self.withholds(check_id(doc_id)):
+            return None
         try:
-            return self.shipped.read(doc_id)
+            return self._shown(self.shipped.read(doc_id))
         except FileNotFoundError:
             return None
 
@@ -375,12 +418,16 @@ class DocStore:
         caller takes the one-doc path). Ids with no doc are left out."""
         pending = list(doc_ids)
         for tier in (self.local, self.shipped):
+            if tier is self.shipped:
+                pending = [doc_id for doc_id in pending if not self.withholds(doc_id)]
             absent = []
             for peek in tier.peek_many(pending, want_text):
                 if peek.found is Found.NOTHING:
                     absent.append(peek.doc_id)
                 elif peek.found is Found.LINK:
                     yield peek.doc_id
+                elif tier is self.shipped and peek.text is not None and self.withheld:
+                    yield dataclasses.replace(peek, text=self._shown(peek.text))
                 else:
                     yield peek
             pending = absent
@@ -448,10 +495,14 @@ class DocStore:
     def shipped_index_text(self) -> str:
         """The index this release ships, or a blank one when the install has none."""
         try:
-            return self.shipped.read_file(INDEX_FILE)
+            text = self.shipped.read_file(INDEX_FILE)
         except (FileNotFoundError, DocUnreadable) as exc:
             logger.warning("No usable shipped index in %s (%s); seeding a blank one", self.shipped_dir, exc)
             return DEFAULT_INDEX
+        if not self.withheld:
+            return text
+        drop = {e.line for e in index_mod.parse(text.replace("\r\n", "\n")).entries if self.withholds(e.doc_id)}
+        return "\n".join(line for i, line in enumerate(text.replace("\r\n", "\n").split("\n")) if i not in drop)
 
     def index_text_at_disk(self) -> str:
         """The local index file's text; a link there is refused (DocUnreadable), never followed."""
@@ -472,7 +523,7 @@ class DocStore:
         changed = self._ensure()
         text, problem = self.index_text()
         parsed = index_mod.parse(text)
-        shipped = self.shipped.files()
+        shipped = self.shipped_files()
         local_cache: dict[str, bool] = {}
 
         def local_exists(doc_id: str) -> bool:
@@ -526,7 +577,7 @@ class DocStore:
         changed = self._ensure()
         parsed = index_mod.parse(self.index_text()[0])
         if walked is None:
-            shipped = self.shipped.files()
+            shipped = self.shipped_files()
             local = set(self.local.ids())
         else:
             shipped = {i: p for i, p, origin in walked if origin == Origin.SHIPPED}
@@ -552,24 +603,30 @@ class DocStore:
         body: str | None = None,
         old: str | None = None,
         new: str | None = None,
+        section: str | None = None,
     ) -> WriteResult:
         """Create or change a local doc (or the index): `body` alone, or `old` + `new`.
 
+        `section` files a new doc's index line under that heading (made if absent) instead of
+        `## Unfiled`; with old/new, on the index, or on a doc that exists it is refused.
+
         Raises:
             InvalidDocId: bad id, a view such as `x@diff`, a path leaving the tier.
-            WriteRefused: a wrong argument combination, old matching 0 or 2+ times, a cap.
+            WriteRefused: a wrong argument combination, old matching 0 or 2+ times, a cap, a
+                `section` that does not apply.
             DocNotFound: old/new on a doc that does not exist.
             DocUnreadable: the local file is there but cannot be read (fix it by hand first).
         """
         check_write_id(doc_id)
         writes.check_args(body, old, new)
+        title = writes.check_section(doc_id, section, body)
         try:
             with tier_lock(self.local_dir):
                 try:
                     self._ensure()
                     if doc_id == INDEX_ID:
                         return writes.write_index(self, body, old, new)
-                    return writes.write_doc(self, doc_id, body, old, new)
+                    return writes.write_doc(self, doc_id, body, old, new, title)
                 finally:
                     self.history.forget()
         except OSError as exc:
@@ -613,7 +670,7 @@ class DocStore:
             "local_dir": str(self.local_dir),
             "shipped_dir": str(self.shipped_dir),
             "local_docs": len(self.local.ids()),
-            "shipped_docs": len(self.shipped.files()),
+            "shipped_docs": len(self.shipped_files()),
             "index_entries": parsed.entry_count,
             "index_max_entries": INDEX_MAX_ENTRIES,
             "body_max_lines": BODY_MAX_LINES,

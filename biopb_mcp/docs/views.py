@@ -157,7 +157,7 @@ def history_page(store: DocStore, doc_id: str) -> HistoryPage:
     history = store.history
     kept = history.versions(doc_id)
     shipped_only = doc_id != INDEX_ID and current is None and not kept
-    if shipped_only and not os.path.isfile(store.shipped.path(doc_id)):
+    if shipped_only and not store.has_shipped(doc_id):
         raise store.not_found(doc_id)
     return HistoryPage(doc_id, kept, history.keep, history.enabled, shipped_only,
                        sha(current) if current is not None else None)

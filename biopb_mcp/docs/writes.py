@@ -31,7 +31,7 @@ from biopb_mcp.fs.atomic import write_atomic
 if TYPE_CHECKING:
     from biopb_mcp.docs.store import DocStore
 
-__all__ = ["WriteResult", "check_args", "write_doc", "write_index"]
+__all__ = ["SECTION_MAX_CHARS", "WriteResult", "check_args", "check_section", "write_doc", "write_index"]
 
 logger = logging.getLogger(__name__)
 
@@ -57,6 +57,8 @@ class WriteResult:
     """(before, after, before name, after name) of the doc (of the index, for an index write)."""
     index_diff_of: tuple[str, str] | None = field(default=None, repr=False)
     """(before, after) of the index, when a new doc's line was appended to it."""
+    filed_under: str | None = None
+    """The heading a new doc's index line went under (as the index writes it)."""
 
     @functools.cached_property
     def diff(self) -> str:
@@ -65,7 +67,7 @@ class WriteResult:
 
     @functools.cached_property
     def index_diff(self) -> str | None:
-        """The new doc's index line, appended under the Unfiled heading, as a diff of the index."""
+        """The new doc's index line, appended under its heading, as a diff of the index."""
         if self.index_diff_of is None:
             return None
         return unified_diff(*self.index_diff_of, "index (before)", "index (after)")
@@ -117,6 +119,39 @@ def check_args(body: str | None, old: str | None, new: str | None) -> None:
             f"body is over the {FILE_MAX_BYTES:,} bytes a doc file may have.",
             kind=DocProblem.BODY_TOO_BIG, limit=FILE_MAX_BYTES,
         )
+
+
+SECTION_MAX_CHARS = 80
+"""Longest heading a new doc may be filed under: a heading, not a paragraph."""
+
+
+def check_section(doc_id: str, section: str | None, body: str | None) -> str | None:
+    """The heading title a new doc's index line goes under (None: `## Unfiled`), checked before
+    any disk access.
+
+    Raises:
+        WriteRefused: `section` comes with old/new or names the index itself, is not one line of
+            text, or is empty or too long.
+    """
+    if section is None:
+        return None
+    if not isinstance(section, str):
+        raise WriteRefused(f"section must be text, got {type(section).__name__}.", kind=DocProblem.ARG_TYPE,
+                           argument="section")
+    if body is None or doc_id == INDEX_ID:
+        what = "the index itself" if doc_id == INDEX_ID else "an old/new edit"
+        raise WriteRefused(
+            f"section files a new doc's index line; it does not apply to {what}. Nothing was changed.",
+            kind=DocProblem.SECTION_WITH_EDIT, doc_id=doc_id,
+        )
+    title = " ".join(section.strip().lstrip("#").split())
+    if not title or "\n" in section.strip() or len(title) > SECTION_MAX_CHARS:
+        raise WriteRefused(
+            f"section must be the title of one heading of the index (e.g. \"Lab\"), at most "
+            f"{SECTION_MAX_CHARS} characters on one line; got {section[:SECTION_MAX_CHARS + 1]!r}. Nothing was changed.",
+            kind=DocProblem.BAD_SECTION, doc_id=doc_id, limit=SECTION_MAX_CHARS,
+        )
+    return title
 
 
 def _apply(doc_id: str, base: str | None, body: str | None, old: str | None, new: str | None) -> str:
@@ -203,8 +238,13 @@ def strip_render_marks(index_text: str) -> str:
     return "\n".join(lines)
 
 
-def write_doc(store: DocStore, doc_id: str, body: str | None, old: str | None, new: str | None) -> WriteResult:
-    """Write one local doc (not the index); the caller holds the tier lock."""
+def write_doc(store: DocStore, doc_id: str, body: str | None, old: str | None, new: str | None,
+              section: str | None = None) -> WriteResult:
+    """Write one local doc (not the index); the caller holds the tier lock.
+
+    `section` (a title from `check_section`) files a new doc's index line under that heading;
+    a doc that exists in either tier, or that the index lists already, is refused with it.
+    """
     local, shipped_tier = store.local, store.shipped
     local_path = local.path(doc_id)
     shipped_path = shipped_tier.path(doc_id)
@@ -219,20 +259,34 @@ def write_doc(store: DocStore, doc_id: str, body: str | None, old: str | None, n
     base = current if current is not None else shipped
     if base is None and body is None:
         raise store.not_found(doc_id, " to edit with old/new; create it with body=…", kind=DocProblem.NO_DOC_TO_EDIT)
+    if section is not None and (base is not None or os.path.lexists(shipped_path)):
+        where = "a local doc" if current is not None else "a shipped doc"
+        raise WriteRefused(
+            f"{doc_id!r} exists already ({where}): section only files the index line of a new doc, "
+            "and an existing doc keeps the line it has. Nothing was changed.",
+            kind=DocProblem.SECTION_EXISTING, doc_id=doc_id,
+        )
     after = _apply(doc_id, base, body, old, new)
     _check_body_cap(doc_id, after)
     if base is not None and after == base:
         return WriteResult(doc_id, created=False, changed=False, from_shipped=current is None)
     created = current is None
     index_before = index_after = None
+    heading = index_mod.UNFILED_HEADING if section is None else section
     if created:
         index_before = _index_text_for_write(store)
         parsed_index = index_mod.parse(index_before)
         if doc_id not in parsed_index.entry_ids:
             info = parse(after)
             hook = info.description or info.title or doc_id
-            index_after = index_mod.append_unfiled(index_before, index_mod.entry_line(doc_id, hook))
+            index_after = index_mod.append_under(index_before, index_mod.entry_line(doc_id, hook), heading)
             _check_index_cap(index_before, index_after)
+        elif section is not None:
+            raise WriteRefused(
+                f"The index lists {doc_id!r} already: section only files the line of a doc the index does not "
+                "list, and a listed doc keeps the line it has. Nothing was changed.",
+                kind=DocProblem.SECTION_EXISTING, doc_id=doc_id,
+            )
     # Everything is checked: now write, history first so a hand edit is never lost.
     kept: int | None = None
     if current is not None:
@@ -246,12 +300,15 @@ def write_doc(store: DocStore, doc_id: str, body: str | None, old: str | None, n
     if created and shipped is None:
         before_name = "/dev/null"
     index_diff_of: tuple[str, str] | None = None
+    filed_under: str | None = None
     if index_after is not None and index_before is not None:
         _store_index(store, index_before, index_after)
         index_diff_of = (index_before, index_after)
+        filed_under = index_mod.filed_heading(index_after, heading)
     return WriteResult(
         doc_id, created=created, changed=True, diff_of=(before, after, before_name, f"{doc_id} (after)"),
         from_shipped=created and shipped is not None, kept_hand_edit=kept, index_diff_of=index_diff_of,
+        filed_under=filed_under,
     )
 
 

@@ -49,8 +49,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from biopb_mcp.cell_names import cell_names
 from biopb_mcp.fs.notebook_file import SLOT_BYTES, NotebookFile, mend_torn
+from biopb_mcp.kernel.cell_names import cell_names
 
 logger = logging.getLogger(__name__)
 

@@ -123,8 +123,9 @@ def render(ex: Execution, offset: int, max_chars: int, *, header: bool) -> Rende
     next_offset = end if end < total or status == ExecutionStatus.RUNNING else None
     shown = [img.data for img in images if img.data is not None and start <= img.offset < max(end, start + 1)]
     return Rendered(
-        # Pages are exact slices (only the very end loses its newline), so they concatenate.
-        output=page.rstrip("\n") if end == total else page,
+        # Pages are exact slices (only the very end of a finished execution loses its newline),
+        # so they concatenate: a running job's page may be followed by more of the same line.
+        output=page.rstrip("\n") if end == total and status != ExecutionStatus.RUNNING else page,
         images=shown,
         job_id=ex.job_id,
         status=status,

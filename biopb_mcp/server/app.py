@@ -21,6 +21,8 @@ import biopb_mcp
 from biopb_mcp.config.settings import Settings, resolve_user_path
 from biopb_mcp.docs.store import DocStore
 from biopb_mcp.kernel import KernelHost
+from biopb_mcp.server.prompts.completions import install_completions
+from biopb_mcp.server.prompts.handlers import install_prompts
 from biopb_mcp.server.protocol import spec_middleware
 from biopb_mcp.server.resources.handlers import install_resources
 from biopb_mcp.server.sdk import check_sdk
@@ -97,7 +99,8 @@ def build_server(settings: Settings, *, trace: Path | None = None) -> tuple[MCPS
         settings: the loaded settings.
         trace: a trace file; overrides ``settings.trace_file``.
     """
-    store = DocStore(settings.docs_local_dir, history_keep=settings.docs.history_keep, search_db=settings.search_db)
+    store = DocStore(settings.docs_local_dir, history_keep=settings.docs.history_keep, search_db=settings.search_db,
+                     withhold=settings.docs.withhold)
     trace_path = resolve_user_path(settings, trace) if trace is not None else settings.trace_file
     recorder = _recorder(settings)
     state = AppState(
@@ -108,7 +111,8 @@ def build_server(settings: Settings, *, trace: Path | None = None) -> tuple[MCPS
     )
     if recorder is not None:
         state.at_exit.append(recorder.close)
-    middleware = [_instructions_middleware(store)]
+    instructions = _instructions_middleware(store)
+    middleware = [instructions]
     if state.tracer is not None:
         middleware.insert(0, _trace_middleware(state.tracer))
     mcp: MCPServer = MCPServer(
@@ -122,8 +126,11 @@ def build_server(settings: Settings, *, trace: Path | None = None) -> tuple[MCPS
     register_kernel_tools(mcp, state)
     register_viewer_tools(mcp, state)
     register_doc_tools(mcp, state)
-    mcp.middleware.insert(len(mcp.middleware) - 1, spec_middleware(mcp, prompt_names=lambda: ()))  # traced, before the rest
     state.notifier = install_resources(mcp, store)
+    prompts = install_prompts(mcp, store, state.notifier)
+    install_completions(mcp, store, prompts, state.kernel)
+    # traced, around the rest: its answer to prompts/get and initialize is the last word
+    mcp.middleware.insert(mcp.middleware.index(instructions), spec_middleware(mcp, prompt_names=prompts.names))
     return mcp, state
 
 

@@ -15,6 +15,7 @@ import json
 from collections.abc import Callable, Collection
 from typing import Any
 
+import anyio.to_thread
 from mcp import MCPError
 from mcp.server import ServerRequestContext
 from mcp.server.context import CallNext, HandlerResult
@@ -34,7 +35,7 @@ def _name(ctx: ServerRequestContext[Any, Any]) -> str | None:
 
 def spec_middleware(mcp: MCPServer, *, prompt_names: Callable[[], Collection[str]]) -> Callable[..., Any]:
     """The middleware for ``mcp`` (its tools are all registered); ``prompt_names`` gives the
-    prompts served right now."""
+    prompts served right now (it may read files: it runs on a worker thread)."""
     tools: set[str] = set()
 
     async def to_the_letter(ctx: ServerRequestContext[Any, Any], call_next: CallNext) -> HandlerResult:
@@ -46,10 +47,10 @@ def spec_middleware(mcp: MCPServer, *, prompt_names: Callable[[], Collection[str
                 raise MCPError(code=INVALID_PARAMS, message=f"Unknown tool: {name}")
         elif ctx.method == "prompts/get":
             name = _name(ctx)
-            if name is not None and name not in prompt_names():
+            if name is not None and name not in await anyio.to_thread.run_sync(prompt_names):
                 raise MCPError(code=INVALID_PARAMS, message=f"Unknown prompt: {name}")
         result = await call_next(ctx)
-        if ctx.method in ("initialize", "server/discover") and not prompt_names():
+        if ctx.method in ("initialize", "server/discover") and not await anyio.to_thread.run_sync(prompt_names):
             _drop_prompts(result)
         return result
 

@@ -1,0 +1,1 @@
+"""Every sentence an agent or a terminal reads, worded over the facts the domain returns."""

@@ -76,6 +76,9 @@ def refusal(exc: DocError, calls: Calls) -> str:
         return f"{text[:-1]} ({retire})."
     if kind is DocProblem.OLD_EMPTY:
         return f"{text[:-1]} (copy it from {calls.reader})."
+    if kind in (DocProblem.SECTION_EXISTING, DocProblem.SECTION_WITH_EDIT):
+        move = calls.write('"index"', "old=…, new=…")
+        return f"{text} To move an index line under another heading, edit the index: {move}."
     if kind is DocProblem.OLD_NOT_FOUND:
         return f"{text} Re-read it with {calls.read(doc_id)} and copy the exact text (whitespace included)."
     return text
@@ -121,7 +124,9 @@ def write_report(result: WriteResult, calls: Calls) -> str:
                      f"({calls.read(f'{doc_id}@v{n}')}).")
     parts += ["", result.diff]
     if result.index_diff is not None:
-        parts += ["", f"Index: filed under {UNFILED_HEADING} (move the line where it belongs):", result.index_diff]
+        heading = result.filed_under or UNFILED_HEADING
+        hint = " (move the line where it belongs)" if heading == UNFILED_HEADING else ""
+        parts += ["", f"Index: filed under {heading}{hint}:", result.index_diff]
     elif result.created:
         parts += ["", f"Index: {doc_id!r} already has an entry; left as it is."]
     return "\n".join(parts) + "\n"

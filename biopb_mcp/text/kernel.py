@@ -293,12 +293,17 @@ def cancelled_note(jobs: list[tuple[str, str]]) -> str:
     return "\n".join(lines)
 
 
+_SIZES_SHOWN = 5
+"""New sizes listed in the note on images shrunk to fit: the note itself must stay small."""
+
+
 def fitted_note(shrunk: list[tuple[int, tuple[int, int] | None]], dropped: list[int], attached: int, limit: int) -> str:
     """Why images of a result are smaller than attached, or missing: the client's size limit."""
     did: list[str] = []
     if shrunk:
-        sizes = ", ".join(f"{size[0]}x{size[1]}" if size else "smaller" for _, size in shrunk)
-        did.append(f"{len(shrunk)} of {attached} attached images downscaled (to {sizes})")
+        sizes = ", ".join(f"{size[0]}x{size[1]}" if size else "smaller" for _, size in shrunk[:_SIZES_SHOWN])
+        more = ", …" if len(shrunk) > _SIZES_SHOWN else ""
+        did.append(f"{len(shrunk)} of {attached} attached images downscaled (to {sizes}{more})")
     if dropped:
         did.append(f"{len(dropped)} of {attached} left out")
     return (f"[{' and '.join(did)} to keep this result under kernel.max_result_bytes={limit} bytes "
@@ -307,9 +312,10 @@ def fitted_note(shrunk: list[tuple[int, tuple[int, int] | None]], dropped: list[
 
 
 def cut_note(limit: int) -> str:
-    """Said when even the text of a result was over the client's size limit."""
-    return (f"[... the text was cut here to keep this result under kernel.max_result_bytes={limit} bytes; "
-            "read on with poll_job and an offset, or lower kernel.max_output_chars]")
+    """Said when even the text of a result was over the client's size limit (the page above is
+    shorter than max_output_chars; its truncation note says where to read on)."""
+    return (f"[this page was shortened to keep the result under kernel.max_result_bytes={limit} bytes; "
+            "lower kernel.max_output_chars to get pages that fit]")
 
 
 def rendered_text(r: Rendered) -> str:

@@ -22,12 +22,13 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from biopb_mcp.docs import index as index_mod
-from biopb_mcp.docs.ids import DOC_SUFFIX
+from biopb_mcp.docs.ids import DOC_SUFFIX, INDEX_ID
 from biopb_mcp.docs.views import Origin
 from biopb_mcp.fs.stamps import Stamp, is_settled, stamp
-from biopb_mcp.fs.watch import Changes, DirWatch, WatchUnavailable
+from biopb_mcp.fs.watch import Changes, WatchUnavailable
 
 if TYPE_CHECKING:
+    from biopb_mcp.docs.changes import Cursor
     from biopb_mcp.docs.search.fts import Indexed
     from biopb_mcp.docs.store import DocStore
 
@@ -60,6 +61,15 @@ class Scope:
         return {target[2]: n for n, target in enumerate(self.targets)}
 
 
+def _index_target(store: DocStore) -> Target:
+    """The index itself, searched for the prose between its entries (a rule a lab keeps there):
+    the local file, or the shipped one while there is none."""
+    if os.path.lexists(store.index_path):
+        return (os.fspath(store.local_dir), INDEX_ID), INDEX_ID, os.fspath(store.index_path), Origin.LOCAL
+    shipped = os.fspath(store.shipped_dir / store.index_path.name)
+    return (os.fspath(store.shipped_dir), INDEX_ID), INDEX_ID, shipped, Origin.SHIPPED
+
+
 def _hidden(path: str) -> bool:
     """A hidden name (history, locks, temp files) never holds or is a doc."""
     return path.rpartition("/")[2].startswith(".")
@@ -78,7 +88,7 @@ class Freshness:
     """One store's change tracking for its search index. Not thread-safe: search holds a lock."""
 
     scope: Scope | None = None
-    watch: DirWatch | None = None
+    watch: Cursor | None = None  # this search's place in the store's change feed
     sweep: bool = True  # the next query stats every file (nothing before the watch was seen)
     verified: dict[tuple[str, str], Stamp] = field(default_factory=dict)  # stamps this process saw on disk
     seen_generation: int = -1  # the index generation the last refresh ended at
@@ -103,7 +113,7 @@ class Freshness:
                  generation: int) -> tuple[Scope, list[Target]]:
         """The scope, and the targets to stat now (each changed since the last query, or not
         known not to have)."""
-        changes = self.watch.changes() if self.watch is not None else None  # later changes wait for the next query
+        changes = self.watch.take() if self.watch is not None else None  # later changes wait for the next query
         if changes is not None:
             self._forget_scope_if_changed(changes)
         scope = self._current_scope(store)
@@ -165,7 +175,7 @@ class Freshness:
         started = time.time_ns()
         files, found, linked = store.list_inputs()
         folders = None if linked else found  # where a link leads is not watched: stat every file
-        watching = folders is not None and self._watch(folders)  # before the walk: later changes are queued
+        watching = folders is not None and self._watch(store, folders)  # before the walk: later changes are queued
         inputs = {path: stamp(path) for path in files + found}
         walked = store.doc_entries()
         surfaced = store.surfaced_ids(walked)
@@ -173,6 +183,7 @@ class Freshness:
         local = os.fspath(store.local_dir)
         targets = [((roots.get(origin, local), doc_id), doc_id, path, origin)
                    for doc_id, path, origin in walked if doc_id in surfaced]
+        targets.append(_index_target(store))
         hooks = {e.doc_id: e.hook for e in index_mod.parse(store.index_text()[0]).entries if not e.collection}
         scope = Scope(targets, inputs, folders, hooks)
         # Without a watch, a stamp this recent may not show the next change: walk again next time.
@@ -180,13 +191,13 @@ class Freshness:
         self.scope = scope if settled else None
         return scope
 
-    def _watch(self, folders: list[str]) -> bool:
-        """Watch exactly ``folders``; False when this system cannot."""
+    def _watch(self, store: DocStore, folders: list[str]) -> bool:
+        """Follow exactly ``folders`` in the store's change feed; False when this system cannot."""
         if self.closed:
             return False
         try:
             if self.watch is None:
-                self.watch = DirWatch()
+                self.watch = store.changes.cursor()
             if self.watch.watch(folders):
                 self.sweep = True  # what happened in a newly watched folder before now was not seen
             return True

@@ -27,7 +27,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, TypeVar
 
+from biopb_mcp.docs import index as index_mod
 from biopb_mcp.docs.frontmatter import parse
+from biopb_mcp.docs.ids import INDEX_ID
 from biopb_mcp.docs.limits import QUERY_BUDGET_S, QUERY_MAX_CHARS
 from biopb_mcp.docs.search.freshness import Freshness, Scope
 from biopb_mcp.docs.search.fts import FtsIndex, IndexBusy, Indexed, SearchUnavailable, Section, TooCostly, digest
@@ -327,7 +329,8 @@ def _refresh_rows(store: DocStore, index: FtsIndex, freshness: Freshness, rows: 
                 for (root, doc_id), _, now, settled, text in batch:
                     index.put(root, doc_id, now, None if text is None else digest(text), settled,
                               functools.partial(split_sections, doc_id, text or ""),
-                              functools.partial(_about, text or ""))
+                              # the index is about nothing: its words must not name it for a query
+                              functools.partial(_about, "" if doc_id == INDEX_ID else text or ""))
         except IndexBusy:
             unwritten = batch
     keys = {target[0] for target in listing.targets} - missing
@@ -360,7 +363,9 @@ def _read_batch(store: DocStore, rows: dict[tuple[str, str], Indexed], chunk: li
                 missing: set[tuple[str, str]]) -> list[Read]:
     """Read a batch of stale docs (a doc gone meanwhile is added to ``missing``)."""
     read_at = time.time_ns()  # before any read: a change during one is never trusted
-    texts = store.texts([doc_id for _, doc_id, _ in chunk])
+    texts = store.texts([doc_id for _, doc_id, _ in chunk if doc_id != INDEX_ID])
+    if any(doc_id == INDEX_ID for _, doc_id, _ in chunk):
+        texts[INDEX_ID] = index_mod.prose(store.index_text()[0])
     batch: list[Read] = []
     for key, doc_id, now in chunk:
         read = texts.get(doc_id)
@@ -398,7 +403,7 @@ def _direct_view(index: FtsIndex, origins: dict[str, Origin], allowed: set[int],
     for (root, doc_id), _, _, _, text in unwritten:
         if text is None:
             continue
-        about[(root, doc_id)] = about_words(*_about(text))
+        about[(root, doc_id)] = about_words(*_about("" if doc_id == INDEX_ID else text))
         for heading, body in split_sections(doc_id, text):
             direct.append(Section(-1 - len(direct), root, doc_id, heading, body))  # ids no index row has
     return _View(origins, allowed, tuple(direct), about)
@@ -506,12 +511,12 @@ def _query(corpus: _Corpus, view: _View, query: str, max_results: int, deadline:
 
 def warm_index(store: DocStore) -> int:
     """Bring the index up to date now, so the first search does not pay for it; returns the count
-    of searchable docs.
+    of searchable docs (the index's own prose, also searched, is not a doc).
 
     Optional: a server may run this in a worker thread at start-up. With the index kept on disk,
     only files changed since the last server read them are read.
     """
-    return len(_run(store, lambda corpus: _refresh(store, corpus)).origins)
+    return len(_run(store, lambda corpus: _refresh(store, corpus)).origins.keys() - {INDEX_ID})
 
 
 QUERY_ECHO_CHARS = 80

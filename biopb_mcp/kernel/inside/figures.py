@@ -21,18 +21,54 @@ NON_INTERACTIVE = frozenset({"agg", "cairo", "pdf", "pgf", "ps", "svg", "templat
 """matplotlib's built-in backends that draw to files only (lower-case names)."""
 
 
+SHOWN = "_biopb_shown"
+"""Set on a figure the cell displayed itself (``display(fig)``, or ``fig`` as its last line)."""
+
+
 def install(ns: dict[str, Any]) -> None:
-    """Put ``show`` in the namespace and flush figures after every cell."""
+    """Put ``show`` in the namespace and flush figures after every cell the user or agent runs.
+
+    ``post_run_cell`` fires for those only, not for the silent requests the server sends in
+    between (a figure flushed into one of those would reach nobody).
+    """
     from IPython import get_ipython
 
     ns["show"] = show
     shell = get_ipython()
     if shell is not None:
-        shell.events.register("post_execute", flush_figures)
+        shell.events.register("pre_run_cell", lambda _info: _mark_displayed(shell))
+        shell.events.register("post_run_cell", lambda _result: flush_figures())
+
+
+def _mark_displayed(shell: Any) -> None:
+    """Have the PNG formatter for figures (IPython's, when one is set) mark what it shows, so a
+    figure the cell displayed itself is not sent a second time."""
+    if "matplotlib.figure" not in sys.modules:
+        return
+    from matplotlib.figure import Figure
+
+    formatter = shell.display_formatter.formatters.get("image/png")
+    try:
+        printer = formatter.lookup_by_type(Figure)
+    except (KeyError, AttributeError):
+        return
+    if getattr(printer, SHOWN, False):
+        return
+
+    def marking(fig: Any, *args: Any, **kwargs: Any) -> Any:
+        setattr(fig, SHOWN, True)
+        return printer(fig, *args, **kwargs)
+
+    setattr(marking, SHOWN, True)
+    formatter.for_type(Figure, marking)
 
 
 def flush_figures() -> None:
-    """Send every open figure as a PNG and close it, under a non-interactive backend only."""
+    """Send every open figure as a PNG and close it, under a non-interactive backend only.
+
+    A figure that cannot be drawn (a bad label, say) is named in one line and closed; the others
+    still come back.
+    """
     plt = sys.modules.get("matplotlib.pyplot")
     if plt is None:
         return
@@ -45,8 +81,14 @@ def flush_figures() -> None:
     for num in plt.get_fignums():
         fig = plt.figure(num)
         try:
+            if getattr(fig, SHOWN, False):
+                continue
             buf = io.BytesIO()
             fig.savefig(buf, format="png", bbox_inches="tight")
+        except Exception as exc:  # the user's figure: say which one failed, keep the rest
+            reason = (str(exc).strip().splitlines() or [""])[0]
+            publish_display_data({"text/plain": f"[figure {num} could not be drawn: {type(exc).__name__}: {reason}]"})
+        else:
             publish_display_data({"image/png": base64.b64encode(buf.getvalue()).decode("ascii"),
                                   "text/plain": repr(fig)})
         finally:

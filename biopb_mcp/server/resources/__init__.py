@@ -1,0 +1,1 @@
+"""The docs as MCP resources: handlers (list, read, templates) and change notifications."""

@@ -4,9 +4,8 @@
 building the ``MCPServer`` and keep the returned ``DocNotifier``. build_server passes nothing
 else: the modern-era events go through the server's own subscription bus (the default
 ``InMemorySubscriptionBus`` ``MCPServer`` creates, or whatever was passed as
-``MCPServer(subscriptions=...)``); pass ``bus=`` only to override that. The write_doc tool runs
-each write through ``notifier.write`` (on a worker thread) and then calls
-``await notifier.after_write(result, queued=queued)``.
+``MCPServer(subscriptions=...)``); pass ``bus=`` only to override that. The write_doc tool calls
+``await notifier.after_write(result)`` after every successful write.
 
 What it installs (the SDK hooks it needs are private; ``biopb_mcp.server.sdk`` holds them):
 

@@ -3,21 +3,23 @@
 * Legacy (handshake) era: ``resources/subscribe``/``unsubscribe`` with per-connection tracking
   dropped on disconnect, and ``listChanged: true`` patched into the ``initialize`` result.
 * Modern (2026-07-28) era: events published on the bus reach ``subscriptions/listen`` streams.
-* A watcher that polls ``store.local_state()`` while anyone is subscribed, so edits by hand or by
-  another server process (one per agent host under stdio) are announced too.
+* A watcher, while anyone is subscribed, so edits by hand or by another server process (one per
+  agent host under stdio) are announced too: it reads the store's change feed (inotify, shared
+  with search) and compares ``store.local_state()`` snapshots only when the feed reports a change
+  in the local tier (every look, where folders cannot be watched).
 
 Notifications are cues to refetch, never payloads. Each change is announced once, whoever made
 it: while the watcher runs, a write_doc hands its URIs to the watcher and wakes it, and the
-watcher leaves out of its next look at the disk what the writes already announced. A look and a
-write never interleave (``DocNotifier.write``), so a look that sees a write's files always has
-the write in hand, however the threads are scheduled.
+watcher leaves out of its next look at the disk what the writes already announced.
 """
 
 from __future__ import annotations
 
 import logging
+import os
 import threading
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from typing import Any
 
 import anyio
@@ -28,6 +30,7 @@ from mcp import MCPError
 from mcp.server import ServerRequestContext
 from mcp.server.session import ServerSession
 from mcp.server.subscriptions import (
+    PromptsListChanged,
     ResourcesListChanged,
     ResourceUpdated,
     SubscriptionBus,
@@ -39,9 +42,12 @@ from mcp.types import (
     UnsubscribeRequestParams,
 )
 
+from biopb_mcp.docs.changes import Cursor
+from biopb_mcp.docs.ids import INDEX_ID
 from biopb_mcp.docs.resources import INDEX_URI, URI_PREFIX, doc_uri
 from biopb_mcp.docs.store import DocStore, WriteResult
 from biopb_mcp.errors import DocError
+from biopb_mcp.fs.watch import WatchUnavailable
 from biopb_mcp.server.sdk import session_connection
 
 logger = logging.getLogger(__name__)
@@ -82,38 +88,62 @@ class DocNotifier:
         self._listens = 0  # open modern listen streams
         self._stop: threading.Event | None = None  # set to stop the running watcher
         self._wake = threading.Event()  # set to make the running watcher look now
-        self._writes: list[tuple[list[str], bool]] = []  # (URIs, list changed) of writes the watcher announces
-        self._looking = threading.Lock()
-        """Held by a look (reading the tier, taking ``_writes``) and by a write until it is queued."""
+        self._writes: list[Written] = []  # writes the watcher announces
+        self._writes_lock = threading.Lock()
+        self.prompts_changed: Callable[[], bool] | None = None
+        """Whether the prompt set differs from the one last read (blocking: it reads docs).
+        Asked after each change announced (a write, or what the watcher found on disk), off the
+        event loop; True sends ``prompts/list_changed``."""
 
     # -- publishing ---------------------------------------------------------------------------
 
-    def write(self, write: Callable[[], WriteResult]) -> tuple[WriteResult, bool]:
-        """Run a store write (on a worker thread); while the watcher runs, queue it for the watcher,
-        which alone announces it then (it would see the change on disk too).
-
-        No look at the disk falls between the write and its queueing: a look that saw the file
-        without the write in hand would announce the change, and the write would again.
-
-        Returns:
-            The write's result, and whether it was queued (``after_write`` announces it if not).
-        """
-        with self._looking:
-            result = write()
-            if not self.watching or not (result.changed or result.created):
-                return result, False
-            self._writes.append((_write_uris(result), result.created))
-            self._wake.set()
-            return result, True
-
-    async def after_write(self, result: WriteResult, *, queued: bool) -> None:
-        """Announce a successful write_doc that ``write`` did not queue for the watcher: the index
-        and the doc changed; a create grows the list."""
-        if queued or not (result.changed or result.created):
+    async def after_write(self, result: WriteResult) -> None:
+        """Announce a successful write_doc: the index and the doc changed; a create grows the list."""
+        if not result.changed and not result.created:
             return
-        await self.notify_updated(_write_uris(result))
+        # dict.fromkeys: write_doc("index") is the index's own URI, announced once.
+        uris = list(dict.fromkeys([INDEX_URI, doc_uri(result.doc_id)]))
+        if self.watching:  # the watcher would see this change on disk too: it alone announces it
+            # the files the write changed: the index only when it wrote it or added a line to it (an
+            # index stamp it left alone would match what a look told of another change)
+            written = self._stamps([INDEX_ID, result.doc_id] if result.created else [result.doc_id])
+            with self._writes_lock:
+                self._writes.append(Written(uris, result.created, written))
+            self._wake.set()
+            return
+        await self.notify_updated(uris)
         if result.created:
             await self.notify_list_changed()
+        if self.prompts_changed is not None and await anyio.to_thread.run_sync(self._prompts_changed):
+            await self.notify_prompts_changed()
+
+    def _stamps(self, doc_ids: list[str]) -> Snapshot:
+        """What ``local_state`` shows for these ids now (a file missing is left out)."""
+        found: Snapshot = {}
+        for doc_id in dict.fromkeys(doc_ids):
+            path = self.store.index_path if doc_id == INDEX_ID else self.store.local.path(doc_id)
+            try:
+                st = os.stat(path)
+            except (OSError, DocError):
+                continue
+            found[doc_id] = (st.st_mtime_ns, st.st_size)
+        return found
+
+    def _prompts_changed(self) -> bool:
+        """``prompts_changed()``, a failure logged as no change (a docs problem must not fail the write)."""
+        if self.prompts_changed is None:
+            return False
+        try:
+            return self.prompts_changed()
+        except (OSError, DocError):
+            logger.warning("docs: cannot tell whether the prompts changed", exc_info=True)
+            return False
+
+    async def notify_prompts_changed(self) -> None:
+        """``prompts/list_changed`` to listen streams and every legacy session."""
+        await self.bus.publish(PromptsListChanged())
+        for session in list(self._sessions.values()):
+            await _send(session.send_prompt_list_changed())
 
     async def notify_updated(self, uris: list[str]) -> None:
         """``resources/updated`` for each URI, to listen streams and subscribed legacy sessions."""
@@ -205,51 +235,117 @@ class DocNotifier:
         stop = threading.Event()
         self._stop = stop  # claimed before the await, so concurrent subscribers start one watcher
         self._wake = wake = threading.Event()
-        try:
-            baseline = await anyio.to_thread.run_sync(self.store.local_state)
-        except (OSError, DocError):
-            logger.warning("docs watcher: cannot read the local tier; watching from an empty baseline", exc_info=True)
-            baseline = {}
+        # Shielded: a subscribe cancelled half way must not leave the watcher claimed but never started.
+        with anyio.CancelScope(shield=True):
+            # Followed before the baseline is taken: a change after the baseline is in the feed.
+            cursor = await anyio.to_thread.run_sync(self._follow)
+            try:
+                baseline = await anyio.to_thread.run_sync(self.store.local_state)
+            except (OSError, DocError):
+                logger.warning("docs watcher: cannot read the local tier; watching from an empty baseline",
+                               exc_info=True)
+                baseline = {}
         token = anyio.lowlevel.current_token()
         thread = threading.Thread(
-            target=self._watch, args=(stop, wake, baseline, token), name="biopb-docs-watcher", daemon=True
+            target=self._watch, args=(stop, wake, baseline, token, cursor), name="biopb-docs-watcher", daemon=True
         )
         thread.start()
 
-    def _watch(self, stop: threading.Event, wake: threading.Event, snapshot: Snapshot, token: Any) -> None:
-        """Thread body: poll ``local_state`` (or look at once when a write wakes it) and hand each
-        write's URIs, then what else differs on disk, to the event loop."""
+    def _follow(self) -> Cursor | None:
+        """A place in the store's change feed following every folder of the local tier; None
+        where folders cannot be watched (then each look walks the tier)."""
+        cursor = self.store.changes.cursor()
+        if self._refollow(cursor):
+            return cursor
+        cursor.close()
+        return None
+
+    def _refollow(self, cursor: Cursor) -> bool:
+        local = os.fspath(self.store.local_dir)
+        _files, folders, linked = self.store.list_inputs()
+        if linked:  # where a link leads is not watched: walk the tier at each look
+            return False
+        try:
+            cursor.watch([f for f in folders if f == local or f.startswith(local + os.sep)])
+        except WatchUnavailable as exc:
+            logger.info("docs watcher walks the local tier every %.1f s: cannot watch its folders (%s)",
+                        self.poll_interval, exc)
+            return False
+        return True
+
+    def _watch(self, stop: threading.Event, wake: threading.Event, snapshot: Snapshot, token: Any,
+               cursor: Cursor | None) -> None:
+        """Thread body: look every ``poll_interval`` (at once when a write wakes it) and hand each
+        write's URIs, then what else differs on disk, to the event loop. A look walks the tier
+        only when the change feed reports something there (or cannot watch it)."""
         logger.debug("docs watcher started (every %.1fs)", self.poll_interval)
+        try:
+            self._watch_loop(stop, wake, snapshot, token, cursor)
+        finally:
+            if cursor is not None:
+                cursor.close()
+        logger.debug("docs watcher stopped")
+
+    def _watch_loop(self, stop: threading.Event, wake: threading.Event, snapshot: Snapshot, token: Any,
+                    cursor: Cursor | None) -> None:
+        told: Snapshot = {}  # the latest change of each id announced from the disk alone: a write's
+        # entry arriving after its change was seen there (however many looks later) is not announced again
         while True:
             wake.wait(self.poll_interval)
             wake.clear()
             if stop.is_set():
                 break
-            with self._looking:
-                try:
-                    current = self.store.local_state()
-                except (OSError, DocError):
-                    logger.warning("docs watcher: cannot read the local tier; trying again", exc_info=True)
-                    continue
-                writes, self._writes = self._writes, []
+            if cursor is not None:
+                seen = cursor.take()
+                with self._writes_lock:
+                    quiet = not self._writes
+                if quiet and seen.complete and not seen.paths and not seen.folders:
+                    continue  # nothing happened in the tier: no walk
+                if seen.folders or not seen.complete:  # a folder came or went: follow the new set
+                    if not self._refollow(cursor):
+                        cursor.close()
+                        cursor = None
+            # The writes first, then the walk: every write taken has landed before the walk, so the
+            # walk shows its change (or a later one), never an older state.
+            with self._writes_lock:
+                taken, self._writes = self._writes, []
+            try:
+                current = self.store.local_state()
+            except (OSError, DocError):
+                logger.warning("docs watcher: cannot read the local tier; trying again", exc_info=True)
+                with self._writes_lock:
+                    self._writes[:0] = taken  # announced at the next look
+                continue
+            writes = []
+            for entry in taken:
+                # a write whose change this watcher already announced from the disk: not twice
+                fresh = [uri for uri in entry.uris if not _told(uri, entry.stamps, told)]
+                if fresh:
+                    writes.append((fresh, entry.created))
+                # the write announces its own change: the diff below must not repeat it
+                snapshot = {**snapshot, **{i: st for i, st in entry.stamps.items() if current.get(i) == st}}
             uris, list_changed = changes(snapshot, current)
             snapshot = current
             announced = {uri for group, _ in writes for uri in group}
             others = [uri for uri in uris if uri not in announced]
+            told.update({i: current[i] for i in _ids(others) if i in current})  # announced from the disk alone
             if writes or others:
                 list_changed = list_changed and not any(created for _, created in writes)
             if not (writes or others) or stop.is_set():
                 continue
+            # Read here, in this thread: the event loop then only sends, and a server stopping
+            # under the watcher never has a worker thread of it in flight.
+            prompts = self._prompts_changed()
             try:
-                anyio.from_thread.run(self._publish_changes, writes, others, list_changed, token=token)
+                anyio.from_thread.run(self._publish_changes, writes, others, list_changed, prompts, token=token)
             except RuntimeError:  # the event loop is gone: the server stopped under us
                 logger.debug("docs watcher: event loop closed; stopping")
                 return
             except Exception:  # thread boundary: a failed fan-out must not kill the watcher silently
                 logger.exception("docs watcher: announcing changes failed; watching on")
-        logger.debug("docs watcher stopped")
 
-    async def _publish_changes(self, writes: list[tuple[list[str], bool]], others: list[str], list_changed: bool) -> None:
+    async def _publish_changes(self, writes: list[tuple[list[str], bool]], others: list[str], list_changed: bool,
+                               prompts: bool = False) -> None:
         for uris, created in writes:  # each write as it would have announced itself
             await self.notify_updated(uris)
             if created:
@@ -259,11 +355,33 @@ class DocNotifier:
             await self.notify_updated(others)
         if list_changed:
             await self.notify_list_changed()
+        if prompts:
+            await self.notify_prompts_changed()
 
 
-def _write_uris(result: WriteResult) -> list[str]:
-    """What a write changed: the index and the doc (dict.fromkeys: an index write is announced once)."""
-    return list(dict.fromkeys([INDEX_URI, doc_uri(result.doc_id)]))
+@dataclass(frozen=True)
+class Written:
+    """A write_doc the watcher announces: its URIs, whether it created a doc, and what
+    ``local_state`` showed for the files it wrote right after (so neither the diff nor a later
+    entry announces the same change again)."""
+
+    uris: list[str]
+    created: bool
+    stamps: Snapshot
+
+
+def _id_of(uri: str) -> str:
+    return INDEX_ID if uri == INDEX_URI else uri.removeprefix(URI_PREFIX)
+
+
+def _ids(uris: list[str]) -> list[str]:
+    return [_id_of(uri) for uri in uris]
+
+
+def _told(uri: str, stamps: Snapshot, told: Snapshot) -> bool:
+    """Whether the disk's change a write made at ``uri`` was announced already."""
+    doc_id = _id_of(uri)
+    return doc_id in stamps and told.get(doc_id) == stamps[doc_id]
 
 
 def changes(old: Snapshot, new: Snapshot) -> tuple[list[str], bool]:

@@ -1,0 +1,1 @@
+"""The tools, one module per family: kernel, docs, viewer."""

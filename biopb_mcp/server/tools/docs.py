@@ -6,14 +6,10 @@ announced to resource subscribers and noted in the session notebook.
 
 from __future__ import annotations
 
-import functools
-from collections.abc import Callable
-
 import anyio
 from mcp.server.mcpserver import MCPServer
 from mcp.types import ToolAnnotations
 
-from biopb_mcp.docs.writes import WriteResult
 from biopb_mcp.server.state import AppState
 from biopb_mcp.server.tool import READ_ONLY, tool
 from biopb_mcp.text.doc_views import read_doc as read_text
@@ -63,8 +59,11 @@ def register_doc_tools(mcp: MCPServer, state: AppState) -> None:
         "Create or edit a doc in the local docs tier (the index too: id \"index\"). body alone creates or "
         "replaces the whole doc; old+new replaces exactly one occurrence of old (refused when it matches "
         "zero or several times). Writing a shipped id makes a local copy. A new doc gets an index line "
-        "under '## Unfiled' automatically. Returns the diff. Nothing is ever deleted; earlier versions "
-        "stay readable with read_doc(\"<id>@history\").\n"
+        "automatically: under the heading section names (e.g. section=\"Lab\"; made if the index has "
+        "none), else under '## Unfiled'. section is only for creating a doc with body: it is refused "
+        "with old/new or for a doc that exists (move an existing line with an old/new edit of "
+        "\"index\"). Returns the diff (of the index too, for a new doc). Nothing is ever deleted; "
+        "earlier versions stay readable with read_doc(\"<id>@history\").\n"
         "Use it when the user confirms a procedure worked, or asks you to remember or correct "
         "something.\n" + AUTHORING_GATE.strip()
     )
@@ -75,20 +74,14 @@ def register_doc_tools(mcp: MCPServer, state: AppState) -> None:
         body: str | None = None,
         old: str | None = None,
         new: str | None = None,
+        section: str | None = None,
     ) -> str:
-        notifier = state.notifier
-        write = functools.partial(store.write_doc, id, body, old, new)
-        result, queued = await anyio.to_thread.run_sync(notifier.write if notifier else _unannounced, write)
+        result = await anyio.to_thread.run_sync(store.write_doc, id, body, old, new, section)
         text = write_report(result, FOR_AGENT)
         _note_in_notebook(state, f"**write_doc** `{id}`\n\n```diff\n{text.strip()}\n```")
-        if notifier is not None:
-            await notifier.after_write(result, queued=queued)
+        if state.notifier is not None:
+            await state.notifier.after_write(result)
         return text
-
-
-def _unannounced(write: Callable[[], WriteResult]) -> tuple[WriteResult, bool]:
-    """A write with no notifier to queue it for (DocNotifier.write's shape)."""
-    return write(), False
 
 
 def _note_in_notebook(state: AppState, text: str) -> None:

@@ -5,14 +5,17 @@ Thin: each calls the kernel host (``biopb_mcp.kernel``) and writes what the agen
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import os
 import sys
+from collections.abc import Callable
 from importlib.metadata import PackageNotFoundError, version
 from typing import Any
 
 import anyio
+import anyio.lowlevel
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.types import CallToolResult, ToolAnnotations
 
@@ -56,20 +59,46 @@ def _rendered_result(rendered: Rendered, limit: int, *, prefix: str = "") -> Cal
     The text ends with the job line a client follows a job by (after any note on images shrunk
     to fit); an error in the agent's code marks the result as an error.
     """
-    text = f"{prefix}{kernel_text.rendered_text(rendered)}"
-    last = kernel_text.job_line(rendered)
-    result = CallToolResult(content=[text_block(f"{text}\n{last}")], is_error=rendered.status in _ERROR_STATUSES)
+    is_error = rendered.status in _ERROR_STATUSES
+
+    def composed(page: Rendered) -> tuple[str, CallToolResult]:
+        body = f"{prefix}{kernel_text.rendered_text(page)}"
+        return body, CallToolResult(content=[text_block(f"{body}\n{kernel_text.job_line(page)}")], is_error=is_error)
+
+    text, result = composed(rendered)
     text_bytes = encoded_size(result)
-    if text_bytes + _NOTE_ROOM > limit:  # only with a huge max_output_chars: keep the head and the job line
-        text = text.encode("utf-8")[: max(limit // 2 - _NOTE_ROOM, 0)].decode("utf-8", "ignore")
+    if text_bytes + _NOTE_ROOM > limit:
+        # Only with a huge max_output_chars: a shorter page, so its truncation note and the job
+        # line say where the rest starts; measured as sent (JSON escapes can grow a char to 6 bytes).
+        rendered = _page_that_fits(rendered, lambda page: encoded_size(composed(page)[1]) + _NOTE_ROOM <= limit)
+        text, result = composed(rendered)
         text += "\n" + kernel_text.cut_note(limit)
+        text_bytes = encoded_size(result)
         fitted = Fitted([], dropped=list(range(1, len(rendered.images) + 1)))
     else:
         fitted = fit_images(text_bytes + _NOTE_ROOM, rendered.images, limit)
     if fitted.shrunk or fitted.dropped:
         text += "\n" + kernel_text.fitted_note(fitted.shrunk, fitted.dropped, len(rendered.images), limit)
-    result.content = [text_block(f"{text}\n{last}"), *image_blocks(fitted.images)]
+    result.content = [text_block(f"{text}\n{kernel_text.job_line(rendered)}"), *image_blocks(fitted.images)]
     return result
+
+
+def _page_that_fits(rendered: Rendered, fits: Callable[[Rendered], bool]) -> Rendered:
+    """The longest head of ``rendered``'s page that ``fits``, as a page of its own (it ends
+    where the next one starts; its images are left to their files)."""
+
+    def head(n: int) -> Rendered:
+        end = rendered.offset + n
+        return dataclasses.replace(rendered, output=rendered.output[:n], end=end, next_offset=end, images=[])
+
+    low, high = 0, len(rendered.output)
+    while low < high:
+        mid = (low + high + 1) // 2
+        if fits(head(mid)):
+            low = mid
+        else:
+            high = mid - 1
+    return head(low)
 
 
 def _reread_kernel_name(state: AppState) -> None:
@@ -146,41 +175,50 @@ def register_kernel_tools(mcp: MCPServer, state: AppState) -> None:
             return host.render(submitted[0]) if host.wait(submitted[0], seconds) else None
 
         waited = 0.0
+        rendered: Any = None
         try:
             while True:
                 slice_seconds = min(WAIT_SLICE_SECONDS, max(promote_after - waited, 0.0))
                 if slice_seconds <= 0 and submitted:
                     break
                 rendered = await anyio.to_thread.run_sync(wait_slice, slice_seconds)
+                # A cancel that arrived during the hop (a thread hop is not interrupted) raises here.
+                await anyio.lowlevel.checkpoint()
                 if isinstance(rendered, CallToolResult):
                     return rendered
                 if rendered is not None:
-                    return _rendered_result(rendered, state.settings.kernel.max_result_bytes, prefix=cancelled_prefix())
+                    break
                 waited += slice_seconds
                 await ctx.report_progress(waited, None, f"running for {waited:.0f} s")
+            promoted = rendered is None
+            if promoted:
+                job_id = await anyio.to_thread.run_sync(host.promote, submitted[0])
+                rendered = await anyio.to_thread.run_sync(host.poll, job_id)
+                await anyio.lowlevel.checkpoint()
         except anyio.get_cancelled_exc_class():
             # The client gave up on the call; keep the execution reachable as a job.
             if submitted:
                 with anyio.CancelScope(shield=True):
                     state.note_cancelled(await anyio.to_thread.run_sync(host.promote, submitted[0]))
             raise
-        execution = submitted[0]
-        job_id = await anyio.to_thread.run_sync(host.promote, execution)
-        so_far = await anyio.to_thread.run_sync(host.poll, job_id)
-        note = (
-            f"Still running after {promote_after:g} s, so it continues in the background as {job_id}; "
-            "interrupt_kernel stops it.\n"
-        )
-        result = _rendered_result(so_far, state.settings.kernel.max_result_bytes, prefix=cancelled_prefix() + note)
-        result.is_error = False
-        return result
+        # No await from here on: the notes taken below go out with this answer, or a cancel
+        # above left them for the next one.
+        limit = state.settings.kernel.max_result_bytes
+        if promoted and not rendered.done:
+            note = (f"Still running after {promote_after:g} s, so it continues in the background as "
+                    f"{rendered.job_id}; interrupt_kernel stops it.\n")
+            result = _rendered_result(rendered, limit, prefix=cancelled_prefix() + note)
+            result.is_error = False
+            return result
+        return _rendered_result(rendered, limit, prefix=cancelled_prefix())
 
     @tool(mcp, READ_ONLY)
-    def poll_job(job_id: str, offset: int = 0) -> CallToolResult:
+    async def poll_job(job_id: str, offset: int = 0) -> CallToolResult:
         """Check a background job that execute_code promoted (its id looks like job-1): returns its
         status (running, ok, error, interrupted, dead) and its output so far. Use offset to page
         through long output from that character onward, as a truncation note tells you."""
-        rendered = host.poll(job_id, offset)
+        rendered = await anyio.to_thread.run_sync(host.poll, job_id, offset)
+        await anyio.lowlevel.checkpoint()  # cancelled meanwhile: the notes stay for the next answer
         return _rendered_result(rendered, state.settings.kernel.max_result_bytes, prefix=cancelled_prefix())
 
     @tool(mcp, ToolAnnotations(read_only_hint=False, destructive_hint=False))

@@ -131,12 +131,13 @@ def _error_line(request_id: Any, code: int, message: str) -> str:
 def precheck(line: str) -> str | None:
     """The error line answering a line the SDK would misread or drop, or None to pass it on.
 
-    A request whose id is not a string or an integer (an object, a boolean, a fraction) would
-    be read by the SDK as a notification and never answered, so it is answered here: with its
-    own id when that is a number, else with a null id, as JSON-RPC asks when the id cannot be
-    read. Everything else is the SDK's to read (and :func:`error_reply`'s when it cannot).
+    A request whose id is not a string or an integer (null, an object, a boolean, a fraction)
+    would be read by the SDK as a notification and never answered, so it is answered here: with
+    its own id when that is a number, else with a null id, as JSON-RPC asks when the id cannot
+    be read (MCP allows no null id). Everything else is the SDK's to read (and :func:`error_reply`'s when it cannot).
     """
-    if not line.lstrip().startswith("{") or '"id"' not in line:
+    # Cheap way out for most lines; a backslash may spell the key "id" with escapes.
+    if not line.lstrip().startswith("{") or ('"id"' not in line and "\\" not in line):
         return None
     try:
         message = json.loads(line, parse_int=_lenient_int)
@@ -145,11 +146,11 @@ def precheck(line: str) -> str | None:
     if not isinstance(message, dict) or "method" not in message or "id" not in message:
         return None
     request_id = message["id"]
-    if request_id is None or _readable_id(message) is not None:
+    if _readable_id(message) is not None:
         return None
     echoed = request_id if isinstance(request_id, float) else None
-    return _error_line(echoed, INVALID_REQUEST,
-                       f"Invalid Request: id must be a string or an integer, not {type(request_id).__name__}")
+    kind = "null" if request_id is None else type(request_id).__name__
+    return _error_line(echoed, INVALID_REQUEST, f"Invalid Request: id must be a string or an integer, not {kind}")
 
 
 class WireWriter:

@@ -1,0 +1,1 @@
+"""The procedures as MCP prompts, and ``completion/complete``."""
