@@ -18,6 +18,7 @@ from __future__ import annotations
 import logging
 import os
 import threading
+import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
@@ -57,6 +58,10 @@ __all__ = ["POLL_INTERVAL", "DocNotifier", "changes"]
 POLL_INTERVAL = 1.0
 """Seconds between two looks at the local tier while anyone is subscribed (1–2 s: soon enough for a person editing by hand, cheap on disk)."""
 
+PROMPTS_SETTLE_S = 0.2
+"""Seconds without a write before the prompt set is looked at again: a burst of writes costs one
+look, taken after it rather than beside each write."""
+
 CallNext = Callable[[ServerRequestContext[Any, Any]], Awaitable[Any]]
 Snapshot = dict[str, tuple[int, int]]
 
@@ -94,6 +99,9 @@ class DocNotifier:
         """Whether the prompt set differs from the one last read (blocking: it reads docs).
         Asked after each change announced (a write, or what the watcher found on disk), off the
         event loop; True sends ``prompts/list_changed``."""
+        self._prompts_lock = threading.Lock()
+        self._prompts_due: float | None = None  # when the prompt set is next looked at
+        self._prompts_worker: threading.Thread | None = None
 
     # -- publishing ---------------------------------------------------------------------------
 
@@ -112,8 +120,40 @@ class DocNotifier:
         await self.notify_updated(uris)
         if result.created:
             await self.notify_list_changed()
-        if self.prompts_changed is not None and await anyio.to_thread.run_sync(self._prompts_changed):
-            await self.notify_prompts_changed()
+        if self.prompts_changed is not None:
+            self._check_prompts_later(anyio.lowlevel.current_token())
+
+    def _check_prompts_later(self, token: Any) -> None:
+        """Whether writes changed the prompt set is found off the call's path, once a burst of
+        writes has settled: it reads every listed doc, which beside the next write would slow it."""
+        with self._prompts_lock:
+            self._prompts_due = time.monotonic() + PROMPTS_SETTLE_S
+            if self._prompts_worker is not None:
+                return
+            self._prompts_worker = worker = threading.Thread(
+                target=self._prompts_loop, args=(token,), name="biopb-prompts-check", daemon=True)
+        worker.start()
+
+    def _prompts_loop(self, token: Any) -> None:
+        while True:
+            with self._prompts_lock:
+                due = self._prompts_due
+                if due is None:
+                    self._prompts_worker = None
+                    return
+                wait = due - time.monotonic()
+                if wait <= 0:
+                    self._prompts_due = None
+            if wait > 0:
+                time.sleep(wait)
+                continue
+            if self._prompts_changed():
+                try:
+                    anyio.from_thread.run(self.notify_prompts_changed, token=token)
+                except RuntimeError:  # the event loop is gone: the server stopped
+                    with self._prompts_lock:
+                        self._prompts_worker = None
+                    return
 
     def _stamps(self, doc_ids: list[str]) -> Snapshot:
         """What ``local_state`` shows for these ids now (a file missing is left out)."""
