@@ -87,7 +87,7 @@ def _served(tree: ConfigTree) -> DocStore:
 def test_store_on_an_ablated_tree_lists_no_procedure_and_reads_none(tmp_path: Path) -> None:
     tree = prepare_tree(tmp_path / "nodocs", bench_docs=False)
     store = _served(tree)
-    assert sorted(store.withheld) == sorted(PROCEDURES) == sorted(tree.withheld)
+    assert sorted(store.shelf.withheld) == sorted(PROCEDURES) == sorted(tree.withheld)
     listed = store.listed_ids()
     assert not set(listed) & set(PROCEDURES)
     assert set(REFERENCES) <= set(listed)

@@ -19,7 +19,8 @@ from bench.prepare import prepare_tree, shipped_index_path
 from bench.run import contamination
 from biopb_mcp.config.settings import load_settings
 from biopb_mcp.docs.index import parse as parse_index
-from biopb_mcp.docs.store import WITHHELD_LINK, DocStore
+from biopb_mcp.docs.shelf import WITHHELD_LINK
+from biopb_mcp.docs.store import DocStore
 from biopb_mcp.server import build_server
 from biopb_mcp.text.index import render_index
 
@@ -192,4 +193,4 @@ def test_a_store_without_withheld_ids_serves_ignored_docs_by_id(tmp_path: Path) 
     assert "# " in store.doc_text("segment-nuclei")[0]
     assert "[[large-image]]" in store.doc_text("kernel")[0]
     withholding = DocStore(tmp_path, withhold=["segment-nuclei"])
-    assert "segment-nuclei" not in withholding.listed_ids() and "segment-nuclei" not in withholding.doc_ids()
+    assert "segment-nuclei" not in withholding.listed_ids() and "segment-nuclei" not in withholding.shelf.doc_ids()

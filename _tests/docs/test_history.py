@@ -103,9 +103,9 @@ def test_history_is_never_an_id_nor_listed(store: DocStore) -> None:
     store.write_doc("proc", body=V1)
     store.write_doc("a/b", body=V2)
     assert (store.local_dir / HISTORY_DIR / "a%b").is_dir()
-    assert store.doc_ids() == ["a/b", "kernel", "proc"]
+    assert store.shelf.doc_ids() == ["a/b", "kernel", "proc"]
     assert HISTORY_DIR not in render_index(store)
-    assert all(not i.startswith(".") for i in store.listed_ids() + list(store.local_state()))
+    assert all(not i.startswith(".") for i in store.listed_ids() + list(store.shelf.local_state()))
     for ref in (".history/proc/v1", f"{HISTORY_DIR}/proc"):
         with pytest.raises(InvalidDocId):
             read_doc(store, ref)

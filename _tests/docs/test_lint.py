@@ -51,7 +51,7 @@ def test_a_hook_that_no_longer_matches_its_rewritten_doc_is_a_warning(
     warnings = store.check_warnings()
     assert len(warnings) == 1 and "the hook of lab/camera" in warnings[0], warnings
     assert "'Pixel size'" in warnings[0] and "update the line" in warnings[0]
-    line = next(i for i, text in enumerate(Path(store.index_path).read_text().splitlines(), 1)
+    line = next(i for i, text in enumerate(Path(store.shelf.index_path).read_text().splitlines(), 1)
                 if text.startswith("- lab/camera:"))
     assert warnings[0].startswith(f"index line {line}: ")
     code, out = check(capsys)

@@ -63,7 +63,7 @@ def test_the_manifest_is_not_a_doc(tmp_path: Path) -> None:
     shipped = _shipped(tmp_path / "shipped", {"a": "# A\n"})
     store = DocStore(tmp_path / "local", shipped_dir=shipped, version="1.0")
     render_index(store)
-    assert store.doc_ids() == ["a"]
+    assert store.shelf.doc_ids() == ["a"]
     for ref in (".shipped-manifest.json", ".shipped-manifest"):
         with pytest.raises(InvalidDocId):
             read_doc(store, ref)

@@ -199,7 +199,7 @@ def test_a_folder_swapped_for_a_link_after_the_walk_never_shows_an_outside_descr
     (local / "sub" / "doc.md").write_text("# Doc\n\nAn ordinary lab doc.\n")
     (outside / "doc.md").write_text("# Secret\n\nSECRET-DESCRIPTION outside the tier.\n")
     store = DocStore(local_dir=local, shipped_dir=shipped)
-    located = store._locate
+    located = store.shelf.locate
 
     def locate_then_swap(doc_id: str):
         found = located(doc_id)
@@ -207,7 +207,7 @@ def test_a_folder_swapped_for_a_link_after_the_walk_never_shows_an_outside_descr
         (local / "sub").symlink_to(outside, target_is_directory=True)
         return found
 
-    monkeypatch.setattr(store, "_locate", locate_then_swap)
+    monkeypatch.setattr(store.shelf, "locate", locate_then_swap)
     try:
         info = store.info("sub/doc")
     except DocUnreadable:

@@ -215,7 +215,7 @@ def test_batch_reads_open_each_folder_once_yet_keep_shadowing_links_and_bad_file
     store = DocStore(local, shipped_dir=shipped)
     ids = ["away/secret", "lab/alias", "lab/binary", "lab/gone", "lab/plain", "ref/both", "ref/only"]
 
-    batch = store.summaries(ids)
+    batch = store.shelf.summaries(ids)
 
     assert list(batch) == ["away/secret", "lab/alias", "lab/binary", "lab/plain", "ref/both", "ref/only"]
     titles = {doc_id: getattr(found, "title", None) for doc_id, found in batch.items()}
@@ -227,10 +227,10 @@ def test_batch_reads_open_each_folder_once_yet_keep_shadowing_links_and_bad_file
         except (DocUnreadable, InvalidDocId):
             single = None
         assert titles[doc_id] == single, doc_id
-    again = {doc_id: getattr(found, "title", None) for doc_id, found in store.summaries(ids).items()}
+    again = {doc_id: getattr(found, "title", None) for doc_id, found in store.shelf.summaries(ids).items()}
     assert again == titles  # the second read comes from the cache, unchanged
 
-    texts = store.texts(ids)  # the same batch read for whole texts (search indexing)
+    texts = store.shelf.texts(ids)  # the same batch read for whole texts (search indexing)
     assert list(texts) == list(batch)
     for doc_id, text in texts.items():
         try:

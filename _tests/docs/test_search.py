@@ -409,7 +409,7 @@ def test_search_over_a_generated_corpus_finds_each_literal(tmp_path: Path) -> No
     groups = sorted(path.name for path in local.iterdir())
     (local / "index.md").write_text("".join(f"- {group}/: docs\n" for group in groups), encoding="utf-8")
     corpus_store = DocStore(local, shipped_dir=tmp_path / "no-shipped", version="1.0")
-    texts = {doc_id: corpus_store.doc_text(doc_id)[0] for doc_id in corpus_store.doc_ids()}
+    texts = {doc_id: corpus_store.doc_text(doc_id)[0] for doc_id in corpus_store.shelf.doc_ids()}
     found = 0
     for literal in _LITERALS:
         holders = {doc_id for doc_id, text in texts.items() if literal in text}

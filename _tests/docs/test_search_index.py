@@ -31,19 +31,21 @@ _CHILD = textwrap.dedent('''\
     import json, sys
     from pathlib import Path
     from biopb_mcp.docs.search.query import search_docs
+    from biopb_mcp.docs.shelf import Shelf
     from biopb_mcp.docs.store import DocStore
 
-    class CountingStore(DocStore):
+    class CountingShelf(Shelf):
         reads = 0
 
         def texts(self, doc_ids):
-            CountingStore.reads += len(doc_ids)
+            CountingShelf.reads += len(doc_ids)
             return super().texts(doc_ids)
 
     local, shipped, db = (Path(a) for a in sys.argv[1:4])
-    store = CountingStore(local, shipped_dir=shipped, version="1.0", search_db=db)
+    store = DocStore(local, shipped_dir=shipped, version="1.0", search_db=db)
+    store.shelf = store.listing.shelf = CountingShelf(local, shipped)  # the reads search makes
     hits = {q: sorted(h.doc_id for h in search_docs(store, q, 50)) for q in sys.argv[4:]}
-    print(json.dumps({"reads": CountingStore.reads, "hits": hits}))
+    print(json.dumps({"reads": CountingShelf.reads, "hits": hits}))
 ''')
 
 
@@ -184,7 +186,7 @@ def test_a_settled_tier_still_shows_every_added_removed_and_edited_doc_at_once(t
         os.utime(folder, (_OLD, _OLD))
     store = DocStore(local, shipped_dir=shipped, version="1.0", search_db=db)
     assert len(search_docs(store, "sharedword", 50)) == 10  # seeds the local index: the root changes
-    for path in (local, store.index_path, store.manifest_path):
+    for path in (local, store.shelf.index_path, store.listing.manifest_path):
         os.utime(path, (_OLD, _OLD))
     assert len(search_docs(store, "sharedword", 50)) == 10  # now every stamp is old: the list is kept
     _write(local / "lab/new.md", "# New\n\nnewword\n", mtime=_OLD)

@@ -20,6 +20,7 @@ from biopb_mcp.docs import changes as changes_mod
 from biopb_mcp.docs.search import freshness as freshness_mod
 from biopb_mcp.docs.search.freshness import ROLLING
 from biopb_mcp.docs.search.query import search_docs
+from biopb_mcp.docs.shelf import Shelf
 from biopb_mcp.docs.store import DocStore
 from biopb_mcp.docs.views import Origin
 from biopb_mcp.fs import watch as watch_mod
@@ -160,7 +161,7 @@ def test_events_name_files_and_flag_lost_or_structural_changes() -> None:
     assert unknown == Changes()
 
 
-class _CountingWalks(DocStore):
+class _CountingWalks(Shelf):
     walks = 0
 
     def doc_entries(self) -> list[tuple[str, str, Origin]]:
@@ -168,23 +169,31 @@ class _CountingWalks(DocStore):
         return super().doc_entries()
 
 
+def _store_with(shelf: Shelf, store: DocStore) -> DocStore:
+    """A store over the same tiers and index file whose shelf is ``shelf`` (a subclass that counts
+    or interferes): the listing reads through it too."""
+    made = DocStore(store.local_dir, shipped_dir=store.shipped_dir, version="1.0", search_db=store.search_db)
+    made.shelf = made.listing.shelf = shelf
+    return made
+
+
 @linux_only
 def test_a_write_to_a_listed_doc_keeps_the_doc_list_a_new_doc_walks_it_once(store: DocStore) -> None:
     """An atomic write renames a temp file over the doc: its folder's stamp moves, yet no doc came
     or went, so the events say no new walk is needed; a new doc needs one."""
-    counting = _CountingWalks(store.local_dir, shipped_dir=store.shipped_dir, version="1.0",
-                              search_db=store.search_db)
+    walks = _CountingWalks(store.local_dir, store.shipped_dir)
+    counting = _store_with(walks, store)
     for _ in range(2):  # the first use seeds the local index, which the next query walks again for
         assert _ids(counting, "tok4z") == ["lab/g1/doc4"]
-    walked = counting.walks
+    walked = walks.walks
     counting.write_doc("lab/g1/doc4", body="# Doc 4\n\n## Steps\nrewrittenword\n")
     assert _ids(counting, "rewrittenword") == ["lab/g1/doc4"]
     assert _ids(counting, "tok4z") == []
-    assert counting.walks == walked
+    assert walks.walks == walked
     counting.write_doc("lab/g1/brandnew", body="# New\n\n## Steps\nbrandnewword\n")
     assert _ids(counting, "brandnewword") == ["lab/g1/brandnew"]
     assert _ids(counting, "brandnewword") == ["lab/g1/brandnew"]
-    assert counting.walks == walked + 1
+    assert walks.walks == walked + 1
 
 
 @linux_only
@@ -242,7 +251,7 @@ def test_rows_another_server_commits_during_a_refresh_are_checked_next(store: Do
     from biopb_mcp.docs.search.sections import split_sections
     from biopb_mcp.fs.stamps import stamp
 
-    class Racing(DocStore):
+    class Racing(Shelf):
         other: FtsIndex | None = None
         late: tuple[str, object, str] | None = None
 
@@ -255,7 +264,8 @@ def test_rows_another_server_commits_during_a_refresh_are_checked_next(store: Do
                 self.late = None
             return super().texts(doc_ids)  # type: ignore[arg-type]
 
-    racing = Racing(store.local_dir, shipped_dir=store.shipped_dir, version="1.0", search_db=store.search_db)
+    race = Racing(store.local_dir, store.shipped_dir)
+    racing = _store_with(race, store)
     for _ in range(2):
         assert _ids(racing, "tok5z") == ["lab/g2/doc5"]
     path = store.local_dir / "lab/g2/doc5.md"
@@ -264,11 +274,11 @@ def test_rows_another_server_commits_during_a_refresh_are_checked_next(store: Do
     os.utime(path, (_OLD + 100, _OLD + 100))
     assert _ids(racing, "handword5") == ["lab/g2/doc5"]
     _write(store.local_dir / "lab/g0/doc6.md", "# Doc 6\n\n## Steps\nsixchanged\n")
-    racing.other = FtsIndex(store.search_db)
-    racing.late = ("lab/g2/doc5", read_by_other[0], read_by_other[1])
+    race.other = FtsIndex(store.search_db)
+    race.late = ("lab/g2/doc5", read_by_other[0], read_by_other[1])
     assert _ids(racing, "sixchanged") == ["lab/g0/doc6"]
     assert (_ids(racing, "handword5"), _ids(racing, "tok5z")) == (["lab/g2/doc5"], [])
-    racing.other.close()
+    race.other.close()
 
 
 @linux_only

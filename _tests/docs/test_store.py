@@ -232,7 +232,7 @@ def test_symlinks_leaving_the_tier_are_refused_for_read_and_write(tmp_path: Path
         with pytest.raises(InvalidDocId, match="outside the docs tier"):
             store.write_doc(doc_id, body="# Pwned\n")
     assert snapshot(outside) == before
-    assert "evil" not in store.doc_ids()
+    assert "evil" not in store.shelf.doc_ids()
 
 
 def test_index_edit_reaching_201_entries_is_refused_and_unchanged(store: DocStore) -> None:
@@ -269,7 +269,7 @@ def test_hand_dropped_local_file_is_readable_but_not_surfaced(store: DocStore) -
     rendered = render_index(store)
     assert "dropped" not in rendered
     assert "dropped" not in store.listed_ids()
-    assert "dropped" in store.doc_ids()
+    assert "dropped" in store.shelf.doc_ids()
 
 
 def test_ignored_and_banked_shipped_docs_stay_out_of_the_tail_but_read(store: DocStore) -> None:
@@ -279,8 +279,8 @@ def test_ignored_and_banked_shipped_docs_stay_out_of_the_tail_but_read(store: Do
     assert "smlm" not in tail and "_banked" not in tail
     assert "Resolution of localisation data." in read_doc(store, "smlm")
     assert "Thin evidence." in read_doc(store, "_banked")
-    assert store.shipped_ids() == ["authoring", "extra/new-thing", "flatfield", "kernel", "smlm", "stitch-tiles"]
-    assert "_banked" in store.doc_ids()
+    assert store.shelf.shipped_ids() == ["authoring", "extra/new-thing", "flatfield", "kernel", "smlm", "stitch-tiles"]
+    assert "_banked" in store.shelf.doc_ids()
     assert store.listed_ids() == ["kernel", "authoring", "flatfield", "stitch-tiles", "extra/new-thing"]
 
 
@@ -382,7 +382,7 @@ def test_info_summary_and_local_state(store: DocStore) -> None:
     assert store.info("_banked").origin == Origin.SHIPPED
     summary = store.summary()
     assert summary["local_docs"] == 1 and summary["index_entries"] == 6 and summary["index_max_entries"] == INDEX_MAX_ENTRIES
-    state = store.local_state()
+    state = store.shelf.local_state()
     assert set(state) == {"index", "proc"}
 
 

@@ -42,7 +42,7 @@ def test_planted_symlinks_are_refused(tmp_path: Path) -> None:
             read_doc(store, doc_id)
         assert hostile.SECRET not in str(read_err.value)
     assert "plain local doc" in read_doc(store, "inner")  # a link inside the tier is fine
-    listed = store.doc_ids()
+    listed = store.shelf.doc_ids()
     assert not [i for i in listed if i.startswith(("evil", "absfile", "dangle"))], listed
     assert hostile.SECRET not in render_index(store)
     assert not [h for h in search_docs(store, hostile.SECRET.split("-")[0], 50) if hostile.SECRET in h.snippet]

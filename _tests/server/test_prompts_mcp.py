@@ -215,7 +215,7 @@ async def test_a_hand_edit_of_the_index_seen_by_the_watcher_sends_prompts_list_c
     with anyio.fail_after(WAIT):
         async with Client(mcp, cache=None) as client, client.listen(prompts_list_changed=True) as sub:
             assert "lab.count-cells" not in [p.name for p in (await client.list_prompts()).prompts]
-            index = state.store.index_path
+            index = state.store.shelf.index_path
             index.write_text(index.read_text().replace("## Procedures\n", "## Procedures\n- lab/count-cells: count\n"))
             async for event in sub:
                 assert event == PromptsListChanged()
@@ -242,7 +242,7 @@ async def test_completion_offers_doc_ids_listed_first_at_most_100_with_total(bui
     assert seg.values == ["segment-nuclei"] and seg.total == 1 and not seg.has_more
     assert every.values[:3] == ["index", "kernel", "data"]  # the index, then its entries in order
     assert every.values.index("large-image") < every.values.index("notes/n000")  # listed before unlisted
-    assert len(every.values) == 100 and every.total == 1 + len(state.store.doc_ids()) > 150 and every.has_more
+    assert len(every.values) == 100 and every.total == 1 + len(state.store.shelf.doc_ids()) > 150 and every.has_more
     assert many.values == [f"notes/n{n}" for n in range(100, 150)] and many.total == 50 and not many.has_more
 
 

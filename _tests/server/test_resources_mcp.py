@@ -588,14 +588,14 @@ async def test_a_subscribe_cancelled_while_the_watcher_starts_leaves_it_running(
     local, shipped, ids = make_corpus(tmp_path, 3)
     mcp, store, notifier = make_server(local, shipped, poll=0.05)
     started, go = threading.Event(), threading.Event()
-    walk = store.list_inputs
+    walk = store.listing.list_inputs
 
     def slow_walk() -> tuple[list[str], list[str], bool]:
         started.set()
         go.wait(10)  # the tier's walk is under way when the client gives up
         return walk()
 
-    store.list_inputs = slow_walk  # type: ignore[method-assign]
+    store.listing.list_inputs = slow_walk  # type: ignore[method-assign]
     inbox = Inbox(WAIT)
     async with Client(mcp, mode="legacy", cache=None, message_handler=inbox) as a:
         with anyio.move_on_after(WAIT) as scope:
@@ -605,7 +605,7 @@ async def test_a_subscribe_cancelled_while_the_watcher_starts_leaves_it_running(
                 tg.cancel_scope.cancel()  # the client gives up on the subscribe
         assert not scope.cancelled_caught
         go.set()
-        store.list_inputs = walk  # type: ignore[method-assign]
+        store.listing.list_inputs = walk  # type: ignore[method-assign]
         await legacy_subscribe(a, doc_uri(ids[0]))
         with anyio.fail_after(WAIT):
             while not any(t.name == "biopb-docs-watcher" for t in threading.enumerate()):

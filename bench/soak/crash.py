@@ -110,7 +110,7 @@ class TierCheck:
         self.local = local
         self.created: set[str] = set()
         self.stray_temp_files = 0
-        self._shipped = set(DocStore(local, read_only=True).shipped_ids())
+        self._shipped = set(DocStore(local, read_only=True).shelf.shipped_ids())
 
     def check(self, before_index: str, orders: list[list[str]], *, surfaces: bool = True) -> tuple[str, list[Problem]]:
         """Check the tier after a kill; (the index text, the next round's 'before'; the problems).
@@ -150,7 +150,7 @@ class TierCheck:
                 problems.append(("lost", f"index lists {doc_id} but the doc is missing"))
         self.stray_temp_files = len(list(local.rglob(".*.tmp")))
         store = DocStore(local)
-        ids = set(store.doc_ids())
+        ids = set(store.shelf.doc_ids())
         odd = [i for i in ids if "tmp" in i or i.startswith(".")]
         odd += sorted(ids - {"big"} - self.created - self._shipped)
         problems += [("surfaced", f"doc id {i!r} listed") for i in odd]

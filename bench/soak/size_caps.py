@@ -64,10 +64,10 @@ def _wide(store: DocStore, rng: Random, n: int) -> None:
 def _index_lines(store: DocStore, rng: Random, n: int) -> None:
     """The index grown by old/new, a few hundred lines at a time, until refused; then put back,
     so the other shapes' new docs are refused for their own size, not for the index's."""
-    before = store.index_text_at_disk()
+    before = store.listing.index_text_at_disk()
     try:
         for _ in range(20):
-            text = store.index_text_at_disk()
+            text = store.listing.index_text_at_disk()
             last = text.rstrip("\n").rsplit("\n", 1)[-1]
             extra = "".join(f"note {n}.{k} {'z' * rng.randint(0, 400)}\n" for k in range(rng.randint(50, 400)))
             store.write_doc("index", old=last + "\n", new=last + "\n" + extra)

@@ -196,7 +196,7 @@ def _check(out: RoundResult, done: list[tuple[str, dict[str, str], bool, str]], 
     # Every doc of the round is whole: one of the texts somebody wrote.
     known = set(server_bodies + hand_texts + [shared_body(r.tag, "setup", 0)])
     known |= {a["body"] for _n, a, _e, _t in done if "body" in a}
-    for doc_id in fresh.doc_ids():
+    for doc_id in fresh.shelf.doc_ids():
         if r.tag not in doc_id or not (local / f"{doc_id}.md").exists():
             continue
         text = fresh.doc_text(doc_id)[0]

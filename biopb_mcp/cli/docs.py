@@ -58,7 +58,7 @@ def _docs_command(args: argparse.Namespace, store: DocStore) -> int:
                   file=sys.stderr)
             return 1
         also = f"; {len(warnings)} warning(s) above" if warnings else ""
-        print(f"ok: {len(store.doc_ids())} docs, no problems{also}")
+        print(f"ok: {len(store.shelf.doc_ids())} docs, no problems{also}")
     elif cmd == "search":
         from biopb_mcp.docs.search.query import search_docs
         from biopb_mcp.text.docs import FOR_TERMINAL, format_hits

@@ -58,23 +58,23 @@ def check(store: DocStore) -> list[str]:
         for target in _LINK.findall(_CODE.sub("", parse(text).body)):
             if target not in readable["shipped"]:
                 problems.append(f"shipped: {doc_id} links [[{target}]], which is not a shipped doc.")
-    text, note = store.index_text()
+    text, note = store.listing.index_text()
     if note:
         problems.append(f"local: index: {note.lstrip('> ')}")
     parsed = index_mod.parse(text)
     if parsed.entry_count > INDEX_MAX_ENTRIES:
         problems.append(f"index: {parsed.entry_count} entries; the cap is {INDEX_MAX_ENTRIES}.")
-    shipped_ids = set(store.shipped.files())
+    shipped_ids = set(store.shelf.shipped.files())
     for entry in parsed.entries:
         if entry.collection:
             continue
         if entry.doc_id == INDEX_ID:
             problems.append(f"index line {entry.line + 1}: 'index' is the index itself, not a doc; remove the line.")
-        elif entry.doc_id not in shipped_ids and not store.local.exists(entry.doc_id):
+        elif entry.doc_id not in shipped_ids and not store.shelf.local.exists(entry.doc_id):
             problems.append(f"index line {entry.line + 1}: {entry.doc_id!r} resolves to no doc (missing).")
         else:
             try:
-                store.local.path(entry.doc_id)
+                store.shelf.local.path(entry.doc_id)
             except InvalidDocId as exc:  # a symlink (file or folder) leading out of the tier
                 problems.append(f"index line {entry.line + 1}: {exc}")
     for line, token in parsed.bad_entries:
@@ -90,13 +90,13 @@ def check(store: DocStore) -> list[str]:
 def check_warnings(store: DocStore) -> list[str]:
     """What is legal but probably unintended: local docs the agent is never shown, local links
     that land nowhere, and index hooks that no longer match their doc."""
-    parsed = index_mod.parse(store.index_text()[0])
+    parsed = index_mod.parse(store.listing.index_text()[0])
     warnings = []
-    for doc_id in unsurfaced_ids(parsed, store.local.ids(), store.shipped.files()):
-        hook = store.description(store.local, doc_id) or "<when to use it>"
+    for doc_id in unsurfaced_ids(parsed, store.shelf.local.ids(), store.shelf.shipped.files()):
+        hook = store.shelf.description(store.shelf.local, doc_id) or "<when to use it>"
         warnings.append(
             f"local: {doc_id} is in no index entry, so the agent is never shown it; add the line "
-            f"'{index_mod.entry_line(doc_id, hook)}' to {store.index_path}, or its id to the "
+            f"'{index_mod.entry_line(doc_id, hook)}' to {store.shelf.index_path}, or its id to the "
             "ignored: line to hide it on purpose."
         )
     return warnings + dangling_links(store) + stale_hooks(store, parsed)
@@ -105,7 +105,7 @@ def check_warnings(store: DocStore) -> list[str]:
 def dangling_links(store: DocStore) -> list[str]:
     """Links in local docs to ids no tier holds: allowed (a doc the agent means to write), but a
     link the agent follows lands on "unknown id", so each is said once."""
-    known = set(store.shipped.files()) | set(store.local.ids()) | {INDEX_ID}
+    known = set(store.shelf.shipped.files()) | set(store.shelf.local.ids()) | {INDEX_ID}
     warnings = []
     for doc_id, path in walk_tier(store.local_dir):
         if doc_id is None or doc_id == INDEX_ID:

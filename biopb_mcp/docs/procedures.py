@@ -91,7 +91,7 @@ def procedures(store: DocStore) -> list[Procedure]:
 
     Never raises for a doc: one that cannot be read is left out, with a warning in the log.
     """
-    text, _ = store.index_text()
+    text, _ = store.listing.index_text()
     index = index_mod.parse(text)
     above = index_mod.headings_above(index)
     ignored = set(index.ignored)
@@ -105,7 +105,7 @@ def procedures(store: DocStore) -> list[Procedure]:
             continue
         candidates.setdefault(entry.doc_id, (headings, entry.hook))
     listed = set(candidates)
-    for doc_id in store.shipped_ids():
+    for doc_id in store.shelf.shipped_ids():
         if doc_id not in listed and doc_id not in ignored:
             candidates.setdefault(doc_id, ((), ""))  # the rendered tail: under no heading of the file
     if folders:  # a walk of both tiers, only when a folder line sits under a procedures heading
@@ -117,7 +117,7 @@ def procedures(store: DocStore) -> list[Procedure]:
     wanted = [doc_id for doc_id, (headings, _) in candidates.items()
               if any(is_procedure_heading(h) for h in headings) or not any(is_reference_heading(h) for h in headings)]
     found: list[Procedure] = []
-    for doc_id, read in store.texts(wanted).items():
+    for doc_id, read in store.shelf.texts(wanted).items():
         if isinstance(read, DocError):
             logger.warning("Docs: %s is left out of the procedures: %s", doc_id, read)
             continue

@@ -148,7 +148,7 @@ class Listing:
         """The entries of the readable docs among ``doc_ids``, in order (`DocStore.summaries`:
         one folder open per folder, the store's frontmatter cache)."""
         out = []
-        for doc_id, found in self.store.summaries(doc_ids).items():
+        for doc_id, found in self.store.shelf.summaries(doc_ids).items():
             if isinstance(found, DocError):
                 logger.warning("resources/list: skipping unreadable doc %r: %s", doc_id, found)
                 continue
@@ -179,7 +179,7 @@ class Listing:
         return Page(entries=entries, next_cursor=entries[-1].uri if more and entries else None)
 
     def _watched(self) -> list[str]:
-        files, folders, _ = self.store.list_inputs()
+        files, folders, _ = self.store.listing.list_inputs()
         return files + folders
 
 

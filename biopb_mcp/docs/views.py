@@ -136,10 +136,10 @@ def doc_page(store: DocStore, doc_id: str, origin: Origin, path: Path, text: str
 
 
 def diff_page(store: DocStore, doc_id: str) -> DiffPage:
-    local = store.read_local(doc_id)
-    shipped = store.read_shipped(doc_id)
+    local = store.shelf.read_local(doc_id)
+    shipped = store.shelf.read_shipped(doc_id)
     if local is None and shipped is None:
-        raise store.not_found(doc_id)
+        raise store.shelf.not_found(doc_id)
     body = ""
     if local is not None and shipped is not None:
         body = unified_diff(shipped, local, f"{doc_id} (shipped)", f"{doc_id} (local copy)")
@@ -147,18 +147,18 @@ def diff_page(store: DocStore, doc_id: str) -> DiffPage:
 
 
 def index_diff_page(store: DocStore) -> IndexDiffPage:
-    local = store.index_text()[0]
-    shipped = store.shipped_index_text()
+    local = store.listing.index_text()[0]
+    shipped = store.listing.shipped_index_text()
     return IndexDiffPage(unified_diff(shipped, local, "index (shipped)", "index (local)"))
 
 
 def history_page(store: DocStore, doc_id: str) -> HistoryPage:
-    current = store.index_text()[0] if doc_id == INDEX_ID else store.read_local(doc_id)
+    current = store.listing.index_text()[0] if doc_id == INDEX_ID else store.shelf.read_local(doc_id)
     history = store.history
     kept = history.versions(doc_id)
     shipped_only = doc_id != INDEX_ID and current is None and not kept
-    if shipped_only and not store.has_shipped(doc_id):
-        raise store.not_found(doc_id)
+    if shipped_only and not store.shelf.has_shipped(doc_id):
+        raise store.shelf.not_found(doc_id)
     return HistoryPage(doc_id, kept, history.keep, history.enabled, shipped_only,
                        sha(current) if current is not None else None)
 

@@ -245,20 +245,20 @@ def write_doc(store: DocStore, doc_id: str, body: str | None, old: str | None, n
     `section` (a title from `check_section`) files a new doc's index line under that heading;
     a doc that exists in either tier, or that the index lists already, is refused with it.
     """
-    local, shipped_tier = store.local, store.shipped
+    local, shipped_tier = store.shelf.local, store.shelf.shipped
     local_path = local.path(doc_id)
     shipped_path = shipped_tier.path(doc_id)
-    current = store.read_local(doc_id)  # DocUnreadable: never overwrite what we cannot keep
+    current = store.shelf.read_local(doc_id)  # DocUnreadable: never overwrite what we cannot keep
     shipped: str | None = None
     if current is None and (body is None or os.path.isfile(shipped_path)):
         try:
-            shipped = store.read_shipped(doc_id)
+            shipped = store.shelf.read_shipped(doc_id)
         except DocUnreadable:
             if body is None:
                 raise
     base = current if current is not None else shipped
     if base is None and body is None:
-        raise store.not_found(doc_id, " to edit with old/new; create it with body=…", kind=DocProblem.NO_DOC_TO_EDIT)
+        raise store.shelf.not_found(doc_id, " to edit with old/new; create it with body=…", kind=DocProblem.NO_DOC_TO_EDIT)
     if section is not None and (base is not None or os.path.lexists(shipped_path)):
         where = "a local doc" if current is not None else "a shipped doc"
         raise WriteRefused(
@@ -315,14 +315,14 @@ def write_doc(store: DocStore, doc_id: str, body: str | None, old: str | None, n
 def write_index(store: DocStore, body: str | None, old: str | None, new: str | None) -> WriteResult:
     """Write the local index; the caller holds the tier lock."""
     try:
-        current: str | None = store.index_text_at_disk()
+        current: str | None = store.listing.index_text_at_disk()
     except FileNotFoundError:
         current = None
     except DocUnreadable:
         if body is None:
             raise
         current = None  # a whole-body write is how an unreadable index gets fixed
-    base = current if current is not None else store.shipped_index_text()
+    base = current if current is not None else store.listing.shipped_index_text()
     after = strip_render_marks(_apply(INDEX_ID, base, body, old, new))
     if after == base and current is not None:
         return WriteResult(INDEX_ID, created=False, changed=False)
@@ -438,17 +438,17 @@ def _text_of(fd: int, path: Path) -> str | None:
 
 def _index_text_for_write(store: DocStore) -> str:
     try:
-        return store.index_text_at_disk()
+        return store.listing.index_text_at_disk()
     except FileNotFoundError:
-        return store.shipped_index_text()
+        return store.listing.shipped_index_text()
 
 
 def _store_index(store: DocStore, before: str | None, after: str) -> None:
-    index_path = store.index_path
+    index_path = store.shelf.index_path
     if before is not None and os.path.exists(index_path):
         _keep_hand_edit(store, INDEX_ID, before, index_path)
     write_atomic(index_path, after, around_replace=_late_edit_guard(store, INDEX_ID, index_path, before),
-                 root=store.local.root)
+                 root=store.shelf.local.root)
     _record_written(store, INDEX_ID, after)
 
 

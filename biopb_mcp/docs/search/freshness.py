@@ -64,9 +64,9 @@ class Scope:
 def _index_target(store: DocStore) -> Target:
     """The index itself, searched for the prose between its entries (a rule a lab keeps there):
     the local file, or the shipped one while there is none."""
-    if os.path.lexists(store.index_path):
-        return (os.fspath(store.local_dir), INDEX_ID), INDEX_ID, os.fspath(store.index_path), Origin.LOCAL
-    shipped = os.fspath(store.shipped_dir / store.index_path.name)
+    if os.path.lexists(store.shelf.index_path):
+        return (os.fspath(store.local_dir), INDEX_ID), INDEX_ID, os.fspath(store.shelf.index_path), Origin.LOCAL
+    shipped = os.fspath(store.shipped_dir / store.shelf.index_path.name)
     return (os.fspath(store.shipped_dir), INDEX_ID), INDEX_ID, shipped, Origin.SHIPPED
 
 
@@ -173,18 +173,18 @@ class Freshness:
         if kept is not None and all(stamp(path) == st for path, st in kept.inputs.items()):
             return kept
         started = time.time_ns()
-        files, found, linked = store.list_inputs()
+        files, found, linked = store.listing.list_inputs()
         folders = None if linked else found  # where a link leads is not watched: stat every file
         watching = folders is not None and self._watch(store, folders)  # before the walk: later changes are queued
         inputs = {path: stamp(path) for path in files + found}
-        walked = store.doc_entries()
-        surfaced = store.surfaced_ids(walked)
+        walked = store.shelf.doc_entries()
+        surfaced = store.listing.surfaced_ids(walked)
         roots = {Origin.SHIPPED: os.fspath(store.shipped_dir)}
         local = os.fspath(store.local_dir)
         targets = [((roots.get(origin, local), doc_id), doc_id, path, origin)
                    for doc_id, path, origin in walked if doc_id in surfaced]
         targets.append(_index_target(store))
-        hooks = {e.doc_id: e.hook for e in index_mod.parse(store.index_text()[0]).entries if not e.collection}
+        hooks = {e.doc_id: e.hook for e in index_mod.parse(store.listing.index_text()[0]).entries if not e.collection}
         scope = Scope(targets, inputs, folders, hooks)
         # Without a watch, a stamp this recent may not show the next change: walk again next time.
         settled = watching or (folders is not None and all(is_settled(st, started) for st in inputs.values()))

@@ -363,9 +363,9 @@ def _read_batch(store: DocStore, rows: dict[tuple[str, str], Indexed], chunk: li
                 missing: set[tuple[str, str]]) -> list[Read]:
     """Read a batch of stale docs (a doc gone meanwhile is added to ``missing``)."""
     read_at = time.time_ns()  # before any read: a change during one is never trusted
-    texts = store.texts([doc_id for _, doc_id, _ in chunk if doc_id != INDEX_ID])
+    texts = store.shelf.texts([doc_id for _, doc_id, _ in chunk if doc_id != INDEX_ID])
     if any(doc_id == INDEX_ID for _, doc_id, _ in chunk):
-        texts[INDEX_ID] = index_mod.prose(store.index_text()[0])
+        texts[INDEX_ID] = index_mod.prose(store.listing.index_text()[0])
     batch: list[Read] = []
     for key, doc_id, now in chunk:
         read = texts.get(doc_id)

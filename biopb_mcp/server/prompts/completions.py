@@ -59,9 +59,9 @@ DOC_ID_ARGUMENT = "id"
 
 def doc_id_matches(store: DocStore, typed: str, limit: int = MAX_MATCHES) -> Matches:
     """Doc ids starting with ``typed``, in reading order (see the module docstring)."""
-    walked = store.doc_entries()
-    surfaced = store.surfaced_ids(walked)
-    index = index_mod.parse(store.index_text()[0])
+    walked = store.shelf.doc_entries()
+    surfaced = store.listing.surfaced_ids(walked)
+    index = index_mod.parse(store.listing.index_text()[0])
     ignored = set(index.ignored)
     ordered = [INDEX_ID]
     ordered += [e.doc_id for e in index.entries if not e.collection and e.doc_id in surfaced]

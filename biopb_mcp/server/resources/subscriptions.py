@@ -5,7 +5,7 @@
 * Modern (2026-07-28) era: events published on the bus reach ``subscriptions/listen`` streams.
 * A watcher, while anyone is subscribed, so edits by hand or by another server process (one per
   agent host under stdio) are announced too: it reads the store's change feed (inotify, shared
-  with search) and compares ``store.local_state()`` snapshots only when the feed reports a change
+  with search) and compares ``store.shelf.local_state()`` snapshots only when the feed reports a change
   in the local tier (every look, where folders cannot be watched).
 
 Notifications are cues to refetch, never payloads. Each change is announced once, whoever made
@@ -18,6 +18,7 @@ from __future__ import annotations
 import logging
 import os
 import threading
+import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
@@ -57,6 +58,10 @@ __all__ = ["POLL_INTERVAL", "DocNotifier", "changes"]
 POLL_INTERVAL = 1.0
 """Seconds between two looks at the local tier while anyone is subscribed (1–2 s: soon enough for a person editing by hand, cheap on disk)."""
 
+PROMPTS_SETTLE_S = 0.2
+"""Seconds without a write before the prompt set is looked at again: a burst of writes costs one
+look, taken after it rather than beside each write."""
+
 CallNext = Callable[[ServerRequestContext[Any, Any]], Awaitable[Any]]
 Snapshot = dict[str, tuple[int, int]]
 
@@ -94,6 +99,9 @@ class DocNotifier:
         """Whether the prompt set differs from the one last read (blocking: it reads docs).
         Asked after each change announced (a write, or what the watcher found on disk), off the
         event loop; True sends ``prompts/list_changed``."""
+        self._prompts_lock = threading.Lock()
+        self._prompts_due: float | None = None  # when the prompt set is next looked at
+        self._prompts_worker: threading.Thread | None = None
 
     # -- publishing ---------------------------------------------------------------------------
 
@@ -114,14 +122,46 @@ class DocNotifier:
         await self.notify_updated(uris)
         if result.created:
             await self.notify_list_changed()
-        if self.prompts_changed is not None and await anyio.to_thread.run_sync(self._prompts_changed):
-            await self.notify_prompts_changed()
+        if self.prompts_changed is not None:
+            self._check_prompts_later(anyio.lowlevel.current_token())
+
+    def _check_prompts_later(self, token: Any) -> None:
+        """Whether writes changed the prompt set is found off the call's path, once a burst of
+        writes has settled: it reads every listed doc, which beside the next write would slow it."""
+        with self._prompts_lock:
+            self._prompts_due = time.monotonic() + PROMPTS_SETTLE_S
+            if self._prompts_worker is not None:
+                return
+            self._prompts_worker = worker = threading.Thread(
+                target=self._prompts_loop, args=(token,), name="biopb-prompts-check", daemon=True)
+        worker.start()
+
+    def _prompts_loop(self, token: Any) -> None:
+        while True:
+            with self._prompts_lock:
+                due = self._prompts_due
+                if due is None:
+                    self._prompts_worker = None
+                    return
+                wait = due - time.monotonic()
+                if wait <= 0:
+                    self._prompts_due = None
+            if wait > 0:
+                time.sleep(wait)
+                continue
+            if self._prompts_changed():
+                try:
+                    anyio.from_thread.run(self.notify_prompts_changed, token=token)
+                except RuntimeError:  # the event loop is gone: the server stopped
+                    with self._prompts_lock:
+                        self._prompts_worker = None
+                    return
 
     def _stamps(self, doc_ids: list[str]) -> Snapshot:
         """What ``local_state`` shows for these ids now (a file missing is left out)."""
         found: Snapshot = {}
         for doc_id in dict.fromkeys(doc_ids):
-            path = self.store.index_path if doc_id == INDEX_ID else self.store.local.path(doc_id)
+            path = self.store.shelf.index_path if doc_id == INDEX_ID else self.store.shelf.local.path(doc_id)
             try:
                 st = os.stat(path)
             except (OSError, DocError):
@@ -240,7 +280,7 @@ class DocNotifier:
             # Followed before the baseline is taken: a change after the baseline is in the feed.
             cursor = await anyio.to_thread.run_sync(self._follow)
             try:
-                baseline = await anyio.to_thread.run_sync(self.store.local_state)
+                baseline = await anyio.to_thread.run_sync(self.store.shelf.local_state)
             except (OSError, DocError):
                 logger.warning("docs watcher: cannot read the local tier; watching from an empty baseline",
                                exc_info=True)
@@ -262,7 +302,7 @@ class DocNotifier:
 
     def _refollow(self, cursor: Cursor) -> bool:
         local = os.fspath(self.store.local_dir)
-        _files, folders, linked = self.store.list_inputs()
+        _files, folders, linked = self.store.listing.list_inputs()
         if linked:  # where a link leads is not watched: walk the tier at each look
             return False
         try:
@@ -310,7 +350,7 @@ class DocNotifier:
             with self._writes_lock:
                 taken, self._writes = self._writes, []
             try:
-                current = self.store.local_state()
+                current = self.store.shelf.local_state()
             except (OSError, DocError):
                 logger.warning("docs watcher: cannot read the local tier; trying again", exc_info=True)
                 with self._writes_lock:
