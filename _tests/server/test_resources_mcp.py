@@ -386,7 +386,7 @@ async def test_a_write_and_a_look_at_the_disk_never_interleave_into_a_second_ann
     local, shipped, ids = make_corpus(tmp_path, 2)
     mcp, store, notifier = make_server(local, shipped, poll=0.05)
     armed, looked, written, handed_over = (threading.Event() for _ in range(4))
-    read_tier, store_write, announce = store.local_state, store.write_doc, notifier.after_write
+    read_tier, store_write, announce = store.shelf.local_state, store.write_doc, notifier.after_write
     look_first = order.startswith("look")
 
     def local_state() -> dict[str, tuple[int, int]]:
@@ -411,7 +411,7 @@ async def test_a_write_and_a_look_at_the_disk_never_interleave_into_a_second_ann
         await announce(result)
         handed_over.set()
 
-    monkeypatch.setattr(store, "local_state", local_state)
+    monkeypatch.setattr(store.shelf, "local_state", local_state)
     monkeypatch.setattr(store, "write_doc", write_doc)
     monkeypatch.setattr(notifier, "after_write", after_write)
     inbox = Inbox(WAIT)
@@ -440,7 +440,7 @@ async def test_a_change_seen_on_disk_is_not_announced_again_by_its_write_after_o
     inbox = Inbox(WAIT)
     changed = doc_uri(ids[0])
     looks, written = [0], threading.Event()
-    read_tier, store_write = store.local_state, store.write_doc
+    read_tier, store_write = store.shelf.local_state, store.write_doc
 
     def local_state() -> dict[str, tuple[int, int]]:
         state = read_tier()
@@ -458,7 +458,7 @@ async def test_a_change_seen_on_disk_is_not_announced_again_by_its_write_after_o
             time.sleep(0.01)
         return result
 
-    monkeypatch.setattr(store, "local_state", local_state)
+    monkeypatch.setattr(store.shelf, "local_state", local_state)
     monkeypatch.setattr(store, "write_doc", write_doc)
     async with Client(mcp, mode="legacy", cache=None, message_handler=inbox) as client:
         for uri in (changed, doc_uri(ids[1])):
@@ -496,7 +496,7 @@ async def test_an_index_change_seen_on_disk_stands_for_one_write_only(
     local, shipped, ids = make_corpus(tmp_path, 2)
     mcp, store, notifier = make_server(local, shipped, poll=0.05)
     index_written, looked, doc_queued = threading.Event(), threading.Event(), threading.Event()
-    read_tier, store_write, announce = store.local_state, store.write_doc, notifier.after_write
+    read_tier, store_write, announce = store.shelf.local_state, store.write_doc, notifier.after_write
 
     def local_state() -> dict[str, tuple[int, int]]:
         state = read_tier()
@@ -516,7 +516,7 @@ async def test_an_index_change_seen_on_disk_stands_for_one_write_only(
         if result.doc_id == ids[0]:
             doc_queued.set()
 
-    monkeypatch.setattr(store, "local_state", local_state)
+    monkeypatch.setattr(store.shelf, "local_state", local_state)
     monkeypatch.setattr(store, "write_doc", write_doc)
     monkeypatch.setattr(notifier, "after_write", after_write)
     monkeypatch.setattr(notifier, "_writes_lock", _HeldForWatcher(notifier._writes_lock, looked, doc_queued))
