@@ -18,8 +18,21 @@ def test_top_level_bindings_of_every_kind_count_and_function_locals_do_not() -> 
         "squares = [k * k for k in range(3)]\n"
     )
     names = cell_names(code)
-    assert names.binds == {"np", "skimage", "ndi", "x", "y", "z", "i", "total", "fh", "err", "helper",
-                           "Model", "squares"}
+    assert names.binds == {
+        "np",
+        "skimage",
+        "ndi",
+        "x",
+        "y",
+        "z",
+        "i",
+        "total",
+        "fh",
+        "err",
+        "helper",
+        "Model",
+        "squares",
+    }
     assert names.free == {"range", "open", "ValueError", "threshold"}  # locals, loop and comprehension names are not
 
 

@@ -169,8 +169,10 @@ def test_docs_check_is_clean_then_reports_a_dangling_entry(
     assert code == 0, out + err
     index = isolated_dirs / "docs" / "index.md"
     index.parent.mkdir(parents=True)
-    index.write_text((SHIPPED_DIR / "index.md").read_text(encoding="utf-8") + "\n- no-such-doc: when nothing exists\n",
-                     encoding="utf-8")
+    index.write_text(
+        (SHIPPED_DIR / "index.md").read_text(encoding="utf-8") + "\n- no-such-doc: when nothing exists\n",
+        encoding="utf-8",
+    )
     code, out, err = run(["docs", "check"], capsys)
     assert code == 1
     assert "no-such-doc" in out and "problem" in err
@@ -182,8 +184,7 @@ def test_docs_check_names_the_line_a_hand_made_doc_needs_in_the_index(
     """A local doc with no index entry is legal but never shown to the agent: a visible warning."""
     docs = isolated_dirs / "docs"
     docs.mkdir(parents=True)
-    (docs / "deconvolve.md").write_text("# Deconvolve\n\nRichardson-Lucy on a widefield stack.\n",
-                                        encoding="utf-8")
+    (docs / "deconvolve.md").write_text("# Deconvolve\n\nRichardson-Lucy on a widefield stack.\n", encoding="utf-8")
     code, out, err = run(["docs", "check"], capsys)
     assert code == 0, out + err
     warning = [line for line in out.splitlines() if line.startswith("warning: ")]
@@ -191,8 +192,10 @@ def test_docs_check_names_the_line_a_hand_made_doc_needs_in_the_index(
     assert "'- deconvolve: Richardson-Lucy on a widefield stack.'" in warning[0]
     assert "1 warning(s)" in out.splitlines()[-1]
     index = docs / "index.md"
-    index.write_text((SHIPPED_DIR / "index.md").read_text(encoding="utf-8")
-                     + "\n- deconvolve: deconvolve a widefield stack\n", encoding="utf-8")
+    index.write_text(
+        (SHIPPED_DIR / "index.md").read_text(encoding="utf-8") + "\n- deconvolve: deconvolve a widefield stack\n",
+        encoding="utf-8",
+    )
     code, out, _ = run(["docs", "check"], capsys)
     assert code == 0 and "warning" not in out
 
@@ -233,8 +236,15 @@ def test_read_only_docs_commands_leave_the_disk_as_it_was(
 ) -> None:
     """Reading docs from a terminal creates no config dir, no docs/ and no manifest."""
     before = sorted(tmp_path.rglob("*"))
-    for argv in (["docs", "index"], ["docs", "read", "authoring"], ["docs", "read", "index@diff"],
-                 ["docs", "check"], ["docs", "search", "otsu"], ["docs", "pack"], ["config", "show"]):
+    for argv in (
+        ["docs", "index"],
+        ["docs", "read", "authoring"],
+        ["docs", "read", "index@diff"],
+        ["docs", "check"],
+        ["docs", "search", "otsu"],
+        ["docs", "pack"],
+        ["config", "show"],
+    ):
         code, _, err = run(argv, capsys)
         assert code == 0, (argv, err)
         assert sorted(tmp_path.rglob("*")) == before, argv
@@ -274,8 +284,7 @@ def test_console_script_help_and_config_show(isolated_dirs: Path) -> None:
     done = subprocess.run([script(), "config", "show"], capture_output=True, text=True, env=env, timeout=60)
     assert done.returncode == 0 and 'name = "lab"' in done.stdout and f"# {cfile}:2" in done.stdout
     cfile.write_text("[kernel]\nname = \n", encoding="utf-8")
-    done = subprocess.run([script()], capture_output=True, text=True, env=env, timeout=60,
-                          stdin=subprocess.DEVNULL)
+    done = subprocess.run([script()], capture_output=True, text=True, env=env, timeout=60, stdin=subprocess.DEVNULL)
     assert done.returncode == 2 and done.stdout == ""
     assert_one_error_line(done.stderr, f"{cfile}:2:", "invalid TOML")
 
@@ -342,8 +351,9 @@ def test_serving_stdio_on_a_terminal_says_what_it_is_on_stderr(tmp_path: Path) -
 
     env = {**os.environ, **isolated_vars(tmp_path)}
     master, slave = pty.openpty()
-    proc = subprocess.Popen([sys.executable, "-m", "biopb_mcp"], stdin=slave, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, env=env)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "biopb_mcp"], stdin=slave, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env
+    )
     os.close(slave)
     try:
         assert proc.stderr is not None

@@ -56,7 +56,10 @@ def test_missing_file_gives_schema_defaults_and_paths_inside_the_tree(tmp_path: 
     s = load_settings(cdir)
     for key in SCHEMA:
         if key.section in ("kernel", "docs", "http", "server") and key.dotted not in (
-            "server.state_dir", "server.runtime_dir", "server.log_file", "server.trace"
+            "server.state_dir",
+            "server.runtime_dir",
+            "server.log_file",
+            "server.trace",
         ):
             assert settings_value(s, key) == key.default, key.dotted
     assert s.config_file == cdir / "config.toml"
@@ -82,7 +85,8 @@ def test_example_file_is_the_schema_rendering_and_loads_to_the_defaults() -> Non
         at = next(i for i, line in enumerate(lines) if line.startswith(f"# {key.name} = "))
         assert lines[at - 1].startswith("# ") and len(lines[at - 1]) > 10, f"{key.dotted} needs a comment"
     uncommented = "\n".join(
-        line[2:] if any(line.startswith(f"# {k.name} = ") for k in SCHEMA) else line for line in lines)
+        line[2:] if any(line.startswith(f"# {k.name} = ") for k in SCHEMA) else line for line in lines
+    )
     assert tomllib.loads(uncommented) == defaults()
 
 
@@ -119,7 +123,9 @@ def test_init_writes_the_example_and_refuses_to_overwrite_without_force(tmp_path
 
 
 def test_partial_section_overrides_only_its_keys_and_records_the_line(tmp_path: Path) -> None:
-    cfile = write_config(tmp_path, "# lab settings\n[kernel]\npromote_after = 2\n\n[http]\nallowed_hosts = ['lab-pc']\n")
+    cfile = write_config(
+        tmp_path, "# lab settings\n[kernel]\npromote_after = 2\n\n[http]\nallowed_hosts = ['lab-pc']\n"
+    )
     s = load_settings(tmp_path)
     assert s.kernel.promote_after == 2.0 and isinstance(s.kernel.promote_after, float)
     assert s.kernel.max_output_chars == 20000 and s.kernel.name == ""
@@ -134,8 +140,9 @@ def test_path_keys_expand_home_and_resolve_relative_to_the_config_dir(
 ) -> None:
     monkeypatch.setenv("HOME", str(tmp_path / "home"))
     cdir = tmp_path / "cfg"
-    write_config(cdir, "[services]\ndocs_local_dir = '~/lab-docs'\n[server]\n"
-                       "state_dir = 'state'\ntrace = '/abs/trace.jsonl'\n")
+    write_config(
+        cdir, "[services]\ndocs_local_dir = '~/lab-docs'\n[server]\nstate_dir = 'state'\ntrace = '/abs/trace.jsonl'\n"
+    )
     s = load_settings(cdir)
     assert s.docs_local_dir == tmp_path / "home" / "lab-docs"
     assert s.state_dir == cdir / "state"
@@ -210,9 +217,7 @@ def test_the_platform_config_dir_keeps_the_platform_state_and_runtime_dirs(
     assert s.runtime_dir == tmp_path / "runtime" / "biopb"
 
 
-def test_without_the_env_var_the_platform_config_dir_is_used(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_without_the_env_var_the_platform_config_dir_is_used(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv(CONFIG_DIR_ENV)
     monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "xdg"))
     assert config_dir() == tmp_path / "xdg" / "biopb"
@@ -221,7 +226,7 @@ def test_without_the_env_var_the_platform_config_dir_is_used(
 def test_show_prints_every_key_with_its_source_and_is_valid_toml(tmp_path: Path) -> None:
     cfile = write_config(tmp_path, "[kernel]\nname = 'lab-env'\n")
     text = render_show(load_settings(tmp_path))
-    assert "name = \"lab-env\"" in text and f"# {cfile}:2" in text
+    assert 'name = "lab-env"' in text and f"# {cfile}:2" in text
     parsed = tomllib.loads(text)
     assert parsed["kernel"]["name"] == "lab-env"
     assert {f"{s}.{k}" for s, body in parsed.items() for k in body} == {k.dotted for k in SCHEMA}
@@ -366,10 +371,7 @@ def test_config_dir_under_a_regular_file_cannot_be_loaded_or_initialised(tmp_pat
     assert blocker.read_text(encoding="utf-8") == "not a dir"
 
 
-
-def test_unwritable_log_location_is_a_config_error_naming_the_keys(
-    tmp_path: Path, root_handlers: None
-) -> None:
+def test_unwritable_log_location_is_a_config_error_naming_the_keys(tmp_path: Path, root_handlers: None) -> None:
     (tmp_path / "blocker").write_text("", encoding="utf-8")
     write_config(tmp_path / "cfg", f"[server]\nstate_dir = '{tmp_path / 'blocker' / 'state'}'\n")
     settings = load_settings(tmp_path / "cfg")

@@ -56,5 +56,11 @@ def test_kernel_env_carries_the_compute_settings_and_the_plugin(tmp_path: Path) 
     env = compute.kernel_env(settings)
     assert Path(env["BIOPB_MCP_BUILTIN_PLUGINS"]).is_file()
     config = json.loads(env["BIOPB_MCP_COMPUTE"])
-    assert config == {"scheduler": "local", "workers": 3, "threads_per_worker": 2, "memory_limit": "auto",
-                      "connect_timeout": 4.5, "config_file": str(tmp_path / "config.toml")}
+    assert config == {
+        "scheduler": "local",
+        "workers": 3,
+        "threads_per_worker": 2,
+        "memory_limit": "auto",
+        "connect_timeout": 4.5,
+        "config_file": str(tmp_path / "config.toml"),
+    }

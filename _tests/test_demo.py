@@ -16,13 +16,24 @@ import pytest
 from _tests.support.isolation import isolated_vars
 from biopb_mcp.server import demo
 
-STEP_NAMES = ["handshake", "start_kernel", "execute_code", "image", "read_doc", "write_doc",
-              "search_docs", "server_status", "clean up"]
+STEP_NAMES = [
+    "handshake",
+    "start_kernel",
+    "execute_code",
+    "image",
+    "read_doc",
+    "write_doc",
+    "search_docs",
+    "server_status",
+    "clean up",
+]
 
 
 def _snapshot(root: Path) -> dict[str, tuple[int, bytes]]:
-    return {str(p.relative_to(root)): (p.stat().st_mtime_ns, p.read_bytes() if p.is_file() else b"")
-            for p in sorted(root.rglob("*"))}
+    return {
+        str(p.relative_to(root)): (p.stat().st_mtime_ns, p.read_bytes() if p.is_file() else b"")
+        for p in sorted(root.rglob("*"))
+    }
 
 
 def _processes_under(root: str) -> list[psutil.Process]:
@@ -52,8 +63,14 @@ def test_demo_runs_every_step_cleans_up_and_leaves_the_users_config_alone(tmp_pa
     before = _snapshot(user_config)
     image = tmp_path / "nuclei.png"
     env = {**os.environ, **isolated_vars(tmp_path), "BIOPB_CONFIG_DIR": str(user_config)}
-    proc = subprocess.run([sys.executable, "-m", "biopb_mcp", "demo", "--image", str(image)], env=env,
-                          capture_output=True, text=True, timeout=300, check=False)
+    proc = subprocess.run(
+        [sys.executable, "-m", "biopb_mcp", "demo", "--image", str(image)],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
     out = proc.stdout
     assert proc.returncode == 0, out + proc.stderr
     for n, name in enumerate(STEP_NAMES, 1):
@@ -67,11 +84,11 @@ def test_demo_runs_every_step_cleans_up_and_leaves_the_users_config_alone(tmp_pa
     assert not (tmp_path / "state").exists() and not (tmp_path / "runtime").exists()
 
 
-def test_a_failing_step_is_named_exits_1_and_still_cleans_up(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_a_failing_step_is_named_exits_1_and_still_cleans_up(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A server that dies at once (a broken install) fails the first step, cheaply."""
-    monkeypatch.setattr(demo, "SERVER_ARGS", ["-c", "import sys; print('broken install', file=sys.stderr); sys.exit(3)"])
+    monkeypatch.setattr(
+        demo, "SERVER_ARGS", ["-c", "import sys; print('broken install', file=sys.stderr); sys.exit(3)"]
+    )
     out = io.StringIO()
     code = demo.run_demo(out, tmp_path / "nuclei.png")
     text = out.getvalue()
@@ -84,8 +101,10 @@ def test_a_failing_step_is_named_exits_1_and_still_cleans_up(
     assert not (tmp_path / "nuclei.png").exists()
 
 
-SLOW_ANALYSIS = ("get_ipython().events.register('pre_run_cell', lambda info: 'synthetic nuclei' in info.raw_cell "
-                 "and __import__('time').sleep(1.0))\n")
+SLOW_ANALYSIS = (
+    "get_ipython().events.register('pre_run_cell', lambda info: 'synthetic nuclei' in info.raw_cell "
+    "and __import__('time').sleep(1.0))\n"
+)
 """A kernel plugin that keeps the demo's analysis cell past a short promote_after, as a cold import
 on a slow machine keeps it past the default."""
 

@@ -47,22 +47,40 @@ def _refused(call: Any) -> DocError:
 
 AGENT_TEXT = [
     (lambda s: read_doc(s, ""), 'Empty doc id: give the id the index lists, e.g. read_doc("index").'),
-    (lambda s: read_doc(s, "kernell"),
-     "No doc 'kernell'. Closest: kernel. read_doc(\"index\") lists the docs; write_doc(id, body=…) creates one."),
-    (lambda s: s.write_doc("nope", old="a", new="b"),
-     ("No doc 'nope' to edit with old/new; create it with body=…. read_doc(\"index\") lists the docs; "
-      "write_doc(id, body=…) creates one.")),
+    (
+        lambda s: read_doc(s, "kernell"),
+        "No doc 'kernell'. Closest: kernel. read_doc(\"index\") lists the docs; write_doc(id, body=…) creates one.",
+    ),
+    (
+        lambda s: s.write_doc("nope", old="a", new="b"),
+        (
+            "No doc 'nope' to edit with old/new; create it with body=…. read_doc(\"index\") lists the docs; "
+            "write_doc(id, body=…) creates one."
+        ),
+    ),
     (lambda s: read_doc(s, "kernel@v3"), "No history for 'kernel': versions are kept from its first write_doc on."),
-    (lambda s: s.write_doc("kernel"),
-     "write_doc needs body (the whole new text) or old and new (replace one exact occurrence); got neither."),
-    (lambda s: s.write_doc("kernel", body="  \n"),
-     ("body is empty. There is no delete: retire a doc by removing its index entry "
-      "(write_doc(\"index\", old=…, new=…)).")),
-    (lambda s: s.write_doc("kernel", old="", new="b"),
-     "old is empty: give the exact text to replace (copy it from read_doc)."),
-    (lambda s: s.write_doc("kernel", old="no such text", new="b"),
-     ("old was not found in 'kernel' (0 matches); nothing was changed. Re-read it with "
-      "read_doc(\"kernel\") and copy the exact text (whitespace included).")),
+    (
+        lambda s: s.write_doc("kernel"),
+        "write_doc needs body (the whole new text) or old and new (replace one exact occurrence); got neither.",
+    ),
+    (
+        lambda s: s.write_doc("kernel", body="  \n"),
+        (
+            "body is empty. There is no delete: retire a doc by removing its index entry "
+            '(write_doc("index", old=…, new=…)).'
+        ),
+    ),
+    (
+        lambda s: s.write_doc("kernel", old="", new="b"),
+        "old is empty: give the exact text to replace (copy it from read_doc).",
+    ),
+    (
+        lambda s: s.write_doc("kernel", old="no such text", new="b"),
+        (
+            "old was not found in 'kernel' (0 matches); nothing was changed. Re-read it with "
+            'read_doc("kernel") and copy the exact text (whitespace included).'
+        ),
+    ),
 ]
 
 
@@ -77,7 +95,10 @@ def test_a_missing_version_points_at_the_history(store: DocStore) -> None:
     for k in range(3):
         store.write_doc("proc", body=f"# Proc\n\nversion {k}\n")
     exc = _refused(lambda: read_doc(store, "proc@v9"))
-    assert refusal(exc, FOR_AGENT) == 'No version 9 of \'proc\': the kept versions are v1–v3 (see read_doc("proc@history")).'
+    assert (
+        refusal(exc, FOR_AGENT)
+        == "No version 9 of 'proc': the kept versions are v1–v3 (see read_doc(\"proc@history\"))."
+    )
     assert refusal(exc, FOR_TERMINAL).endswith("(see biopb-mcp docs read proc@history).")
 
 
@@ -98,8 +119,10 @@ def edited(store: DocStore) -> DocStore:
 
 def _views(store: DocStore, calls: Calls | None) -> list[str]:
     """Every view that suggests a next step: a shadow's header, @diff without a copy, @history, @v<N>."""
-    return [read_doc(store, ref, calls).split("\n\n", 1)[0]
-            for ref in ("kernel", "authoring@diff", "authoring@history", "proc@history", "proc@v1")]
+    return [
+        read_doc(store, ref, calls).split("\n\n", 1)[0]
+        for ref in ("kernel", "authoring@diff", "authoring@history", "proc@history", "proc@v1")
+    ]
 
 
 def test_the_read_views_word_their_next_steps_for_their_reader(edited: DocStore) -> None:

@@ -48,7 +48,9 @@ def test_load_ext_prints_the_attach_command_for_this_kernel(notebook: tuple[Note
     assert ran.error is None and not ran.stderr, ran
     conn = str(kernel.connection_file.resolve())
     lines = ran.stdout.splitlines()
-    shell = next(line.strip() for line in lines if "--existing" in line and not line.strip().startswith(("claude", "{")))
+    shell = next(
+        line.strip() for line in lines if "--existing" in line and not line.strip().startswith(("claude", "{"))
+    )
     argv = shlex.split(shell)
     assert argv[0] == f"BIOPB_CONFIG_DIR={root / 'config'}"
     assert argv[-2:] == ["--existing", conn]
@@ -87,8 +89,15 @@ def test_status_and_log_show_what_the_agent_ran(notebook: tuple[NotebookKernel, 
         recorder.code_cell(code, collector, {"job_id": f"job-{n}", "status": "ok", "seconds": 0.1})
     assert recorder.flush()
     recorder.close()
-    link.announce(AgentPresence(server_pid=os.getpid(), transport="stdio", owns_kernel=False,
-                                connection_file=str(kernel.connection_file), session_notebook=str(path)))
+    link.announce(
+        AgentPresence(
+            server_pid=os.getpid(),
+            transport="stdio",
+            owns_kernel=False,
+            connection_file=str(kernel.connection_file),
+            session_notebook=str(path),
+        )
+    )
     link.note_submitted("job-2", "print('agent says hi')\nmean = 41 + a")
     status = kernel.run("%biopb status").stdout
     assert f"biopb-mcp pid {os.getpid()}" in status and "the kernel stays yours" in status
@@ -112,8 +121,12 @@ def png_bytes(width: int, height: int) -> bytes:
         return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
 
     rows = b"".join(b"\0" + bytes(width) for _ in range(height))
-    return (b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", struct.pack(">IIBBBBB", width, height, 8, 0, 0, 0, 0))
-            + chunk(b"IDAT", zlib.compress(rows)) + chunk(b"IEND", b""))
+    return (
+        b"\x89PNG\r\n\x1a\n"
+        + chunk(b"IHDR", struct.pack(">IIBBBBB", width, height, 8, 0, 0, 0, 0))
+        + chunk(b"IDAT", zlib.compress(rows))
+        + chunk(b"IEND", b"")
+    )
 
 
 def test_log_shows_an_agents_image_by_its_size_to_a_text_frontend(
@@ -129,8 +142,15 @@ def test_log_shows_an_agents_image_by_its_size_to_a_text_frontend(
     recorder.code_cell("display(img)", collector, {"job_id": "job-9", "status": "ok"})
     assert recorder.flush()
     recorder.close()
-    link.announce(AgentPresence(server_pid=os.getpid(), transport="stdio", owns_kernel=False,
-                                connection_file=str(kernel.connection_file), session_notebook=str(path)))
+    link.announce(
+        AgentPresence(
+            server_pid=os.getpid(),
+            transport="stdio",
+            owns_kernel=False,
+            connection_file=str(kernel.connection_file),
+            session_notebook=str(path),
+        )
+    )
     ran = kernel.run("%biopb log 1")
     assert ran.error is None, ran
     (shown,) = ran.results
@@ -141,8 +161,9 @@ def test_a_gone_server_is_reported_as_gone(notebook: tuple[NotebookKernel, Kerne
     kernel, link, _root = notebook
     gone = subprocess.Popen([sys.executable, "-c", "pass"])
     gone.wait()
-    presence = AgentPresence(server_pid=gone.pid, transport="stdio", owns_kernel=False,
-                             connection_file=str(kernel.connection_file))
+    presence = AgentPresence(
+        server_pid=gone.pid, transport="stdio", owns_kernel=False, connection_file=str(kernel.connection_file)
+    )
     link.announce(presence)
     assert "has exited" in kernel.run("%biopb status").stdout
 
@@ -172,14 +193,17 @@ def test_outside_a_kernel_the_extension_says_no_agent_can_attach() -> None:
 def test_attach_text_quotes_paths_with_spaces(tmp_path: Path) -> None:
     conn = tmp_path / "my kernels" / "kernel-1.json"
     text = attach_text(conn, ["/opt/my env/bin/biopb-mcp"])
-    shell = next(line.strip() for line in text.splitlines() if line.strip().startswith("/opt") or line.strip().startswith("'"))
+    shell = next(
+        line.strip() for line in text.splitlines() if line.strip().startswith("/opt") or line.strip().startswith("'")
+    )
     assert shlex.split(shell) == ["/opt/my env/bin/biopb-mcp", "--existing", str(conn)]
     assert "BIOPB_CONFIG_DIR" not in text
 
 
 def test_status_text_without_a_notebook_says_recording_is_off() -> None:
-    presence = AgentPresence(server_pid=os.getpid(), transport="http", owns_kernel=True,
-                             connection_file="/x.json", since=time.time())
+    presence = AgentPresence(
+        server_pid=os.getpid(), transport="http", owns_kernel=True, connection_file="/x.json", since=time.time()
+    )
     text = status_text(presence, None)
     assert "it owns this kernel" in text and "records no session notebook" in text
 

@@ -27,8 +27,13 @@ def dead_pid() -> int:
 
 
 def presence(pid: int | None = None) -> AgentPresence:
-    return AgentPresence(server_pid=pid or os.getpid(), transport="stdio", owns_kernel=False,
-                         connection_file="/k.json", session_notebook="/nb.ipynb")
+    return AgentPresence(
+        server_pid=pid or os.getpid(),
+        transport="stdio",
+        owns_kernel=False,
+        connection_file="/k.json",
+        session_notebook="/nb.ipynb",
+    )
 
 
 def test_the_id_follows_the_key_not_the_path_and_hides_the_key(tmp_path: Path) -> None:
@@ -89,8 +94,9 @@ def test_a_server_leaving_a_joined_kernel_is_remembered_as_exited_with_its_last_
     assert got is not None and got.exited is not None and not got.alive
     assert got.last_job == "job-7" and got.last_code == "labels = segment(img)"
     owned = KernelLink(tmp_path / "rt", "owned")  # a kernel that ends with its server: nothing to remember
-    owned.announce(AgentPresence(server_pid=os.getpid(), transport="stdio", owns_kernel=True,
-                                 connection_file="/k.json"))
+    owned.announce(
+        AgentPresence(server_pid=os.getpid(), transport="stdio", owns_kernel=True, connection_file="/k.json")
+    )
     owned.leave()
     assert owned.presence() is None
 
@@ -108,7 +114,7 @@ CRAFTED_PRESENCE = [
     '{"server_pid": 1, "transport": "stdio", "owns_kernel": false, "connection_file": "/k", '
     '"session_notebook": ' + json.dumps("x" * 5000) + "}",
     '{"transport": "stdio"}',
-    '[1, 2, 3]',
+    "[1, 2, 3]",
     '{"server_pid": 1, ',
     '{"server_pid": 1, "transport": "stdio", "owns_kernel": false, "connection_file": "' + "k" * 100_000 + '"}',
 ]
@@ -116,7 +122,9 @@ CRAFTED_PRESENCE = [
 
 @pytest.mark.parametrize("text", CRAFTED_PRESENCE, ids=range(len(CRAFTED_PRESENCE)))
 def test_a_crafted_presence_file_is_ignored_with_a_log_line(
-    tmp_path: Path, text: str, caplog: pytest.LogCaptureFixture,
+    tmp_path: Path,
+    text: str,
+    caplog: pytest.LogCaptureFixture,
 ) -> None:
     link = KernelLink(tmp_path / "rt", "abc")
     link.pause()  # makes the private dir
@@ -152,7 +160,8 @@ def run_bounded(fn: Callable[[], object], seconds: float = 10) -> object:
 
 
 def test_a_fifo_or_a_link_at_a_link_file_never_hangs_and_is_ignored(
-    tmp_path: Path, caplog: pytest.LogCaptureFixture,
+    tmp_path: Path,
+    caplog: pytest.LogCaptureFixture,
 ) -> None:
     link = KernelLink(tmp_path / "rt", "abc")
     link.pause()
@@ -176,8 +185,13 @@ def test_a_fifo_or_a_link_at_a_link_file_never_hangs_and_is_ignored(
 def test_a_crafted_session_notebook_path_is_refused_not_read(tmp_path: Path) -> None:
     fifo = tmp_path / "fifo.ipynb"
     os.mkfifo(fifo)
-    crafted = AgentPresence(server_pid=os.getpid(), transport="stdio", owns_kernel=False,
-                            connection_file="/k.json", session_notebook=str(fifo))
+    crafted = AgentPresence(
+        server_pid=os.getpid(),
+        transport="stdio",
+        owns_kernel=False,
+        connection_file="/k.json",
+        session_notebook=str(fifo),
+    )
     answer = run_bounded(lambda: agent_cells_of(crafted, 3))
     assert isinstance(answer, tuple)
     cells, why = answer

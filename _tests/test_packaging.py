@@ -43,8 +43,7 @@ def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
     src = tmp_path_factory.mktemp("src")
     for name in ("pyproject.toml", "README.md"):
         shutil.copy2(REPO / name, src / name)
-    shutil.copytree(REPO / "biopb_mcp", src / "biopb_mcp",
-                    ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+    shutil.copytree(REPO / "biopb_mcp", src / "biopb_mcp", ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
     # shapes the seed may take later, so the package-data globs are proven on them today
     for rel in PROBES:
         probe = src / rel
@@ -53,7 +52,9 @@ def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
     out = tmp_path_factory.mktemp("dist")
     done = subprocess.run(
         [sys.executable, "-m", "build", "--wheel", "--no-isolation", "--outdir", str(out), str(src)],
-        capture_output=True, text=True, timeout=240,
+        capture_output=True,
+        text=True,
+        timeout=240,
     )
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     (built,) = out.glob("biopb_mcp-*.whl")
@@ -78,24 +79,45 @@ def test_wheel_installs_into_a_fresh_venv_and_its_script_runs(wheel: Path, tmp_p
     # entry: unlike --system-site-packages, its .pth files (our editable finder) are not run.
     (site,) = venv.glob("lib/python3*/site-packages")
     # every site dir of the running interpreter: a --system-site-packages venv has two
-    parent = {sysconfig.get_paths()["purelib"], sysconfig.get_paths()["platlib"],
-              *(p for p in sys.path if p.endswith("site-packages"))}
+    parent = {
+        sysconfig.get_paths()["purelib"],
+        sysconfig.get_paths()["platlib"],
+        *(p for p in sys.path if p.endswith("site-packages")),
+    }
     (site / "_parent_env.pth").write_text("\n".join(sorted(parent)) + "\n", encoding="utf-8")
     py = venv / "bin" / "python"
     done = subprocess.run(
-        [str(py), "-m", "pip", "install", "--no-deps", "--no-index", "--ignore-installed",
-         "--disable-pip-version-check", "--quiet", str(wheel)],
-        capture_output=True, text=True, timeout=240, cwd=tmp_path,
+        [
+            str(py),
+            "-m",
+            "pip",
+            "install",
+            "--no-deps",
+            "--no-index",
+            "--ignore-installed",
+            "--disable-pip-version-check",
+            "--quiet",
+            str(wheel),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=240,
+        cwd=tmp_path,
     )
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
-    done = subprocess.run([str(venv / "bin" / "biopb-mcp"), "--version"], capture_output=True,
-                          text=True, timeout=60, cwd=tmp_path)
+    done = subprocess.run(
+        [str(venv / "bin" / "biopb-mcp"), "--version"], capture_output=True, text=True, timeout=60, cwd=tmp_path
+    )
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == f"biopb-mcp {biopb_mcp.__version__}"
     # the venv imports its own copy (not the editable checkout), and its seed is complete
     done = subprocess.run(
         [str(py), "-c", "import biopb_mcp, pathlib; print(pathlib.Path(biopb_mcp.__file__).parent)"],
-        capture_output=True, text=True, timeout=60, cwd=tmp_path, check=True,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=tmp_path,
+        check=True,
     )
     installed = Path(done.stdout.strip())
     assert installed.is_relative_to(venv), installed

@@ -83,8 +83,14 @@ def test_sweep_removes_only_files_of_dead_servers(tmp_path: Path) -> None:
     assert run is not None
     dead, live = dead_pid(), os.getppid()
     stale = [f"kernel-{dead}-0a1b2c3d.json", f"kernel-{dead}-0a1b2c3d-1", f"http-token-{dead}"]
-    kept = [f"kernel-{live}-0a1b2c3d.json", f"kernel-{live}-0a1b2c3d-3", f"http-token-{live}",
-            f"http-token-{os.getpid()}", "notes.txt", f"kernel-{dead}.json"]
+    kept = [
+        f"kernel-{live}-0a1b2c3d.json",
+        f"kernel-{live}-0a1b2c3d-3",
+        f"http-token-{live}",
+        f"http-token-{os.getpid()}",
+        "notes.txt",
+        f"kernel-{dead}.json",
+    ]
     for name in stale + kept:
         (run / name).write_text("x")
     socket_dir = Path(tempfile.mkdtemp(prefix=f"biopb-{dead}-"))

@@ -95,7 +95,10 @@ def _run(args: argparse.Namespace) -> int:
     agent = make_agent(args.agent)
     missing = missing_command(agent)
     if missing is not None:
-        print(f"error: agent command not found: {missing} (give a built-in agent name, or a command on PATH)", file=sys.stderr)
+        print(
+            f"error: agent command not found: {missing} (give a built-in agent name, or a command on PATH)",
+            file=sys.stderr,
+        )
         return 2
     spec = RunSpec(
         agent=agent,
@@ -108,7 +111,14 @@ def _run(args: argparse.Namespace) -> int:
     )
     started = time.monotonic()
     rows = run_bench(spec, jobs=args.jobs)
-    text = _write_summary(args.out, rows, agent=spec.agent.name, wall=time.monotonic() - started, cases=len(spec.cases), repeat=args.repeat)
+    text = _write_summary(
+        args.out,
+        rows,
+        agent=spec.agent.name,
+        wall=time.monotonic() - started,
+        cases=len(spec.cases),
+        repeat=args.repeat,
+    )
     print(text)
     print(f"results: {args.out / 'results.jsonl'}")
     return 1 if any(row["harness_error"] for row in rows) else 0
@@ -149,8 +159,11 @@ def _selftest_progress(agent: str) -> Callable[[dict[str, Any], int, int, float]
     def report(row: dict[str, Any], done: int, total: int, elapsed: float) -> None:
         verdict, as_expected = _verdict(agent, row)
         why = "" if as_expected else f" {row['harness_error'] or row['detail'][:100]}"
-        print(f"[{agent} {done}/{total} {elapsed:6.1f}s] {row['case']} {row['arm']}: {verdict} "
-              f"({row['duration_s']} s){why}", flush=True)
+        print(
+            f"[{agent} {done}/{total} {elapsed:6.1f}s] {row['case']} {row['arm']}: {verdict} "
+            f"({row['duration_s']} s){why}",
+            flush=True,
+        )
 
     return report
 
@@ -170,21 +183,29 @@ def _selftest(args: argparse.Namespace) -> int:
     for number, name in enumerate(agents, start=1):
         print(f"selftest: agent {name} ({number} of {len(agents)}), {2 * len(cases)} runs", flush=True)
         agent_started = time.monotonic()
-        rows = run_bench(RunSpec(make_agent(name), ["docs", "nodocs"], cases, out / name, timeout=args.timeout),
-                         progress=_selftest_progress(name), jobs=args.jobs)
+        rows = run_bench(
+            RunSpec(make_agent(name), ["docs", "nodocs"], cases, out / name, timeout=args.timeout),
+            progress=_selftest_progress(name),
+            jobs=args.jobs,
+        )
         _write_summary(out / name, rows, agent=name, wall=time.monotonic() - started, cases=len(cases), repeat=1)
         for r in rows:
             want = expected_pass(name, r["category"], r["arm"])
             if r["harness_error"]:
                 problems.append(f"{name}: {r['case']} {r['arm']}: harness error: {r['harness_error']}")
             elif r["passed"] != want:
-                problems.append(f"{name}: {r['case']} ({r['category']}) {r['arm']}: {'passed' if r['passed'] else 'failed'}, expected to {'pass' if want else 'fail'}: {r['detail']}")
+                problems.append(
+                    f"{name}: {r['case']} ({r['category']}) {r['arm']}: {'passed' if r['passed'] else 'failed'}, expected to {'pass' if want else 'fail'}: {r['detail']}"
+                )
             if r.get("contaminated"):
                 problems.append(f"{name}: {r['case']} nodocs: reached a withheld procedure {r['contaminated']}")
         passed = sum(1 for r in rows if r["passed"])
         off = sum(1 for r in rows if not _verdict(name, r)[1])
-        print(f"selftest: {name}: {len(rows)} runs in {time.monotonic() - agent_started:.0f} s, {passed} passed, "
-              f"{len(rows) - passed} failed, " + (f"{off} NOT as expected" if off else "all as expected"), flush=True)
+        print(
+            f"selftest: {name}: {len(rows)} runs in {time.monotonic() - agent_started:.0f} s, {passed} passed, "
+            f"{len(rows) - passed} failed, " + (f"{off} NOT as expected" if off else "all as expected"),
+            flush=True,
+        )
     wall = time.monotonic() - started
     print(f"selftest: {len(cases)} cases, agents {', '.join(agents)}, in {wall:.0f} s; output in {out}")
     for problem in problems:
@@ -194,40 +215,76 @@ def _selftest(args: argparse.Namespace) -> int:
 
 
 def build_parser() -> tuple[argparse.ArgumentParser, argparse._SubParsersAction]:
-    parser = argparse.ArgumentParser(prog="python -m bench", description="Ablation bench for biopb-mcp's docs: the same cases with the docs and without them.")
+    parser = argparse.ArgumentParser(
+        prog="python -m bench",
+        description="Ablation bench for biopb-mcp's docs: the same cases with the docs and without them.",
+    )
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
-    prep = sub.add_parser("prepare", help="write an isolated config tree (docs arm or ablated)",
-                          description="Example: python -m bench prepare --bench-docs=false --out /tmp/nodocs")
-    prep.add_argument("--bench-docs", type=_bool, required=True, metavar="true|false",
-                      help="true: the shipped index and the lab tier; false: procedures withheld (unlisted and unreadable), no lab tier")
+    prep = sub.add_parser(
+        "prepare",
+        help="write an isolated config tree (docs arm or ablated)",
+        description="Example: python -m bench prepare --bench-docs=false --out /tmp/nodocs",
+    )
+    prep.add_argument(
+        "--bench-docs",
+        type=_bool,
+        required=True,
+        metavar="true|false",
+        help="true: the shipped index and the lab tier; false: procedures withheld (unlisted and unreadable), no lab tier",
+    )
     prep.add_argument("--out", type=Path, required=True, help="directory to create (used as BIOPB_CONFIG_DIR)")
     prep.set_defaults(handler=_prepare)
 
-    run = sub.add_parser("run", help="run an agent over the cases in both arms",
-                         description="Example: python -m bench run --agent scripted --arms both --out /tmp/bench")
-    run.add_argument("--agent", required=True,
-                     help="scripted | docs-blind | nothing | claude | handoff | a command template using {prompt} {workdir} {mcp_config}")
+    run = sub.add_parser(
+        "run",
+        help="run an agent over the cases in both arms",
+        description="Example: python -m bench run --agent scripted --arms both --out /tmp/bench",
+    )
+    run.add_argument(
+        "--agent",
+        required=True,
+        help="scripted | docs-blind | nothing | claude | handoff | a command template using {prompt} {workdir} {mcp_config}",
+    )
     run.add_argument("--arms", choices=("both", "docs", "nodocs"), default="both", help="which arms (default both)")
-    run.add_argument("--cases", default="all", help="all, or comma-separated case names and categories (textbook, lab, hard, two-session)")
+    run.add_argument(
+        "--cases",
+        default="all",
+        help="all, or comma-separated case names and categories (textbook, lab, hard, two-session)",
+    )
     run.add_argument("--out", type=Path, required=True, help="output directory (results.jsonl, summary.md, runs/)")
     run.add_argument("--repeat", type=int, default=1, help="repeats per case and arm (default 1)")
     run.add_argument("--timeout", type=float, default=600.0, help="seconds per agent run before its tree is killed")
     run.add_argument("--seed", type=int, default=0, help="data seed (same data in both arms of a pair)")
-    run.add_argument("--jobs", type=int, default=1, help="runs at once (default 1; model runs may hit rate limits; with handoff, runs handed out at once)")
+    run.add_argument(
+        "--jobs",
+        type=int,
+        default=1,
+        help="runs at once (default 1; model runs may hit rate limits; with handoff, runs handed out at once)",
+    )
     run.set_defaults(handler=_run)
 
-    selftest = sub.add_parser("selftest", help="each built-in agent passes and fails exactly the cases it should",
-                              description="Example: python -m bench selftest")
+    selftest = sub.add_parser(
+        "selftest",
+        help="each built-in agent passes and fails exactly the cases it should",
+        description="Example: python -m bench selftest",
+    )
     selftest.add_argument("--cases", default="all", help="all, or comma-separated case names and categories")
     selftest.add_argument("--out", type=Path, default=None, help="output directory (default: a new temp dir)")
-    selftest.add_argument("--agents", default=",".join(SELFTEST_AGENTS), help="comma-separated, from scripted, docs-blind, nothing (default all three)")
+    selftest.add_argument(
+        "--agents",
+        default=",".join(SELFTEST_AGENTS),
+        help="comma-separated, from scripted, docs-blind, nothing (default all three)",
+    )
     selftest.add_argument("--timeout", type=float, default=180.0, help="seconds per run")
     selftest.add_argument("--jobs", type=int, default=1, help="runs at once (default 1)")
     selftest.set_defaults(handler=_selftest)
 
-    cases = sub.add_parser("cases", help="list the cases: what each needs and why the data cannot reveal it",
-                           description="Example: python -m bench cases --cases lab,two-session")
+    cases = sub.add_parser(
+        "cases",
+        help="list the cases: what each needs and why the data cannot reveal it",
+        description="Example: python -m bench cases --cases lab,two-session",
+    )
     cases.add_argument("--cases", default="all", help="all, or comma-separated case names and categories")
     cases.set_defaults(handler=_cases)
 

@@ -29,7 +29,16 @@ from pathlib import Path
 
 import psutil
 
-__all__ = ["TERM_GRACE", "Agent", "AgentNotFound", "AgentRun", "kill_tree", "make_agent", "missing_command", "run_command"]
+__all__ = [
+    "TERM_GRACE",
+    "Agent",
+    "AgentNotFound",
+    "AgentRun",
+    "kill_tree",
+    "make_agent",
+    "missing_command",
+    "run_command",
+]
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 """The checkout holding ``bench/``: put on PYTHONPATH so ``python -m bench.scripted`` resolves."""
@@ -38,14 +47,15 @@ TERM_GRACE = 3.0
 """Seconds between SIGTERM and SIGKILL when a tree is killed: time for a server to stop its kernel."""
 
 CLAUDE_TEMPLATE = (
-    "claude -p {prompt} --mcp-config {mcp_config} --strict-mcp-config "
-    "--allowedTools mcp__biopb --output-format json"
+    "claude -p {prompt} --mcp-config {mcp_config} --strict-mcp-config --allowedTools mcp__biopb --output-format json"
 )
 """Claude Code, headless: only this run's server (--strict-mcp-config), its tools pre-approved and
 nothing else (in -p mode a tool outside --allowedTools is denied), so all work goes through the
 kernel and the trace sees it."""
 
-PROMPT_SUFFIX = "\n\nThe files are in {workdir}. Save the outputs I asked for in that folder (or a results folder inside it)."
+PROMPT_SUFFIX = (
+    "\n\nThe files are in {workdir}. Save the outputs I asked for in that folder (or a results folder inside it)."
+)
 
 
 @dataclass(frozen=True)
@@ -76,7 +86,17 @@ def make_agent(spec: str) -> Agent:
     """
     python = sys.executable
     if spec == "scripted":
-        argv: tuple[str, ...] = (python, "-m", "bench.scripted", "--case", "{case}", "--workdir", "{workdir}", "--mcp-config", "{mcp_config}")
+        argv: tuple[str, ...] = (
+            python,
+            "-m",
+            "bench.scripted",
+            "--case",
+            "{case}",
+            "--workdir",
+            "{workdir}",
+            "--mcp-config",
+            "{mcp_config}",
+        )
         return Agent("scripted", argv)
     if spec == "docs-blind":
         return Agent("docs-blind", (*make_agent("scripted").argv, "--blind"))
@@ -189,7 +209,9 @@ def run_command(
     start = time.monotonic()
     with stdout.open("wb") as out, stderr.open("wb") as err:
         try:
-            proc = subprocess.Popen(argv, cwd=cwd, env=env, stdin=subprocess.DEVNULL, stdout=out, stderr=err, start_new_session=True)
+            proc = subprocess.Popen(
+                argv, cwd=cwd, env=env, stdin=subprocess.DEVNULL, stdout=out, stderr=err, start_new_session=True
+            )
         except FileNotFoundError:
             raise AgentNotFound(f"agent command not found: {argv[0]}") from None
         timed_out = False

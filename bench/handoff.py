@@ -70,8 +70,15 @@ def run_handoff(
     argv = [*server_command(), "--transport", "http", "--port", "0", "--trace", str(trace)]
     start = time.monotonic()
     with files.stderr.open("wb") as err:
-        proc = subprocess.Popen(argv, cwd=workdir, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                                stderr=err, start_new_session=True)
+        proc = subprocess.Popen(
+            argv,
+            cwd=workdir,
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=err,
+            start_new_session=True,
+        )
     marker = ("BIOPB_CONFIG_DIR", str(tree.root))
     try:
         url = token = None
@@ -93,7 +100,8 @@ def run_handoff(
             "token": token,
             "headers": headers,
             "mcpServers": {"biopb": {"type": "http", "url": url, "headers": headers}},
-            "claude_code": f'claude mcp add --transport http biopb {url}' + (f' --header "Authorization: Bearer {token}"' if token else ""),
+            "claude_code": f"claude mcp add --transport http biopb {url}"
+            + (f' --header "Authorization: Bearer {token}"' if token else ""),
             "prompt": prompt,
             "workdir": str(workdir),
             "done_file": str(files.done),
@@ -106,7 +114,8 @@ def run_handoff(
                 + (f"Authorization: Bearer {token}\n" if token else "")
                 + f"client config: {json.dumps(info['mcpServers'])}\nwork dir: {workdir}\nprompt:\n{prompt}\n"
                 f"when finished: touch {files.done}   (details: {files.json}; timeout {timeout:g} s)\n",
-                file=sys.stdout, flush=True,
+                file=sys.stdout,
+                flush=True,
             )
         while not files.done.exists() and time.monotonic() - start < timeout:
             if proc.poll() is not None:
@@ -115,7 +124,9 @@ def run_handoff(
         done = files.done.exists()
         duration = time.monotonic() - start
         if not done and proc.poll() is not None:
-            raise RuntimeError(f"the run's server exited (code {proc.returncode}) before {files.done.name} appeared; see {files.stderr}")
+            raise RuntimeError(
+                f"the run's server exited (code {proc.returncode}) before {files.done.name} appeared; see {files.stderr}"
+            )
     finally:
         killed = kill_tree(proc.pid, marker=marker)
         proc.wait()

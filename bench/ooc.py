@@ -109,15 +109,19 @@ def load_warning(load: float, cores: int, own: int = 0) -> str | None:
     if load <= cores + own:
         return None
     mine = f" (this run's own {own} busy processes included)" if own else ""
-    return (f"WARNING: the 1-minute load reached {load:.1f} on {cores} cores{mine}: other processes shared "
-            f"the CPUs, so these MB/s understate the method; re-run when `uptime` shows a load below {cores}")
+    return (
+        f"WARNING: the 1-minute load reached {load:.1f} on {cores} cores{mine}: other processes shared "
+        f"the CPUs, so these MB/s understate the method; re-run when `uptime` shows a load below {cores}"
+    )
 
 
 def throughput_line(figures: dict[str, Any], blocks: int, compute_s: float, load_now: str) -> str:
     """The throughput figures, with the load they were measured at (never one without the other)."""
-    return (f"throughput: cluster {figures['cluster_mb_s']:.2f} MB/s (code blocks 2-{blocks}, {compute_s:.1f} s; "
-            f"{figures['with_copy_mb_s']:.2f} MB/s with the TIFF copy) vs single-process numpy "
-            f"{figures['numpy_mb_s']:.2f} MB/s on a {figures['numpy_crop_mb']:.0f} MB crop ({load_now})")
+    return (
+        f"throughput: cluster {figures['cluster_mb_s']:.2f} MB/s (code blocks 2-{blocks}, {compute_s:.1f} s; "
+        f"{figures['with_copy_mb_s']:.2f} MB/s with the TIFF copy) vs single-process numpy "
+        f"{figures['numpy_mb_s']:.2f} MB/s on a {figures['numpy_crop_mb']:.0f} MB crop ({load_now})"
+    )
 
 
 class PeakRss:
@@ -169,8 +173,7 @@ def same_partition(a: np.ndarray, b: np.ndarray) -> bool:
     return len(pairs[0]) == len(np.unique(pairs[0])) == len(np.unique(pairs[1]))
 
 
-def run(side_px: int, workers: int, memory_limit: str, workdir: Path, crop_px: int,
-        out: Any = print) -> dict[str, Any]:
+def run(side_px: int, workers: int, memory_limit: str, workdir: Path, crop_px: int, out: Any = print) -> dict[str, Any]:
     """One out-of-core run; returns the figures and checks as JSON-able data."""
     from biopb_mcp.config.settings import load_settings
     from biopb_mcp.kernel import KernelHost
@@ -188,8 +191,10 @@ def run(side_px: int, workers: int, memory_limit: str, workdir: Path, crop_px: i
     write_synthetic_tiff(source, side_px, patch)
     mb = side_px * side_px / 1e6
     figures["image_mb"] = mb
-    out(f"synthetic TIFF {side_px} x {side_px} uint8: {source.stat().st_size / 1e6:.0f} MB on disk, "
-        f"written in {time.perf_counter() - t:.1f} s ({load()})")
+    out(
+        f"synthetic TIFF {side_px} x {side_px} uint8: {source.stat().st_size / 1e6:.0f} MB on disk, "
+        f"written in {time.perf_counter() - t:.1f} s ({load()})"
+    )
 
     cdir = workdir / "config"
     cdir.mkdir()
@@ -197,7 +202,9 @@ def run(side_px: int, workers: int, memory_limit: str, workdir: Path, crop_px: i
         f'[server]\nstate_dir = "{workdir / "state"}"\nruntime_dir = "{workdir / "rt"}"\n'
         "[kernel]\nrequest_timeout = 60.0\n"
         f'[compute]\nscheduler = "local"\nworkers = {workers}\nthreads_per_worker = 1\n'
-        f'memory_limit = "{memory_limit}"\nconnect_timeout = 60.0\n', encoding="utf-8")
+        f'memory_limit = "{memory_limit}"\nconnect_timeout = 60.0\n',
+        encoding="utf-8",
+    )
     host = KernelHost(load_settings(cdir))
 
     def kernel(code: str, timeout: float = 7200.0) -> str:
@@ -222,10 +229,13 @@ def run(side_px: int, workers: int, memory_limit: str, workdir: Path, crop_px: i
         figures["kernel_start_s"] = round(time.perf_counter() - t, 2)
         out(f"first use ({load()}):\n  kernel start: {figures['kernel_start_s']:.2f} s")
         timed("cluster_start_s", "_c = dask_client()")
-        timed("connect_s", "from distributed import Client as _C\n_c2 = _C(_c.scheduler.address, timeout=60)\n"
-                           "_c2.close()")
-        kernel(f"source_path = {str(source)!r}\nobject_diameter_px = {DIAMETER}\n"
-               f"out_path = {str(workdir / 'labels.zarr')!r}")
+        timed(
+            "connect_s", "from distributed import Client as _C\n_c2 = _C(_c.scheduler.address, timeout=60)\n_c2.close()"
+        )
+        kernel(
+            f"source_path = {str(source)!r}\nobject_diameter_px = {DIAMETER}\n"
+            f"out_path = {str(workdir / 'labels.zarr')!r}"
+        )
         blocks = procedure_blocks()
         out("procedure steps:")
         with PeakRss(int(host.status().pid or 0)) as rss:
@@ -234,17 +244,22 @@ def run(side_px: int, workers: int, memory_limit: str, workdir: Path, crop_px: i
                 if text.strip() != "(no output)":
                     out("    " + text.strip().splitlines()[-1])
         figures["worker_peak_rss_mb"] = sorted(round(v / 1e6) for v in rss.peak.values())
-        got = json.loads(kernel(
-            "print(__import__('json').dumps({'n_objects': int(n_objects), 'chunk_px': int(chunk_px), "
-            "'threshold': float(threshold), 'sigma': float(sigma), 'limit': [w['memory_limit'] for w "
-            "in _c.scheduler_info()['workers'].values()]}))").strip().splitlines()[-1])
+        got = json.loads(
+            kernel(
+                "print(__import__('json').dumps({'n_objects': int(n_objects), 'chunk_px': int(chunk_px), "
+                "'threshold': float(threshold), 'sigma': float(sigma), 'limit': [w['memory_limit'] for w "
+                "in _c.scheduler_info()['workers'].values()]}))"
+            )
+            .strip()
+            .splitlines()[-1]
+        )
         chunk = got["chunk_px"]
         # a crop around a corner where four chunks meet, clear of the image's edges
         corner = chunk * (-(-crop_px // (2 * chunk)) + 1)
         y0 = x0 = corner - crop_px // 2
         if y0 + crop_px > side_px:
             raise ValueError(f"--crop-px {crop_px} does not fit around a chunk corner of a {side_px}-px image")
-        crop = np.s_[y0:y0 + crop_px, x0:x0 + crop_px]
+        crop = np.s_[y0 : y0 + crop_px, x0 : x0 + crop_px]
         crop_file = workdir / "crop.npy"
         kernel(f"np.save({str(crop_file)!r}, labels[{y0}:{y0 + crop_px}, {x0}:{x0 + crop_px}].compute())")
         cluster_labels = np.load(crop_file)
@@ -253,9 +268,13 @@ def run(side_px: int, workers: int, memory_limit: str, workdir: Path, crop_px: i
 
     limit_mb = sum(got["limit"]) / 1e6
     compute_s = sum(figures[f"block{n}_s"] for n in range(2, len(blocks) + 1))
-    figures.update(chunk_px=chunk, workers_total_limit_mb=round(limit_mb), compute_s=round(compute_s, 2),
-                   cluster_mb_s=round(mb / compute_s, 2),
-                   with_copy_mb_s=round(mb / (compute_s + figures["block1_s"]), 2))
+    figures.update(
+        chunk_px=chunk,
+        workers_total_limit_mb=round(limit_mb),
+        compute_s=round(compute_s, 2),
+        cluster_mb_s=round(mb / compute_s, 2),
+        with_copy_mb_s=round(mb / (compute_s + figures["block1_s"]), 2),
+    )
 
     # single process: the same steps on a crop that fits (the TIFF holds exactly these pixels)
     region = synthetic_region(patch, crop[0], crop[1])
@@ -273,18 +292,22 @@ def run(side_px: int, workers: int, memory_limit: str, workdir: Path, crop_px: i
     figures["crop_partition_equal"] = same_partition(cluster_labels[inner], reference[inner])
     figures["load"] = os.getloadavg()
 
-    out(f"workers' peak RSS (sampled every 0.25 s): {figures['worker_peak_rss_mb']} MB, limit "
+    out(
+        f"workers' peak RSS (sampled every 0.25 s): {figures['worker_peak_rss_mb']} MB, limit "
         f"{limit_mb / workers:.0f} MB each, {limit_mb:.0f} MB in all; image {mb:.0f} MB, "
-        f"labels (int32) {4 * mb:.0f} MB; chunks {chunk} px")
+        f"labels (int32) {4 * mb:.0f} MB; chunks {chunk} px"
+    )
     out(throughput_line(figures, len(blocks), compute_s, load()))
     figures["load_peak"] = round(load.peak, 1)
     # the run's own load: its workers and the kernel (which runs the scheduler and the steps)
     warning = load_warning(load.peak, os.cpu_count() or 1, own=workers + 1)
     if warning:
         out(warning)
-    out(f"checks: objects {got['n_objects']} (drawn {figures['objects_expected']}); crop "
+    out(
+        f"checks: objects {got['n_objects']} (drawn {figures['objects_expected']}); crop "
         f"{crop_px} px across chunk borders: mask equal {figures['crop_mask_equal']}, "
-        f"partition equal {figures['crop_partition_equal']}")
+        f"partition equal {figures['crop_partition_equal']}"
+    )
     return figures
 
 
@@ -293,18 +316,28 @@ def _handler(args: argparse.Namespace) -> int:
         figures = run(args.side_px, args.workers, args.memory_limit, Path(tmp), args.crop_px)
     if args.json:
         args.json.write_text(json.dumps(figures, indent=1), encoding="utf-8")
-    ok = (figures["objects_found"] == figures["objects_expected"] and figures["crop_mask_equal"]
-          and figures["crop_partition_equal"])
+    ok = (
+        figures["objects_found"] == figures["objects_expected"]
+        and figures["crop_mask_equal"]
+        and figures["crop_partition_equal"]
+    )
     print("ooc " + ("passed" if ok else "FAILED: see the checks above"))
     return 0 if ok else 1
 
 
 def register(sub: argparse._SubParsersAction) -> None:
     """Add ``ooc`` to ``python -m bench``."""
-    p = sub.add_parser("ooc", help="the large-image procedure on an image larger than the workers' memory",
-                       description="Example: python -m bench ooc --side-px 32768 --memory-limit 256MB")
-    p.add_argument("--side-px", type=int, default=32768,
-                   help="side of the square uint8 image, a multiple of 1024 (default 32768: 1.07 GB)")
+    p = sub.add_parser(
+        "ooc",
+        help="the large-image procedure on an image larger than the workers' memory",
+        description="Example: python -m bench ooc --side-px 32768 --memory-limit 256MB",
+    )
+    p.add_argument(
+        "--side-px",
+        type=int,
+        default=32768,
+        help="side of the square uint8 image, a multiple of 1024 (default 32768: 1.07 GB)",
+    )
     p.add_argument("--workers", type=int, default=2, help="local workers (default 2, one thread each)")
     p.add_argument("--memory-limit", default="256MB", help="memory limit per worker (default 256MB)")
     p.add_argument("--crop-px", type=int, default=4096, help="side of the crop compared in memory (default 4096)")

@@ -67,9 +67,22 @@ class Scale:
 
 FULL = Scale()
 QUICK = Scale(
-    files_small=20, files_large=60, doc_bytes=400, index_entries=30, search_small_docs=20, search_large_docs=40,
-    search_doc_bytes=800, listed_docs=150, reps=3, search_reps=3, search_restarts=1, handshake_reps=1, kernel_starts=1,
-    execute_reps=3, print_bytes=200_000, print_reps=1,
+    files_small=20,
+    files_large=60,
+    doc_bytes=400,
+    index_entries=30,
+    search_small_docs=20,
+    search_large_docs=40,
+    search_doc_bytes=800,
+    listed_docs=150,
+    reps=3,
+    search_reps=3,
+    search_restarts=1,
+    handshake_reps=1,
+    kernel_starts=1,
+    execute_reps=3,
+    print_bytes=200_000,
+    print_reps=1,
 )
 
 
@@ -111,22 +124,41 @@ def ratio(name: str, num: list[float], den: list[float], limit: float, note: str
 @contextmanager
 def _isolated_env(root: Path) -> Iterator[None]:
     """Point this process's platform dirs into `root` for the run (the in-process servers read them)."""
-    keys = ["BIOPB_CONFIG_DIR", "XDG_CONFIG_HOME", "XDG_STATE_HOME", "XDG_DATA_HOME", "XDG_CACHE_HOME",
-            "XDG_RUNTIME_DIR", "JUPYTER_CONFIG_DIR", "JUPYTER_DATA_DIR", "JUPYTER_RUNTIME_DIR", "IPYTHONDIR",
-            "MPLCONFIGDIR", "MPLBACKEND"]
+    keys = [
+        "BIOPB_CONFIG_DIR",
+        "XDG_CONFIG_HOME",
+        "XDG_STATE_HOME",
+        "XDG_DATA_HOME",
+        "XDG_CACHE_HOME",
+        "XDG_RUNTIME_DIR",
+        "JUPYTER_CONFIG_DIR",
+        "JUPYTER_DATA_DIR",
+        "JUPYTER_RUNTIME_DIR",
+        "IPYTHONDIR",
+        "MPLCONFIGDIR",
+        "MPLBACKEND",
+    ]
     saved = {k: os.environ.get(k) for k in keys}
     xdg = root / "xdg-harness"
     for sub in ("config", "state", "data", "cache", "run", "jupyter", "jupyter-data", "ipython", "mpl"):
         (xdg / sub).mkdir(parents=True, exist_ok=True)
     (xdg / "run").chmod(0o700)
-    os.environ.update({
-        "BIOPB_CONFIG_DIR": str(root / "unused-config"),
-        "XDG_CONFIG_HOME": str(xdg / "config"), "XDG_STATE_HOME": str(xdg / "state"),
-        "XDG_DATA_HOME": str(xdg / "data"), "XDG_CACHE_HOME": str(xdg / "cache"),
-        "XDG_RUNTIME_DIR": str(xdg / "run"), "JUPYTER_CONFIG_DIR": str(xdg / "jupyter"),
-        "JUPYTER_DATA_DIR": str(xdg / "jupyter-data"), "JUPYTER_RUNTIME_DIR": str(xdg / "run"),
-        "IPYTHONDIR": str(xdg / "ipython"), "MPLCONFIGDIR": str(xdg / "mpl"), "MPLBACKEND": "Agg",
-    })
+    os.environ.update(
+        {
+            "BIOPB_CONFIG_DIR": str(root / "unused-config"),
+            "XDG_CONFIG_HOME": str(xdg / "config"),
+            "XDG_STATE_HOME": str(xdg / "state"),
+            "XDG_DATA_HOME": str(xdg / "data"),
+            "XDG_CACHE_HOME": str(xdg / "cache"),
+            "XDG_RUNTIME_DIR": str(xdg / "run"),
+            "JUPYTER_CONFIG_DIR": str(xdg / "jupyter"),
+            "JUPYTER_DATA_DIR": str(xdg / "jupyter-data"),
+            "JUPYTER_RUNTIME_DIR": str(xdg / "run"),
+            "IPYTHONDIR": str(xdg / "ipython"),
+            "MPLCONFIGDIR": str(xdg / "mpl"),
+            "MPLBACKEND": "Agg",
+        }
+    )
     try:
         yield
     finally:
@@ -207,7 +239,11 @@ async def _docs_figures(tree: Any, scale: Scale, label: str) -> dict[str, list[f
 
         out["write_doc_body"] = await _timed(write_body, scale.reps)
         entry = tree.indexed[0]
-        line = next(ln for ln in (tree.docs / "index.md").read_text(encoding="utf-8").splitlines() if ln.startswith(f"- {entry}:"))
+        line = next(
+            ln
+            for ln in (tree.docs / "index.md").read_text(encoding="utf-8").splitlines()
+            if ln.startswith(f"- {entry}:")
+        )
         toggle = [line, line + " (reviewed)"]
         flips = iter(range(10**9))
 
@@ -479,7 +515,9 @@ async def _execute_1_plus_1(c: Any, raw: _RawKernel, tree: Any, reps: int) -> di
     server = psutil.Process(int(json.loads(await _call(c, "server_status", {}))["server"]["pid"]))
     async with _stdio_client([sys.executable, str(bare_file)], child_env(tree)) as bare:
         await _call(bare, "ping", {})
-        bare_proc = next(p for p in psutil.Process().children(recursive=True) if str(bare_file) in " ".join(p.cmdline()))
+        bare_proc = next(
+            p for p in psutil.Process().children(recursive=True) if str(bare_file) in " ".join(p.cmdline())
+        )
         cpu_raw = 0.0
         for i in range(reps + 3):  # interleaved; the first 3 of each are warm-up
             if i == 3:
@@ -505,8 +543,11 @@ async def _execute_1_plus_1(c: Any, raw: _RawKernel, tree: Any, reps: int) -> di
                 bares.append(t_bare)
                 cpu_raw += p_raw
         n = len(ours)
-        cpu = {"ours": (_cpu_s(server) - cpu_ours0) * 1000 / n, "bare": (_cpu_s(bare_proc) - cpu_bare0) * 1000 / n,
-               "raw": cpu_raw * 1000 / n}
+        cpu = {
+            "ours": (_cpu_s(server) - cpu_ours0) * 1000 / n,
+            "bare": (_cpu_s(bare_proc) - cpu_bare0) * 1000 / n,
+            "raw": cpu_raw * 1000 / n,
+        }
     return {"exec": ours, "exec_raw": theirs, "ping": pings, "bare_tool": bares, "exec_cpu": cpu}
 
 
@@ -550,8 +591,12 @@ class _RawKernel:
         from jupyter_client import KernelManager
 
         t0 = clock()
-        self.km = KernelManager(kernel_name="python3", transport="ipc", ip=str(self.where / "k"),
-                                connection_file=str(self.where / "kernel.json"))
+        self.km = KernelManager(
+            kernel_name="python3",
+            transport="ipc",
+            ip=str(self.where / "k"),
+            connection_file=str(self.where / "kernel.json"),
+        )
         self.km.start_kernel()
         self.kc = self.km.client()
         self.kc.start_channels()
@@ -599,21 +644,61 @@ async def _run(root: Path, scale: Scale) -> tuple[list[Figure], dict[str, Any]]:
     figs: list[Figure] = []
     info: dict[str, Any] = {"loadavg_start": [round(x, 2) for x in os.getloadavg()]}
     t0 = clock()
-    quiet = "[server]\nlog_level = \"WARNING\"\n"  # the spawned servers' stderr stays out of the table
+    quiet = '[server]\nlog_level = "WARNING"\n'  # the spawned servers' stderr stays out of the table
     kernel_toml = quiet + "[kernel]\npromote_after = 300.0\n"  # measure the call itself, never a promotion
-    large = make_tree(root / "docs-large", n_files=scale.files_large, doc_bytes=scale.doc_bytes, index_entries=scale.index_entries, config_toml=kernel_toml)
-    small = make_tree(root / "docs-small", n_files=scale.files_small, doc_bytes=scale.doc_bytes, index_entries=scale.index_entries, config_toml=kernel_toml)
-    s_large = make_tree(root / "search-large", n_files=scale.search_large_docs, doc_bytes=scale.search_doc_bytes, index_entries=scale.index_entries, seed=11, config_toml=_own_state_dir(kernel_toml, root / "search-large"))
-    s_small = make_tree(root / "search-small", n_files=scale.search_small_docs, doc_bytes=scale.search_doc_bytes, index_entries=scale.index_entries, seed=11, config_toml=_own_state_dir(kernel_toml, root / "search-small"))
-    listed = make_tree(root / "listed", n_files=scale.listed_docs, doc_bytes=scale.doc_bytes // 2, index_entries=scale.listed_docs + 100, seed=13, config_toml=kernel_toml)
+    large = make_tree(
+        root / "docs-large",
+        n_files=scale.files_large,
+        doc_bytes=scale.doc_bytes,
+        index_entries=scale.index_entries,
+        config_toml=kernel_toml,
+    )
+    small = make_tree(
+        root / "docs-small",
+        n_files=scale.files_small,
+        doc_bytes=scale.doc_bytes,
+        index_entries=scale.index_entries,
+        config_toml=kernel_toml,
+    )
+    s_large = make_tree(
+        root / "search-large",
+        n_files=scale.search_large_docs,
+        doc_bytes=scale.search_doc_bytes,
+        index_entries=scale.index_entries,
+        seed=11,
+        config_toml=_own_state_dir(kernel_toml, root / "search-large"),
+    )
+    s_small = make_tree(
+        root / "search-small",
+        n_files=scale.search_small_docs,
+        doc_bytes=scale.search_doc_bytes,
+        index_entries=scale.index_entries,
+        seed=11,
+        config_toml=_own_state_dir(kernel_toml, root / "search-small"),
+    )
+    listed = make_tree(
+        root / "listed",
+        n_files=scale.listed_docs,
+        doc_bytes=scale.doc_bytes // 2,
+        index_entries=scale.listed_docs + 100,
+        seed=13,
+        config_toml=kernel_toml,
+    )
     info["fixtures_s"] = round(clock() - t0, 1)
-    info["fixtures"] = {t.root.name: {"files": len(t.ids), "bytes": t.bytes, "index_entries": len(t.indexed)} for t in (large, small, s_large, s_small, listed)}
+    info["fixtures"] = {
+        t.root.name: {"files": len(t.ids), "bytes": t.bytes, "index_entries": len(t.indexed)}
+        for t in (large, small, s_large, s_small, listed)
+    }
     _progress(f"fixtures written in {info['fixtures_s']} s")
     n_l, n_s = scale.files_large, scale.files_small
 
     # 1. handshake
     cold, render = _render_figures(large, scale.reps)
-    figs.append(series("handshake: render instructions (200-entry index)", render, limit=5.0, note=f"first render {cold:.1f} ms"))
+    figs.append(
+        series(
+            "handshake: render instructions (200-entry index)", render, limit=5.0, note=f"first render {cold:.1f} ms"
+        )
+    )
     ours, floor = await _handshake_figures(large, root, scale.handshake_reps)
     figs.append(series("handshake: spawn -> initialize, biopb-mcp", ours))
     figs.append(series("handshake: spawn -> initialize, bare MCPServer", floor))
@@ -621,26 +706,74 @@ async def _run(root: Path, scale: Scale) -> tuple[list[Figure], dict[str, Any]]:
     _progress("handshake done")
 
     # 2. docs tools
-    figs.append(series("docs: fdatasync of 1 KB on the docs disk", _fsync_floor(large.docs, scale.reps),
-                       note="floor of every durable write (one per write_doc)"))
+    figs.append(
+        series(
+            "docs: fdatasync of 1 KB on the docs disk",
+            _fsync_floor(large.docs, scale.reps),
+            note="floor of every durable write (one per write_doc)",
+        )
+    )
     at_large = await _docs_figures(large, scale, f"{n_l:,} files")
     at_small = await _docs_figures(small, scale, f"{n_s:,} files")
-    figs.append(series("docs: MCP floor, a no-op sync tool (in-process session)", at_large["noop"], note="included in every docs figure"))
-    names = {"read_doc": "read_doc(id)", "write_doc_body": "write_doc body", "write_doc_index": "write_doc old/new on index", "read_doc_index": 'read_doc("index")'}
+    figs.append(
+        series(
+            "docs: MCP floor, a no-op sync tool (in-process session)",
+            at_large["noop"],
+            note="included in every docs figure",
+        )
+    )
+    names = {
+        "read_doc": "read_doc(id)",
+        "write_doc_body": "write_doc body",
+        "write_doc_index": "write_doc old/new on index",
+        "read_doc_index": 'read_doc("index")',
+    }
     limits = {"write_doc_index": 6.0}  # the index is the doc an agent edits most; the rest: 10 ms
     for key, label in names.items():
         figs.append(series(f"docs: {label} @ {n_l:,} files", at_large[key], limit=limits.get(key, 10.0)))
         figs.append(series(f"docs: {label} @ {n_s:,} files", at_small[key]))
-        figs.append(ratio(f"docs: {label} growth {n_s:,} -> {n_l:,}", at_large[key], at_small[key], n_l / n_s, note="linear = files ratio"))
+        figs.append(
+            ratio(
+                f"docs: {label} growth {n_s:,} -> {n_l:,}",
+                at_large[key],
+                at_small[key],
+                n_l / n_s,
+                note="linear = files ratio",
+            )
+        )
 
     # 3. search
     cold_l, warm_l = await _search_figures(s_large, scale)
     cold_s, warm_s = await _search_figures(s_small, scale)
     mb_l, mb_s = s_large.bytes / 1e6, s_small.bytes / 1e6
-    figs.append(series(f"search: {mb_l:.1f} MB / {len(s_large.ids):,} docs", warm_l, limit=50.0, note=f"first query (builds the index) {cold_l:.0f} ms"))
-    figs.append(series(f"search: {mb_s:.1f} MB / {len(s_small.ids):,} docs", warm_s, limit=10.0, note=f"first query {cold_s:.0f} ms"))
+    figs.append(
+        series(
+            f"search: {mb_l:.1f} MB / {len(s_large.ids):,} docs",
+            warm_l,
+            limit=50.0,
+            note=f"first query (builds the index) {cold_l:.0f} ms",
+        )
+    )
+    figs.append(
+        series(
+            f"search: {mb_s:.1f} MB / {len(s_small.ids):,} docs",
+            warm_s,
+            limit=10.0,
+            note=f"first query {cold_s:.0f} ms",
+        )
+    )
     build, restarted = await _search_restart_figures(s_large, scale.search_restarts)
-    figs.append(Figure(f"search: first build, {mb_l:.1f} MB (stdio, no index file)", "ms", build, None, "<= 3000 ms", build <= 3000.0, 1))
+    figs.append(
+        Figure(
+            f"search: first build, {mb_l:.1f} MB (stdio, no index file)",
+            "ms",
+            build,
+            None,
+            "<= 3000 ms",
+            build <= 3000.0,
+            1,
+        )
+    )
     figs.append(series(f"search: first query after a restart, {mb_l:.1f} MB (index on disk)", restarted, limit=300.0))
     _progress("search done")
 
@@ -648,17 +781,40 @@ async def _run(root: Path, scale: Scale) -> tuple[list[Figure], dict[str, Any]]:
     res = await _resource_figures(listed)
     n_listed = len(listed.indexed)
     figs.append(series(f"resources: list page, {n_listed:,} listed docs (warm)", res["warm"]["pages"], limit=20.0))
-    figs.append(series(f"resources: list page, {n_listed:,} listed docs (first walk)", res["cold"]["pages"], limit=15.0))
+    figs.append(
+        series(f"resources: list page, {n_listed:,} listed docs (first walk)", res["cold"]["pages"], limit=15.0)
+    )
     for walk in ("cold", "warm"):
         w = res[walk]
         label = "first" if walk == "cold" else "warm"
-        figs.append(Figure(f"resources: full walk ({label}), {w['resources']:,} resources / {len(w['pages'])} pages", "ms", w["walk_ms"], None, "(report)", None, 1))
+        figs.append(
+            Figure(
+                f"resources: full walk ({label}), {w['resources']:,} resources / {len(w['pages'])} pages",
+                "ms",
+                w["walk_ms"],
+                None,
+                "(report)",
+                None,
+                1,
+            )
+        )
     _progress("resources done")
 
     # 5 + 6. stdio server: docs+search then RSS, then kernel figures on the same session
     k = await _stdio_docs_and_kernel(large, s_large, scale)
     more_ours, more_raw = await _cold_starts(large, scale)
-    figs.append(Figure("memory: server peak RSS after docs + search (stdio)", "MB", k["rss_peak_mb"], None, "<= 110 MB", k["rss_peak_mb"] <= 110, 1, f"current {k['rss_mb']:.0f} MB"))
+    figs.append(
+        Figure(
+            "memory: server peak RSS after docs + search (stdio)",
+            "MB",
+            k["rss_peak_mb"],
+            None,
+            "<= 110 MB",
+            k["rss_peak_mb"] <= 110,
+            1,
+            f"current {k['rss_mb']:.0f} MB",
+        )
+    )
     starts, starts_raw = k["start"] + more_ours, k["start_raw"] + more_raw
     figs.append(series("kernel: start_kernel (cold, stdio)", starts))
     figs.append(series("kernel: raw jupyter-client start", starts_raw))
@@ -672,26 +828,65 @@ async def _run(root: Path, scale: Scale) -> tuple[list[Figure], dict[str, Any]]:
     figs.append(series("kernel: bare MCPServer tool call (stdio round trip)", k["bare_tool"]))
     beyond = [a - b - c for a, b, c in zip(k["exec"], k["exec_raw"], k["bare_tool"], strict=True)]
     med_beyond = statistics.median(k["exec"]) - statistics.median(k["exec_raw"]) - statistics.median(k["bare_tool"])
-    figs.append(Figure("kernel: execute 1+1 beyond raw + bare tool call", "ms", med_beyond, _p95(beyond), "<= 1 ms",
-                       med_beyond <= 1.0, len(beyond), "median(ours) - median(raw) - median(bare tool call)"))
+    figs.append(
+        Figure(
+            "kernel: execute 1+1 beyond raw + bare tool call",
+            "ms",
+            med_beyond,
+            _p95(beyond),
+            "<= 1 ms",
+            med_beyond <= 1.0,
+            len(beyond),
+            "median(ours) - median(raw) - median(bare tool call)",
+        )
+    )
     cpu = k["exec_cpu"]
-    figs.append(Figure("kernel: execute 1+1 CPU beyond raw + bare tool call", "ms", cpu["ours"] - cpu["bare"] - cpu["raw"], None,
-                       "(report)", None, len(k["exec"]),
-                       f"per call: server {cpu['ours']:.2f} - bare server {cpu['bare']:.2f} - raw client {cpu['raw']:.2f} ms CPU"))
+    figs.append(
+        Figure(
+            "kernel: execute 1+1 CPU beyond raw + bare tool call",
+            "ms",
+            cpu["ours"] - cpu["bare"] - cpu["raw"],
+            None,
+            "(report)",
+            None,
+            len(k["exec"]),
+            f"per call: server {cpu['ours']:.2f} - bare server {cpu['bare']:.2f} - raw client {cpu['raw']:.2f} ms CPU",
+        )
+    )
     overhead = [a - b for a, b in zip(k["exec"], k["exec_raw"], strict=False)]
     med_over = statistics.median(k["exec"]) - statistics.median(k["exec_raw"])
     # Reported, not judged: it includes the MCP stdio round trip itself (the bare tool call row),
     # which no server adds less than; the target is the row above, beyond that call.
-    figs.append(Figure("kernel: execute 1+1 added overhead", "ms", med_over, _p95(overhead), "(report)", None, len(overhead),
-                       "median(ours) - median(raw), MCP transport included"))
+    figs.append(
+        Figure(
+            "kernel: execute 1+1 added overhead",
+            "ms",
+            med_over,
+            _p95(overhead),
+            "(report)",
+            None,
+            len(overhead),
+            "median(ours) - median(raw), MCP transport included",
+        )
+    )
     mb = scale.print_bytes / 1e6
     figs.append(series(f"kernel: execute_code {mb:g} MB of prints", k["prints"]))
     figs.append(series(f"kernel: raw execute_interactive {mb:g} MB of prints", k["prints_raw"]))
     figs.append(ratio(f"kernel: {mb:g} MB prints / raw", k["prints"], k["prints_raw"], 2.0))
     # bounded = the tool result is the max_output_chars window plus notes, however big the output
     bound = 20_000 + 2_000
-    figs.append(Figure(f"kernel: {mb:g} MB prints tool result size", "chars", float(k["prints_chars"]), None,
-                       f"<= {bound:,} chars", k["prints_chars"] <= bound, 1, f"raw output {k['prints_raw_chars']:,} chars"))
+    figs.append(
+        Figure(
+            f"kernel: {mb:g} MB prints tool result size",
+            "chars",
+            float(k["prints_chars"]),
+            None,
+            f"<= {bound:,} chars",
+            k["prints_chars"] <= bound,
+            1,
+            f"raw output {k['prints_raw_chars']:,} chars",
+        )
+    )
     _progress("kernel done")
     info["loadavg_end"] = [round(x, 2) for x in os.getloadavg()]
     return figs, info
@@ -727,7 +922,12 @@ def table(figs: list[Figure]) -> str:
         ok = "-" if f.ok is None else ("ok" if f.ok else "MISS")
         rows.append((f.name, _fmt(f.median, f.unit), _fmt(f.p95, f.unit), f.target, ok, str(f.n), f.note))
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
-    lines = ["  ".join(c.ljust(w) if i in (0, 3, 6) else c.rjust(w) for i, (c, w) in enumerate(zip(r, widths, strict=True))).rstrip() for r in rows]
+    lines = [
+        "  ".join(
+            c.ljust(w) if i in (0, 3, 6) else c.rjust(w) for i, (c, w) in enumerate(zip(r, widths, strict=True))
+        ).rstrip()
+        for r in rows
+    ]
     lines.insert(1, "-" * len(lines[0]))
     return "\n".join(lines)
 
@@ -740,25 +940,37 @@ def _handler(args: argparse.Namespace) -> int:
     scale = QUICK if args.quick else FULL
     figs, info = run_perf(scale, args.workdir)
     m = machine()
-    print(f"biopb-mcp perf ({'quick' if args.quick else 'full'} scale) on {m['cpus']} cores, Python {m['python']}, "
-          f"{info['wall_s']} s; load average {info['loadavg_start'][0]:.1f} at start, {info['loadavg_end'][0]:.1f} at end")
+    print(
+        f"biopb-mcp perf ({'quick' if args.quick else 'full'} scale) on {m['cpus']} cores, Python {m['python']}, "
+        f"{info['wall_s']} s; load average {info['loadavg_start'][0]:.1f} at start, {info['loadavg_end'][0]:.1f} at end"
+    )
     print(table(figs))
     missed = [f.name for f in figs if f.ok is False]
     print(f"\n{len(missed)} target(s) missed" + (": " + "; ".join(missed) if missed else ""))
     if args.json is not None:
-        payload = {"machine": m, "scale": "quick" if args.quick else "full", "scale_params": asdict(scale),
-                   "info": info, "figures": [asdict(f) for f in figs]}
+        payload = {
+            "machine": m,
+            "scale": "quick" if args.quick else "full",
+            "scale_params": asdict(scale),
+            "info": info,
+            "figures": [asdict(f) for f in figs],
+        }
         args.json.write_text(json.dumps(payload, indent=2) + "\n", encoding="utf-8")
     return 0
 
 
 def register(sub: argparse._SubParsersAction) -> None:
     """Add ``perf`` to ``python -m bench`` (the hook bench/__main__.py leaves)."""
-    p = sub.add_parser("perf", help="measure every hot path against its target",
-                       description="Example: python -m bench perf --json perf.json")
+    p = sub.add_parser(
+        "perf",
+        help="measure every hot path against its target",
+        description="Example: python -m bench perf --json perf.json",
+    )
     p.add_argument("--json", type=Path, default=None, help="also write the figures as JSON to FILE")
     p.add_argument("--quick", action="store_true", help="tiny scale (seconds): checks the harness, not the targets")
-    p.add_argument("--workdir", type=Path, default=None, help="where the temp fixture root goes (default: the system temp dir)")
+    p.add_argument(
+        "--workdir", type=Path, default=None, help="where the temp fixture root goes (default: the system temp dir)"
+    )
     p.set_defaults(handler=_handler)
 
 

@@ -79,7 +79,12 @@ def _doc(rng: random.Random, vocab: list[str], doc_id: str, target_bytes: int) -
         step += 1
         chunk = [f"## Step {step}: {rng.choice(vocab)} {rng.choice(vocab)}", "", _paragraph(rng, vocab, 45), ""]
         if rng.random() < 0.05:
-            chunk += ["```python", f"result = {rng.choice(LITERALS)}(image)  # raises {rng.choice(LITERALS)}", "```", ""]
+            chunk += [
+                "```python",
+                f"result = {rng.choice(LITERALS)}(image)  # raises {rng.choice(LITERALS)}",
+                "```",
+                "",
+            ]
         parts += chunk
         size += sum(len(p) + 1 for p in chunk)
     return "\n".join(parts) + "\n", hook

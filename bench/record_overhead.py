@@ -91,8 +91,7 @@ def _direct_us(root: Path, reps: int, text: str) -> float:
         collector = rec.collector()
         for kind, content in messages:
             collector.add(kind, content)
-        rec.code_cell("print()", collector, {"job_id": f"job-{n}", "status": "ok", "seconds": 0.001,
-                                             "promoted": False})
+        rec.code_cell("print()", collector, {"job_id": f"job-{n}", "status": "ok", "seconds": 0.001, "promoted": False})
         samples.append((clock() - t0) * 1e6)
         time.sleep(0.002)  # calls come one at a time: let the writer catch up as it would
     rec.close()
@@ -105,8 +104,11 @@ def _p95(values: list[float]) -> float:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m bench.record_overhead", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        prog="python -m bench.record_overhead",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     parser.add_argument("--cells", type=int, default=1000, help="calls per server, one cell each (default 1000)")
     parser.add_argument("--window", type=int, default=100, help="calls per reported window (default 100)")
     parser.add_argument("--code", default=DEFAULT_CODE, help=f"the code each call runs (default {DEFAULT_CODE!r})")
@@ -122,7 +124,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"execute_code({args.code!r}), {len(on)} calls each, in-process client sessions, alternating")
     print(f"{'cells':>11}  {'on (ms)':>8}  {'off (ms)':>8}  {'added (ms)':>10}")
     for start in range(0, len(on), args.window):
-        w_on, w_off = on[start:start + args.window], off[start:start + args.window]
+        w_on, w_off = on[start : start + args.window], off[start : start + args.window]
         m_on, m_off = statistics.median(w_on), statistics.median(w_off)
         print(f"{start + 1:>5}-{start + len(w_on):<5}  {m_on:8.3f}  {m_off:8.3f}  {m_on - m_off:+10.3f}")
     for name, values in samples.items():

@@ -133,27 +133,41 @@ def _paired_lines(rows: list[dict[str, Any]]) -> list[str]:
     if needed is None:
         projection = "at this discordance no number of pairs reaches p < 0.05 (none, or an even split)."
     else:
-        projection = (f"at this discordance ({docs_only + nodocs_only} of {len(pairs)} pairs, split {docs_only}:{nodocs_only}) "
-                      f"p < 0.05 needs {needed[0]} discordant pairs, about {needed[1]} pairs in all "
-                      f"(this run has {len(pairs)}).")
+        projection = (
+            f"at this discordance ({docs_only + nodocs_only} of {len(pairs)} pairs, split {docs_only}:{nodocs_only}) "
+            f"p < 0.05 needs {needed[0]} discordant pairs, about {needed[1]} pairs in all "
+            f"(this run has {len(pairs)})."
+        )
     lines = [
-        "Pairs: " + " · ".join(f"{name}: {outcome[name]}" for name in ("both pass", "docs only", "no docs only", "both fail")),
+        "Pairs: "
+        + " · ".join(f"{name}: {outcome[name]}" for name in ("both pass", "docs only", "no docs only", "both fail")),
         "",
         f"Paired test ({docs_only} docs only vs {nodocs_only} no docs only): {verdict}.",
         "",
         f"Pairs needed: {projection}",
     ]
     if discordant:
-        lines += ["", "### Discordant pairs", "", "| case | category | repeat | passed in | the other arm's detail |", "|---|---|---|---|---|"]
+        lines += [
+            "",
+            "### Discordant pairs",
+            "",
+            "| case | category | repeat | passed in | the other arm's detail |",
+            "|---|---|---|---|---|",
+        ]
         for with_docs, without in discordant:
             winner, loser = ("docs", without) if with_docs["passed"] else ("no docs", with_docs)
-            lines.append(f"| {with_docs['case']} | {with_docs.get('category', 'textbook')} | {with_docs['repeat']} | {winner} | {_clip(loser['detail'])} |")
+            lines.append(
+                f"| {with_docs['case']} | {with_docs.get('category', 'textbook')} | {with_docs['repeat']} | {winner} | {_clip(loser['detail'])} |"
+            )
     return lines
 
 
 def _category_lines(rows: list[dict[str, Any]], arms: list[str]) -> list[str]:
     present = [c for c in CATEGORIES if any(row.get("category", "textbook") == c for row in rows)]
-    lines = ["| category | cases | " + " | ".join(ARM_LABELS[arm] for arm in arms) + " |", "|---|---|" + "---|" * len(arms)]
+    lines = [
+        "| category | cases | " + " | ".join(ARM_LABELS[arm] for arm in arms) + " |",
+        "|---|---|" + "---|" * len(arms),
+    ]
     for category in present:
         in_category = [row for row in rows if row.get("category", "textbook") == category]
         cells = []
@@ -206,10 +220,18 @@ def summarize(rows: list[dict[str, Any]], *, agent: str, wall_s: float, cases: i
         if len(seen) == 1:
             details = _clip(seen.pop())
         else:
-            details = "; ".join(f"{ARM_LABELS[arm]}: {_clip(per_arm[arm][-1]['detail'])}" for arm in arms if per_arm[arm])
+            details = "; ".join(
+                f"{ARM_LABELS[arm]}: {_clip(per_arm[arm][-1]['detail'])}" for arm in arms if per_arm[arm]
+            )
         cells = " | ".join(_cell(per_arm[arm]) for arm in arms)
         lines.append(f"| {case} | {first.get('category', 'textbook')} | {covered} | {cells} | {details} |")
-    lines += ["", "## Docs reading (from the server's trace)", "", "| arm | runs that called read_doc | docs read (runs that read it) |", "|---|---|---|"]
+    lines += [
+        "",
+        "## Docs reading (from the server's trace)",
+        "",
+        "| arm | runs that called read_doc | docs read (runs that read it) |",
+        "|---|---|---|",
+    ]
     for arm in arms:
         arm_rows = [row for row in rows if row["arm"] == arm]
         readers = sum(row["read_doc_called"] for row in arm_rows)
@@ -217,22 +239,34 @@ def summarize(rows: list[dict[str, Any]], *, agent: str, wall_s: float, cases: i
         docs: Counter[str] = Counter()
         for row in arm_rows:
             docs.update(set(row["docs_read"]))
-        listed = ", ".join(f"{doc} ×{n}" for doc, n in sorted(docs.items(), key=lambda item: (-item[1], item[0]))) or "none"
+        listed = (
+            ", ".join(f"{doc} ×{n}" for doc, n in sorted(docs.items(), key=lambda item: (-item[1], item[0]))) or "none"
+        )
         lines.append(f"| {ARM_LABELS[arm]} | {share} | {listed} |")
     two_session = [row for row in rows if "session1_wrote" in row]
     if two_session:
-        lines += ["", "## Two-session cases: did session 1 write a doc, did session 2 read it?", "",
-                  "A memo in the index itself counts as written, and as read by every session on the same tree "
-                  "(the handshake carries the index). Without the docs session 2 starts on a fresh tree: what "
-                  "session 1 wrote is gone, so the pair measures what that memory is worth.", ""]
+        lines += [
+            "",
+            "## Two-session cases: did session 1 write a doc, did session 2 read it?",
+            "",
+            "A memo in the index itself counts as written, and as read by every session on the same tree "
+            "(the handshake carries the index). Without the docs session 2 starts on a fresh tree: what "
+            "session 1 wrote is gone, so the pair measures what that memory is worth.",
+            "",
+        ]
         lines += ["| case | arm | repeat | session 1 wrote | session 2 read it | passed |", "|---|---|---|---|---|---|"]
         for row in two_session:
             wrote = ", ".join(row["session1_wrote"]) or "no"
             read = ", ".join(row["session2_read"]) or "no"
-            lines.append(f"| {row['case']} | {ARM_LABELS[row['arm']]} | {row['repeat']} | {wrote} | {read} | {'yes' if row['passed'] else 'no'} |")
+            lines.append(
+                f"| {row['case']} | {ARM_LABELS[row['arm']]} | {row['repeat']} | {wrote} | {read} | {'yes' if row['passed'] else 'no'} |"
+            )
     if contaminated:
         lines += ["", "## Contaminated runs", ""]
-        lines += [f"- {row['case']} {ARM_LABELS[row['arm']]} r{row['repeat']}: {', '.join(row['contaminated'])}" for row in contaminated]
+        lines += [
+            f"- {row['case']} {ARM_LABELS[row['arm']]} r{row['repeat']}: {', '.join(row['contaminated'])}"
+            for row in contaminated
+        ]
     tools = sorted({tool for row in rows for tool in row["tool_calls"]}) or ["(no tool calls)"]
     lines += ["", "## Tool calls (mean per run) and duration", ""]
     lines.append("| arm | " + " | ".join(tools) + " | median s | max s |")

@@ -104,8 +104,12 @@ def trace_calls(path: Path, tool: str, *, ok_only: bool = False) -> list[dict[st
             entry = json.loads(line)
         except ValueError:
             continue
-        if (isinstance(entry, dict) and entry.get("tool") == tool and isinstance(entry.get("args"), dict)
-                and (entry.get("ok", True) or not ok_only)):
+        if (
+            isinstance(entry, dict)
+            and entry.get("tool") == tool
+            and isinstance(entry.get("args"), dict)
+            and (entry.get("ok", True) or not ok_only)
+        ):
             found.append(entry["args"])
     return found
 
@@ -217,8 +221,11 @@ def run_one(spec: RunSpec, case: Case, arm: str, repeat: int) -> dict[str, Any]:
     try:
         run_dir.mkdir(parents=True)
         extra: dict[str, dict[str, object]] | None = (
-            {"kernel": {"promote_after": spec.promote_after}} if spec.promote_after is not None else None)
-        tree = prepare_tree(run_dir / "config", bench_docs=ARMS[arm], extra_config=extra, kernel_plugins=spec.kernel_plugins)
+            {"kernel": {"promote_after": spec.promote_after}} if spec.promote_after is not None else None
+        )
+        tree = prepare_tree(
+            run_dir / "config", bench_docs=ARMS[arm], extra_config=extra, kernel_plugins=spec.kernel_plugins
+        )
         workdir = run_dir / "work"
         workdir.mkdir()
         truth = case.setup(workdir, _data_rng(spec.seed, case, repeat))
@@ -234,12 +241,33 @@ def run_one(spec: RunSpec, case: Case, arm: str, repeat: int) -> dict[str, Any]:
             session_dir = workdir if last else run_dir / f"work-s{session}"
             if last and session > 1 and not ARMS[arm]:
                 # docs off: session 2 forgets what session 1 wrote down, so the pair prices the memory
-                trees.append(prepare_tree(run_dir / f"config-s{session}", bench_docs=False, extra_config=extra,
-                                          kernel_plugins=spec.kernel_plugins))
-            runs.append(_session(spec, case, trees[-1], run_dir, session_dir, session_trace, request, session,
-                                 f"{case.name} {arm} r{repeat}"))
+                trees.append(
+                    prepare_tree(
+                        run_dir / f"config-s{session}",
+                        bench_docs=False,
+                        extra_config=extra,
+                        kernel_plugins=spec.kernel_plugins,
+                    )
+                )
+            runs.append(
+                _session(
+                    spec,
+                    case,
+                    trees[-1],
+                    run_dir,
+                    session_dir,
+                    session_trace,
+                    request,
+                    session,
+                    f"{case.name} {arm} r{repeat}",
+                )
+            )
         ran = runs[-1]
-        row.update(exit_code=ran.exit_code, timed_out=any(r.timed_out for r in runs), duration_s=round(sum(r.duration_s for r in runs), 3))
+        row.update(
+            exit_code=ran.exit_code,
+            timed_out=any(r.timed_out for r in runs),
+            duration_s=round(sum(r.duration_s for r in runs), 3),
+        )
         try:
             passed, detail = run_check(case, workdir, truth)
         except Exception as exc:  # a crashing check is a bench bug, not the agent's failure
@@ -256,10 +284,14 @@ def run_one(spec: RunSpec, case: Case, arm: str, repeat: int) -> dict[str, Any]:
             docs += session_docs
             if bad:
                 row["trace_unparsable_lines"] = row.get("trace_unparsable_lines", 0) + bad
-        row.update(passed=bool(passed), detail=detail, tool_calls=dict(calls), docs_read=docs, read_doc_called=bool(docs))
+        row.update(
+            passed=bool(passed), detail=detail, tool_calls=dict(calls), docs_read=docs, read_doc_called=bool(docs)
+        )
         if not ARMS[arm]:
             session_trees = [trees[min(n, len(trees) - 1)] for n in range(len(traces))]
-            row["contaminated"] = sorted({hit for path, on in zip(traces, session_trees, strict=True) for hit in contamination(on, path)})
+            row["contaminated"] = sorted(
+                {hit for path, on in zip(traces, session_trees, strict=True) for hit in contamination(on, path)}
+            )
         if case.sessions > 1:
             row.update(memo_rows(traces[0], trace, same_tree=len(trees) == 1))
     except Exception as exc:  # the harness itself failed this run; the row says how
@@ -271,7 +303,15 @@ def run_one(spec: RunSpec, case: Case, arm: str, repeat: int) -> dict[str, Any]:
 
 
 def _session(
-    spec: RunSpec, case: Case, tree: ConfigTree, run_dir: Path, workdir: Path, trace: Path, request: str, session: int, label: str
+    spec: RunSpec,
+    case: Case,
+    tree: ConfigTree,
+    run_dir: Path,
+    workdir: Path,
+    trace: Path,
+    request: str,
+    session: int,
+    label: str,
 ) -> AgentRun:
     """Run the agent for one session of a case: a command, or a handoff to a person or host."""
     prompt = request + PROMPT_SUFFIX.replace("{workdir}", str(workdir))
@@ -281,7 +321,9 @@ def _session(
 
         files = handoff_files(run_dir, session, case.sessions)
         name = label if case.sessions == 1 else f"{label} session {session} of {case.sessions}"
-        return run_handoff(tree=tree, workdir=workdir, trace=trace, prompt=prompt, files=files, timeout=spec.timeout, label=name)
+        return run_handoff(
+            tree=tree, workdir=workdir, trace=trace, prompt=prompt, files=files, timeout=spec.timeout, label=name
+        )
     mcp_config = run_dir / f"mcp{tag}.json"
     write_mcp_config(mcp_config, tree, trace)
     argv = spec.agent.command(prompt=prompt, workdir=workdir, mcp_config=mcp_config, case=case.name)
@@ -315,8 +357,11 @@ since the start."""
 def print_progress(row: dict[str, Any], done: int, total: int, elapsed: float) -> None:
     """The default progress line: counter, case, arm, verdict, and why."""
     verdict = "ERROR" if row["harness_error"] else ("pass" if row["passed"] else "fail")
-    print(f"[{done}/{total} {elapsed:6.1f}s] {row['case']} {row['arm']} r{row['repeat']}: "
-          f"{verdict} ({row['duration_s']} s) {row['detail'][:100]}", flush=True)
+    print(
+        f"[{done}/{total} {elapsed:6.1f}s] {row['case']} {row['arm']} r{row['repeat']}: "
+        f"{verdict} ({row['duration_s']} s) {row['detail'][:100]}",
+        flush=True,
+    )
 
 
 def run_bench(spec: RunSpec, *, progress: bool | Progress = True, jobs: int = 1) -> list[dict[str, Any]]:

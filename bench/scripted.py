@@ -78,7 +78,9 @@ async def _run_code(client: Client, workdir: Path, code: str) -> int:
     return 1 if result.is_error or "Traceback" in text else 0
 
 
-async def play(case_name: str, workdir: Path, mcp_config: Path, *, session: int | None = None, blind: bool = False) -> int:
+async def play(
+    case_name: str, workdir: Path, mcp_config: Path, *, session: int | None = None, blind: bool = False
+) -> int:
     """Play one session of a case through the server named in ``mcp_config``; 0 when the code ran."""
     case = get_case(case_name)
     session = session or case.sessions
@@ -91,7 +93,9 @@ async def play(case_name: str, workdir: Path, mcp_config: Path, *, session: int 
     params = StdioServerParameters(command=spec["command"], args=spec.get("args", []), env=env, cwd=str(workdir))
     async with Client(params, read_timeout_seconds=120) as client:
         listed = listed_ids(client.instructions or "")
-        _log(f"session {session} of {case.sessions}; handshake lists {len(listed)} ids; {'blind' if blind else 'docs-driven'}")
+        _log(
+            f"session {session} of {case.sessions}; handshake lists {len(listed)} ids; {'blind' if blind else 'docs-driven'}"
+        )
         _log(_text(await client.call_tool("start_kernel", {})))
         if session < case.sessions:
             return await _first_session(client, case, workdir, blind)
@@ -135,11 +139,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--case", required=True, help="bench case name")
     parser.add_argument("--workdir", required=True, type=Path, help="the case's work dir")
     parser.add_argument("--mcp-config", required=True, type=Path, help="mcpServers JSON naming the biopb server")
-    parser.add_argument("--session", type=int, default=None, help="session number (default: $BENCH_SESSION, else the last)")
+    parser.add_argument(
+        "--session", type=int, default=None, help="session number (default: $BENCH_SESSION, else the last)"
+    )
     parser.add_argument("--blind", action="store_true", help="read no doc, play the textbook solution")
     args = parser.parse_args(argv)
     session = args.session or int(os.environ.get("BENCH_SESSION", "0") or 0) or None
-    return anyio.run(lambda: play(args.case, args.workdir.resolve(), args.mcp_config, session=session, blind=args.blind))
+    return anyio.run(
+        lambda: play(args.case, args.workdir.resolve(), args.mcp_config, session=session, blind=args.blind)
+    )
 
 
 if __name__ == "__main__":

@@ -160,8 +160,17 @@ class KernelNotReady(KernelError):
     and the ``config_file`` it is in); ``joined`` marks a failure to join the user's own kernel.
     """
 
-    def __init__(self, message: str, *, state: str, reason: str = "", setting: str | None = None,
-                 wanted: str = "", config_file: str = "", joined: bool = False) -> None:
+    def __init__(
+        self,
+        message: str,
+        *,
+        state: str,
+        reason: str = "",
+        setting: str | None = None,
+        wanted: str = "",
+        config_file: str = "",
+        joined: bool = False,
+    ) -> None:
         self.state = state
         self.reason = reason
         self.setting = setting

@@ -31,8 +31,14 @@ def test_template_fills_every_placeholder_inside_arguments(tmp_path: Path) -> No
 
 
 def test_agent_that_exits_reports_its_exit_code(tmp_path: Path) -> None:
-    run = run_command([sys.executable, "-c", "import sys; print('hi'); sys.exit(3)"], cwd=tmp_path, env=dict(os.environ),
-                      timeout=60, stdout=tmp_path / "out", stderr=tmp_path / "err")
+    run = run_command(
+        [sys.executable, "-c", "import sys; print('hi'); sys.exit(3)"],
+        cwd=tmp_path,
+        env=dict(os.environ),
+        timeout=60,
+        stdout=tmp_path / "out",
+        stderr=tmp_path / "err",
+    )
     assert (run.exit_code, run.timed_out) == (3, False)
     assert (tmp_path / "out").read_text() == "hi\n"
 
@@ -40,15 +46,18 @@ def test_agent_that_exits_reports_its_exit_code(tmp_path: Path) -> None:
 async def test_overrunning_agent_is_killed_with_its_children(tmp_path: Path) -> None:
     # One child stays in the agent's process group; the other escapes into a session of its own
     # (as a kernel does) and is found by the run's environment marker.
-    script = (
-        "sleep 300 & echo $! > child.pid; "
-        "setsid sleep 301 & echo $! > escaped.pid; "
-        "echo $$ > agent.pid; sleep 302"
-    )
+    script = "sleep 300 & echo $! > child.pid; setsid sleep 301 & echo $! > escaped.pid; echo $$ > agent.pid; sleep 302"
     env = {**os.environ, "BIOPB_CONFIG_DIR": str(tmp_path / "marker")}
     run = await anyio.to_thread.run_sync(
-        lambda: run_command(["sh", "-c", script], cwd=tmp_path, env=env, timeout=1.5, stdout=tmp_path / "o",
-                            stderr=tmp_path / "e", marker=("BIOPB_CONFIG_DIR", env["BIOPB_CONFIG_DIR"]))
+        lambda: run_command(
+            ["sh", "-c", script],
+            cwd=tmp_path,
+            env=env,
+            timeout=1.5,
+            stdout=tmp_path / "o",
+            stderr=tmp_path / "e",
+            marker=("BIOPB_CONFIG_DIR", env["BIOPB_CONFIG_DIR"]),
+        )
     )
     assert run.timed_out and run.exit_code is None
     pids = [int((tmp_path / name).read_text()) for name in ("agent.pid", "child.pid", "escaped.pid")]

@@ -28,12 +28,16 @@ CASES = all_cases()
 # Every lab and two-session case, and one hard case: `python -m bench selftest` runs the textbook
 # solution of every hard case too (as the docs-blind agent); the suite samples those, which are slow.
 NEEDS_DOCS = [case for case in CASES if case.category in ("lab", "two-session")] + [
-    next(case for case in CASES if case.category == "hard")]
+    next(case for case in CASES if case.category == "hard")
+]
 
 
 def test_cases_per_category() -> None:
     assert len({case.name for case in CASES}) == len(CASES)
-    counts = {category: sum(case.category == category for case in CASES) for category in ("textbook", "lab", "hard", "two-session")}
+    counts = {
+        category: sum(case.category == category for case in CASES)
+        for category in ("textbook", "lab", "hard", "two-session")
+    }
     assert counts["textbook"] == 20 and counts["lab"] >= 12 and counts["hard"] >= 4 and counts["two-session"] >= 6
     assert sum(not case.covered for case in CASES) >= 3
 
@@ -43,7 +47,9 @@ def test_every_doc_a_case_names_exists_where_its_category_says() -> None:
     lab = {f"lab/{path.stem}" for path in LAB_DIR.glob("*.md")}
     for case in CASES:
         if case.category in ("textbook", "hard"):
-            assert set(case.docs) <= procedures, f"{case.name}: not under {PROCEDURES_HEADING}: {set(case.docs) - procedures}"
+            assert set(case.docs) <= procedures, (
+                f"{case.name}: not under {PROCEDURES_HEADING}: {set(case.docs) - procedures}"
+            )
         elif case.category == "lab":
             assert case.docs and set(case.docs) <= lab, case.name
         else:
@@ -52,9 +58,38 @@ def test_every_doc_a_case_names_exists_where_its_category_says() -> None:
 
 
 SECRETS = (
-    "0.26", "0.1625", "0.65", "0.442", "500", "100 ms", "per 100", "channel 0", "channel 1", "channel 2", "index",
-    "1000", "2.5", "800", "40 µm", "results/", "border", "edge", "top", "left", "frame", "snake", "down column",
-    "30 s", "every 30", "2 min", ";", "comma", "centre", "center", "median", "mCherry, Cy5",
+    "0.26",
+    "0.1625",
+    "0.65",
+    "0.442",
+    "500",
+    "100 ms",
+    "per 100",
+    "channel 0",
+    "channel 1",
+    "channel 2",
+    "index",
+    "1000",
+    "2.5",
+    "800",
+    "40 µm",
+    "results/",
+    "border",
+    "edge",
+    "top",
+    "left",
+    "frame",
+    "snake",
+    "down column",
+    "30 s",
+    "every 30",
+    "2 min",
+    ";",
+    "comma",
+    "centre",
+    "center",
+    "median",
+    "mCherry, Cy5",
 )
 
 
@@ -80,7 +115,12 @@ def test_check_fails_on_an_empty_work_dir(case, tmp_path: Path) -> None:
 def kernel(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BlockingKernelClient]:
     """One real kernel for all solutions (this Python), its IPython dir kept in a tmp dir."""
     home = tmp_path_factory.mktemp("kernel")
-    env = {**os.environ, "IPYTHONDIR": str(home / "ipython"), "JUPYTER_RUNTIME_DIR": str(home / "rt"), "MPLBACKEND": "Agg"}
+    env = {
+        **os.environ,
+        "IPYTHONDIR": str(home / "ipython"),
+        "JUPYTER_RUNTIME_DIR": str(home / "rt"),
+        "MPLBACKEND": "Agg",
+    }
     manager: KernelManager
     manager, client = start_new_kernel(kernel_name="python3", env=env, startup_timeout=60)
     try:
@@ -129,10 +169,32 @@ COVERED = [case for case in CASES if set(case.docs) & PROCEDURES]
 OWN_CODE_IMPORTS = {"numpy", "tifffile", "csv", "os", "pathlib"}
 OWN_CODE_CALLS = {
     # loading files and passing inputs
-    "tifffile.imread", "tifffile.TiffFile", "np.stack", "np.asarray", "np.array", "np.arange", "Path",
-    "range", "len", "int", "float", "str", "list", "dict", "zip", "enumerate", "print",
+    "tifffile.imread",
+    "tifffile.TiffFile",
+    "np.stack",
+    "np.asarray",
+    "np.array",
+    "np.arange",
+    "Path",
+    "range",
+    "len",
+    "int",
+    "float",
+    "str",
+    "list",
+    "dict",
+    "zip",
+    "enumerate",
+    "print",
     # saving in the layout the request asks for, through the outputs helpers or plainly
-    "open", "out_path", "save_table", "save_labels", "save_image", "tifffile.imwrite", "np.savetxt", "csv.writer",
+    "open",
+    "out_path",
+    "save_table",
+    "save_labels",
+    "save_image",
+    "tifffile.imwrite",
+    "np.savetxt",
+    "csv.writer",
 }
 OWN_CODE_METHODS = {"asarray", "take", "index", "append", "write", "writerow", "writerows", "tolist"}
 
@@ -177,7 +239,9 @@ def test_every_covered_case_is_solved_by_its_procedure_as_written() -> None:
 def test_the_own_code_check_sees_analysis() -> None:
     """The check above would see a case doing the analysis itself."""
     assert analysis_calls("from skimage import filters\nt = filters.threshold_otsu(img)") == [
-        "import skimage", "filters.threshold_otsu"]
+        "import skimage",
+        "filters.threshold_otsu",
+    ]
     assert analysis_calls("m = np.percentile(img, 50)\nx = img.max()") == ["np.percentile", "img.max"]
     assert analysis_calls('import tifffile\nimage = tifffile.imread("a.tif")\nsave_table({"n": [1]}, "x")') == []
 
@@ -188,14 +252,15 @@ def test_a_procedure_case_keeps_a_textbook_solution_for_the_arm_without_docs() -
 
 
 @pytest.mark.parametrize("case", NEEDS_DOCS, ids=lambda case: case.name)
-def test_textbook_solution_fails_every_case_that_needs_a_doc(case, kernel: BlockingKernelClient, tmp_path: Path) -> None:
+def test_textbook_solution_fails_every_case_that_needs_a_doc(
+    case, kernel: BlockingKernelClient, tmp_path: Path
+) -> None:
     truth = case.setup(tmp_path, np.random.default_rng(1))
     if case.first_solution:
         _run(kernel, tmp_path, case.first_solution)
     _run(kernel, tmp_path, case.textbook_solution)
     passed, detail = run_check(case, tmp_path, truth)
     assert not passed, detail
-
 
 
 def test_the_scripted_agent_can_read_every_doc_a_case_needs_in_the_docs_arm_only(tmp_path: Path) -> None:

@@ -49,7 +49,9 @@ def test_handoff_run_passes_is_traced_and_its_server_stops_after_done(tmp_path: 
         handoff_json = tmp_path / "runs" / "crop-roi--docs--r0" / "handoff.json"
         deadline = time.monotonic() + 90
         while not handoff_json.is_file():
-            assert time.monotonic() < deadline and not future.done(), future.result() if future.done() else "no handoff.json"
+            assert time.monotonic() < deadline and not future.done(), (
+                future.result() if future.done() else "no handoff.json"
+            )
             time.sleep(0.1)
         handoff = json.loads(handoff_json.read_text(encoding="utf-8"))
         assert handoff["url"].startswith("http://127.0.0.1:") and handoff["token"]

@@ -49,7 +49,11 @@ class Stated:
         self.debris_below_um2 = _number(r"smaller than \*\*(\d+) µm²\*\*", _doc("debris-gate"))
 
 
-STATED = {WIDEFIELD.doc: Stated("microscope"), SPINNING_DISK.doc: Stated("spinning-disk"), PLATE_IMAGER.doc: Stated("plate-imager")}
+STATED = {
+    WIDEFIELD.doc: Stated("microscope"),
+    SPINNING_DISK.doc: Stated("spinning-disk"),
+    PLATE_IMAGER.doc: Stated("plate-imager"),
+}
 
 
 @pytest.mark.parametrize("instrument", INSTRUMENTS, ids=lambda instrument: instrument.doc)
@@ -99,7 +103,9 @@ def test_data_from_a_lab_instrument_obeys_its_lab_doc(case, tmp_path: Path) -> N
         for plane in planes:
             # the camera offset is under every pixel: nothing reads below it (less read noise),
             # and the darkest part of the field sits just above it
-            assert plane.min() >= stated.offset - 60, f"{item.file}: a pixel at {plane.min()} below the offset {stated.offset:g}"
+            assert plane.min() >= stated.offset - 60, (
+                f"{item.file}: a pixel at {plane.min()} below the offset {stated.offset:g}"
+            )
             if item.nuclei is not None:  # a field with objects has background (a blank slide has none)
                 assert np.percentile(plane, 1) <= stated.offset + 250, f"{item.file}: the floor is far above the offset"
         px2 = stated.pixel_um**2
@@ -108,8 +114,11 @@ def test_data_from_a_lab_instrument_obeys_its_lab_doc(case, tmp_path: Path) -> N
             counts = np.bincount(item.nuclei.ravel())[1:]
             areas = counts[counts > 0] * px2
             assert len(areas) and low * 0.97 <= areas.min() and areas.max() <= high * 1.03, (
-                f"{item.file}: nuclei of {areas.min():.1f}-{areas.max():.1f} µm², the lab's are {low:g}-{high:g}")
+                f"{item.file}: nuclei of {areas.min():.1f}-{areas.max():.1f} µm², the lab's are {low:g}-{high:g}"
+            )
         if item.debris is not None:
             pieces = np.bincount(item.debris.ravel())[1:]
             debris = pieces[pieces > 0] * px2
-            assert len(debris) and debris.max() < stated.debris_below_um2, f"{item.file}: debris up to {debris.max():.1f} µm²"
+            assert len(debris) and debris.max() < stated.debris_below_um2, (
+                f"{item.file}: debris up to {debris.max():.1f} µm²"
+            )

@@ -50,7 +50,11 @@ def test_quick_run_emits_every_figure(tmp_path: Path) -> None:
     env = {**os.environ, "PYTHONPATH": str(REPO)}
     proc = subprocess.run(
         [sys.executable, "-m", "bench", "perf", "--quick", "--json", str(out), "--workdir", str(tmp_path)],
-        cwd=REPO, env=env, capture_output=True, text=True, timeout=240,
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=240,
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
     data = json.loads(out.read_text(encoding="utf-8"))

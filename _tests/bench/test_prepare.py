@@ -125,7 +125,11 @@ def test_docs_arm_tree_is_the_seed_plus_the_lab_tier_and_isolated(tmp_path: Path
     server = json.loads((tmp_path / "mcp.json").read_text(encoding="utf-8"))["mcpServers"]["biopb"]
     assert server["args"][-2:] == ["--trace", str(tmp_path / "t.jsonl")]
     env = server["env"]
-    assert all(value.startswith(str(tree.root)) for key, value in env.items() if key.startswith(("XDG_", "BIOPB_", "JUPYTER_", "IPYTHON")))
+    assert all(
+        value.startswith(str(tree.root))
+        for key, value in env.items()
+        if key.startswith(("XDG_", "BIOPB_", "JUPYTER_", "IPYTHON"))
+    )
     with pytest.raises(FileExistsError):
         prepare_tree(tmp_path / "docs", bench_docs=True)
 

@@ -35,10 +35,22 @@ def test_pairs_needed_projects_the_observed_discordance() -> None:
 
 
 def _row(case: str, category: str, arm: str, repeat: int, passed: bool) -> dict[str, Any]:
-    return {"case": case, "category": category, "arm": arm, "repeat": repeat, "passed": passed, "detail": "d",
-            "covered_by": [], "timed_out": False, "harness_error": None, "tool_calls": {"execute_code": 2},
-            "docs_read": ["lab/microscope"] if arm == "docs" else [], "read_doc_called": arm == "docs",
-            "duration_s": 2.0, "contaminated": []}
+    return {
+        "case": case,
+        "category": category,
+        "arm": arm,
+        "repeat": repeat,
+        "passed": passed,
+        "detail": "d",
+        "covered_by": [],
+        "timed_out": False,
+        "harness_error": None,
+        "tool_calls": {"execute_code": 2},
+        "docs_read": ["lab/microscope"] if arm == "docs" else [],
+        "read_doc_called": arm == "docs",
+        "duration_s": 2.0,
+        "contaminated": [],
+    }
 
 
 def test_repeat_summary_has_rates_paired_test_and_categories() -> None:

@@ -33,7 +33,10 @@ def test_scripted_agent_passes_through_the_real_server_and_reads_only_listed_doc
         assert row["harness_error"] is None and not row["timed_out"] and row["exit_code"] == 0
         assert row["tool_calls"]["start_kernel"] == 1 and row["tool_calls"]["execute_code"] >= 1
     nuclei, crop, flat = rows
-    assert nuclei["docs_read"] == ["segment-nuclei", "outputs"]  # listed in the docs arm: the procedure and its save helpers
+    assert nuclei["docs_read"] == [
+        "segment-nuclei",
+        "outputs",
+    ]  # listed in the docs arm: the procedure and its save helpers
     assert crop["docs_read"] == []  # no procedure covers it
     assert flat["docs_read"] == [] and not flat["read_doc_called"]  # flatfield is not listed here
     assert (Path(flat["run_dir"]) / "trace.jsonl").is_file()
@@ -55,22 +58,50 @@ def test_nothing_agent_fails_every_case_and_the_summary_says_so(tmp_path: Path) 
 
 
 def test_run_command_writes_summary_and_exits_nonzero_only_on_harness_failure(tmp_path: Path) -> None:
-    ok = ["run", "--agent", "nothing", "--arms", "both", "--cases", "crop-roi,split-channels", "--out", str(tmp_path / "ok")]
+    ok = [
+        "run",
+        "--agent",
+        "nothing",
+        "--arms",
+        "both",
+        "--cases",
+        "crop-roi,split-channels",
+        "--out",
+        str(tmp_path / "ok"),
+    ]
     assert main(ok) == 0
     summary = (tmp_path / "ok" / "summary.md").read_text()
     assert "docs: 0 passed, 2 failed · no docs: 0 passed, 2 failed" in summary
     assert "Pairs: both pass: 0 · docs only: 0 · no docs only: 0 · both fail: 2" in summary
     # an agent whose command vanished once it started is a harness error, said plainly
-    row = run_one(RunSpec(make_agent(str(tmp_path / "gone") + " {prompt}"), ["docs"], [], tmp_path / "gone-run"), get_case("crop-roi"), "docs", 0)
+    row = run_one(
+        RunSpec(make_agent(str(tmp_path / "gone") + " {prompt}"), ["docs"], [], tmp_path / "gone-run"),
+        get_case("crop-roi"),
+        "docs",
+        0,
+    )
     assert row["harness_error"] == f"agent command not found: {tmp_path / 'gone'}"
     assert main(["run", "--agent", "nothing", "--cases", "no-such-case", "--out", str(tmp_path / "x")]) == 2
 
 
-def test_a_missing_agent_command_is_one_error_line_and_no_runs(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    broken = ["run", "--agent", "no-such-agent-binary {prompt}", "--cases", "crop-roi,split-channels", "--out", str(tmp_path / "bad")]
+def test_a_missing_agent_command_is_one_error_line_and_no_runs(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    broken = [
+        "run",
+        "--agent",
+        "no-such-agent-binary {prompt}",
+        "--cases",
+        "crop-roi,split-channels",
+        "--out",
+        str(tmp_path / "bad"),
+    ]
     assert main(broken) == 2
     captured = capsys.readouterr()
-    assert captured.err == "error: agent command not found: no-such-agent-binary (give a built-in agent name, or a command on PATH)\n"
+    assert (
+        captured.err
+        == "error: agent command not found: no-such-agent-binary (give a built-in agent name, or a command on PATH)\n"
+    )
     assert captured.out == ""
     assert not (tmp_path / "bad").exists()
 
@@ -88,8 +119,15 @@ def test_scripted_agent_on_a_two_session_case_follows_jobs_and_keeps_the_convent
     # A plugin paces every cell past promote_after, so every solution becomes a job and the check
     # passes only if the agent followed each job to its end before leaving. (The docs-blind agent
     # failing this case is `python -m bench selftest`'s to show.)
-    spec = RunSpec(make_agent("scripted"), ["docs"], [], tmp_path, timeout=600, promote_after=0.5,
-                   kernel_plugins={"pace.py": PACING_PLUGIN})
+    spec = RunSpec(
+        make_agent("scripted"),
+        ["docs"],
+        [],
+        tmp_path,
+        timeout=600,
+        promote_after=0.5,
+        kernel_plugins={"pace.py": PACING_PLUGIN},
+    )
     row = run_one(spec, get_case("memo-border-rule"), "docs", 0)
     assert row["passed"], row
     assert row["tool_calls"].get("poll_job", 0) >= 2  # one job per session, each followed
@@ -117,21 +155,44 @@ def test_a_docs_off_run_that_reached_a_procedure_is_flagged(tmp_path: Path) -> N
     assert contamination(tree, trace) == [f"read:{hidden}"]
     # the agent lists a withheld id in the index: it is still not served, so no search reaches it
     store = DocStore(tree.docs_dir, withhold=tree.withheld)
-    store.write_doc("index", body=(tree.docs_dir / "index.md").read_text(encoding="utf-8") + "\n- stitch-tiles: stitch\n")
+    store.write_doc(
+        "index", body=(tree.docs_dir / "index.md").read_text(encoding="utf-8") + "\n- stitch-tiles: stitch\n"
+    )
     assert contamination(tree, trace) == [f"read:{hidden}"]
     # a doc of its own under that id is the agent's: reading it is no contamination
     store.write_doc(hidden, body="# mine\n")
     assert contamination(tree, trace) == []
-    row = {"case": "stitch-tiles", "category": "textbook", "arm": "nodocs", "repeat": 0, "passed": True, "detail": "", "covered_by": [],
-           "timed_out": False, "harness_error": None, "tool_calls": {}, "docs_read": [hidden], "read_doc_called": True,
-           "duration_s": 1.0, "contaminated": [f"read:{hidden}"]}
+    row = {
+        "case": "stitch-tiles",
+        "category": "textbook",
+        "arm": "nodocs",
+        "repeat": 0,
+        "passed": True,
+        "detail": "",
+        "covered_by": [],
+        "timed_out": False,
+        "harness_error": None,
+        "tool_calls": {},
+        "docs_read": [hidden],
+        "read_doc_called": True,
+        "duration_s": 1.0,
+        "contaminated": [f"read:{hidden}"],
+    }
     text = summarize([row], agent="x", wall_s=1, cases=1, repeat=1)
-    assert "Contaminated no-docs runs (reached a withheld procedure): 1. Without them: **no docs: 0 passed, 0 failed**" in text
+    assert (
+        "Contaminated no-docs runs (reached a withheld procedure): 1. Without them: **no docs: 0 passed, 0 failed**"
+        in text
+    )
     assert f"- stitch-tiles no docs r0: read:{hidden}" in text
 
 
 def test_cases_can_be_chosen_by_category(tmp_path: Path) -> None:
-    assert main(["run", "--agent", "nothing", "--arms", "nodocs", "--cases", "two-session,crop-roi", "--out", str(tmp_path)]) == 0
+    assert (
+        main(
+            ["run", "--agent", "nothing", "--arms", "nodocs", "--cases", "two-session,crop-roi", "--out", str(tmp_path)]
+        )
+        == 0
+    )
     rows = [json.loads(line) for line in (tmp_path / "results.jsonl").read_text().splitlines()]
     two_session = sorted(case.name for case in all_cases() if case.category == "two-session")
     assert sorted(row["case"] for row in rows) == sorted(["crop-roi", *two_session])
@@ -143,8 +204,12 @@ def test_a_memo_in_the_index_counts_as_written_and_read_on_the_same_tree(tmp_pat
     from bench.run import memo_rows
 
     first, last = tmp_path / "s1.jsonl", tmp_path / "s2.jsonl"
-    first.write_text(json.dumps({"tool": "write_doc", "args": {"id": "index", "old_chars": 3}, "ok": True}) + "\n"
-                     + json.dumps({"tool": "write_doc", "args": {"id": "refused", "body_chars": 3}, "ok": False}) + "\n")
+    first.write_text(
+        json.dumps({"tool": "write_doc", "args": {"id": "index", "old_chars": 3}, "ok": True})
+        + "\n"
+        + json.dumps({"tool": "write_doc", "args": {"id": "refused", "body_chars": 3}, "ok": False})
+        + "\n"
+    )
     last.write_text(json.dumps({"tool": "read_doc", "args": {"id": "kernel"}, "ok": True}) + "\n")
     assert memo_rows(first, last, same_tree=True) == {"session1_wrote": ["index"], "session2_read": ["index"]}
     assert memo_rows(first, last, same_tree=False) == {"session1_wrote": ["index"], "session2_read": []}

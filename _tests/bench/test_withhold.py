@@ -66,7 +66,11 @@ class Seen:
         """Withheld ids and titles in what the server said; an answer may echo what it was asked."""
         found = []
         for what, text in self.said:
-            found += [f"{what}: names {doc_id}" for doc_id in self.withheld if _mentions(text, doc_id) and not _mentions(what, doc_id)]
+            found += [
+                f"{what}: names {doc_id}"
+                for doc_id in self.withheld
+                if _mentions(text, doc_id) and not _mentions(what, doc_id)
+            ]
             found += [f"{what}: quotes {title!r}" for title in self.titles.values() if title in text]
         return found
 
@@ -129,9 +133,21 @@ async def test_no_tool_resource_or_listing_reveals_a_withheld_procedure(ablated:
             await call("inspect_object", path="x")
             await call("poll_job", job_id="no-such-job")
             await call("interrupt_kernel")
-            for name in sorted(set(tools) - {"read_doc", "write_doc", "search_docs", "server_status", "start_kernel",
-                                             "execute_code", "inspect_object", "poll_job", "interrupt_kernel",
-                                             "restart_kernel"}):
+            for name in sorted(
+                set(tools)
+                - {
+                    "read_doc",
+                    "write_doc",
+                    "search_docs",
+                    "server_status",
+                    "start_kernel",
+                    "execute_code",
+                    "inspect_object",
+                    "poll_job",
+                    "interrupt_kernel",
+                    "restart_kernel",
+                }
+            ):
                 await call(name)  # a tool added later is called too, and must reveal nothing either
             # resources: every page of the listing, every listed resource, the template, a direct read
             uris: list[str] = []
@@ -187,7 +203,9 @@ async def test_code_that_opens_the_shipped_docs_folder_is_contamination(ablated:
 
 def test_a_store_without_withheld_ids_serves_ignored_docs_by_id(tmp_path: Path) -> None:
     """The product's default: ignoring a doc unlists it, and it stays readable by exact id."""
-    (tmp_path / "index.md").write_text("# i\n\n## References\n- kernel: k\n\nignored: segment-nuclei\n", encoding="utf-8")
+    (tmp_path / "index.md").write_text(
+        "# i\n\n## References\n- kernel: k\n\nignored: segment-nuclei\n", encoding="utf-8"
+    )
     store = DocStore(tmp_path)
     assert "segment-nuclei" in render_index(store)  # the ignored: line, for the agent to edit
     assert "# " in store.doc_text("segment-nuclei")[0]

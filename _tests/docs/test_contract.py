@@ -144,8 +144,10 @@ def test_hand_pins_resolve(tmp_path: Any) -> None:
 
 def test_extraction_sees_aliases_keywords_and_deprecations() -> None:
     """The extractor resolves `from scipy import ndimage as ndi` and flags a deprecated keyword."""
-    code = "from scipy import ndimage as ndi\nfrom skimage import morphology\nimport numpy as np\n" \
-           "d = ndi.distance_transform_edt(m)\nmorphology.remove_small_objects(m, min_size=5)\nnp.nosuchthing(1)\n"
+    code = (
+        "from scipy import ndimage as ndi\nfrom skimage import morphology\nimport numpy as np\n"
+        "d = ndi.distance_transform_edt(m)\nmorphology.remove_small_objects(m, min_size=5)\nnp.nosuchthing(1)\n"
+    )
     refs = {r.dotted: r for r in seedlib.api_refs(code, seedlib.import_aliases(code))}
     assert "scipy.ndimage.distance_transform_edt" in refs
     ref = refs["skimage.morphology.remove_small_objects"]
@@ -159,8 +161,14 @@ def test_extraction_sees_aliases_keywords_and_deprecations() -> None:
 # ---------------------------------------------------------------- current names only
 
 # roots a doc's prose may name without importing them in its code
-_PROSE_ROOTS = {"numpy": "numpy", "np": "numpy", "scipy": "scipy", "ndi": "scipy.ndimage", "skimage": "skimage",
-                "tifffile": "tifffile"}
+_PROSE_ROOTS = {
+    "numpy": "numpy",
+    "np": "numpy",
+    "scipy": "scipy",
+    "ndi": "scipy.ndimage",
+    "skimage": "skimage",
+    "tifffile": "tifffile",
+}
 
 
 def deprecation_marker(obj: Any) -> str | None:
@@ -170,7 +178,7 @@ def deprecation_marker(obj: Any) -> str | None:
     head = doc.split("Parameters\n")[0]
     for marker in ("**Deprecated:**", ".. deprecated::"):
         if marker in head:
-            return " ".join(head[head.index(marker):].split())[:160]
+            return " ".join(head[head.index(marker) :].split())[:160]
     return None
 
 
@@ -216,8 +224,11 @@ def deprecated_uses(text: str) -> list[str]:
             problems.append(f"{ref.as_written} -> {ref.dotted}: {marker}")
         problems += [p for p in check_keywords(ref.dotted, obj, ref.keywords) if p.endswith("deprecated")]
     old = deprecated_regionprops_names()
-    problems += [f"regionprops property {n!r} is deprecated: use {old[n]!r}"
-                 for n in sorted(quoted_names(text, code)) if n in old]
+    problems += [
+        f"regionprops property {n!r} is deprecated: use {old[n]!r}"
+        for n in sorted(quoted_names(text, code))
+        if n in old
+    ]
     return sorted(set(problems))
 
 
@@ -227,21 +238,43 @@ def test_docs_name_no_deprecated_api(doc_id: str) -> None:
     assert not problems, f"{doc_id} names deprecated APIs: " + "; ".join(problems)
 
 
-@pytest.mark.parametrize(("doc", "expected"), [
-    (("```python\nfrom skimage import measure\n"
-      "t = measure.regionprops_table(labels, image, properties=('label', 'mean_intensity'))\n```\n"),
-     "regionprops property 'mean_intensity' is deprecated: use 'intensity_mean'"),
-    ("```python\nfrom skimage import measure\nm = [p.mean_intensity for p in measure.regionprops(labels, image)]\n```\n",
-     "regionprops property 'mean_intensity' is deprecated"),
-    ("Each region's `mean_intensity` is its average.\n", "regionprops property 'mean_intensity' is deprecated"),
-    ("```python\nfrom skimage import morphology\nm = morphology.remove_small_objects(mask, min_size=5)\n```\n",
-     "skimage.morphology.remove_small_objects(min_size=...): keyword is deprecated"),
-    ("Clean with `skimage.morphology.remove_small_objects(mask, min_size=5)`.\n",
-     "skimage.morphology.remove_small_objects(min_size=...): keyword is deprecated"),
-    ("Then `skimage.morphology.binary_opening(mask, skimage.morphology.square(3))`.\n",
-     "skimage.morphology.binary_opening: **Deprecated:**"),
-], ids=["props-string", "props-attribute", "props-in-prose", "keyword-in-code", "keyword-in-prose",
-        "function-in-prose"])
+@pytest.mark.parametrize(
+    ("doc", "expected"),
+    [
+        (
+            (
+                "```python\nfrom skimage import measure\n"
+                "t = measure.regionprops_table(labels, image, properties=('label', 'mean_intensity'))\n```\n"
+            ),
+            "regionprops property 'mean_intensity' is deprecated: use 'intensity_mean'",
+        ),
+        (
+            "```python\nfrom skimage import measure\nm = [p.mean_intensity for p in measure.regionprops(labels, image)]\n```\n",
+            "regionprops property 'mean_intensity' is deprecated",
+        ),
+        ("Each region's `mean_intensity` is its average.\n", "regionprops property 'mean_intensity' is deprecated"),
+        (
+            "```python\nfrom skimage import morphology\nm = morphology.remove_small_objects(mask, min_size=5)\n```\n",
+            "skimage.morphology.remove_small_objects(min_size=...): keyword is deprecated",
+        ),
+        (
+            "Clean with `skimage.morphology.remove_small_objects(mask, min_size=5)`.\n",
+            "skimage.morphology.remove_small_objects(min_size=...): keyword is deprecated",
+        ),
+        (
+            "Then `skimage.morphology.binary_opening(mask, skimage.morphology.square(3))`.\n",
+            "skimage.morphology.binary_opening: **Deprecated:**",
+        ),
+    ],
+    ids=[
+        "props-string",
+        "props-attribute",
+        "props-in-prose",
+        "keyword-in-code",
+        "keyword-in-prose",
+        "function-in-prose",
+    ],
+)
 def test_a_doc_naming_a_deprecated_api_fails(doc: str, expected: str) -> None:
     """The check reads the libraries' own deprecation markers and alias tables, in code and in prose."""
     problems = deprecated_uses(doc)

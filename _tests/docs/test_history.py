@@ -44,7 +44,7 @@ def test_three_versions_list_read_v1_and_restore(store: DocStore) -> None:
     assert f"{len(V1.encode())} bytes" in rows[0]
     v1 = read_doc(store, "proc@v1", FOR_AGENT)
     header, text = v1.split("\n\n", 1)
-    assert header.startswith("proc@v1 — version 1, saved ") and "write_doc(\"proc\", body=" in header
+    assert header.startswith("proc@v1 — version 1, saved ") and 'write_doc("proc", body=' in header
     assert text == V1
     restored = as_agent_reads(store.write_doc("proc", body=text))
     assert restored.changed and "+First text." in restored.text
@@ -85,7 +85,9 @@ def test_history_is_bounded_and_numbers_keep_counting(tmp_path: Path, store: Doc
         small.write_doc("proc", body=f"# Proc\n\nversion {i}\n")
     listing = read_doc(small, "proc@history")
     assert [line.split(" · ")[0] for line in listing.splitlines() if line.startswith("- v")] == [
-        "- v4", "- v5", "- v6 (current)"
+        "- v4",
+        "- v5",
+        "- v6 (current)",
     ]
     assert len(list((small.local_dir / HISTORY_DIR / "proc").glob("v*.txt"))) == 3
     with pytest.raises(DocNotFound, match="kept versions are v4–v6"):
@@ -137,8 +139,14 @@ def test_first_change_summaries() -> None:
     assert first_change("a\nb\nc", "a\nb") == "line 3 removed: c"
 
 
-def _time_editors(monkeypatch: pytest.MonkeyPatch, path: Path, *, during: str | None = None,
-                  by_rename: str | None = None, after: str | None = None) -> None:
+def _time_editors(
+    monkeypatch: pytest.MonkeyPatch,
+    path: Path,
+    *,
+    during: str | None = None,
+    by_rename: str | None = None,
+    after: str | None = None,
+) -> None:
     """Editors acting at fixed points of the next write_doc, by wrapping the store's own guard
     (which runs unchanged): `during` saved in place while the temp file is fsynced; `by_rename`
     saved by rename after the guard's reads, at the last instant before the replace; `after`
@@ -220,8 +228,9 @@ def test_a_torn_last_log_line_does_not_swallow_the_next_version(store: DocStore)
     assert _kept_texts(store, "proc")[-2:] == ["# Proc\n\nA hand edit.\n", V3]
 
 
-@pytest.mark.parametrize("bad", [b"[" * 100_000 + b"]" * 100_000, b'{"n": ' * 50_000 + b"1" + b"}" * 50_000],
-                         ids=["lists", "objects"])
+@pytest.mark.parametrize(
+    "bad", [b"[" * 100_000 + b"]" * 100_000, b'{"n": ' * 50_000 + b"1" + b"}" * 50_000], ids=["lists", "objects"]
+)
 def test_a_deeply_nested_log_line_is_skipped_and_logged_never_breaking_writes_or_the_listing(
     store: DocStore, caplog: pytest.LogCaptureFixture, bad: bytes
 ) -> None:

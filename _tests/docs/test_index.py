@@ -24,11 +24,19 @@ from biopb_mcp.text.index import (
 )
 
 
-def render(index: IndexFile, *, exists: Callable[[str], bool], shadows: Callable[[str], bool],
-           new_docs: Sequence[tuple[str, str]], stale_docs: Sequence[tuple[str, str]], hide_ignored: bool = False) -> str:
+def render(
+    index: IndexFile,
+    *,
+    exists: Callable[[str], bool],
+    shadows: Callable[[str], bool],
+    new_docs: Sequence[tuple[str, str]],
+    stale_docs: Sequence[tuple[str, str]],
+    hide_ignored: bool = False,
+) -> str:
     """The index as the agent reads it: the domain's facts, worded by the text layer."""
     body = annotate(index, exists=exists, shadows=shadows, hide_ignored=hide_ignored)
     return index_text(IndexFacts(body, list(new_docs), list(stale_docs)))
+
 
 SEED = """# biopb docs
 
@@ -119,7 +127,9 @@ def test_append_goes_into_an_existing_unfiled_section_that_is_not_last() -> None
 
 
 def test_hide_ignored_shows_a_count_instead_of_the_ids() -> None:
-    out = render(parse(SEED), exists=lambda i: True, shadows=lambda i: False, new_docs=[], stale_docs=[], hide_ignored=True)
+    out = render(
+        parse(SEED), exists=lambda i: True, shadows=lambda i: False, new_docs=[], stale_docs=[], hide_ignored=True
+    )
     assert "measure-smlm" not in out and "ratiometric-fret" not in out
     assert "ignored: (2 shipped docs, ids not shown here)" in out
     assert "ignored: (1 shipped doc, ids not shown here)" in out
@@ -141,8 +151,10 @@ def test_append_under_a_new_heading_goes_before_a_trailing_ignored_line() -> Non
 
 
 def test_prose_keeps_what_the_agent_wrote_and_drops_entries_ignored_ids_and_bare_headings() -> None:
-    text = ("# Our docs\n\nRead the lab rules first.\n\n## References\n- kernel: run code\n\n"
-            "## Lab rules\nAreas in square microns.\n- lab/scope: our scope\n\nignored: flatfield\n")
+    text = (
+        "# Our docs\n\nRead the lab rules first.\n\n## References\n- kernel: run code\n\n"
+        "## Lab rules\nAreas in square microns.\n- lab/scope: our scope\n\nignored: flatfield\n"
+    )
     kept = prose(text)
     assert "Read the lab rules first." in kept and "## Lab rules\nAreas in square microns." in kept
     assert "kernel" not in kept and "lab/scope" not in kept and "flatfield" not in kept

@@ -43,9 +43,12 @@ they spill to disk (at 70 % of the limit): less than the labels (38 MB) or the s
 def host(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KernelHost]:
     settings = make_settings(tmp_path_factory.mktemp("large"), kernel="request_timeout = 30.0\n")
     cfile = settings.config_file
-    cfile.write_text(cfile.read_text(encoding="utf-8") + "[compute]\nscheduler = \"local\"\nworkers = 2\n"
-                     f"threads_per_worker = 1\nmemory_limit = \"{WORKER_LIMIT / 1e6:.0f}MB\"\n"
-                     "connect_timeout = 60.0\n", encoding="utf-8")
+    cfile.write_text(
+        cfile.read_text(encoding="utf-8") + '[compute]\nscheduler = "local"\nworkers = 2\n'
+        f'threads_per_worker = 1\nmemory_limit = "{WORKER_LIMIT / 1e6:.0f}MB"\n'
+        "connect_timeout = 60.0\n",
+        encoding="utf-8",
+    )
     h = KernelHost(load_settings(settings.config_dir))
     h.start()
     try:
@@ -74,8 +77,10 @@ def set_inputs(host: KernelHost, source: Path, out: Path) -> None:
     ok(host, f"source_path = {str(source)!r}\nobject_diameter_px = {DIAMETER}\nout_path = {str(out)!r}")
 
 
-WORKERS = ("sorted((a, pid, dask_client().scheduler_info()['workers'][a]['memory_limit']) "
-           "for a, pid in dask_client().run(__import__('os').getpid).items())")
+WORKERS = (
+    "sorted((a, pid, dask_client().scheduler_info()['workers'][a]['memory_limit']) "
+    "for a, pid in dask_client().run(__import__('os').getpid).items())"
+)
 
 
 @pytest.mark.timeout(900)  # a loaded 2-core machine; the CPU it takes is a fraction of that
@@ -91,17 +96,20 @@ def test_large_image_streams_on_small_workers_without_seams_and_equal_to_in_memo
     for block in seedlib.code_blocks(seedlib.read("large-image")):
         ok(host, block)
 
-    got = value(host, "{'n': int(n_objects), 'chunk': int(chunk_px), 'labels_bytes': int(labels.nbytes), "
-                      "'median': float(np.median(areas)), 'threshold': float(threshold), 'sigma': float(sigma), "
-                      "'local_left': os.path.exists(local_path)}")
+    got = value(
+        host,
+        "{'n': int(n_objects), 'chunk': int(chunk_px), 'labels_bytes': int(labels.nbytes), "
+        "'median': float(np.median(areas)), 'threshold': float(threshold), 'sigma': float(sigma), "
+        "'local_left': os.path.exists(local_path)}",
+    )
     # the workers' room for data: what they may hold before they spill, above their own memory
     held = value(host, "list(dask_client().run(lambda: __import__('psutil').Process().memory_info().rss).values())")
     assert got["labels_bytes"] > sum(0.7 * WORKER_LIMIT - rss for rss in held), held
-    assert got["chunk"] < SIDE // 2                                   # many chunks, so many seams
-    assert got["n"] == expected_objects((SIDE, SIDE))                  # every disc once, seams absent
-    assert not got["local_left"]                                      # the per-chunk scratch is gone
+    assert got["chunk"] < SIDE // 2  # many chunks, so many seams
+    assert got["n"] == expected_objects((SIDE, SIDE))  # every disc once, seams absent
+    assert not got["local_left"]  # the per-chunk scratch is gone
     print(f"workers' memory after the run: {held} bytes")
-    assert value(host, WORKERS) == workers_before                     # no worker was killed on the way
+    assert value(host, WORKERS) == workers_before  # no worker was killed on the way
 
     # equal on a crop (around a corner where four chunks meet) to the in-memory method
     y0 = x0 = 2 * got["chunk"] - 300

@@ -29,12 +29,17 @@ def test_the_shipped_seed_gives_no_link_or_hook_warning(store: DocStore) -> None
 def test_a_dangling_link_in_a_local_doc_is_a_warning_not_a_problem(
     store: DocStore, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    store.write_doc("lab/scope", body="# Our scope\n\nSubtract the offset first: [[camera-offset]]. "
-                                      "See [[kernel]], [[kernel@diff]] and `[[quoted-example]]`.\n"
-                                      "Again [[camera-offset]].\n")
+    store.write_doc(
+        "lab/scope",
+        body="# Our scope\n\nSubtract the offset first: [[camera-offset]]. "
+        "See [[kernel]], [[kernel@diff]] and `[[quoted-example]]`.\n"
+        "Again [[camera-offset]].\n",
+    )
     warnings = [w for w in store.check_warnings() if "links [[" in w]
-    assert warnings == ["local: lab/scope links [[camera-offset]], which is no doc in either tier; write "
-                        "camera-offset, or fix the link (a dangling link is allowed)."]
+    assert warnings == [
+        "local: lab/scope links [[camera-offset]], which is no doc in either tier; write "
+        "camera-offset, or fix the link (a dangling link is allowed)."
+    ]
     assert not store.check()
     code, out = check(capsys)
     assert code == 0 and f"warning: {warnings[0]}" in out and "no problems; 1 warning(s)" in out
@@ -44,15 +49,21 @@ def test_a_hook_that_no_longer_matches_its_rewritten_doc_is_a_warning(
     store: DocStore, capsys: pytest.CaptureFixture[str]
 ) -> None:
     store.write_doc("lab/camera", body="# Camera offset\n\nSubtract 100 from every raw pixel before measuring.\n")
-    store.write_doc("index", old="- lab/camera: Subtract 100 from every raw pixel before measuring.",
-                    new="- lab/camera: subtract our camera's offset before measuring intensities")
+    store.write_doc(
+        "index",
+        old="- lab/camera: Subtract 100 from every raw pixel before measuring.",
+        new="- lab/camera: subtract our camera's offset before measuring intensities",
+    )
     assert store.check_warnings() == []
     store.write_doc("lab/camera", body="# Pixel size\n\nThe 40x objective gives 0.16 um per pixel.\n")
     warnings = store.check_warnings()
     assert len(warnings) == 1 and "the hook of lab/camera" in warnings[0], warnings
     assert "'Pixel size'" in warnings[0] and "update the line" in warnings[0]
-    line = next(i for i, text in enumerate(Path(store.shelf.index_path).read_text().splitlines(), 1)
-                if text.startswith("- lab/camera:"))
+    line = next(
+        i
+        for i, text in enumerate(Path(store.shelf.index_path).read_text().splitlines(), 1)
+        if text.startswith("- lab/camera:")
+    )
     assert warnings[0].startswith(f"index line {line}: ")
     code, out = check(capsys)
     assert code == 0 and "warning: index line" in out

@@ -59,12 +59,24 @@ def test_which_listed_docs_are_procedures(tmp_path: Path) -> None:
         "\n## Lab protocols\n- lab/proto: a protocol\n- lab/missing: not written yet\n\n## Unfiled\n- mine: mine\n"
         "\nignored: skipped\n"
     )
-    docs = {"scope": REFERENCE_WITH_INPUTS, "note": NOTE, "deep": NOTE, "lab/count": PROCEDURE, "lab/note": NOTE,
-            "lab/proto": NOTE, "mine": PROCEDURE, "unlisted": PROCEDURE}
+    docs = {
+        "scope": REFERENCE_WITH_INPUTS,
+        "note": NOTE,
+        "deep": NOTE,
+        "lab/count": PROCEDURE,
+        "lab/note": NOTE,
+        "lab/proto": NOTE,
+        "mine": PROCEDURE,
+        "unlisted": PROCEDURE,
+    }
     shipped = {"skipped": PROCEDURE, "new-proc": PROCEDURE, "new-ref": NOTE, "_banked": PROCEDURE}
     found = procedures(_store(tmp_path, index, docs, shipped))
     assert [p.doc_id for p in found] == ["note", "deep", "lab/count", "lab/proto", "mine", "new-proc"]
-    assert [p.hook for p in found][:3] == ["a procedure without inputs", "under a sub-heading of Procedures", "count cells"]
+    assert [p.hook for p in found][:3] == [
+        "a procedure without inputs",
+        "under a sub-heading of Procedures",
+        "count cells",
+    ]
     assert found[-1].hook == "Count cells."  # the New-shipped tail: the doc's own description
 
 
@@ -105,8 +117,13 @@ def test_inputs_are_read_tolerantly() -> None:
     inputs = parse_inputs(text)
     assert inputs is not None
     assert [(i.name, i.required) for i in inputs] == [
-        ("image", False), ("ch1", False), ("ch2", False), ("mask", True), ("threshold", False),
-        ("pixel_size_um", False), ("labels", True),
+        ("image", False),
+        ("ch1", False),
+        ("ch2", False),
+        ("mask", True),
+        ("threshold", False),
+        ("pixel_size_um", False),
+        ("labels", True),
     ]
     assert inputs[0].description == "one 2-D plane. See data."
     assert inputs[1].description == "the two channels, same shape." == inputs[2].description
@@ -114,8 +131,13 @@ def test_inputs_are_read_tolerantly() -> None:
 
 
 def test_required_when_the_description_opens_with_it_and_no_inputs_section_is_none() -> None:
-    inputs = parse_inputs("# P\n\n## Input\n- `path`: required. The file to read.\n- `n`: optional, required only if x\n")
-    assert inputs == (Input("path", "required. The file to read.", True, True), Input("n", "optional, required only if x"))
+    inputs = parse_inputs(
+        "# P\n\n## Input\n- `path`: required. The file to read.\n- `n`: optional, required only if x\n"
+    )
+    assert inputs == (
+        Input("path", "required. The file to read.", True, True),
+        Input("n", "optional, required only if x"),
+    )
     assert parse_inputs(NOTE) is None
     assert parse_inputs("# P\n\n## Inputs\nNone: the procedure reads the open viewer.\n") == ()
 

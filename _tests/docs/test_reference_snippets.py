@@ -23,16 +23,35 @@ pytestmark = pytest.mark.slow
 
 def test_data_reference_reads_axes_pixel_size_and_pyramid(kernel: seedlib.KernelRunner, tmp_path: Path) -> None:
     rng = np.random.default_rng(12)
-    data = rng.integers(0, 4096, (2, 3, 64, 64), dtype=np.uint16)       # 12-bit values in uint16
+    data = rng.integers(0, 4096, (2, 3, 64, 64), dtype=np.uint16)  # 12-bit values in uint16
     path = tmp_path / "stack.ome.tif"
     with tifffile.TiffWriter(path) as tw:
-        meta = {"axes": "CZYX", "PhysicalSizeX": 0.325, "PhysicalSizeY": 0.325, "PhysicalSizeZ": 1.5,
-                "Channel": {"Name": ["DAPI", "GFP"]}}
+        meta = {
+            "axes": "CZYX",
+            "PhysicalSizeX": 0.325,
+            "PhysicalSizeY": 0.325,
+            "PhysicalSizeZ": 1.5,
+            "Channel": {"Name": ["DAPI", "GFP"]},
+        }
         tw.write(data, subifds=1, metadata=meta, tile=(32, 32))
         tw.write(data[..., ::2, ::2], subfiletype=1, tile=(32, 32))
-    out = run_doc(kernel, "data", {"path": str(path)},
-                  ["axes", "axes_tczyx", "data", "pixel_size_um", "z_step_um", "channel_names", "n_levels",
-                   "overview", "plane_max"], tmp_path)
+    out = run_doc(
+        kernel,
+        "data",
+        {"path": str(path)},
+        [
+            "axes",
+            "axes_tczyx",
+            "data",
+            "pixel_size_um",
+            "z_step_um",
+            "channel_names",
+            "n_levels",
+            "overview",
+            "plane_max",
+        ],
+        tmp_path,
+    )
     assert str(out["axes"]) == "CZYX" and str(out["axes_tczyx"]) == "CZYX"
     np.testing.assert_array_equal(out["data"], data)
     assert float(out["pixel_size_um"]) == 0.325 and float(out["z_step_um"]) == 1.5
@@ -62,4 +81,4 @@ def test_outputs_reference_saves_next_to_the_data_and_shows_png(kernel: seedlib.
     with tifffile.TiffFile(results / "plate1_A01_nuclei-labels.tif") as tf:
         assert 'PhysicalSizeX="0.5"' in (tf.ome_metadata or "")
     assert (results / "plate1_A01_measure.csv").read_text().splitlines() == ["label,area_um2", "1,25.0", "300,50.0"]
-    np.testing.assert_array_equal(tifffile.imread(source), raw)   # raw data untouched
+    np.testing.assert_array_equal(tifffile.imread(source), raw)  # raw data untouched

@@ -79,7 +79,15 @@ def test_cursor_naming_a_vanished_doc_still_resumes(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize(
     "cursor",
-    ["", "garbage", "file:///etc/passwd", "biopb://docs/", "biopb://docs/a b", "biopb://docs/x@diff", "biopb://docs/../up"],
+    [
+        "",
+        "garbage",
+        "file:///etc/passwd",
+        "biopb://docs/",
+        "biopb://docs/a b",
+        "biopb://docs/x@diff",
+        "biopb://docs/../up",
+    ],
 )
 def test_malformed_cursor_is_refused(tmp_path: Path, cursor: str) -> None:
     store, _ = make_corpus(tmp_path, 3)
@@ -219,8 +227,14 @@ def test_batch_reads_open_each_folder_once_yet_keep_shadowing_links_and_bad_file
 
     assert list(batch) == ["away/secret", "lab/alias", "lab/binary", "lab/plain", "ref/both", "ref/only"]
     titles = {doc_id: getattr(found, "title", None) for doc_id, found in batch.items()}
-    assert titles == {"away/secret": None, "lab/alias": "Plain", "lab/binary": None, "lab/plain": "Plain",
-                      "ref/both": "Local title", "ref/only": "Only shipped"}
+    assert titles == {
+        "away/secret": None,
+        "lab/alias": "Plain",
+        "lab/binary": None,
+        "lab/plain": "Plain",
+        "ref/both": "Local title",
+        "ref/only": "Only shipped",
+    }
     for doc_id in ("away/secret", "lab/binary", "lab/alias", "lab/plain", "ref/both", "ref/only"):
         try:
             single = store.info(doc_id).title

@@ -130,8 +130,18 @@ def time_search(store: object, queries: list[str], rounds: int = 1) -> tuple[flo
 
 def test_tokenize_keeps_dotted_and_underscored_literals_whole_and_in_parts() -> None:
     tokens = tokenize("Use skimage.filters.threshold_otsu, or set kernel.promote_after = 10.")
-    for token in ("skimage.filters.threshold_otsu", "threshold_otsu", "threshold", "otsu",
-                  "kernel.promote_after", "promote_after", "promote", "after", "kernel", "10"):
+    for token in (
+        "skimage.filters.threshold_otsu",
+        "threshold_otsu",
+        "threshold",
+        "otsu",
+        "kernel.promote_after",
+        "promote_after",
+        "promote",
+        "after",
+        "kernel",
+        "10",
+    ):
         assert token in tokens
     assert tokenize("ValueError: Operands") == ["valueerror", "operands"]
 
@@ -198,9 +208,7 @@ LITERAL_CORPUS = {
         ("Error: operands could not", ("numpy-errors", "The broadcast error")),
     ],
 )
-def test_literal_finds_its_section_first_over_term_heavy_sections(
-    query: str, expected: tuple[str, str]
-) -> None:
+def test_literal_finds_its_section_first_over_term_heavy_sections(query: str, expected: tuple[str, str]) -> None:
     index = _index(LITERAL_CORPUS)
     assert _top(index, query)[0] == expected
 
@@ -287,9 +295,7 @@ def _ids(hits: list[Hit]) -> list[tuple[str, str]]:
         ("Fix the axis order", ("numpy-errors", "The broadcast error")),
     ],
 )
-def test_store_search_puts_the_literal_section_first(
-    store: DocStore, query: str, expected: tuple[str, str]
-) -> None:
+def test_store_search_puts_the_literal_section_first(store: DocStore, query: str, expected: tuple[str, str]) -> None:
     hits = search_docs(store, query)
     assert _ids(hits)[0] == expected
     assert hits[0].origin == "shipped"
@@ -297,9 +303,7 @@ def test_store_search_puts_the_literal_section_first(
     assert hits == sorted(hits, key=lambda h: -h.score)
 
 
-def test_shadowed_shipped_doc_is_searched_in_its_local_text_only(
-    store: DocStore, tiers: tuple[Path, Path]
-) -> None:
+def test_shadowed_shipped_doc_is_searched_in_its_local_text_only(store: DocStore, tiers: tuple[Path, Path]) -> None:
     assert _ids(search_docs(store, "shippedword")) == [("kernel", "Shipped only")]
     _write(tiers[1] / "kernel.md", "# Kernel, my notes\n\n## Mine\nlocalword and kernel.promote_after = 30\n")
     assert search_docs(store, "shippedword") == []
@@ -453,7 +457,10 @@ def test_a_hits_score_does_not_depend_on_how_many_hits_are_asked_for(store: DocS
     """The same section scored 3.758 with max_results=2 and 9.252 with 10: the phrase hits were
     lifted by the best other hit, and with 2 asked for there was none."""
     for n in range(3):
-        _write(tiers[1] / f"many/phrase{n}.md", f"# Phrase {n}\n\n## Use\nSet the camera offset {n} before flat-fielding.\n")
+        _write(
+            tiers[1] / f"many/phrase{n}.md",
+            f"# Phrase {n}\n\n## Use\nSet the camera offset {n} before flat-fielding.\n",
+        )
     for n in range(6):
         _write(tiers[1] / f"many/words{n}.md", f"# Words {n}\n\n## Notes\noffset of the camera, offset {n}, camera\n")
     few, many = search_docs(store, "camera offset", 2), search_docs(store, "camera offset", 10)
@@ -464,11 +471,18 @@ def test_a_hits_score_does_not_depend_on_how_many_hits_are_asked_for(store: DocS
     assert many == sorted(many, key=lambda h: -h.score)
 
 
-def test_a_doc_titled_or_hooked_with_the_query_outranks_body_mentions(store: DocStore, tiers: tuple[Path, Path]) -> None:
-    """"Scope pixel size" ranked 5th for `pixel size` under docs that only mention it."""
+def test_a_doc_titled_or_hooked_with_the_query_outranks_body_mentions(
+    store: DocStore, tiers: tuple[Path, Path]
+) -> None:
+    """ "Scope pixel size" ranked 5th for `pixel size` under docs that only mention it."""
     shipped, local = tiers
     for n in range(6):
-        _write(local / f"many/mention{n}.md", f"# Imaging notes {n}\n\n## Calibration\n" + "The pixel size matters; check the pixel size. " * (n + 2) + "\n")
+        _write(
+            local / f"many/mention{n}.md",
+            f"# Imaging notes {n}\n\n## Calibration\n"
+            + "The pixel size matters; check the pixel size. " * (n + 2)
+            + "\n",
+        )
     _write(local / "many/scope.md", "# Scope pixel size\n\nOur scope: 0.325 µm per pixel at 20x.\n")
     _write(local / "notes.md", "# Lab notes\n\nMeasured once: size of a pixel on camera B.\n")  # hook below names it
     index = (shipped / "index.md").read_text().replace("- notes: my notes", "- notes: pixel size of camera B")
@@ -538,7 +552,9 @@ def test_a_long_query_is_matched_as_a_phrase_of_a_few_words_around_its_rarest(mo
 def test_a_rule_kept_in_the_index_prose_is_found_as_hit_index(store: DocStore, tiers: tuple[Path, Path]) -> None:
     """An agent keeps a lab rule as a section of the index itself: search finds it there."""
     index = (tiers[0] / "index.md").read_text(encoding="utf-8")
-    store.write_doc("index", body=index + "\n## Lab rules\nAreas are always reported in square microns, never pixels.\n")
+    store.write_doc(
+        "index", body=index + "\n## Lab rules\nAreas are always reported in square microns, never pixels.\n"
+    )
     hits = search_docs(store, "square microns")
     assert [(h.doc_id, h.heading, h.origin) for h in hits] == [("index", "Lab rules", "local")]
     assert "square microns" in hits[0].snippet
@@ -551,8 +567,11 @@ def test_the_index_entries_and_ignored_ids_are_not_its_searched_text(store: DocS
     index (the docs-off bench arm ignores the procedures); a heading with no prose under it would
     outrank the docs on its one word."""
     index = (tiers[0] / "index.md").read_text(encoding="utf-8")
-    store.write_doc("index", body=index.replace("- fine: fine\n", "- fine: hookonlyword\n")
-                    + "\nignored: hiddenprocedure\n\n## Emptyheadingword\n")
+    store.write_doc(
+        "index",
+        body=index.replace("- fine: fine\n", "- fine: hookonlyword\n")
+        + "\nignored: hiddenprocedure\n\n## Emptyheadingword\n",
+    )
     assert search_docs(store, "hookonlyword") == []  # no doc "fine" exists: its line alone is not searched
     assert search_docs(store, "hiddenprocedure") == []
     assert search_docs(store, "Emptyheadingword") == []

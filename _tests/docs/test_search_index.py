@@ -27,7 +27,7 @@ from biopb_mcp.text.doc_views import read_doc
 _OLD = 1_700_000_000
 """An mtime well in the past: a file not edited this second, so its stamp can be trusted."""
 
-_CHILD = textwrap.dedent('''\
+_CHILD = textwrap.dedent("""\
     import json, sys
     from pathlib import Path
     from biopb_mcp.docs.search.query import search_docs
@@ -46,7 +46,7 @@ _CHILD = textwrap.dedent('''\
     store.shelf = store.listing.shelf = CountingShelf(local, shipped)  # the reads search makes
     hits = {q: sorted(h.doc_id for h in search_docs(store, q, 50)) for q in sys.argv[4:]}
     print(json.dumps({"reads": CountingShelf.reads, "hits": hits}))
-''')
+""")
 
 
 def _write(path: Path, text: str, mtime: int | None = _OLD) -> None:
@@ -70,7 +70,10 @@ def _run_child(tiers: tuple[Path, Path, Path], *queries: str) -> dict:
     local, shipped, db = tiers
     out = subprocess.run(
         [sys.executable, "-c", _CHILD, str(local), str(shipped), str(db), *queries],
-        capture_output=True, text=True, timeout=120, check=False,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
     )
     assert out.returncode == 0, out.stderr
     return json.loads(out.stdout)
@@ -89,8 +92,11 @@ def test_restart_reuses_the_index_and_refreshes_only_changed_files(tiers: tuple[
     _write(local / "lab/doc3.md", "# Doc 3\n\n## Steps\nreplacedword now.\n", mtime=_OLD + 60)
     edited = _run_child(tiers, "uniqword3", "replacedword", "sharedword")
     assert edited["reads"] == 1
-    assert edited["hits"] == {"uniqword3": [], "replacedword": ["lab/doc3"], "sharedword": sorted(
-        f"lab/doc{n}" for n in range(10) if n != 3)}
+    assert edited["hits"] == {
+        "uniqword3": [],
+        "replacedword": ["lab/doc3"],
+        "sharedword": sorted(f"lab/doc{n}" for n in range(10) if n != 3),
+    }
 
     (local / "lab/doc5.md").unlink()
     deleted = _run_child(tiers, "uniqword5", "sharedword")
@@ -134,7 +140,9 @@ def test_an_index_file_replaced_by_garbage_while_open_is_rebuilt(
     assert any("rebuilding" in r.getMessage() for r in caplog.records)
 
 
-def test_an_index_of_another_schema_is_rebuilt(tiers: tuple[Path, Path, Path], caplog: pytest.LogCaptureFixture) -> None:
+def test_an_index_of_another_schema_is_rebuilt(
+    tiers: tuple[Path, Path, Path], caplog: pytest.LogCaptureFixture
+) -> None:
     local, shipped, db = tiers
     db.parent.mkdir(parents=True)
     with sqlite3.connect(db) as conn:
@@ -220,7 +228,9 @@ def test_stores_sharing_an_index_file_score_only_their_own_rows(
     assert sorted(h.doc_id for h in search_docs(second, "sharedword too", 50)) == ["lab/mine0", "lab/mine1"]
 
 
-def test_a_phrase_too_common_to_score_still_comes_first(tiers: tuple[Path, Path, Path], monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_phrase_too_common_to_score_still_comes_first(
+    tiers: tuple[Path, Path, Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
     """A phrase in more sections than a pass scores is listed unscored, in index order (bm25 would
     first count every section holding it); a rarer phrase is still ranked."""
     local, shipped, db = tiers
@@ -234,7 +244,7 @@ def test_a_phrase_too_common_to_score_still_comes_first(tiers: tuple[Path, Path,
     assert [h.doc_id for h in near][:1] == ["lab/near"]
 
 
-_WRITER = textwrap.dedent('''\
+_WRITER = textwrap.dedent("""\
     import sys
     from pathlib import Path
     from biopb_mcp.docs.search.query import search_docs
@@ -248,7 +258,7 @@ _WRITER = textwrap.dedent('''\
         assert f"{me}/d{n}" in mine, (n, sorted(mine))  # its own write is seen at once
         search_docs(store, f"word{other}", 50)  # the other's rows, as they are being written
     print("ok")
-''')
+""")
 
 
 def test_two_processes_write_and_search_one_index_at_once(tmp_path: Path) -> None:
@@ -256,8 +266,12 @@ def test_two_processes_write_and_search_one_index_at_once(tmp_path: Path) -> Non
     _write(local / "index.md", "# docs\n\n## Lab\n- pa/: a\n- pb/: b\n", mtime=None)
     rounds = 12
     procs = [
-        subprocess.Popen([sys.executable, "-c", _WRITER, str(local), str(db), me, other, str(rounds)],
-                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        subprocess.Popen(
+            [sys.executable, "-c", _WRITER, str(local), str(db), me, other, str(rounds)],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
         for me, other in (("pa", "pb"), ("pb", "pa"))
     ]
     for proc in procs:
@@ -266,7 +280,8 @@ def test_two_processes_write_and_search_one_index_at_once(tmp_path: Path) -> Non
     store = DocStore(local, shipped_dir=local / "no-shipped", version="1.0", search_db=db)
     for me in ("pa", "pb"):
         assert sorted(h.doc_id for h in search_docs(store, f"word{me}", 50)) == sorted(
-            f"{me}/d{n}" for n in range(rounds))
+            f"{me}/d{n}" for n in range(rounds)
+        )
 
 
 def test_a_row_id_is_never_given_twice(tmp_path: Path) -> None:

@@ -253,14 +253,20 @@ def test_rows_another_server_commits_during_a_refresh_are_checked_next(store: Do
 
     class Racing(Shelf):
         other: FtsIndex | None = None
-        late: tuple[str, object, str] | None = None
+        late: tuple[str, tuple[int, int, int], str] | None = None
 
         def texts(self, doc_ids: object) -> object:  # type: ignore[override]
             if self.other is not None and self.late is not None:
                 doc_id, at, text = self.late
                 with self.other.writing():  # the other server's late batch lands now
-                    self.other.put(os.fspath(self.local_dir), doc_id, at, digest(text), True,  # type: ignore[arg-type]
-                                   partial(split_sections, doc_id, text))
+                    self.other.put(
+                        os.fspath(self.local_dir),
+                        doc_id,
+                        at,
+                        digest(text),
+                        True,
+                        partial(split_sections, doc_id, text),
+                    )
                 self.late = None
             return super().texts(doc_ids)  # type: ignore[arg-type]
 
@@ -269,7 +275,9 @@ def test_rows_another_server_commits_during_a_refresh_are_checked_next(store: Do
     for _ in range(2):
         assert _ids(racing, "tok5z") == ["lab/g2/doc5"]
     path = store.local_dir / "lab/g2/doc5.md"
-    read_by_other = (stamp(path), path.read_text(encoding="utf-8"))
+    read_at = stamp(path)
+    assert read_at is not None
+    read_by_other = (read_at, path.read_text(encoding="utf-8"))
     _write(path, "# Doc 5\n\n## Steps\nhandword5 replaced it\n")
     os.utime(path, (_OLD + 100, _OLD + 100))
     assert _ids(racing, "handword5") == ["lab/g2/doc5"]

@@ -126,7 +126,9 @@ def test_unknown_id_names_the_closest_ids(store: DocStore) -> None:
 
 
 def test_body_write_creates_a_local_doc_and_files_it_under_unfiled(store: DocStore) -> None:
-    result = as_agent_reads(store.write_doc("my-lab/nuclei", body="# Nuclei\n\nSegment nuclei in a 3D stack.\n\n1. a\n2. b\n"))
+    result = as_agent_reads(
+        store.write_doc("my-lab/nuclei", body="# Nuclei\n\nSegment nuclei in a 3D stack.\n\n1. a\n2. b\n")
+    )
     assert result.created and result.changed
     assert "+# Nuclei" in result.text
     assert "+## Unfiled" in result.text and "+- my-lab/nuclei: Segment nuclei in a 3D stack." in result.text
@@ -189,7 +191,9 @@ def test_write_to_a_shipped_id_creates_a_shadow_and_leaves_the_shipped_file_alon
     assert "--- flatfield (shipped)" in result.text and "+2. divide by the flat" in result.text
     assert "already has an entry" in result.text
     assert shipped_file.read_bytes() == before_bytes and shipped_file.stat().st_mtime_ns == before_mtime
-    assert (store.local_dir / "flatfield.md").read_text() == SHIPPED["flatfield"].replace("divide", "divide by the flat")
+    assert (store.local_dir / "flatfield.md").read_text() == SHIPPED["flatfield"].replace(
+        "divide", "divide by the flat"
+    )
     assert "- flatfield: correct uneven illumination (local copy)" in render_index(store)
     diff = read_doc(store, "flatfield@diff")
     assert "mixes your own edits with the release's changes" in diff
@@ -240,7 +244,9 @@ def test_index_edit_reaching_201_entries_is_refused_and_unchanged(store: DocStor
     ok = as_agent_reads(store.write_doc("index", body=f"# biopb docs\n\n## Procedures\n{lines}\n"))
     assert f"{INDEX_MAX_ENTRIES} entries of at most {INDEX_MAX_ENTRIES}" in ok.text
     before = snapshot(store.local_dir)
-    with pytest.raises(WriteRefused, match=f"would have {INDEX_MAX_ENTRIES + 1} entries; the cap is {INDEX_MAX_ENTRIES}"):
+    with pytest.raises(
+        WriteRefused, match=f"would have {INDEX_MAX_ENTRIES + 1} entries; the cap is {INDEX_MAX_ENTRIES}"
+    ):
         store.write_doc("index", old="- doc0: hook 0", new="- doc0: hook 0\n- one-more: x")
     with pytest.raises(WriteRefused, match=f"the cap is {INDEX_MAX_ENTRIES}"):
         store.write_doc("brand-new", body="# New\n\nwould need an entry\n")
@@ -254,7 +260,9 @@ def test_body_over_the_line_cap_is_refused_and_at_the_cap_accepted(store: DocSto
     render_index(store)
     before = snapshot(store.local_dir)
     over = "".join(f"line {i}\n" for i in range(BODY_MAX_LINES + 1))
-    with pytest.raises(WriteRefused, match=f"would be {BODY_MAX_LINES + 1} lines; a doc may have at most {BODY_MAX_LINES}"):
+    with pytest.raises(
+        WriteRefused, match=f"would be {BODY_MAX_LINES + 1} lines; a doc may have at most {BODY_MAX_LINES}"
+    ):
         store.write_doc("long", body=over)
     assert snapshot(store.local_dir) == before
     assert store.write_doc("long", body="".join(f"line {i}\n" for i in range(BODY_MAX_LINES))).created
@@ -274,7 +282,7 @@ def test_hand_dropped_local_file_is_readable_but_not_surfaced(store: DocStore) -
 
 def test_ignored_and_banked_shipped_docs_stay_out_of_the_tail_but_read(store: DocStore) -> None:
     rendered = render_index(store)
-    tail = rendered[rendered.index(NEW_TAIL_HEADING):]
+    tail = rendered[rendered.index(NEW_TAIL_HEADING) :]
     assert "- extra/new-thing: A doc the index does not list yet" in tail
     assert "smlm" not in tail and "_banked" not in tail
     assert "Resolution of localisation data." in read_doc(store, "smlm")
@@ -310,7 +318,7 @@ def test_version_bump_flags_only_changed_shadowed_docs_until_the_next_bump(tmp_p
     assert STALE_TAIL_HEADING not in render_index(same_version)  # no bump, no re-hash
     v2 = DocStore(local, shipped_dir=shipped, version="2.0")
     rendered = render_index(v2)
-    tail = rendered[rendered.index(STALE_TAIL_HEADING):]
+    tail = rendered[rendered.index(STALE_TAIL_HEADING) :]
     assert '- flatfield: Correct uneven illumination. — read_doc("flatfield@diff")' in tail
     assert "kernel" not in tail
     assert "Now with jobs." in read_doc(v2, "kernel")
@@ -336,7 +344,12 @@ def test_hand_edited_files_never_crash_render_or_read(store: DocStore) -> None:
     assert "Still readable." in read_doc(store, "garbage")
     assert read_doc(store, "crlf").endswith("# Windows\n\nSaved in Notepad.\n")
     assert read_doc(store, "bom").endswith("\n\n# Bom\n\nWith a BOM.\n")
-    for doc_id, says in (("latin1", "not UTF-8"), ("binary", "NUL bytes"), ("dir", "is a directory"), ("big", "over the")):
+    for doc_id, says in (
+        ("latin1", "not UTF-8"),
+        ("binary", "NUL bytes"),
+        ("dir", "is a directory"),
+        ("big", "over the"),
+    ):
         with pytest.raises(DocUnreadable) as exc_info:
             read_doc(store, doc_id)
         assert str(local / f"{doc_id}.md") in str(exc_info.value) and says in str(exc_info.value)
@@ -378,10 +391,19 @@ def test_description_cache_follows_the_file(store: DocStore) -> None:
 def test_info_summary_and_local_state(store: DocStore) -> None:
     store.write_doc("proc", body="---\npackages: [numpy~=2.0]\n---\n# Proc title\n\nDoes things.\n")
     info = store.info("proc")
-    assert (info.title, info.description, info.origin, info.packages) == ("Proc title", "Does things.", Origin.LOCAL, ["numpy~=2.0"])
+    assert (info.title, info.description, info.origin, info.packages) == (
+        "Proc title",
+        "Does things.",
+        Origin.LOCAL,
+        ["numpy~=2.0"],
+    )
     assert store.info("_banked").origin == Origin.SHIPPED
     summary = store.summary()
-    assert summary["local_docs"] == 1 and summary["index_entries"] == 6 and summary["index_max_entries"] == INDEX_MAX_ENTRIES
+    assert (
+        summary["local_docs"] == 1
+        and summary["index_entries"] == 6
+        and summary["index_max_entries"] == INDEX_MAX_ENTRIES
+    )
     state = store.shelf.local_state()
     assert set(state) == {"index", "proc"}
 
@@ -410,8 +432,17 @@ def test_two_processes_creating_docs_concurrently_lose_no_index_entry(tmp_path: 
     go = tmp_path / "go"
     procs = [
         subprocess.Popen(
-            [sys.executable, "-c", WRITER, str(store.local_dir), str(store.shipped_dir), prefix, str(n),
-             str(tmp_path / f"ready-{prefix}"), str(go)],
+            [
+                sys.executable,
+                "-c",
+                WRITER,
+                str(store.local_dir),
+                str(store.shipped_dir),
+                prefix,
+                str(n),
+                str(tmp_path / f"ready-{prefix}"),
+                str(go),
+            ],
             stderr=subprocess.PIPE,
         )
         for prefix in ("p", "q")
@@ -475,7 +506,9 @@ def test_render_with_hidden_ignored_ids(store: DocStore) -> None:
 
 
 def test_an_index_entry_naming_index_is_not_a_doc(store: DocStore) -> None:
-    store.write_doc("index", old="- authoring: how to write a doc", new="- authoring: how to write a doc\n- index: this file")
+    store.write_doc(
+        "index", old="- authoring: how to write a doc", new="- authoring: how to write a doc\n- index: this file"
+    )
     assert "- index: this file (missing)" in render_index(store)
     assert "index" not in store.listed_ids()
     assert any("'index'" in p for p in store.check())
@@ -522,7 +555,10 @@ def test_writing_the_rendered_index_back_does_not_pile_up_its_marks(store: DocSt
 
 
 def test_check_ignores_links_quoted_as_code_in_shipped_docs(tmp_path: Path) -> None:
-    docs = dict(SHIPPED, authoring="# Authoring\n\nLink with `[[other-doc]]`; e.g.\n\n```\nsee [[nowhere]]\n```\n\nSee [[kernel]].\n")
+    docs = dict(
+        SHIPPED,
+        authoring="# Authoring\n\nLink with `[[other-doc]]`; e.g.\n\n```\nsee [[nowhere]]\n```\n\nSee [[kernel]].\n",
+    )
     store = DocStore(tmp_path / "local", shipped_dir=make_shipped(tmp_path / "shipped", docs))
     assert not [p for p in store.check() if "links [[" in p]
     docs["authoring"] += "\nAnd [[really-missing]].\n"

@@ -20,9 +20,18 @@ pytestmark = pytest.mark.slow
 PRODUCES = ["pearson", "pearson_control", "m1", "m2", "m1_chance", "m2_chance", "manders_note"]
 
 
-def make_spots(seed: int, size: int = 200, n1: int = 40, n2: int = 30, shared: int = 20, radius: float = 3,
-               bg: tuple[float, float] = (100, 50), noise: float = 5, whole: bool = True,
-               dtype: Any = np.float64) -> tuple[Inputs, dict[str, float]]:
+def make_spots(
+    seed: int,
+    size: int = 200,
+    n1: int = 40,
+    n2: int = 30,
+    shared: int = 20,
+    radius: float = 3,
+    bg: tuple[float, float] = (100, 50),
+    noise: float = 5,
+    whole: bool = True,
+    dtype: Any = np.float64,
+) -> tuple[Inputs, dict[str, float]]:
     rng = np.random.default_rng(seed)
     shape = (size, size)
     pts = scatter(rng, n1 + n2 - shared, shape, sep=4 * radius, border=2 * radius)
@@ -55,7 +64,7 @@ def make_texture(seed: int) -> tuple[Inputs, dict[str, float]]:
     s = texture(rng, shape, 2.0)
     ch1 = 500 + 100 * s + 100 * texture(rng, shape, 2.0)
     ch2 = 300 + 80 * s + 80 * texture(rng, shape, 2.0)
-    ramp = np.add.outer(np.arange(200.0), np.arange(200.0)) * 20    # correlated junk outside the mask
+    ramp = np.add.outer(np.arange(200.0), np.arange(200.0)) * 20  # correlated junk outside the mask
     ch1[~mask] += ramp[~mask]
     ch2[~mask] += ramp[~mask]
     return {"ch1": ch1, "ch2": ch2, "mask": mask}, {"pearson": 0.5}
@@ -66,8 +75,7 @@ SPOT_CONDITIONS = [
     ("uint16-input", 302, {"dtype": np.uint16, "noise": 10}),
     ("none-shared", 303, {"shared": 0, "n2": 25}),
     ("all-shared", 304, {"n1": 30, "n2": 30, "shared": 30}),
-    ("small-field-disc-mask-noisy", 305, {"size": 128, "n1": 15, "n2": 15, "shared": 8, "noise": 20,
-                                          "whole": False}),
+    ("small-field-disc-mask-noisy", 305, {"size": 128, "n1": 15, "n2": 15, "shared": 8, "noise": 20, "whole": False}),
     ("large-spots-256px", 306, {"size": 256, "radius": 4, "n1": 30, "n2": 40, "shared": 10}),
     ("low-floor-large-m", 310, {"bg": (10, 5), "noise": 3, "shared": 30, "n1": 35, "n2": 40}),
 ]
@@ -105,8 +113,10 @@ def test_sweep_fails_with_the_spread_of_all_pixels_as_noise(kernel: seedlib.Kern
     """Core step replaced by the old one (noise = spread of every pixel in the mask): the texture's
     own signal counts as noise, the gate rejects it and M1/M2 become NaN."""
     inputs, _ = make_texture(311)
-    edit = replace_once("    noise = 1.4826 * np.median(np.abs(d[inside])) / 2          # SD of one pixel's noise",
-                        "    noise = 1.4826 * np.median(np.abs(v - np.median(v)))")
+    edit = replace_once(
+        "    noise = 1.4826 * np.median(np.abs(d[inside])) / 2          # SD of one pixel's noise",
+        "    noise = 1.4826 * np.median(np.abs(v - np.median(v)))",
+    )
     out = run_doc(kernel, "colocalization", inputs, PRODUCES, tmp_path, edit=edit)
     assert np.isnan(float(out["m1"])), "the old gate should reject the texture"
 
@@ -117,7 +127,10 @@ def classic_manders(inputs: Inputs) -> dict[str, float]:
 
     m = inputs["mask"]
     a, b = inputs["ch1"].astype(float)[m], inputs["ch2"].astype(float)[m]
-    return {"m1": float(a[b > threshold_otsu(b)].sum() / a.sum()), "m2": float(b[a > threshold_otsu(a)].sum() / b.sum())}
+    return {
+        "m1": float(a[b > threshold_otsu(b)].sum() / a.sum()),
+        "m2": float(b[a > threshold_otsu(a)].sum() / b.sum()),
+    }
 
 
 def test_out_of_register_is_at_chance(kernel: seedlib.KernelRunner, tmp_path: Path) -> None:
@@ -140,7 +153,8 @@ def test_blank_channel_gives_no_manders_and_says_why(kernel: seedlib.KernelRunne
 def test_sweep_fails_without_the_other_channels_threshold(kernel: seedlib.KernelRunner, tmp_path: Path) -> None:
     """Core step removed (M1 no longer restricted to where ch2 is present): the check fails."""
     inputs, truth = make_spots(301)
-    edit = replace_once("return float(x[mask & (other > t_other)].sum() / x[mask].sum())",
-                        "return float(x[mask].sum() / x[mask].sum())")
+    edit = replace_once(
+        "return float(x[mask & (other > t_other)].sum() / x[mask].sum())", "return float(x[mask].sum() / x[mask].sum())"
+    )
     out = run_doc(kernel, "colocalization", inputs, PRODUCES, tmp_path, edit=edit)
     assert abs(float(out["m1"]) - truth["m1"]) > 0.01

@@ -30,13 +30,13 @@ class Case:
     seed: int
     n: int
     fwhm: float
-    snr: float              # peak amplitude / noise SD (the dimmest spot; others up to 1.6x)
-    sep_fwhm: float         # nearest allowed spacing, in FWHM
-    ramp: float = 0.0       # background rise across the field, in noise SDs
+    snr: float  # peak amplitude / noise SD (the dimmest spot; others up to 1.6x)
+    sep_fwhm: float  # nearest allowed spacing, in FWHM
+    ramp: float = 0.0  # background rise across the field, in noise SDs
     dtype: str = "uint16"
-    measure: bool = False   # the FWHM is not given: the procedure measures it
+    measure: bool = False  # the FWHM is not given: the procedure measures it
     dim_share: float = 0.0  # this share of the spots at 0.55x the brightness (a crowd of dim spots)
-    haze: float = 0.0       # a Gaussian haze (sigma 45 px) this many noise SDs high
+    haze: float = 0.0  # a Gaussian haze (sigma 45 px) this many noise SDs high
 
 
 CASES = {
@@ -70,7 +70,7 @@ def make_spots(case: Case, merged_pairs: int = 0) -> tuple[Inputs, dict[str, Any
     noise = 6.0
     border = case.fwhm + 2
     centers = np.array(scatter(rng, case.n, SHAPE, sep=case.sep_fwhm * case.fwhm, border=border))
-    if merged_pairs:    # a partner 0.6 FWHM from the first spots: one blob each, two molecules
+    if merged_pairs:  # a partner 0.6 FWHM from the first spots: one blob each, two molecules
         angle = rng.uniform(0, 2 * np.pi, merged_pairs)
         partner = centers[:merged_pairs] + 0.6 * case.fwhm * np.c_[np.sin(angle), np.cos(angle)]
         centers = np.vstack([centers, partner])
@@ -83,11 +83,14 @@ def make_spots(case: Case, merged_pairs: int = 0) -> tuple[Inputs, dict[str, Any
     # cells: vertical bands with ids that skip numbers (3, 7, 8, 20)
     ids = np.array([3, 7, 8, 20])
     mask = ids[np.minimum(xx // 64, 3)].astype(np.uint16)
-    mask[:, 60:68] = 0                               # a gap between the first two cells
+    mask[:, 60:68] = 0  # a gap between the first two cells
     cell_of = mask[centers[:, 0].astype(int), centers[:, 1].astype(int)]
     per_cell = np.array([np.count_nonzero(cell_of == i) for i in ids])
-    inputs: Inputs = {"image": image.astype(case.dtype), "spot_fwhm_px": None if case.measure else case.fwhm,
-                      "mask": mask}
+    inputs: Inputs = {
+        "image": image.astype(case.dtype),
+        "spot_fwhm_px": None if case.measure else case.fwhm,
+        "mask": mask,
+    }
     return inputs, {"centers": centers, "in_mask": centers[cell_of > 0], "ids": ids, "per_cell": per_cell}
 
 
@@ -108,8 +111,13 @@ def check(case: Case, out: Outputs, truth: dict[str, Any]) -> dict[str, float]:
     per_cell_err = np.abs(out["spots_per_cell"] - truth["per_cell"])
     allowed = np.maximum(1, (0.3 if limit else 0.03) * truth["per_cell"])
     assert (per_cell_err <= allowed).all(), f"per-cell {out['spots_per_cell']} vs {truth['per_cell']}"
-    return {"n": n, "n_true": n_true, "recall": round(recall, 3), "precision": round(precision, 3),
-            "per_cell_err": int(per_cell_err.max())}
+    return {
+        "n": n,
+        "n_true": n_true,
+        "recall": round(recall, 3),
+        "precision": round(precision, 3),
+        "per_cell_err": int(per_cell_err.max()),
+    }
 
 
 @pytest.mark.parametrize("name", list(CASES))
@@ -144,11 +152,14 @@ def test_count_spots_stops_when_too_few_spots_show_their_width(kernel: seedlib.K
 
 
 def test_count_spots_stops_falsely_with_the_median_detection_as_the_single_spot(
-        kernel: seedlib.KernelRunner, tmp_path: Path) -> None:
+    kernel: seedlib.KernelRunner, tmp_path: Path
+) -> None:
     """Core step replaced by the old one (the single-spot level = the median detection): a crowd of
     dim spots pulls it down and the bright singles pass for merges."""
-    edit = replace_once("bright_share = float(np.mean(brightness > 1.5 * single)) if n_spots else 0.0",
-                        "bright_share = float(np.mean(brightness > 1.5 * np.median(brightness))) if n_spots else 0.0")
+    edit = replace_once(
+        "bright_share = float(np.mean(brightness > 1.5 * single)) if n_spots else 0.0",
+        "bright_share = float(np.mean(brightness > 1.5 * np.median(brightness))) if n_spots else 0.0",
+    )
     inputs, _ = make_spots(CASES["n240-half-dim-crowd-snr16"])
     with pytest.raises(seedlib.KernelError, match="spots merge at this density"):
         run_doc(kernel, "count-spots", inputs, PRODUCES, tmp_path, edit=edit)

@@ -30,14 +30,14 @@ PRODUCES = ["corrected", "flat", "gradient_before", "gradient_after"]
 @dataclass(frozen=True)
 class Case:
     seed: int
-    vignetting: float        # brightest / darkest illumination in the field
-    coverage: float          # share of the field covered by objects
+    vignetting: float  # brightest / darkest illumination in the field
+    coverage: float  # share of the field covered by objects
     dark: float
     centre: tuple[float, float] = (128, 128)
     blank: bool = False
     dtype: str = "uint16"
-    radius: tuple[float, float] = (8.0, 8.0)   # object radii drawn from this range
-    dark_frame: bool = False                  # the offset comes as a dark frame, not a number
+    radius: tuple[float, float] = (8.0, 8.0)  # object radii drawn from this range
+    dark_frame: bool = False  # the offset comes as a dark frame, not a number
 
 
 CASES = {
@@ -56,7 +56,7 @@ def illumination(case: Case, centre: tuple[float, float] | None = None) -> np.nd
     yy, xx = np.mgrid[: SHAPE[0], : SHAPE[1]]
     cy, cx = centre or case.centre
     r2 = (yy - cy) ** 2 + (xx - cx) ** 2
-    width2 = r2.max() / (2 * np.log(case.vignetting))       # Gaussian falling to 1/vignetting at the far corner
+    width2 = r2.max() / (2 * np.log(case.vignetting))  # Gaussian falling to 1/vignetting at the far corner
     return np.exp(-r2 / (2 * width2))
 
 
@@ -105,9 +105,12 @@ def make_field(case: Case, blank_centre: tuple[float, float] | None = None) -> t
 
 def background_spread(img: np.ndarray, background: np.ndarray, block: int = 32) -> float:
     """(max - min) / mean of background block means over the whole plane: independent of the doc's fit."""
-    means = [img[y : y + block, x : x + block][background[y : y + block, x : x + block]].mean()
-             for y in range(0, SHAPE[0], block) for x in range(0, SHAPE[1], block)
-             if background[y : y + block, x : x + block].sum() >= 50]
+    means = [
+        img[y : y + block, x : x + block][background[y : y + block, x : x + block]].mean()
+        for y in range(0, SHAPE[0], block)
+        for x in range(0, SHAPE[1], block)
+        if background[y : y + block, x : x + block].sum() >= 50
+    ]
     return float((max(means) - min(means)) / np.mean(means))
 
 
@@ -118,8 +121,12 @@ def check(out: Outputs, inputs: Inputs, truth: dict[str, Any]) -> dict[str, Any]
     cv = float(means.std() / means.mean())
     assert after < 0.06, f"background still varies by {after:.1%} (before {before:.1%})"
     assert cv < 0.03, f"equal objects vary by {cv:.1%} after correction"
-    return {"spread_before": round(before, 3), "spread_after": round(after, 4), "object_cv": round(cv, 4),
-            "doc_gradient": (round(float(out["gradient_before"]), 3), round(float(out["gradient_after"]), 3))}
+    return {
+        "spread_before": round(before, 3),
+        "spread_after": round(after, 4),
+        "object_cv": round(cv, 4),
+        "doc_gradient": (round(float(out["gradient_before"]), 3), round(float(out["gradient_after"]), 3)),
+    }
 
 
 @pytest.mark.parametrize("name", list(CASES))
@@ -165,7 +172,9 @@ def test_flatfield_sweep_fails_when_objects_stay_in_the_fit(kernel: seedlib.Kern
     the objects: the truth check fails, or the doc's own gradient gate stops it."""
     inputs, truth = make_field(CASES["vig2.5-cover60-r8-32-offcentre"])
     edit = replace_once("settled = ndi.distance_transform_edt(~objects) > 2", "settled = np.ones_like(objects)")
-    with pytest.raises((AssertionError, seedlib.KernelError), match=r"still varies|equal objects vary|left a|lies below"):
+    with pytest.raises(
+        (AssertionError, seedlib.KernelError), match=r"still varies|equal objects vary|left a|lies below"
+    ):
         check(run_doc(kernel, "flatfield", inputs, PRODUCES, tmp_path, edit=edit), inputs, truth)
 
 
@@ -191,7 +200,9 @@ def test_flatfield_stops_when_a_sheet_covers_two_thirds(kernel: seedlib.KernelRu
         run_doc(kernel, "flatfield", inputs, PRODUCES, tmp_path)
 
 
-def test_flatfield_stops_when_a_colony_leaves_a_corner_without_background(kernel: seedlib.KernelRunner, tmp_path: Path) -> None:
+def test_flatfield_stops_when_a_colony_leaves_a_corner_without_background(
+    kernel: seedlib.KernelRunner, tmp_path: Path
+) -> None:
     """A colony half the field wide over a corner: no background within 90 px, the surface would be
     extrapolated across it; the procedure stops and says where."""
     case = CASES["vig1.2-cover5-dark0"]

@@ -36,7 +36,7 @@ class Case:
     snr: float
     dtype: str = "uint16"
     in_focus_only: bool = True
-    depths: tuple[int, ...] = ()     # beads in focus at these slices in turn (several focus peaks)
+    depths: tuple[int, ...] = ()  # beads in focus at these slices in turn (several focus peaks)
 
 
 CASES = {
@@ -69,8 +69,11 @@ def make_stack(case: Case, blank: bool = False) -> tuple[Inputs, dict[str, Any]]
     stack = offset + planes + rng.normal(0, noise, (case.n_z, *SHAPE))
     stack = np.clip(stack, 0, 255 if case.dtype == "uint8" else None).astype(case.dtype)
     sharp = [float(stack[f][int(y), int(x)]) for (y, x), f in zip(centers, focus_of, strict=True)]
-    return {"stack": stack, "in_focus_only": case.in_focus_only}, {"centers": centers, "sharp": np.array(sharp),
-                                                                   "depths": depths}
+    return {"stack": stack, "in_focus_only": case.in_focus_only}, {
+        "centers": centers,
+        "sharp": np.array(sharp),
+        "depths": depths,
+    }
 
 
 def check(case: Case, inputs: Inputs, out: Outputs, truth: dict[str, Any]) -> dict[str, Any]:
@@ -82,18 +85,23 @@ def check(case: Case, inputs: Inputs, out: Outputs, truth: dict[str, Any]) -> di
     best = int(out["best_slice"])
     if len(truth["depths"]) == 1:
         assert abs(best - case.focus) <= 1, f"best slice {best}, truth {case.focus}"
-    reach = int(1.5 / case.blur_per_slice)      # slices whose blur stays under 2.5 px
+    reach = int(1.5 / case.blur_per_slice)  # slices whose blur stays under 2.5 px
     near = {z for d in truth["depths"] for z in range(d - reach, d + reach + 1)}
     if case.in_focus_only:
-        assert set(truth["depths"]) <= set(kept) and set(kept) <= near, \
+        assert set(truth["depths"]) <= set(kept) and set(kept) <= near, (
             f"kept slices {kept}, focus {truth['depths']} +- {reach}"
+        )
     peaks = np.array([out["mip"][int(y), int(x)] for y, x in truth["centers"]], float)
     expected = truth["sharp"]
     err = float(np.max(np.abs(peaks - expected) / expected))
     assert err < 0.05 + 3 * 2.0 / expected.min(), f"MIP peaks differ from the sharp planes by {err:.1%}"
     np.testing.assert_allclose(out["sum_projection"], stack[kept].astype(float).sum(axis=0))
-    return {"best": best, "kept": f"{kept[0]}..{kept[-1]}", "peaks": out["focus_peaks"].tolist(),
-            "peak_err": round(err, 3)}
+    return {
+        "best": best,
+        "kept": f"{kept[0]}..{kept[-1]}",
+        "peaks": out["focus_peaks"].tolist(),
+        "peak_err": round(err, 3),
+    }
 
 
 @pytest.mark.parametrize("name", list(CASES))
@@ -121,11 +129,14 @@ def test_max_projection_sweep_fails_without_focus_selection(kernel: seedlib.Kern
 
 
 def test_max_projection_sweep_fails_with_one_focus_range_for_the_whole_plane(
-        kernel: seedlib.KernelRunner, tmp_path: Path) -> None:
+    kernel: seedlib.KernelRunner, tmp_path: Path
+) -> None:
     """Core step replaced by the old one (the half-maximum range of the whole-plane focus curve):
     beads in focus at the other depths are cut out of the projection."""
     case = CASES["z25-three-depths-in-focus-only"]
     inputs, truth = make_stack(case)
-    edit = replace_once("ranges = [half_max_range(s) for s in with_structure]", "ranges = [half_max_range(focus_scores)]")
+    edit = replace_once(
+        "ranges = [half_max_range(s) for s in with_structure]", "ranges = [half_max_range(focus_scores)]"
+    )
     with pytest.raises(AssertionError, match=r"kept slices|MIP peaks"):
         check(case, inputs, run_doc(kernel, "max-projection", inputs, PRODUCES, tmp_path, edit=edit), truth)

@@ -22,9 +22,18 @@ pytestmark = pytest.mark.slow
 PRODUCES = ["n_objects", "csv_path", "saturated"]
 
 
-def make(seed: int, shape: tuple[int, int] = (200, 220), n: int = 12, size: tuple[int, int] = (4, 14),
-         id_step: int = 3, tile: bool = False, label_dtype: Any = np.int32, image_dtype: Any = np.uint16,
-         value: tuple[float, float] = (100, 1000), at_edge: bool = False) -> tuple[Inputs, list[tuple]]:
+def make(
+    seed: int,
+    shape: tuple[int, int] = (200, 220),
+    n: int = 12,
+    size: tuple[int, int] = (4, 14),
+    id_step: int = 3,
+    tile: bool = False,
+    label_dtype: Any = np.int32,
+    image_dtype: Any = np.uint16,
+    value: tuple[float, float] = (100, 1000),
+    at_edge: bool = False,
+) -> tuple[Inputs, list[tuple]]:
     """n non-overlapping rectangles (or a tiling of the whole field) with ids id_step, 2*id_step, ..."""
     rng = np.random.default_rng(seed)
     labels = np.zeros(shape, label_dtype)
@@ -33,15 +42,14 @@ def make(seed: int, shape: tuple[int, int] = (200, 220), n: int = 12, size: tupl
     if tile:
         ys = np.linspace(0, shape[0], 5).astype(int)
         xs = np.linspace(0, shape[1], 4).astype(int)
-        rects = [(y0, x0, y1 - y0, x1 - x0) for y0, y1 in itertools.pairwise(ys)
-                 for x0, x1 in itertools.pairwise(xs)]
+        rects = [(y0, x0, y1 - y0, x1 - x0) for y0, y1 in itertools.pairwise(ys) for x0, x1 in itertools.pairwise(xs)]
     else:
         taken = np.zeros(shape, bool)
         while len(rects) < n:
             h, w = (int(v) for v in rng.integers(size[0], size[1] + 1, 2))
             y0 = int(rng.integers(0, shape[0] - h + 1))
             x0 = int(rng.integers(0, shape[1] - w + 1))
-            if at_edge and len(rects) < 4:                       # the first four touch each edge
+            if at_edge and len(rects) < 4:  # the first four touch each edge
                 y0, x0 = [(0, x0), (shape[0] - h, x0), (y0, 0), (y0, shape[1] - w)][len(rects)]
             if not taken[max(0, y0 - 1) : y0 + h + 1, max(0, x0 - 1) : x0 + w + 1].any():
                 taken[y0 : y0 + h, x0 : x0 + w] = True
@@ -62,7 +70,7 @@ def check(out: Outputs, inputs: Inputs, truth: list[tuple]) -> None:
         rows = list(csv.DictReader(f))
     assert len(rows) == len(truth)
     px = inputs["pixel_size_um"] or 1.0
-    unit = "um" if inputs["pixel_size_um"] else "px"     # lengths in pixels when no pixel size is given
+    unit = "um" if inputs["pixel_size_um"] else "px"  # lengths in pixels when no pixel size is given
     for row, (lab, area, cy, cx, mean) in zip(rows, sorted(truth), strict=True):
         assert int(float(row["label"])) == lab
         assert float(row[f"area_{unit}2"]) == pytest.approx(area * px**2, rel=1e-9)
@@ -76,8 +84,19 @@ CONDITIONS = [
     ("gaps-in-ids-uint16", 401, {}),
     ("no-background-tiling", 402, {"tile": True, "id_step": 5}),
     ("single-pixel-and-5000px-float", 403, {"shape": (160, 160), "n": 6, "size": (1, 70), "image_dtype": np.float32}),
-    ("300-objects-uint8", 404, {"shape": (256, 256), "n": 300, "size": (2, 5), "id_step": 1,
-                                "label_dtype": np.uint16, "image_dtype": np.uint8, "value": (10, 200)}),
+    (
+        "300-objects-uint8",
+        404,
+        {
+            "shape": (256, 256),
+            "n": 300,
+            "size": (2, 5),
+            "id_step": 1,
+            "label_dtype": np.uint16,
+            "image_dtype": np.uint8,
+            "value": (10, 200),
+        },
+    ),
     ("edge-touching-int64", 405, {"at_edge": True, "label_dtype": np.int64}),
     ("one-object", 406, {"n": 1, "id_step": 65000, "label_dtype": np.uint16}),
 ]
@@ -97,26 +116,31 @@ def test_areas_in_pixels_when_the_user_asks_for_pixels(kernel: seedlib.KernelRun
     inputs, truth = make(409)
     inputs.update(pixel_size_um=None, source_path=str(tmp_path / "px.tif"), user_names={"measure": "nuclei.csv"})
     out = run_doc(kernel, "measure-labels", inputs, PRODUCES, tmp_path)
-    assert Path(str(out["csv_path"])) == tmp_path / "results" / "nuclei.csv"      # the user's name, via outputs
+    assert Path(str(out["csv_path"])) == tmp_path / "results" / "nuclei.csv"  # the user's name, via outputs
     check(out, inputs, truth)
 
 
 def test_saturated_objects_are_counted(kernel: seedlib.KernelRunner, tmp_path: Path) -> None:
     inputs, truth = make(407, image_dtype=np.uint8, value=(100, 250))
     for lab, *_ in truth[:3]:
-        inputs["image"][(inputs["labels"] == lab) & (np.arange(220) % 2 == 0)] = 255   # half the pixels clip
+        inputs["image"][(inputs["labels"] == lab) & (np.arange(220) % 2 == 0)] = 255  # half the pixels clip
     inputs["source_path"] = str(tmp_path / "sat.tif")
     out = run_doc(kernel, "measure-labels", inputs, PRODUCES, tmp_path)
     assert int(out["saturated"]) == 3
 
 
-@pytest.mark.parametrize(("change", "message"), [
-    ("mask", "labels is a mask, not a label image: run measure.label"),
-    ("shape", r"labels \(200, 220\) vs image \(200, 219\)"),
-    ("pixel", "pixel_size_um must be positive"),
-], ids=["bool-mask", "shape-mismatch", "negative-pixel-size"])
-def test_bad_input_stops_naming_what_to_check(kernel: seedlib.KernelRunner, tmp_path: Path, change: str,
-                                              message: str) -> None:
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        ("mask", "labels is a mask, not a label image: run measure.label"),
+        ("shape", r"labels \(200, 220\) vs image \(200, 219\)"),
+        ("pixel", "pixel_size_um must be positive"),
+    ],
+    ids=["bool-mask", "shape-mismatch", "negative-pixel-size"],
+)
+def test_bad_input_stops_naming_what_to_check(
+    kernel: seedlib.KernelRunner, tmp_path: Path, change: str, message: str
+) -> None:
     inputs, _ = make(408)
     inputs["source_path"] = str(tmp_path / "x.tif")
     if change == "mask":

@@ -33,9 +33,9 @@ def test_a_name_the_user_gives_wins(kernel: seedlib.KernelRunner, tmp_path: Path
         f"open({str(tmp_path / 'paths.txt')!r}, 'w').write('\\n'.join(map(str, (a, b, c))))"
     )
     a, b, c = (tmp_path / "paths.txt").read_text().splitlines()
-    assert Path(a) == tmp_path / "results" / "masks.tif"          # the user's name, in results/
-    assert Path(b) == elsewhere / "table.csv"                        # the user's folder and name
-    assert Path(c) == tmp_path / "results" / "plate1_A01_measure.csv"   # unnamed: the rule
+    assert Path(a) == tmp_path / "results" / "masks.tif"  # the user's name, in results/
+    assert Path(b) == elsewhere / "table.csv"  # the user's folder and name
+    assert Path(c) == tmp_path / "results" / "plate1_A01_measure.csv"  # unnamed: the rule
     np.testing.assert_array_equal(tifffile.imread(a), labels)
     assert not list((tmp_path / "results").glob("plate1_A01_nuclei-labels*"))
     with pytest.raises(seedlib.KernelError, match="refusing to overwrite the raw data"):

@@ -22,8 +22,15 @@ pytestmark = pytest.mark.slow
 PRODUCES = ["shifts", "errors", "registered", "valid"]
 
 
-def make(seed: int, displacements: list[tuple[float, float]], size: int = 200, noise: float = 20.0,
-         sigma: float = 3.0, ramp: float = 3.0, dtype: Any = np.float32) -> tuple[Inputs, np.ndarray]:
+def make(
+    seed: int,
+    displacements: list[tuple[float, float]],
+    size: int = 200,
+    noise: float = 20.0,
+    sigma: float = 3.0,
+    ramp: float = 3.0,
+    dtype: Any = np.float32,
+) -> tuple[Inputs, np.ndarray]:
     """A scene (texture sd 100, blurred blobs, a ramp moving with it), cut out displaced, plus noise."""
     rng = np.random.default_rng(seed)
     n = size + 64
@@ -33,9 +40,11 @@ def make(seed: int, displacements: list[tuple[float, float]], size: int = 200, n
         blobs[int(y), int(x)] = 1
     scene += ndi.gaussian_filter(ndi.maximum_filter(blobs, 9), 2) * 300
     yy, xx = np.mgrid[:n, :n]
-    scene += ramp * xx + 0.5 * ramp * yy               # non-periodic: the ramp jumps where edges wrap
-    chans = [ndi.shift(scene, d, order=3)[32 : 32 + size, 32 : 32 + size] + rng.normal(0, noise, (size, size))
-             for d in [(0.0, 0.0), *displacements]]
+    scene += ramp * xx + 0.5 * ramp * yy  # non-periodic: the ramp jumps where edges wrap
+    chans = [
+        ndi.shift(scene, d, order=3)[32 : 32 + size, 32 : 32 + size] + rng.normal(0, noise, (size, size))
+        for d in [(0.0, 0.0), *displacements]
+    ]
     stack = np.stack(chans)
     if np.issubdtype(dtype, np.integer):
         stack = np.clip(np.round(stack), 0, None)
@@ -43,7 +52,7 @@ def make(seed: int, displacements: list[tuple[float, float]], size: int = 200, n
 
 
 def check(out: Outputs, truth: np.ndarray, tol: float) -> float:
-    err = float(np.abs(out["shifts"] + truth).max())       # correction = minus the displacement
+    err = float(np.abs(out["shifts"] + truth).max())  # correction = minus the displacement
     assert err <= tol, f"shifts {np.round(out['shifts'], 3).tolist()} vs {(-truth).tolist()}: error {err:.3f} > {tol}"
     reg, valid = out["registered"], out["valid"]
     assert reg.dtype == np.float64 and valid.mean() > 0.5
@@ -61,15 +70,20 @@ CONDITIONS = [
     ("subpixel-small-128px", 102, {"displacements": [(0.3, -0.6)], "size": 128, "noise": 5, "sigma": 2}, 0.1),
     ("max-shift-20px", 103, {"displacements": [(20.0, -19.5), (-17.3, 18.8)], "noise": 10}, 0.1),
     ("strong-noise-snr1", 104, {"displacements": [(-5.4, 3.7)], "noise": 100, "sigma": 3}, 0.15),
-    ("uint16-fine-256px", 105, {"displacements": [(2.6, -1.8), (-3.3, 4.1)], "size": 256, "sigma": 2,
-                                "dtype": np.uint16}, 0.1),
+    (
+        "uint16-fine-256px",
+        105,
+        {"displacements": [(2.6, -1.8), (-3.3, 4.1)], "size": 256, "sigma": 2, "dtype": np.uint16},
+        0.1,
+    ),
     ("broad-structure-steep-ramp", 106, {"displacements": [(-12.3, 15.8)], "sigma": 6, "ramp": 8}, 0.1),
 ]
 
 
 @pytest.mark.parametrize(("seed", "kwargs", "tol"), [c[1:] for c in CONDITIONS], ids=[c[0] for c in CONDITIONS])
-def test_register_sweep(kernel: seedlib.KernelRunner, tmp_path: Path, seed: int, kwargs: dict[str, Any],
-                        tol: float) -> None:
+def test_register_sweep(
+    kernel: seedlib.KernelRunner, tmp_path: Path, seed: int, kwargs: dict[str, Any], tol: float
+) -> None:
     inputs, truth = make(seed, **kwargs)
     out = run_doc(kernel, "register-channels", inputs, PRODUCES, tmp_path)
     check(out, truth, tol)
@@ -79,7 +93,7 @@ def test_register_sweep(kernel: seedlib.KernelRunner, tmp_path: Path, seed: int,
 def test_blank_channel_stops_naming_what_to_check(kernel: seedlib.KernelRunner, tmp_path: Path) -> None:
     inputs, _ = make(107, [(3.0, 2.0)])
     rng = np.random.default_rng(7)
-    inputs["channels"][1] = 100 + rng.normal(0, 5, inputs["channels"][1].shape)   # camera noise only
+    inputs["channels"][1] = 100 + rng.normal(0, 5, inputs["channels"][1].shape)  # camera noise only
     with pytest.raises(seedlib.KernelError, match=r"image 1: no shared structure.*not blank"):
         run_doc(kernel, "register-channels", inputs, PRODUCES, tmp_path)
 

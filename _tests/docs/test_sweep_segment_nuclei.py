@@ -37,15 +37,15 @@ class Case:
     n: int
     shape: tuple[int, int]
     radius: tuple[float, float]
-    touching: float = 0.0        # share of nuclei in touching pairs
-    dim: float = 0.0             # share of nuclei at a third of the brightness
-    edge: int = 0                # nuclei placed across the image edge
+    touching: float = 0.0  # share of nuclei in touching pairs
+    dim: float = 0.0  # share of nuclei at a third of the brightness
+    edge: int = 0  # nuclei placed across the image edge
     exclude_edge: bool = False
     diameter_given: bool = False
-    big: bool = False            # one nucleus with 1.8x the area (a mitosis): normal, not a reason to stop
+    big: bool = False  # one nucleus with 1.8x the area (a mitosis): normal, not a reason to stop
     dtype: str = "uint16"
-    large: int = 0               # extra single nuclei 1.5x as wide, round (a crowd of small ones beside them)
-    debris: int = 0              # specks 5-10 px across as bright as nuclei, some a few px from a nucleus
+    large: int = 0  # extra single nuclei 1.5x as wide, round (a crowd of small ones beside them)
+    debris: int = 0  # specks 5-10 px across as bright as nuclei, some a few px from a nucleus
 
 
 CASES = {
@@ -69,12 +69,12 @@ def make_nuclei(case: Case) -> tuple[Inputs, dict[str, Any]]:
     n_edge = case.edge
     n_single = case.n - 2 * n_pair_units - n_edge
     r_max = case.radius[1] * (1.35 if case.big else 1.0)
-    units: list[tuple[tuple[float, float], float, str]] = []   # centre, extent, kind
+    units: list[tuple[tuple[float, float], float, str]] = []  # centre, extent, kind
     kinds = ["pair"] * n_pair_units + ["single"] * n_single + ["edge"] * n_edge + ["large"] * case.large
     for kind in kinds:
         extent = 2 * r_max if kind == "pair" else 1.5 * r_max if kind == "large" else r_max
         for _ in range(100_000):
-            if kind == "edge":    # centre within 0.6 radius of a side: cut by the edge
+            if kind == "edge":  # centre within 0.6 radius of a side: cut by the edge
                 side = rng.integers(4)
                 along = rng.uniform(2 * r_max, (w if side < 2 else h) - 2 * r_max)
                 off = rng.uniform(-0.3, 0.6) * r_max
@@ -91,7 +91,7 @@ def make_nuclei(case: Case) -> tuple[Inputs, dict[str, Any]]:
     for (cy, cx), _, kind in units:
         if kind == "pair":
             r = rng.uniform(*case.radius)
-            theta, d = rng.uniform(0, np.pi), 0.85 * r     # centres 1.7 r apart: one blob in any mask
+            theta, d = rng.uniform(0, np.pi), 0.85 * r  # centres 1.7 r apart: one blob in any mask
             pairs.append((len(nuclei), len(nuclei) + 1))
             for sgn in (1, -1):
                 nuclei.append({"c": (cy + sgn * d * np.sin(theta), cx + sgn * d * np.cos(theta)), "r": r})
@@ -110,7 +110,7 @@ def make_nuclei(case: Case) -> tuple[Inputs, dict[str, Any]]:
         owner[inside & (owner == 0)] = k + 1
         scene = np.maximum(scene, inside * rng.uniform(0.85, 1.15) * (1 / 3 if nuc["dim"] else 1.0))
     specks = 0
-    for _ in range(100_000):     # debris: a third of it 3-6 px from a nucleus' edge, where growth reaches
+    for _ in range(100_000):  # debris: a third of it 3-6 px from a nucleus' edge, where growth reaches
         if specks == case.debris:
             break
         r = rng.uniform(2.5, 5)
@@ -131,8 +131,11 @@ def make_nuclei(case: Case) -> tuple[Inputs, dict[str, Any]]:
     owner[owner < 0] = 0
     image = 100 + ndi.gaussian_filter(900 * scene, 1.5) + rng.normal(0, 15, case.shape)
     diameter = 2 * float(np.mean(case.radius)) if case.diameter_given else None
-    inputs: Inputs = {"image": image.astype(case.dtype), "nucleus_diameter_px": diameter,
-                      "exclude_edge": case.exclude_edge}
+    inputs: Inputs = {
+        "image": image.astype(case.dtype),
+        "nucleus_diameter_px": diameter,
+        "exclude_edge": case.exclude_edge,
+    }
     return inputs, {"nuclei": nuclei, "pairs": pairs, "owner": owner}
 
 
@@ -142,19 +145,28 @@ def check(case: Case, out: Outputs, truth: dict[str, Any]) -> dict[str, Any]:
     expected = [k for k, n in enumerate(nuclei) if not (case.exclude_edge and n["touches_edge"])]
     n = int(out["n_nuclei"])
     assert abs(n - len(expected)) <= max(1, 0.03 * len(expected)), f"{n} nuclei, truth {len(expected)}"
-    at = [int(labels[min(round(nu["c"][0]), labels.shape[0] - 1), min(round(nu["c"][1]), labels.shape[1] - 1)])
-          for nu in nuclei]
+    at = [
+        int(labels[min(round(nu["c"][0]), labels.shape[0] - 1), min(round(nu["c"][1]), labels.shape[1] - 1)])
+        for nu in nuclei
+    ]
     mine = [k for k in expected if at[k] and at.count(at[k]) == 1 and not nuclei[k].get("edge")]
     interior = [k for k in expected if not nuclei[k].get("edge")]
     assert len(mine) >= 0.95 * len(interior), f"only {len(mine)} of {len(interior)} nuclei have their own label"
     split = sum(1 for i, j in truth["pairs"] if at[i] and at[j] and at[i] != at[j])
-    assert split >= len(truth["pairs"]) - max(1, 0.1 * len(truth["pairs"])), f"only {split} of {len(truth['pairs'])} touching pairs split"
+    assert split >= len(truth["pairs"]) - max(1, 0.1 * len(truth["pairs"])), (
+        f"only {split} of {len(truth['pairs'])} touching pairs split"
+    )
     areas = np.bincount(labels.ravel(), minlength=labels.max() + 1)
-    errors = {kind: [areas[at[k]] / nuclei[k]["area"] - 1 for k in mine
-                     if nuclei[k]["dim"] == (kind == "dim") and not nuclei[k]["touches_edge"]]
-              for kind in ("bright", "dim")}
+    errors = {
+        kind: [
+            areas[at[k]] / nuclei[k]["area"] - 1
+            for k in mine
+            if nuclei[k]["dim"] == (kind == "dim") and not nuclei[k]["touches_edge"]
+        ]
+        for kind in ("bright", "dim")
+    }
     figures = {"n": n, "truth": len(expected), "pairs_split": f"{split}/{len(truth['pairs'])}"}
-    pieces = measure.label(labels, connectivity=1)       # each touching run of one value is a piece
+    pieces = measure.label(labels, connectivity=1)  # each touching run of one value is a piece
     assert pieces.max() == len(np.unique(labels[labels > 0])), "a label is split into detached pieces"
     for kind, errs in errors.items():
         if errs:
@@ -197,21 +209,27 @@ def test_segment_nuclei_stops_on_a_wrong_diameter(kernel: seedlib.KernelRunner, 
 
 def test_segment_nuclei_sweep_fails_without_watershed(kernel: seedlib.KernelRunner, tmp_path: Path) -> None:
     """Core step removed (plain connected components instead of the watershed): the check must fail."""
-    edit = replace_once("labels = segmentation.watershed(-distance, markers, mask=mask)",
-                        "labels = measure.label(mask)")
+    edit = replace_once(
+        "labels = segmentation.watershed(-distance, markers, mask=mask)", "labels = measure.label(mask)"
+    )
     with pytest.raises(AssertionError, match=r"pairs split|nuclei, truth|odd sizes"):
         case = CASES["n60-touching40"]
         check(case, *run(kernel, tmp_path, case, edit=edit))
 
 
-def test_segment_nuclei_sweep_fails_with_the_size_from_the_median_piece(kernel: seedlib.KernelRunner, tmp_path: Path) -> None:
+def test_segment_nuclei_sweep_fails_with_the_size_from_the_median_piece(
+    kernel: seedlib.KernelRunner, tmp_path: Path
+) -> None:
     """Core step replaced by the old one (diameter = median Otsu piece): debris outnumbering the
     nuclei makes the size a speck's, the debris gate falls with it and specks are counted."""
     old = """    width = 2 * np.asarray(ndi.maximum(ndi.distance_transform_edt(rough > 0), rough,
                                        np.arange(1, rough.max() + 1)))
     votes = np.bincount(rough.ravel())[1:]"""
-    edit = replace_once(old, "    width = 2 * np.sqrt(np.bincount(rough.ravel())[1:] / np.pi)\n"
-                             "    votes = (width >= 2 * np.sqrt(10 / np.pi)).astype(int)")
+    edit = replace_once(
+        old,
+        "    width = 2 * np.sqrt(np.bincount(rough.ravel())[1:] / np.pi)\n"
+        "    votes = (width >= 2 * np.sqrt(10 / np.pi)).astype(int)",
+    )
     case = CASES["n18-large-beside-54-debris"]
     with pytest.raises((AssertionError, seedlib.KernelError), match=r"nuclei, truth|odd sizes|own label"):
         check(case, *run(kernel, tmp_path, case, edit=edit))
@@ -227,10 +245,13 @@ def test_segment_nuclei_sweep_fails_without_one_piece_per_label(kernel: seedlib.
 
 
 def test_segment_nuclei_sweep_stops_falsely_with_the_median_as_the_size_reference(
-        kernel: seedlib.KernelRunner, tmp_path: Path) -> None:
+    kernel: seedlib.KernelRunner, tmp_path: Path
+) -> None:
     """Core step replaced by the old one (sizes against the median object, no shape): a crowd of
     small nuclei pulls the median down and the large round ones pass for merged pairs."""
-    edit = replace_once("suspect_merged = int(np.count_nonzero((areas > 1.5 * expected) & (solidity < 0.9)))",
-                        "suspect_merged = int(np.count_nonzero(areas > 1.5 * np.median(areas)))")
+    edit = replace_once(
+        "suspect_merged = int(np.count_nonzero((areas > 1.5 * expected) & (solidity < 0.9)))",
+        "suspect_merged = int(np.count_nonzero(areas > 1.5 * np.median(areas)))",
+    )
     with pytest.raises(seedlib.KernelError, match="odd sizes"):
         run(kernel, tmp_path, CASES["n40-small-crowd-plus-8-large"], edit=edit)

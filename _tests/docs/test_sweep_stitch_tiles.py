@@ -27,12 +27,12 @@ PRODUCES = ["positions", "mosaic", "pair_quality", "trusted", "loop_errors"]
 class Case:
     seed: int
     grid: tuple[int, int]
-    overlap: float            # real overlap between neighbours
-    nominal: float | None     # what the acquisition settings claim (None: unknown)
-    stage_px: int             # stage error: each tile is off by up to this many px in y and x
-    low_texture: tuple[int, int] | None = None   # one tile whose texture sits at the noise level
+    overlap: float  # real overlap between neighbours
+    nominal: float | None  # what the acquisition settings claim (None: unknown)
+    stage_px: int  # stage error: each tile is off by up to this many px in y and x
+    low_texture: tuple[int, int] | None = None  # one tile whose texture sits at the noise level
     dtype: str = "uint16"
-    faint: float = 0.0        # every tile's contrast scaled by this (a faint sample: texture below the noise)
+    faint: float = 0.0  # every tile's contrast scaled by this (a faint sample: texture below the noise)
 
 
 CASES = {
@@ -49,7 +49,9 @@ CASES = {
 }
 
 
-def make_tiles(case: Case, flat_overlap: bool = False, ghost: tuple[int, int] | None = None) -> tuple[Inputs, dict[str, Any]]:
+def make_tiles(
+    case: Case, flat_overlap: bool = False, ghost: tuple[int, int] | None = None
+) -> tuple[Inputs, dict[str, Any]]:
     rng = np.random.default_rng(case.seed)
     n_rows, n_cols = case.grid
     step = TILE - round(case.overlap * TILE)
@@ -58,7 +60,7 @@ def make_tiles(case: Case, flat_overlap: bool = False, ghost: tuple[int, int] | 
     world = texture(rng, shape, 2.0) * 50 + 500
     for y, x in scatter(rng, int(shape[0] * shape[1] / 400), shape, sep=12, border=4):
         world += 300 * disc(shape, (y, x), 3)
-    if flat_overlap:   # every overlap featureless: the sample has nothing to match on
+    if flat_overlap:  # every overlap featureless: the sample has nothing to match on
         world[:] = 500
     jitter = rng.integers(-case.stage_px, case.stage_px + 1, size=(n_rows, n_cols, 2))
     tiles = np.zeros((n_rows, n_cols, TILE, TILE))
@@ -68,12 +70,12 @@ def make_tiles(case: Case, flat_overlap: bool = False, ghost: tuple[int, int] | 
             y, x = margin + r * step + jitter[r, c, 0], margin + c * step + jitter[r, c, 1]
             tile = world[y : y + TILE, x : x + TILE]
             if (r, c) == case.low_texture:
-                tile = 500 + (tile - 500) * 0.1          # texture SD 5 + blobs 30 against noise SD 5
+                tile = 500 + (tile - 500) * 0.1  # texture SD 5 + blobs 30 against noise SD 5
             elif case.faint:
                 tile = 500 + (tile - 500) * case.faint
             tiles[r, c] = tile + rng.normal(0, 5, (TILE, TILE))
             truth.append((y, x))
-    if ghost:   # tile right of `ghost` shows its left neighbour's overlap 6 px lower: a confident wrong match
+    if ghost:  # tile right of `ghost` shows its left neighbour's overlap 6 px lower: a confident wrong match
         ov = TILE - step
         r, c = ghost
         tiles[r, c + 1][:, :ov] = np.roll(tiles[r, c][:, TILE - ov :], 6, axis=0)
@@ -98,10 +100,21 @@ def test_stitch_sweep(kernel: seedlib.KernelRunner, tmp_path: Path, name: str) -
     mosaic = out["mosaic"]
     region = truth["world"][y0 : y0 + mosaic.shape[0], x0 : x0 + mosaic.shape[1]]
     covered = mosaic != 0
-    if not case.faint and case.low_texture is None:    # a faint tile's raw pixels are mostly noise
+    if not case.faint and case.low_texture is None:  # a faint tile's raw pixels are mostly noise
         assert np.corrcoef(mosaic[covered], region[covered])[0, 1] > 0.9
-    print(name, "error px", err, "trusted", out["trusted"].sum(), "of", len(out["trusted"]),
-          "min NCC", out["pair_quality"].min().round(3), "loops", out["loop_errors"].tolist())
+    print(
+        name,
+        "error px",
+        err,
+        "trusted",
+        out["trusted"].sum(),
+        "of",
+        len(out["trusted"]),
+        "min NCC",
+        out["pair_quality"].min().round(3),
+        "loops",
+        out["loop_errors"].tolist(),
+    )
 
 
 def test_stitch_stops_on_snake_order(kernel: seedlib.KernelRunner, tmp_path: Path) -> None:
@@ -136,12 +149,15 @@ def test_stitch_stops_when_a_broken_loop_has_no_single_culprit(kernel: seedlib.K
 
 
 def test_stitch_sweep_fails_when_the_search_is_replaced_by_the_nominal_offset(
-        kernel: seedlib.KernelRunner, tmp_path: Path) -> None:
+    kernel: seedlib.KernelRunner, tmp_path: Path
+) -> None:
     """Core step removed (offsets taken from the acquisition's nominal overlap): positions go wrong."""
     case = CASES["2x2-overlap5-nominal10-stage8"]
     inputs, truth = make_tiles(case)
-    edit = replace_once("(dy, dx), ncc, edge = best_offset(a, b, ov_lo, ov_hi, err)",
-                        "(dy, dx), ncc, edge = (0, round((1 - overlap_fraction) * a.shape[1])), 1.0, None")
+    edit = replace_once(
+        "(dy, dx), ncc, edge = best_offset(a, b, ov_lo, ov_hi, err)",
+        "(dy, dx), ncc, edge = (0, round((1 - overlap_fraction) * a.shape[1])), 1.0, None",
+    )
     out = run_doc(kernel, "stitch-tiles", inputs, PRODUCES, tmp_path, edit=edit)
     assert position_error(out, truth) > 1
 
@@ -166,7 +182,7 @@ def test_stitch_sweep_fails_when_an_edge_optimum_is_accepted(kernel: seedlib.Ker
     edit = replace_once("    if trusted[k] and (i, j) in on_edge:", "    if False:")
     try:
         out = run_doc(kernel, "stitch-tiles", inputs, PRODUCES, tmp_path, edit=edit)
-    except seedlib.KernelError as exc:          # a later gate may still catch the wrong pair
+    except seedlib.KernelError as exc:  # a later gate may still catch the wrong pair
         assert "matches best on the edge of its search window" not in str(exc).splitlines()[-1]
         return
     assert position_error(out, truth) > 1
@@ -176,8 +192,9 @@ def test_stitch_sweep_fails_when_faint_tiles_are_matched_raw(kernel: seedlib.Ker
     """Core step replaced by the old one (NCC on the raw tiles): on a faint sample the noise swamps
     the texture; the procedure stops or places tiles wrong."""
     inputs, truth = make_tiles(CASES["faint-2x3-overlap10-unknown-stage5"])
-    edit = replace_once("matched = np.stack([[ndi.gaussian_filter(t, 1.5) for t in row] for row in tiles])",
-                        "matched = tiles")
+    edit = replace_once(
+        "matched = np.stack([[ndi.gaussian_filter(t, 1.5) for t in row] for row in tiles])", "matched = tiles"
+    )
     try:
         out = run_doc(kernel, "stitch-tiles", inputs, PRODUCES, tmp_path, edit=edit)
     except seedlib.KernelError:

@@ -21,9 +21,20 @@ pytestmark = pytest.mark.slow
 PRODUCES = ["bleach_rate_per_s", "f_over_f0", "times_s", "notes"]
 
 
-def make(seed: int, n_t: int = 40, dt: float = 2.0, k: float = 0.015, step_at: int = 20, response: float = 1.3,
-         signal: float = 500.0, noise: float = 5.0, with_reference: bool = True, fast: float = 0.0,
-         dtype: Any = np.uint16, derive_background: bool = False) -> tuple[Inputs, dict[str, Any]]:
+def make(
+    seed: int,
+    n_t: int = 40,
+    dt: float = 2.0,
+    k: float = 0.015,
+    step_at: int = 20,
+    response: float = 1.3,
+    signal: float = 500.0,
+    noise: float = 5.0,
+    with_reference: bool = True,
+    fast: float = 0.0,
+    dtype: Any = np.uint16,
+    derive_background: bool = False,
+) -> tuple[Inputs, dict[str, Any]]:
     rng = np.random.default_rng(seed)
     shape = (48, 64)
     t = np.arange(n_t) * dt
@@ -33,7 +44,7 @@ def make(seed: int, n_t: int = 40, dt: float = 2.0, k: float = 0.015, step_at: i
     ref[5:15, 30:40] = True
     bg = np.zeros(shape, bool)
     bg[30:45, 45:60] = True
-    decay = (1 - fast) * np.exp(-k * t) + fast * np.exp(-10 * k * t)    # fast > 0: a second component
+    decay = (1 - fast) * np.exp(-k * t) + fast * np.exp(-10 * k * t)  # fast > 0: a second component
     steps = 1 + (response - 1) * (np.arange(n_t) >= step_at)
     movie = np.full((n_t, *shape), 100.0)
     movie[:, roi] += (signal * decay * steps)[:, None]
@@ -41,9 +52,14 @@ def make(seed: int, n_t: int = 40, dt: float = 2.0, k: float = 0.015, step_at: i
     movie += rng.normal(0, noise, movie.shape)
     if np.issubdtype(dtype, np.integer):
         movie = np.round(np.clip(movie, 0, None))
-    inputs: Inputs = {"movie": movie.astype(dtype), "roi": roi, "background_roi": None if derive_background else bg,
-                      "reference_roi": ref if with_reference else None, "frame_interval_s": dt,
-                      "baseline_frames": step_at}
+    inputs: Inputs = {
+        "movie": movie.astype(dtype),
+        "roi": roi,
+        "background_roi": None if derive_background else bg,
+        "reference_roi": ref if with_reference else None,
+        "frame_interval_s": dt,
+        "baseline_frames": step_at,
+    }
     return inputs, {"k": k, "step_at": step_at, "response": response}
 
 
@@ -58,8 +74,12 @@ def check(out: Outputs, truth: dict[str, Any]) -> None:
 CONDITIONS = [
     ("step-response-40-frames", 501, {}, []),
     ("no-bleaching", 502, {"k": 0.0, "response": 1.5}, []),
-    ("85pct-bleached-noisy-200-frames", 503, {"n_t": 200, "dt": 1.0, "k": 0.0095, "step_at": 50,
-                                              "noise": 20.0}, ["over 75% bleached"]),
+    (
+        "85pct-bleached-noisy-200-frames",
+        503,
+        {"n_t": 200, "dt": 1.0, "k": 0.0095, "step_at": 50, "noise": 20.0},
+        ["over 75% bleached"],
+    ),
     ("10-frames-doubling", 504, {"n_t": 10, "step_at": 4, "response": 2.0, "k": 0.03}, []),
     ("low-snr-float", 505, {"signal": 100.0, "noise": 20.0, "dtype": np.float32, "response": 1.2}, []),
     ("no-reference-no-response", 506, {"with_reference": False, "response": 1.0, "k": 0.012}, []),
@@ -67,10 +87,12 @@ CONDITIONS = [
 ]
 
 
-@pytest.mark.parametrize(("seed", "kwargs", "expected_notes"), [c[1:] for c in CONDITIONS],
-                         ids=[c[0] for c in CONDITIONS])
-def test_timelapse_sweep(kernel: seedlib.KernelRunner, tmp_path: Path, seed: int, kwargs: dict[str, Any],
-                         expected_notes: list[str]) -> None:
+@pytest.mark.parametrize(
+    ("seed", "kwargs", "expected_notes"), [c[1:] for c in CONDITIONS], ids=[c[0] for c in CONDITIONS]
+)
+def test_timelapse_sweep(
+    kernel: seedlib.KernelRunner, tmp_path: Path, seed: int, kwargs: dict[str, Any], expected_notes: list[str]
+) -> None:
     inputs, truth = make(seed, **kwargs)
     out = run_doc(kernel, "timelapse-intensity", inputs, PRODUCES, tmp_path)
     check(out, truth)

@@ -36,12 +36,17 @@ def test_a_second_doc_joins_the_existing_heading_whatever_its_case(store: DocSto
     store.write_doc("lab/scope", body="# Scope\n\nOur pixel size.\n", section="lab")
     index = parse((store.local_dir / "index.md").read_text())
     lab = index.lines.index("## Lab")
-    assert index.lines[lab + 1 : lab + 3] == ["- lab/areas: report areas in square microns", "- lab/scope: Our pixel size."]
+    assert index.lines[lab + 1 : lab + 3] == [
+        "- lab/areas: report areas in square microns",
+        "- lab/scope: Our pixel size.",
+    ]
     assert index.lines.count("## Lab") == 1
 
 
 def test_an_existing_heading_of_the_seed_takes_the_line(store: DocStore) -> None:
-    result = as_agent_reads(store.write_doc("deconvolve", body="# Deconvolve\n\nRichardson-Lucy.\n", section="Procedures"))
+    result = as_agent_reads(
+        store.write_doc("deconvolve", body="# Deconvolve\n\nRichardson-Lucy.\n", section="Procedures")
+    )
     lines = (store.local_dir / "index.md").read_text().split("\n")
     assert lines[lines.index("- designs/: the engine's design docs") + 1] == "- deconvolve: Richardson-Lucy."
     assert "Index: filed under ## Procedures:" in result.text

@@ -45,10 +45,17 @@ def attached(notebook: NotebookKernel, root: Path) -> AttachedKernel:
 def join(kernel: AttachedKernel, *, remote: bool) -> tuple[KernelChannels, threading.Event]:
     info = kernel.start(lambda: 60.0).info
     gone = threading.Event()
-    channels = KernelChannels(info, on_message=lambda _c, m: kernel.saw_message(m),
-                              is_alive=kernel.is_alive, on_death=gone.set)
-    content = {"code": "", "silent": True, "store_history": False, "allow_stdin": False,
-               "stop_on_error": False, "user_expressions": {"q": IDENTITY_EXPRESSION}}
+    channels = KernelChannels(
+        info, on_message=lambda _c, m: kernel.saw_message(m), is_alive=kernel.is_alive, on_death=gone.set
+    )
+    content = {
+        "code": "",
+        "silent": True,
+        "store_history": False,
+        "allow_stdin": False,
+        "stop_on_error": False,
+        "user_expressions": {"q": IDENTITY_EXPRESSION},
+    }
     reply = channels.call("shell", "execute_request", content, 60)
     assert reply is not None
     answer = parse_expression_json(reply["content"]["user_expressions"]["q"]["data"]["text/plain"])

@@ -102,8 +102,9 @@ def test_default_kernel_imports_no_dask_and_says_how_to_configure_a_cluster(tmp_
 @pytest.fixture(scope="module")
 def local_host(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KernelHost]:
     root = tmp_path_factory.mktemp("local")
-    host = KernelHost(compute_settings(root, 'scheduler = "local"\nworkers = 2\nthreads_per_worker = 1\n'
-                                             'memory_limit = "300MB"\n'))
+    host = KernelHost(
+        compute_settings(root, 'scheduler = "local"\nworkers = 2\nthreads_per_worker = 1\nmemory_limit = "300MB"\n')
+    )
     host.start()
     try:
         yield host
@@ -112,16 +113,19 @@ def local_host(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KernelHost]
 
 
 def worker_pids(host: KernelHost) -> list[int]:
-    return sorted(value(host, "[w['pid'] for w in dask_client().run(lambda: {'pid': __import__('os').getpid()})"
-                              ".values()]"))
+    return sorted(
+        value(host, "[w['pid'] for w in dask_client().run(lambda: {'pid': __import__('os').getpid()}).values()]")
+    )
 
 
 def test_local_cluster_starts_on_first_use_inside_the_kernels_process_group(local_host: KernelHost) -> None:
     before = compute_status(local_host)
     assert before["mode"] == "local" and before["started"] is False
     assert before["state"] == "not started: the first dask_client() call starts a local cluster in the kernel"
-    status, text = run(local_host, "import dask.array as da\nc = dask_client()\n"
-                                   "print(int(da.ones((2000, 2000), chunks=500).sum().compute()))")
+    status, text = run(
+        local_host,
+        "import dask.array as da\nc = dask_client()\nprint(int(da.ones((2000, 2000), chunks=500).sum().compute()))",
+    )
     assert status == "ok", text
     assert text.strip().endswith("4000000")
     pids = worker_pids(local_host)
@@ -157,8 +161,10 @@ def test_interrupt_during_compute_cancels_the_clusters_tasks_and_keeps_the_worke
     # interrupt only once the futures exist: an earlier interrupt stops the cell before it submits anything
     assert wait_until(gathering.exists, within=60.0)
     # tasks the scheduler still has to run (results computed before the interrupt stay in memory)
-    count = ("dask_client().run_on_scheduler(lambda dask_scheduler: sum(ts.state not in "
-             "('memory', 'erred', 'released', 'forgotten') for ts in dask_scheduler.tasks.values()))")
+    count = (
+        "dask_client().run_on_scheduler(lambda dask_scheduler: sum(ts.state not in "
+        "('memory', 'erred', 'released', 'forgotten') for ts in dask_scheduler.tasks.values()))"
+    )
     assert not local_host.wait(ex, 3.0)
     local_host.interrupt()
     assert local_host.wait(ex, 60.0)  # the host waits 10 s at most; a loaded machine may need more
@@ -190,13 +196,39 @@ def scheduler(tmp_path: Path) -> Iterator[tuple[str, subprocess.Popen[bytes]]]:
     log = (tmp_path / "dask.log").open("wb")
     env = {**os.environ, "DASK_DISTRIBUTED__WORKER__DAEMON": "False"}
     sched = subprocess.Popen(
-        [sys.executable, "-m", "distributed.cli.dask_scheduler", "--host", "127.0.0.1",
-         "--port", address.rsplit(":", 1)[1], "--no-dashboard"], stdout=log, stderr=log, env=env,
-        start_new_session=True)
+        [
+            sys.executable,
+            "-m",
+            "distributed.cli.dask_scheduler",
+            "--host",
+            "127.0.0.1",
+            "--port",
+            address.rsplit(":", 1)[1],
+            "--no-dashboard",
+        ],
+        stdout=log,
+        stderr=log,
+        env=env,
+        start_new_session=True,
+    )
     worker = subprocess.Popen(
-        [sys.executable, "-m", "distributed.cli.dask_worker", address, "--host", "127.0.0.1",
-         "--nthreads", "1", "--no-nanny", "--no-dashboard"], stdout=log, stderr=log, env=env,
-        start_new_session=True)
+        [
+            sys.executable,
+            "-m",
+            "distributed.cli.dask_worker",
+            address,
+            "--host",
+            "127.0.0.1",
+            "--nthreads",
+            "1",
+            "--no-nanny",
+            "--no-dashboard",
+        ],
+        stdout=log,
+        stderr=log,
+        env=env,
+        start_new_session=True,
+    )
     try:
         yield address, worker
     finally:
@@ -221,13 +253,18 @@ async def test_attached_kernel_runs_its_computation_on_the_external_worker(
                 status = json.loads(_text(await client.call_tool("server_status", {})))
                 assert status["compute"]["mode"] == "attached"
                 assert status["compute"]["state"] == f"not started: the first dask_client() call connects to {address}"
-                result = await client.call_tool("execute_code", {"code": (
-                    "import os, time\n"
-                    "c = dask_client()\n"
-                    "while not c.scheduler_info()['workers']:\n"
-                    "    time.sleep(0.1)\n"
-                    "print(c.submit(os.getpid, pure=False).result())"
-                )})
+                result = await client.call_tool(
+                    "execute_code",
+                    {
+                        "code": (
+                            "import os, time\n"
+                            "c = dask_client()\n"
+                            "while not c.scheduler_info()['workers']:\n"
+                            "    time.sleep(0.1)\n"
+                            "print(c.submit(os.getpid, pure=False).result())"
+                        )
+                    },
+                )
                 assert not result.is_error, _text(result)
                 assert int(output_of(result).strip().splitlines()[-1]) == worker.pid
                 status = json.loads(_text(await client.call_tool("server_status", {})))
@@ -253,8 +290,9 @@ def test_unreachable_scheduler_fails_fast_naming_the_address_and_the_kernel_stay
 
 def compute_status(host: KernelHost) -> dict[str, Any]:
     """server_status's compute section for ``host``, as the agent reads it."""
-    return kernel_text.compute_status(compute.status_section(
-        host._settings, host.query_when_idle(compute.STATUS_EXPRESSION), host.state, busy=False))
+    return kernel_text.compute_status(
+        compute.status_section(host._settings, host.query_when_idle(compute.STATUS_EXPRESSION), host.state, busy=False)
+    )
 
 
 @pytest.mark.anyio
@@ -299,14 +337,17 @@ def _text(result: Any) -> str:
 
 
 def test_sigkilled_server_leaves_no_kernel_or_worker_process(tmp_path: Path) -> None:
-    env = make_env(tmp_path, config='[kernel]\npromote_after = 120.0\n'
-                   '[compute]\nscheduler = "local"\nworkers = 1\nthreads_per_worker = 1\n')
+    env = make_env(
+        tmp_path,
+        config='[kernel]\npromote_after = 120.0\n[compute]\nscheduler = "local"\nworkers = 1\nthreads_per_worker = 1\n',
+    )
     server = RawServer(env, tmp_path / "stderr.log")
     try:
         server.initialize()
         server.call("start_kernel", timeout=120)
-        out = server.call("execute_code", {"code": "c = dask_client()\nprint(len(c.scheduler_info()['workers']))"},
-                          timeout=120)
+        out = server.call(
+            "execute_code", {"code": "c = dask_client()\nprint(len(c.scheduler_info()['workers']))"}, timeout=120
+        )
         assert not out.get("isError"), out
         status = json.loads(server.call("server_status")["content"][0]["text"])
         kernel = psutil.Process(status["kernel"]["pid"])

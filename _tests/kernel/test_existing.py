@@ -12,8 +12,17 @@ import pytest
 from biopb_mcp.errors import KernelError
 from biopb_mcp.kernel.existing import find_existing, read_connection_info
 
-INFO = {"transport": "tcp", "ip": "127.0.0.1", "key": "k", "signature_scheme": "hmac-sha256",
-        "shell_port": 5001, "iopub_port": 5002, "stdin_port": 5003, "control_port": 5004, "hb_port": 5005}
+INFO = {
+    "transport": "tcp",
+    "ip": "127.0.0.1",
+    "key": "k",
+    "signature_scheme": "hmac-sha256",
+    "shell_port": 5001,
+    "iopub_port": 5002,
+    "stdin_port": 5003,
+    "control_port": 5004,
+    "hb_port": 5005,
+}
 
 
 @pytest.fixture
@@ -55,7 +64,9 @@ def test_a_path_is_taken_as_is(runtime: Path, tmp_path: Path) -> None:
 
 
 def test_nothing_to_find_names_where_it_looked(runtime: Path) -> None:
-    with pytest.raises(KernelError, match=re.escape("no kernel-*.json in the current directory or Jupyter's runtime dir")):
+    with pytest.raises(
+        KernelError, match=re.escape("no kernel-*.json in the current directory or Jupyter's runtime dir")
+    ):
         find_existing(None)
     with pytest.raises(KernelError, match="no kernel connection file matching 'abc'"):
         find_existing("abc")
@@ -65,10 +76,13 @@ def test_read_connection_info_checks_the_shape(tmp_path: Path) -> None:
     good = tmp_path / "k.json"
     good.write_text(json.dumps(INFO))
     assert read_connection_info(good)["shell_port"] == 5001
-    for text, message in [("[1]", "not a JSON object"), ("{", "cannot read"),
-                          (json.dumps({**INFO, "hb_port": "x"}), "bad port numbers for hb_port"),
-                          (json.dumps({k: v for k, v in INFO.items() if k != "key"}), "no key"),
-                          (json.dumps({**INFO, "transport": "udp"}), "unknown transport")]:
+    for text, message in [
+        ("[1]", "not a JSON object"),
+        ("{", "cannot read"),
+        (json.dumps({**INFO, "hb_port": "x"}), "bad port numbers for hb_port"),
+        (json.dumps({k: v for k, v in INFO.items() if k != "key"}), "no key"),
+        (json.dumps({**INFO, "transport": "udp"}), "unknown transport"),
+    ]:
         good.write_text(text)
         with pytest.raises(KernelError, match=message):
             read_connection_info(good)
@@ -76,20 +90,25 @@ def test_read_connection_info_checks_the_shape(tmp_path: Path) -> None:
         read_connection_info(tmp_path / "missing.json")
 
 
-@pytest.mark.parametrize(("field", "value", "message"), [
-    ("key", 12345, "key is int, not text"),
-    ("signature_scheme", "hmac-nope", "signature_scheme 'hmac-nope' is not hmac-<hash>"),
-    ("signature_scheme", "rot13", "signature_scheme 'rot13' is not hmac-<hash>"),
-    ("signature_scheme", "hmac-shake_128", "is not hmac-<hash>"),
-    ("signature_scheme", 7, "signature_scheme 7 is not"),
-    ("transport", ["tcp"], r"unknown transport \['tcp'\]"),
-    ("shell_port", True, "bad port numbers for shell_port"),
-    ("hb_port", 70000, "bad port numbers for hb_port"),
-    ("ip", 7, "ip 7 is not an address"),
-    ("ip", "", "ip '' is not an address"),
-    ("kernel_name", 3, "kernel_name 3 is not text"),
-])
-def test_every_field_a_client_uses_is_checked_and_named(tmp_path: Path, field: str, value: object, message: str) -> None:
+@pytest.mark.parametrize(
+    ("field", "value", "message"),
+    [
+        ("key", 12345, "key is int, not text"),
+        ("signature_scheme", "hmac-nope", "signature_scheme 'hmac-nope' is not hmac-<hash>"),
+        ("signature_scheme", "rot13", "signature_scheme 'rot13' is not hmac-<hash>"),
+        ("signature_scheme", "hmac-shake_128", "is not hmac-<hash>"),
+        ("signature_scheme", 7, "signature_scheme 7 is not"),
+        ("transport", ["tcp"], r"unknown transport \['tcp'\]"),
+        ("shell_port", True, "bad port numbers for shell_port"),
+        ("hb_port", 70000, "bad port numbers for hb_port"),
+        ("ip", 7, "ip 7 is not an address"),
+        ("ip", "", "ip '' is not an address"),
+        ("kernel_name", 3, "kernel_name 3 is not text"),
+    ],
+)
+def test_every_field_a_client_uses_is_checked_and_named(
+    tmp_path: Path, field: str, value: object, message: str
+) -> None:
     crafted = tmp_path / "kernel-crafted.json"
     crafted.write_text(json.dumps({**INFO, field: value}))
     with pytest.raises(KernelError, match=message) as caught:
@@ -106,9 +125,14 @@ def test_a_deeply_nested_connection_file_is_a_clear_error(tmp_path: Path) -> Non
 
 
 @pytest.mark.anyio
-@pytest.mark.parametrize(("field", "value", "named"), [
-    ("key", 12345, "key is int"), ("signature_scheme", "hmac-nope", "signature_scheme"), ("shell_port", True, "shell_port"),
-])
+@pytest.mark.parametrize(
+    ("field", "value", "named"),
+    [
+        ("key", 12345, "key is int"),
+        ("signature_scheme", "hmac-nope", "signature_scheme"),
+        ("shell_port", True, "shell_port"),
+    ],
+)
 async def test_start_kernel_on_a_crafted_connection_file_names_the_field(
     tmp_path: Path, isolated_dirs: Path, field: str, value: object, named: str
 ) -> None:

@@ -65,9 +65,7 @@ def test_png_display_comes_back_as_image_bytes(host: KernelHost) -> None:
     assert "[image 1: 5x4 PNG" in rendered_text(r) and "'after'" in rendered_text(r)
 
 
-def test_kept_images_count_against_the_kept_output_bound(
-    host: KernelHost, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_kept_images_count_against_the_kept_output_bound(host: KernelHost, monkeypatch: pytest.MonkeyPatch) -> None:
     """Finished executions keep their images for poll_job; past the bound the oldest go, as for text."""
     from biopb_mcp.kernel import client as client_module
 

@@ -52,9 +52,12 @@ def test_another_instance_gets_only_the_first_paragraph_of_its_class_doc(host: K
 
 def test_a_dask_array_is_described_without_computing_it(host: KernelHost, tmp_path: Path) -> None:
     flag = tmp_path / "computed"
-    run(host, "import dask.array as da\n"
-              f"def mark(block):\n    open({str(flag)!r}, 'w').close()\n    return block\n"
-              "lazy = da.ones((20000, 20000), chunks=1000, dtype='float32').map_blocks(mark)")
+    run(
+        host,
+        "import dask.array as da\n"
+        f"def mark(block):\n    open({str(flag)!r}, 'w').close()\n    return block\n"
+        "lazy = da.ones((20000, 20000), chunks=1000, dtype='float32').map_blocks(mark)",
+    )
     flag.unlink(missing_ok=True)  # map_blocks tried `mark` on an empty block to learn its output type
     text = describe(host, "lazy")
     assert "shape: (20000, 20000)" in text and "dtype: float32" in text
@@ -64,9 +67,12 @@ def test_a_dask_array_is_described_without_computing_it(host: KernelHost, tmp_pa
 
 
 def test_a_pil_image_and_a_zarr_array_give_size_mode_chunks(host: KernelHost) -> None:
-    run(host, "from PIL import Image\nimport zarr, numpy as np\n"
-              "pic = Image.fromarray(np.full((30, 40), 7, dtype=np.uint8))\n"
-              "z = zarr.zeros(shape=(100, 100), chunks=(10, 10), dtype='uint16')")
+    run(
+        host,
+        "from PIL import Image\nimport zarr, numpy as np\n"
+        "pic = Image.fromarray(np.full((30, 40), 7, dtype=np.uint8))\n"
+        "z = zarr.zeros(shape=(100, 100), chunks=(10, 10), dtype='uint16')",
+    )
     pic = describe(host, "pic")
     assert "size: 40 x 30 px" in pic and "mode: L" in pic and "range: (7, 7)" in pic and "doc" not in pic, pic
     z = describe(host, "z")
@@ -75,8 +81,11 @@ def test_a_pil_image_and_a_zarr_array_give_size_mode_chunks(host: KernelHost) ->
 
 
 def test_lists_and_dicts_of_arrays_describe_each_element_in_one_line(host: KernelHost) -> None:
-    run(host, "import numpy as np\nstack = [np.zeros((64, 64), 'uint16') for _ in range(8)]\n"
-              "by_name = {'dapi': np.zeros((3, 4)), 'gfp': 'not loaded'}")
+    run(
+        host,
+        "import numpy as np\nstack = [np.zeros((64, 64), 'uint16') for _ in range(8)]\n"
+        "by_name = {'dapi': np.zeros((3, 4)), 'gfp': 'not loaded'}",
+    )
     text = describe(host, "stack")
     assert "len: 8" in text and "[0]: numpy.ndarray (64, 64) uint16" in text and "... 3 more" in text, text
     assert len(text) < 800, len(text)

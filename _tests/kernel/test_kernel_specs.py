@@ -65,9 +65,7 @@ def test_entry_point_plugins_load_into_the_namespace_and_a_broken_one_is_skipped
     dist = site / "labtools-1.0.dist-info"
     dist.mkdir()
     (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: labtools\nVersion: 1.0\n")
-    (dist / "entry_points.txt").write_text(
-        "[biopb_mcp.namespace]\nlabtools = labtools\nbroken = labtools.broken\n"
-    )
+    (dist / "entry_points.txt").write_text("[biopb_mcp.namespace]\nlabtools = labtools\nbroken = labtools.broken\n")
     monkeypatch.setenv("PYTHONPATH", str(site))
     host = KernelHost(make_settings(tmp_path / "srv"))
     try:
@@ -102,14 +100,19 @@ def test_a_kernel_without_the_bootstrap_still_dies_with_its_sigkilled_server(
     # in-kernel watcher, so only the reaper beside it can end it when the server is SIGKILLed.
     spec_dir = tmp_path / "jupyter" / "kernels" / "foreign"
     spec_dir.mkdir(parents=True)
-    spec = {"argv": [sys.executable, "-m", "ipykernel_launcher", "-f", "{connection_file}"],
-            "display_name": "Foreign", "language": "other"}
+    spec = {
+        "argv": [sys.executable, "-m", "ipykernel_launcher", "-f", "{connection_file}"],
+        "display_name": "Foreign",
+        "language": "other",
+    }
     (spec_dir / "kernel.json").write_text(json.dumps(spec))
     monkeypatch.setenv("JUPYTER_PATH", str(tmp_path / "jupyter"))
     settings = make_settings(tmp_path / "srv", kernel='name = "foreign"\n')
     server = subprocess.Popen(
         [sys.executable, "-c", _TINY_SERVER, str(settings.config_dir)],
-        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
     )
     kernel_pid = None
     try:

@@ -72,7 +72,11 @@ def test_kernel_killed_externally_mid_job_is_reported_dead(host: KernelHost) -> 
     assert "killed by signal SIGKILL" in rendered_text(polled) and "start_kernel" in rendered_text(polled)
     assert polled.kernel_lost == "dead" and "start_kernel" not in polled.note  # the server adds the advice
     # launch banners are not why it died; IPython's "Ctrl-C will not work" contradicts interrupt_kernel
-    assert "Ctrl-C" not in rendered_text(polled) and "--existing" not in rendered_text(polled) and "kernel launch" not in rendered_text(polled)
+    assert (
+        "Ctrl-C" not in rendered_text(polled)
+        and "--existing" not in rendered_text(polled)
+        and "kernel launch" not in rendered_text(polled)
+    )
     host.start()
     assert host.state == "ready"
 
@@ -191,7 +195,9 @@ def test_kernel_and_its_children_exit_when_the_server_is_sigkilled(tmp_path: Pat
     settings = make_settings(tmp_path)
     proc = subprocess.Popen(
         [sys.executable, "-c", _TINY_SERVER, str(settings.config_dir)],
-        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
     )
     kernel_pid = child_pid = None
     try:

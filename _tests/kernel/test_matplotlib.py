@@ -50,8 +50,11 @@ def test_plt_show_and_an_open_figure_both_come_back_as_png(agg_host: KernelHost)
 
 def test_a_figure_left_open_under_agg_chosen_in_code_still_comes_back_once(agg_host: KernelHost) -> None:
     # matplotlib.use("Agg") in the agent's code: plt.show() shows nothing, the figure stays open
-    text, shown = run(agg_host, "import matplotlib\nmatplotlib.use('Agg')\nimport matplotlib.pyplot as plt\n"
-                                "plt.plot([1, 3, 2])\nplt.show()\nprint(matplotlib.get_backend())")
+    text, shown = run(
+        agg_host,
+        "import matplotlib\nmatplotlib.use('Agg')\nimport matplotlib.pyplot as plt\n"
+        "plt.plot([1, 3, 2])\nplt.show()\nprint(matplotlib.get_backend())",
+    )
     assert text.splitlines()[0].lower() == "agg" and len(shown) == 1 and shown[0].startswith(b"\x89PNG")
     _, after = run(agg_host, "print(len(plt.get_fignums()))")
     assert after == [], "the figure was closed once sent"
@@ -62,8 +65,11 @@ def test_a_figure_left_open_under_agg_chosen_in_code_still_comes_back_once(agg_h
 def test_show_is_preloaded_and_sends_a_bounded_png(agg_host: KernelHost) -> None:
     from PIL import Image
 
-    text, shown = run(agg_host, "import numpy as np\nimg = np.random.default_rng(0).normal(100, 10, (2000, 1500))\n"
-                                "labels = np.zeros(img.shape, int); labels[100:400, 100:400] = 1\nshow(img, labels)")
+    text, shown = run(
+        agg_host,
+        "import numpy as np\nimg = np.random.default_rng(0).normal(100, 10, (2000, 1500))\n"
+        "labels = np.zeros(img.shape, int); labels[100:400, 100:400] = 1\nshow(img, labels)",
+    )
     assert len(shown) == 1, text
     with Image.open(__import__("io").BytesIO(shown[0])) as png:
         assert max(png.size) <= 768 and png.mode == "RGB"
@@ -75,10 +81,14 @@ def test_show_is_preloaded_and_sends_a_bounded_png(agg_host: KernelHost) -> None
 
 
 def test_a_figure_that_cannot_be_drawn_is_named_and_the_others_come_back_to_their_own_cell(
-        agg_host: KernelHost) -> None:
-    text, shown = run(agg_host, "import matplotlib\nmatplotlib.use('Agg')\nimport matplotlib.pyplot as plt\n"
-                                "bad = plt.figure(); bad.gca().set_title(r'$\\notacommand{x}$')\n"
-                                "good = plt.figure(); good.gca().plot([1, 2])")
+    agg_host: KernelHost,
+) -> None:
+    text, shown = run(
+        agg_host,
+        "import matplotlib\nmatplotlib.use('Agg')\nimport matplotlib.pyplot as plt\n"
+        "bad = plt.figure(); bad.gca().set_title(r'$\\notacommand{x}$')\n"
+        "good = plt.figure(); good.gca().plot([1, 2])",
+    )
     assert len(shown) == 1 and "could not be drawn" in text, text
     assert agg_host.query_when_idle("__import__('json').dumps(1)") == 1  # a silent request between cells
     _, after = run(agg_host, "x = 2")
@@ -86,7 +96,10 @@ def test_a_figure_that_cannot_be_drawn_is_named_and_the_others_come_back_to_thei
 
 
 def test_a_figure_the_cell_displayed_itself_is_not_sent_twice(agg_host: KernelHost) -> None:
-    _, shown = run(agg_host, "import matplotlib\nmatplotlib.use('Agg')\nimport matplotlib.pyplot as plt\n"
-                             "from IPython.display import display\nfig = plt.figure(); fig.gca().plot([3, 1])\ndisplay(fig)")
+    _, shown = run(
+        agg_host,
+        "import matplotlib\nmatplotlib.use('Agg')\nimport matplotlib.pyplot as plt\n"
+        "from IPython.display import display\nfig = plt.figure(); fig.gca().plot([3, 1])\ndisplay(fig)",
+    )
     _, again = run(agg_host, "fig2 = plt.figure(); fig2.gca().plot([1, 3]); fig2")
     assert len(shown) <= 1 and len(again) <= 1, (len(shown), len(again))

@@ -30,8 +30,10 @@ def test_long_output_is_cut_with_a_note_naming_the_next_offset() -> None:
     assert 'poll_job("job-7", offset=100)' in rendered_text(r) and r.next_offset == 100
     last = rendering.render(finished("x" * 250), 200, 100, header=False)
     text = rendered_text(last)
-    assert text.splitlines()[:2] == ["job-7: finished in " + text.split("finished in ")[1].split("\n")[0],
-                                     "[showing chars 200-250 of 250]"]
+    assert text.splitlines()[:2] == [
+        "job-7: finished in " + text.split("finished in ")[1].split("\n")[0],
+        "[showing chars 200-250 of 250]",
+    ]
     assert last.next_offset is None
 
 
@@ -42,30 +44,44 @@ def test_a_page_is_data_naming_no_tool_and_the_server_words_it() -> None:
     assert (page.output, page.offset, page.end, page.total_chars) == ("x" * 100, 100, 200, 250)
     assert page.status == "running" and page.header and page.truncated and page.next_offset == 200
     assert not any("poll_job" in str(value) for value in vars(page).values())
-    assert rendered_text(page) == "\n".join([
-        f"job-7: running for {page.elapsed:.1f} s; output so far:",
-        "[showing chars 100-200 of 250]",
-        "x" * 100,
-        '[output truncated: showing chars 100-200 of 250; 50 more chars. Read on with poll_job("job-7", offset=200).]',
-    ])
+    assert rendered_text(page) == "\n".join(
+        [
+            f"job-7: running for {page.elapsed:.1f} s; output so far:",
+            "[showing chars 100-200 of 250]",
+            "x" * 100,
+            '[output truncated: showing chars 100-200 of 250; 50 more chars. Read on with poll_job("job-7", offset=200).]',
+        ]
+    )
     tail = rendering.render(ex, 250, 100, header=True)
     assert not tail.truncated and tail.next_offset == 250 and tail.output == ""
-    assert rendered_text(tail).splitlines()[1:] == ['[still running: poll_job("job-7", offset=250) shows what follows.]']
+    assert rendered_text(tail).splitlines()[1:] == [
+        '[still running: poll_job("job-7", offset=250) shows what follows.]'
+    ]
 
 
-@pytest.mark.parametrize(("lost", "note", "advice"), [
-    (KernelState.DEAD, "The kernel died (exit code 1). Last kernel log lines:\nboom\n",
-     "Call start_kernel to start a fresh kernel (namespace lost)."),
-    (KernelState.GONE, "The joined kernel is gone: it was restarted by its frontend.",
-     " Call start_kernel to join it again once its frontend runs it."),
-])
+@pytest.mark.parametrize(
+    ("lost", "note", "advice"),
+    [
+        (
+            KernelState.DEAD,
+            "The kernel died (exit code 1). Last kernel log lines:\nboom\n",
+            "Call start_kernel to start a fresh kernel (namespace lost).",
+        ),
+        (
+            KernelState.GONE,
+            "The joined kernel is gone: it was restarted by its frontend.",
+            " Call start_kernel to join it again once its frontend runs it.",
+        ),
+    ],
+)
 def test_a_lost_kernel_is_a_fact_the_server_turns_into_advice(lost: KernelState, note: str, advice: str) -> None:
     ex = Execution("job-7", "code", "msg")
     ex.finish("dead", note=note, kernel_lost=lost)
     page = rendering.render(ex, 0, 100, header=False)
     assert page.kernel_lost == lost and page.note == note and page.header
-    assert rendered_text(page) == "\n".join([
-        f"job-7: the kernel died while this ran ({page.elapsed:.1f} s).", "(no output)", note + advice])
+    assert rendered_text(page) == "\n".join(
+        [f"job-7: the kernel died while this ran ({page.elapsed:.1f} s).", "(no output)", note + advice]
+    )
 
 
 def test_offset_past_the_end_says_so() -> None:
@@ -87,7 +103,10 @@ def test_oversized_image_is_saved_to_a_file_not_attached(tmp_path: Path, monkeyp
     assert r.images == []
     saved = tmp_path / "images" / "job-3-image1.png"
     assert saved.read_bytes() == data
-    assert f"64x64 PNG, {len(data)} bytes > max_image_bytes=10; not attached; full size saved to {saved}" in rendered_text(r)
+    assert (
+        f"64x64 PNG, {len(data)} bytes > max_image_bytes=10; not attached; full size saved to {saved}"
+        in rendered_text(r)
+    )
 
 
 def test_oversized_image_is_downscaled_when_pillow_is_there(tmp_path: Path) -> None:

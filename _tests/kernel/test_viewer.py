@@ -90,8 +90,11 @@ def test_no_display_is_a_clear_message_naming_the_ways_to_get_one(headless: Kern
 def test_a_display_qt_cannot_open_is_reported_and_does_not_kill_the_kernel(headless: KernelHost) -> None:
     # Qt aborts the whole process when it cannot connect: the check happens in a child process
     require_napari()
-    text, _ = run(headless, "import os\nos.environ['DISPLAY'] = ':4091'\ntry:\n    viewer()\n"
-                            "finally:\n    del os.environ['DISPLAY']", ok=False)
+    text, _ = run(
+        headless,
+        "import os\nos.environ['DISPLAY'] = ':4091'\ntry:\n    viewer()\nfinally:\n    del os.environ['DISPLAY']",
+        ok=False,
+    )
     assert "ViewerUnavailable" in text and "Qt cannot open a window on this display (DISPLAY=:4091)" in text, text
     assert "could not connect to display" in text, text
     assert run(headless, "print('alive')")[0] == "alive"
@@ -99,15 +102,22 @@ def test_a_display_qt_cannot_open_is_reported_and_does_not_kill_the_kernel(headl
 
 def test_the_offscreen_platform_is_refused_as_napari_needs_opengl(headless: KernelHost) -> None:
     require_napari()
-    text, _ = run(headless, "import os\nos.environ['QT_QPA_PLATFORM'] = 'offscreen'\ntry:\n    viewer()\n"
-                            "finally:\n    del os.environ['QT_QPA_PLATFORM']", ok=False)
+    text, _ = run(
+        headless,
+        "import os\nos.environ['QT_QPA_PLATFORM'] = 'offscreen'\ntry:\n    viewer()\n"
+        "finally:\n    del os.environ['QT_QPA_PLATFORM']",
+        ok=False,
+    )
     assert "QT_QPA_PLATFORM=offscreen" in text and "OpenGL" in text and "xvfb-run" in text, text
 
 
 def test_napari_missing_names_the_extra_to_install(headless: KernelHost) -> None:
     # sys.modules[name] = None makes the import system report the package as absent
-    text, _ = run(headless, "import sys\nsys.modules['napari'] = None\ntry:\n    viewer()\n"
-                            "finally:\n    del sys.modules['napari']", ok=False)
+    text, _ = run(
+        headless,
+        "import sys\nsys.modules['napari'] = None\ntry:\n    viewer()\nfinally:\n    del sys.modules['napari']",
+        ok=False,
+    )
     assert "napari is not installed in this kernel's Python" in text, text
     assert "pip install 'biopb-mcp[viewer]'" in text, text
 
@@ -163,8 +173,11 @@ def test_a_qt_loop_turned_on_without_viewer_gets_the_wake_up_too(shown: KernelHo
 
 
 def test_matplotlib_keeps_its_backend_and_figures_still_come_back(shown: KernelHost) -> None:
-    text, images = run(shown, "import matplotlib, matplotlib.pyplot as plt\nplt.plot([1, 3, 2])\n"
-                              "print(matplotlib.get_backend(), get_ipython().active_eventloop)")
+    text, images = run(
+        shown,
+        "import matplotlib, matplotlib.pyplot as plt\nplt.plot([1, 3, 2])\n"
+        "print(matplotlib.get_backend(), get_ipython().active_eventloop)",
+    )
     assert text.splitlines()[0] == "module://matplotlib_inline.backend_inline qt", text
     assert len(images) == 1 and images[0].startswith(b"\x89PNG")
 

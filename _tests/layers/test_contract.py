@@ -16,17 +16,27 @@ from biopb_mcp.kernel.inside import INSIDE_DIR
 REPO = Path(__file__).resolve().parents[2]
 PACKAGE = Path(biopb_mcp.__file__).parent
 
-pytestmark = pytest.mark.skipif(importlib.util.find_spec("importlinter") is None,
-                                reason="import-linter (the dev extra) is not installed")
+pytestmark = pytest.mark.skipif(
+    importlib.util.find_spec("importlinter") is None, reason="import-linter (the dev extra) is not installed"
+)
 
 
 def lint_imports(root: Path) -> subprocess.CompletedProcess[str]:
     """import-linter over the package found under ``root``, with this repository's contracts."""
     return subprocess.run(
-        [sys.executable, "-c", "import sys; from importlinter.cli import lint_imports_command; "
-                               "sys.exit(lint_imports_command())",
-         "--config", str(REPO / "pyproject.toml"), "--no-cache"],
-        cwd=root, capture_output=True, text=True, timeout=120, env={"PYTHONPATH": str(root), "PATH": ""},
+        [
+            sys.executable,
+            "-c",
+            "import sys; from importlinter.cli import lint_imports_command; sys.exit(lint_imports_command())",
+            "--config",
+            str(REPO / "pyproject.toml"),
+            "--no-cache",
+        ],
+        cwd=root,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={"PYTHONPATH": str(root), "PATH": ""},
     )
 
 
@@ -50,7 +60,9 @@ def test_a_domain_module_importing_the_text_layer_breaks_it(tmp_path: Path) -> N
     shutil.copytree(PACKAGE, copy, ignore=shutil.ignore_patterns("__pycache__", "_docs_data"))
     (copy / "kernel" / "leaky.py").write_text("from biopb_mcp.text import kernel\n", encoding="utf-8")
     done = lint_imports(tmp_path)
-    assert done.returncode != 0 and "biopb_mcp.kernel is not allowed to import biopb_mcp.text" in done.stdout, done.stdout
+    assert done.returncode != 0 and "biopb_mcp.kernel is not allowed to import biopb_mcp.text" in done.stdout, (
+        done.stdout
+    )
 
 
 STDLIB_ONLY = """

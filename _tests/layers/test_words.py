@@ -12,8 +12,19 @@ import biopb_mcp
 from biopb_mcp.config.settings import SCHEMA
 
 PACKAGE = Path(biopb_mcp.__file__).parent
-TOOLS = ("start_kernel", "execute_code", "poll_job", "interrupt_kernel", "restart_kernel", "inspect_object",
-         "server_status", "read_doc", "write_doc", "search_docs", "look_at_viewer")
+TOOLS = (
+    "start_kernel",
+    "execute_code",
+    "poll_job",
+    "interrupt_kernel",
+    "restart_kernel",
+    "inspect_object",
+    "server_status",
+    "read_doc",
+    "write_doc",
+    "search_docs",
+    "look_at_viewer",
+)
 NAMES = re.compile(
     r"\b(" + "|".join(TOOLS) + r")\b"
     r"|\bbiopb-mcp [a-z]|--existing\b"
@@ -30,7 +41,12 @@ def _docstrings(tree: ast.AST) -> set[int]:
     found: set[int] = set()
     for node in ast.walk(tree):
         body = getattr(node, "body", None)
-        if isinstance(body, list) and body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant):
+        if (
+            isinstance(body, list)
+            and body
+            and isinstance(body[0], ast.Expr)
+            and isinstance(body[0].value, ast.Constant)
+        ):
             found.add(id(body[0].value))
         if isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant):
             found.add(id(node.value))  # attribute docstrings
@@ -41,8 +57,12 @@ def _log_arguments(tree: ast.AST) -> set[int]:
     """Strings handed to ``logger.<level>(...)``: the log reader's, worded where they are logged."""
     found: set[int] = set()
     for node in ast.walk(tree):
-        if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
-                and isinstance(node.func.value, ast.Name) and node.func.value.id == "logger"):
+        if (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Attribute)
+            and isinstance(node.func.value, ast.Name)
+            and node.func.value.id == "logger"
+        ):
             for arg in node.args:
                 found.update(id(sub) for sub in ast.walk(arg))
     return found
@@ -61,8 +81,11 @@ def sentences_naming_actions() -> list[str]:
             skip = _docstrings(tree) | _log_arguments(tree)
             for node in ast.walk(tree):
                 if isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in skip:
-                    if " " in node.value.strip() and NAMES.search(node.value) and not any(
-                            rel == f and marker in node.value for f, marker in NOT_SENTENCES):
+                    if (
+                        " " in node.value.strip()
+                        and NAMES.search(node.value)
+                        and not any(rel == f and marker in node.value for f, marker in NOT_SENTENCES)
+                    ):
                         hits.append(f"{rel}:{node.lineno}: {node.value[:100]!r}")
     return hits
 

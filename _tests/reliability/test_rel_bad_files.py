@@ -62,7 +62,10 @@ def build_bad_tier(local: Path) -> None:
     os.symlink(local / "gone-target.md", local / "w.md")
     (local / "good.md").write_text("# good\n\nneedle-good plain doc\n")
     lines = ["# biopb docs", "", "## Bad files"]
-    lines += [f"- {doc_id}: the {doc_id} file" for doc_id in ["x", "huge", "longline", "unclosed", "y", "z", "w", "good", "y.md/inner"]]
+    lines += [
+        f"- {doc_id}: the {doc_id} file"
+        for doc_id in ["x", "huge", "longline", "unclosed", "y", "z", "w", "good", "y.md/inner"]
+    ]
     lines += ["", "## Filler"]
     lines += [f"- filler-{i}: entry {i} of a hand-grown index" for i in range(10_000 - len(lines))]
     (local / "index.md").write_text("\n".join(lines) + "\n")
@@ -91,7 +94,11 @@ async def test_server_survives_a_tier_of_bad_files(tmp_path: Path, counts: Count
                 assert "Traceback" not in text and len(text) < 2000
 
             # The odd-but-legal ones read fine, bounded by nothing but their own size.
-            for doc_id, needle in (("longline", "needle-longline"), ("unclosed", "needle-unclosed"), ("y.md/inner", "needle-inner")):
+            for doc_id, needle in (
+                ("longline", "needle-longline"),
+                ("unclosed", "needle-unclosed"),
+                ("y.md/inner", "needle-inner"),
+            ):
                 result = await client.call_tool("read_doc", {"id": doc_id})
                 assert not result.is_error and needle in _text(result), _text(result)[:300]
 
@@ -109,7 +116,11 @@ async def test_server_survives_a_tier_of_bad_files(tmp_path: Path, counts: Count
                 assert f"biopb://docs/{doc_id}" not in uris
 
             # search_docs goes around the bad files.
-            for needle, expect in (("needle-good", "good"), ("needle-unclosed", "unclosed"), ("needle-inner", "y.md/inner")):
+            for needle, expect in (
+                ("needle-good", "good"),
+                ("needle-unclosed", "unclosed"),
+                ("needle-inner", "y.md/inner"),
+            ):
                 result = await client.call_tool("search_docs", {"query": needle})
                 assert not result.is_error and expect in _text(result), _text(result)
             result = await client.call_tool("search_docs", {"query": "needle-longline"})

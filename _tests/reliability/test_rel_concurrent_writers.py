@@ -38,8 +38,10 @@ async def test_two_servers_and_a_hand_editor(tmp_path: Path, counts: Counter[str
     writers.prepare_round(store, r)
 
     with anyio.fail_after(150):
-        async with Client(stdio_params(env), mode="legacy", read_timeout_seconds=60) as a, \
-                Client(stdio_params(env), mode="auto", read_timeout_seconds=60) as b:
+        async with (
+            Client(stdio_params(env), mode="legacy", read_timeout_seconds=60) as a,
+            Client(stdio_params(env), mode="auto", read_timeout_seconds=60) as b,
+        ):
             result = await writers.run_round({"A": a, "B": b}, local, r, history_keep=KEEP)
 
     assert result.calls == 2 * (r.body_writes + r.creates + 2)

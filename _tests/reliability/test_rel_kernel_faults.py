@@ -72,7 +72,9 @@ async def client(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Clie
 
 
 async def test_flooding_stdout_is_bounded(client: Client, counts: Counter[str]) -> None:
-    _result, text = await run_to_end(client, "import sys\nfor i in range(200000):\n    sys.stdout.write('spam line %d\\n' % i)\n")
+    _result, text = await run_to_end(
+        client, "import sys\nfor i in range(200000):\n    sys.stdout.write('spam line %d\\n' % i)\n"
+    )
     assert len(text) < MAX_OUTPUT + 1000, len(text)
     assert "spam line 0" in text and re.search(r"truncat|more|offset", text, re.IGNORECASE), text[-500:]
     counts["kernel faults injected"] += 1

@@ -36,7 +36,9 @@ CHILD = textwrap.dedent(
 @pytest.mark.parametrize("umask", ["002", "022", "027", "077"])
 def test_tier_and_history_are_private(tmp_path: Path, umask: str) -> None:
     local = tmp_path / "cfg" / "docs"
-    done = subprocess.run([sys.executable, "-c", CHILD, str(local), umask], capture_output=True, text=True, timeout=60, check=False)
+    done = subprocess.run(
+        [sys.executable, "-c", CHILD, str(local), umask], capture_output=True, text=True, timeout=60, check=False
+    )
     assert done.returncode == 0, done.stderr
     dirs, files = [], []
     for top, dnames, fnames in os.walk(tmp_path / "cfg"):
@@ -48,6 +50,10 @@ def test_tier_and_history_are_private(tmp_path: Path, umask: str) -> None:
         assert expected in names, sorted(names)
     assert any(n.startswith(".history/") for n in names), sorted(names)
     for d in dirs:
-        assert stat.S_IMODE(d.stat().st_mode) == 0o700, f"{d} is {oct(stat.S_IMODE(d.stat().st_mode))} under umask {umask}"
+        assert stat.S_IMODE(d.stat().st_mode) == 0o700, (
+            f"{d} is {oct(stat.S_IMODE(d.stat().st_mode))} under umask {umask}"
+        )
     for f in files:
-        assert stat.S_IMODE(f.stat().st_mode) == 0o600, f"{f} is {oct(stat.S_IMODE(f.stat().st_mode))} under umask {umask}"
+        assert stat.S_IMODE(f.stat().st_mode) == 0o600, (
+            f"{f} is {oct(stat.S_IMODE(f.stat().st_mode))} under umask {umask}"
+        )

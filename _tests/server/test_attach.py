@@ -71,8 +71,9 @@ async def agent(world: World) -> AsyncIterator[Client]:
     printed = world.notebook.run("%load_ext biopb_mcp").stdout
     entry = json.loads(next(line for line in printed.splitlines() if line.strip().startswith("{")))
     entry = entry["mcpServers"]["biopb"]
-    params = StdioServerParameters(command=entry["command"], args=entry["args"],
-                                   env={**world.env, **entry.get("env", {})})
+    params = StdioServerParameters(
+        command=entry["command"], args=entry["args"], env={**world.env, **entry.get("env", {})}
+    )
     async with Client(params, mode="legacy", read_timeout_seconds=90) as client:
         yield client
 
@@ -100,7 +101,9 @@ async def test_the_printed_command_attaches_and_the_namespace_is_shared(world: W
     started = await call(agent, "start_kernel")
     assert not started.is_error, text_of(started)
     assert "attached" in text_of(started).lower()
-    assert world.notebook.run("print('PLUGIN_VALUE' in dir(), '__biopb_bootstrap__' in dir())").stdout == "False False\n"
+    assert (
+        world.notebook.run("print('PLUGIN_VALUE' in dir(), '__biopb_bootstrap__' in dir())").stdout == "False False\n"
+    )
     ran = await run_to_end(agent, "print(sum(cells)); agent_mean = 2.5")
     assert job_output(ran).strip() == "12", text_of(ran)
     assert world.notebook.run("print(agent_mean * 2)").stdout == "5.0\n"
@@ -109,8 +112,7 @@ async def test_the_printed_command_attaches_and_the_namespace_is_shared(world: W
 
 
 async def test_the_scientists_cells_never_reach_the_agent(world: World, agent: Client) -> None:
-    code = ("import time\nfor i in range(8):\n    print('scientist-was-here', flush=True)\n"
-            "    time.sleep(0.1)\n")
+    code = "import time\nfor i in range(8):\n    print('scientist-was-here', flush=True)\n    time.sleep(0.1)\n"
     notebook_ran: list[str] = []
     scientist = threading.Thread(target=lambda: notebook_ran.append(world.notebook.run(code).stdout))
     scientist.start()
@@ -171,8 +173,10 @@ def test_a_copied_connection_file_found_by_lookup_and_sigkill_leaves_the_kernel(
     lookup_rt.mkdir(mode=0o700)
     shutil.copy(world.notebook.connection_file, lookup_rt / "kernel-hpc.json")
     other = world.root / "other-config"
-    env = {**isolated_env(other, extra_config="[kernel]\nexisting_plugins = true\n"),
-           "JUPYTER_RUNTIME_DIR": str(lookup_rt)}
+    env = {
+        **isolated_env(other, extra_config="[kernel]\nexisting_plugins = true\n"),
+        "JUPYTER_RUNTIME_DIR": str(lookup_rt),
+    }
     (other / "config" / "kernel").mkdir()
     (other / "config" / "kernel" / "good.py").write_text(GOOD_PLUGIN)
     (other / "config" / "kernel" / "bad.py").write_text(BAD_PLUGIN)
@@ -186,7 +190,8 @@ def test_a_copied_connection_file_found_by_lookup_and_sigkill_leaves_the_kernel(
         ran = run_to_end_raw(server, "print(cells[0], PLUGIN_VALUE)")
         assert printed(result_text(ran)).strip() == "3 41"
         guard = world.notebook.run(
-            "import os; print(__biopb_bootstrap__['shutdown_guard'], [k for k in os.environ if 'BIOPB_MCP' in k])")
+            "import os; print(__biopb_bootstrap__['shutdown_guard'], [k for k in os.environ if 'BIOPB_MCP' in k])"
+        )
         assert guard.stdout == "False []\n"  # the kernel's shutdown stays its frontend's; its env is as it was
         server.proc.send_signal(signal.SIGKILL)
         server.proc.wait(10)

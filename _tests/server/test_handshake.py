@@ -22,7 +22,14 @@ from biopb_mcp.text.instructions import (
 def test_order_is_start_header_index_read_guardrails_ask(tmp_path: Path) -> None:
     store = DocStore(tmp_path / "docs")
     text = compose_instructions(store)
-    parts = [START_LINE, INDEX_HEADER, render_index(store, hide_ignored=True).strip(), READ_FIRST_LINE, GUARDRAILS, ASK_FIRST_LINE]
+    parts = [
+        START_LINE,
+        INDEX_HEADER,
+        render_index(store, hide_ignored=True).strip(),
+        READ_FIRST_LINE,
+        GUARDRAILS,
+        ASK_FIRST_LINE,
+    ]
     positions = [text.index(part) for part in parts]
     assert positions == sorted(positions)
     assert "not a sandbox" in text and "raw data" in text and "results folder" in text
@@ -53,7 +60,9 @@ def test_the_handshake_never_spells_out_ignored_ids(tmp_path: Path) -> None:
     local = tmp_path / "docs"
     local.mkdir()
     store = DocStore(local)
-    store.write_doc("index", body="# idx\n\n## References\n- authoring: write a doc\n\nignored: flatfield, count-spots\n")
+    store.write_doc(
+        "index", body="# idx\n\n## References\n- authoring: write a doc\n\nignored: flatfield, count-spots\n"
+    )
     text = compose_instructions(store)
     assert "flatfield" not in text and "count-spots" not in text
     assert "ignored: (2 shipped docs" in text
@@ -63,7 +72,9 @@ def test_the_handshake_never_spells_out_ignored_ids(tmp_path: Path) -> None:
 def test_a_hand_grown_index_is_cut_with_a_note_not_inlined_whole(tmp_path: Path) -> None:
     local = tmp_path / "docs"
     local.mkdir()
-    lines = "".join(f"- lab/protocol-{i}: when the user asks about protocol number {i} of the lab\n" for i in range(10_000))
+    lines = "".join(
+        f"- lab/protocol-{i}: when the user asks about protocol number {i} of the lab\n" for i in range(10_000)
+    )
     (local / "index.md").write_text("# idx\n\n## Lab\n" + lines)
     store = DocStore(local)
     text = compose_instructions(store)
@@ -80,7 +91,9 @@ def test_the_ignored_line_says_what_it_means_and_a_bare_one_shows_nothing(tmp_pa
     seeded = compose_instructions(store)  # the shipped seed ends with an empty ignored: line
     assert not [line for line in seeded.splitlines() if line.strip().startswith("ignored")]
     assert not [line for line in read_doc(store, "index").splitlines() if line.strip().startswith("ignored")]
-    store.write_doc("index", body="# idx\n\n## References\n- authoring: write a doc\n\nignored: flatfield, count-spots\n")
+    store.write_doc(
+        "index", body="# idx\n\n## References\n- authoring: write a doc\n\nignored: flatfield, count-spots\n"
+    )
     for text in (compose_instructions(store), read_doc(store, "index")):
         line = next(line for line in text.splitlines() if line.startswith("ignored:"))
         assert IGNORED_NOTE in line, line

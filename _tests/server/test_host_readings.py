@@ -135,29 +135,39 @@ async def test_a_cell_that_prints_raises_and_shows_a_figure_is_seen_whole(served
     assert result.is_error and result.structured_content is None
     line = parse_job_line(text_only_reading(result))
     assert line is not None and line.status == "error" and line.next_offset is None
-    assert_seen(result, "the mean is 4.25", "ValueError", "threshold too low for this field", "Traceback",
-                f"[{line.job_id}: error]")
+    assert_seen(
+        result,
+        "the mean is 4.25",
+        "ValueError",
+        "threshold too low for this field",
+        "Traceback",
+        f"[{line.job_id}: error]",
+    )
     # the figure, opened under Agg, still reaches the model: as a picture, and as a file in text
     assert "<picture image/png" in spec_reading(result)
     saved = re.findall(r"saved to (\S+\.png)\]", text_only_reading(result))
     assert len(saved) == 1 and Path(saved[0]).read_bytes().startswith(b"\x89PNG")
 
 
-async def test_a_job_and_its_pages_carry_the_id_and_the_next_offset(served: tuple[Client, AppState],
-                                                                  tmp_path: Path) -> None:
+async def test_a_job_and_its_pages_carry_the_id_and_the_next_offset(
+    served: tuple[Client, AppState], tmp_path: Path
+) -> None:
     client, _ = served
     await call(client, "start_kernel")
     flag = tmp_path / "go"
-    code = (f"import os, time\nfor i in range(200):\n    print(f'line {{i:03d}} of the long report')\n"
-            f"while not os.path.exists({str(flag)!r}):\n    time.sleep(0.02)\nprint('report done')")
+    code = (
+        f"import os, time\nfor i in range(200):\n    print(f'line {{i:03d}} of the long report')\n"
+        f"while not os.path.exists({str(flag)!r}):\n    time.sleep(0.02)\nprint('report done')"
+    )
     started = await call(client, "execute_code", code=code)
     line = parse_job_line(text_only_reading(started))
     assert line is not None and line.running and line.next_offset is not None
     assert_seen(started, f"[{line.job_id}: running, next_offset=", "poll_job", line.job_id)
     flag.touch()
     with anyio.fail_after(60):
-        while (polled := parse_job_line(text_only_reading(await call(client, "poll_job", job_id=line.job_id)))) \
-                and polled.running:
+        while (
+            polled := parse_job_line(text_only_reading(await call(client, "poll_job", job_id=line.job_id)))
+        ) and polled.running:
             await anyio.sleep(0.05)
     first = await call(client, "poll_job", job_id=line.job_id)
     page = parse_job_line(text_only_reading(first))
@@ -173,12 +183,15 @@ async def test_a_job_and_its_pages_carry_the_id_and_the_next_offset(served: tupl
     assert "report done" in pages[-1] and len(pages) >= 3
 
 
-async def test_busy_paused_and_error_answers_name_the_next_step(served: tuple[Client, AppState], tmp_path: Path) -> None:
+async def test_busy_paused_and_error_answers_name_the_next_step(
+    served: tuple[Client, AppState], tmp_path: Path
+) -> None:
     client, state = served
     await call(client, "start_kernel")
     flag = tmp_path / "go"
-    job = await call(client, "execute_code",
-                     code=f"import os, time\nwhile not os.path.exists({str(flag)!r}):\n    time.sleep(0.02)")
+    job = await call(
+        client, "execute_code", code=f"import os, time\nwhile not os.path.exists({str(flag)!r}):\n    time.sleep(0.02)"
+    )
     line = parse_job_line(text_only_reading(job))
     assert line is not None and line.running
     busy = await call(client, "execute_code", code="1")
@@ -217,7 +230,8 @@ async def test_doc_and_status_tools_are_text_in_every_reading(served: tuple[Clie
 
 
 async def test_a_call_cancelled_while_its_code_finishes_is_named_in_the_next_answer(
-        served: tuple[Client, AppState]) -> None:
+    served: tuple[Client, AppState],
+) -> None:
     client, _ = served
     await call(client, "start_kernel")
     with anyio.move_on_after(0.3):  # the client gives up while the code still runs; it ends at 0.9 s

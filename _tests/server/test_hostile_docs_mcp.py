@@ -78,8 +78,10 @@ async def test_hostile_docs_never_stop_the_server_answering_ping(built: Any) -> 
                 ("search_docs", lambda: client.call_tool("search_docs", {"query": "harmless prose"})),
                 ("resources/list", lambda: client.list_resources()),
                 ("write_doc big", lambda: client.call_tool("write_doc", {"id": "big", "body": big})),
-                ("old/new 10 KB", lambda: client.call_tool(
-                    "write_doc", {"id": "big", "old": "x" * 10_000, "new": "y"})),
+                (
+                    "old/new 10 KB",
+                    lambda: client.call_tool("write_doc", {"id": "big", "old": "x" * 10_000, "new": "y"}),
+                ),
                 ("2 MB query", lambda: client.call_tool("search_docs", {"query": "threshold " * 200_000})),
             ]
             results: dict[str, Any] = {}

@@ -40,7 +40,10 @@ class HttpServer:
         with self.stderr_path.open("wb") as err:
             self.proc = subprocess.Popen(
                 [sys.executable, "-m", "biopb_mcp", "--transport", "http", "--port", "0", *args],
-                stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=err, env=env,
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL,
+                stderr=err,
+                env=env,
             )
         deadline = time.monotonic() + 60
         while not (match := re.search(r"serving streamable HTTP at (http://\S+)", self.stderr())):
@@ -81,7 +84,9 @@ def post(server: HttpServer, headers: dict[str, str]) -> httpx2.Response:
 
 
 def test_binds_loopback_only(server: HttpServer) -> None:
-    listening = [c.laddr for c in psutil.Process(server.proc.pid).net_connections("inet") if c.status == psutil.CONN_LISTEN]
+    listening = [
+        c.laddr for c in psutil.Process(server.proc.pid).net_connections("inet") if c.status == psutil.CONN_LISTEN
+    ]
     assert listening and {addr.ip for addr in listening} == {"127.0.0.1"}
     assert server.url.startswith("http://127.0.0.1:")
 
@@ -122,8 +127,10 @@ def server_log(server: HttpServer) -> Path:
 
 def test_a_non_ascii_bearer_token_is_401_without_a_traceback(server: HttpServer) -> None:
     with socket.create_connection(("127.0.0.1", server.port), timeout=30) as sock:
-        sock.sendall(b"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1:%d\r\nAuthorization: Bearer \xff\xfe\r\n"
-                     b"Content-Length: 2\r\nConnection: close\r\n\r\n{}" % server.port)
+        sock.sendall(
+            b"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1:%d\r\nAuthorization: Bearer \xff\xfe\r\n"
+            b"Content-Length: 2\r\nConnection: close\r\n\r\n{}" % server.port
+        )
         reply = b""
         while chunk := sock.recv(65536):
             reply += chunk
@@ -136,7 +143,9 @@ def test_a_flood_of_refused_requests_with_8kb_origins_leaves_the_log_bounded(ser
     origin = "http://" + "o" * 8192
     with httpx2.Client(timeout=30) as http:
         for _ in range(300):
-            response = http.post(f"http://127.0.0.1:{server.port}/mcp", json=INIT, headers={**HEADERS, "origin": origin})
+            response = http.post(
+                f"http://127.0.0.1:{server.port}/mcp", json=INIT, headers={**HEADERS, "origin": origin}
+            )
             assert response.status_code == 403
             assert len(response.content) < 1000
     grown = server_log(server).stat().st_size - before
@@ -144,11 +153,14 @@ def test_a_flood_of_refused_requests_with_8kb_origins_leaves_the_log_bounded(ser
 
 
 @pytest.mark.anyio
-@pytest.mark.parametrize(("headers", "said"), [
-    ({"authorization": "Bearer wrong-token"}, "Wrong bearer token"),
-    ({}, "No bearer token"),
-    ({"authorization": "Basic abc"}, "is not 'Bearer <token>'"),
-])
+@pytest.mark.parametrize(
+    ("headers", "said"),
+    [
+        ({"authorization": "Bearer wrong-token"}, "Wrong bearer token"),
+        ({}, "No bearer token"),
+        ({"authorization": "Basic abc"}, "is not 'Bearer <token>'"),
+    ],
+)
 async def test_the_sdk_client_shows_why_its_token_was_refused(
     server: HttpServer, headers: dict[str, str], said: str
 ) -> None:
@@ -162,7 +174,9 @@ async def test_the_sdk_client_shows_why_its_token_was_refused(
     assert errors and said in str(errors[0]) and "http-token" in str(errors[0]), repr(caught.value)
     response = post(server, headers)
     assert response.status_code == 401 and said in response.json()["error"]["message"]
-    assert 'error="invalid_token"' in response.headers["www-authenticate"] and said in response.headers["www-authenticate"]
+    assert (
+        'error="invalid_token"' in response.headers["www-authenticate"] and said in response.headers["www-authenticate"]
+    )
 
 
 def _leaves(exc: BaseException) -> list[BaseException]:
@@ -213,7 +227,11 @@ def test_an_unwritable_runtime_dir_is_one_error_line_and_exit_2(tmp_path: Path) 
     env = {**os.environ, **make_env(tmp_path, config=f'[server]\nruntime_dir = "{blocker}/biopb"\n')}
     done = subprocess.run(
         [sys.executable, "-m", "biopb_mcp", "--transport", "http", "--port", "0"],
-        stdin=subprocess.DEVNULL, capture_output=True, text=True, env=env, timeout=60,
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=60,
     )
     assert done.returncode == 2, done.stderr
     assert "Traceback" not in done.stderr

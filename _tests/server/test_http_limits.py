@@ -149,12 +149,17 @@ def test_the_cap_leaves_room_under_the_descriptor_limit() -> None:
     assert connection_cap(64) == 8
 
 
-def test_a_failed_accept_for_lack_of_descriptors_is_one_line_without_a_traceback(caplog: pytest.LogCaptureFixture) -> None:
+def test_a_failed_accept_for_lack_of_descriptors_is_one_line_without_a_traceback(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
     handler = accept_error_handler(None)
     loop = asyncio.new_event_loop()
     try:
         with caplog.at_level("WARNING"):
-            handler(loop, {"message": "socket.accept() out of system resource", "exception": OSError(24, "Too many open files")})
+            handler(
+                loop,
+                {"message": "socket.accept() out of system resource", "exception": OSError(24, "Too many open files")},
+            )
     finally:
         loop.close()
     assert len(caplog.records) == 1 and caplog.records[0].exc_info is None

@@ -49,7 +49,9 @@ def test_missing_host_is_refused(guard: HttpGuard) -> None:
     assert refused is not None and refused[0] == 421
 
 
-@pytest.mark.parametrize("origin", ["http://evil.example", "http://127.0.0.1:9999", "null", "http://localhost:4321.evil"])
+@pytest.mark.parametrize(
+    "origin", ["http://evil.example", "http://127.0.0.1:9999", "null", "http://localhost:4321.evil"]
+)
 def test_foreign_origin_is_refused(guard: HttpGuard, origin: str) -> None:
     refused = guard.check(_headers(origin=origin))
     assert refused is not None and refused[0] == 403
@@ -165,7 +167,9 @@ def _returns_within(seconds: float, call: Callable[[], object]) -> object:
     return out[0]
 
 
-def test_a_fifo_at_the_token_path_is_replaced_without_blocking(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+def test_a_fifo_at_the_token_path_is_replaced_without_blocking(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
     """A FIFO planted at the stored token's name hung the HTTP start on its open."""
     state = tmp_path / "state"
     state.mkdir()

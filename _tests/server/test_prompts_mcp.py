@@ -109,9 +109,14 @@ async def test_the_seeded_tree_lists_the_procedures_and_none_of_the_references(b
     assert {"flatfield", "segment-nuclei", "large-image", "count-spots"} <= set(prompts)
     assert not REFERENCES & set(prompts)
     nuclei = prompts["segment-nuclei"]
-    assert nuclei.title == "Segment nuclei" and nuclei.description and nuclei.description.startswith("count and outline")
+    assert (
+        nuclei.title == "Segment nuclei" and nuclei.description and nuclei.description.startswith("count and outline")
+    )
     assert [(a.name, a.required) for a in nuclei.arguments or []] == [
-        ("image", False), ("nucleus_diameter_px", False), ("exclude_edge", False)]
+        ("image", False),
+        ("nucleus_diameter_px", False),
+        ("exclude_edge", False),
+    ]
     assert all(p.description for p in prompts.values())
 
 
@@ -158,14 +163,21 @@ async def test_a_local_procedure_is_a_prompt_once_filed_and_a_missing_required_a
     mcp, _ = built
     with anyio.fail_after(WAIT):
         async with Client(mcp, mode=mode, cache=None) as client:
-            written = await client.call_tool("write_doc", {"id": "lab/count-cells", "body": COUNT_CELLS,
-                                                           "section": "Procedures"})
+            written = await client.call_tool(
+                "write_doc", {"id": "lab/count-cells", "body": COUNT_CELLS, "section": "Procedures"}
+            )
             assert not written.is_error, text_of(written)
             prompts = {p.name: p for p in (await client.list_prompts()).prompts}
             assert prompt_name("lab/count-cells") == "lab.count-cells" in prompts
             assert [(a.name, a.required) for a in prompts["lab.count-cells"].arguments or []] == [
-                ("image", True), ("min_area_px", False)]
-            for arguments, said in (({}, "'image'"), ({"image": "  "}, "'image'"), ({"image": "a.tif", "sigma": "2"}, "'sigma'")):
+                ("image", True),
+                ("min_area_px", False),
+            ]
+            for arguments, said in (
+                ({}, "'image'"),
+                ({"image": "  "}, "'image'"),
+                ({"image": "a.tif", "sigma": "2"}, "'sigma'"),
+            ):
                 with pytest.raises(MCPError) as exc_info:
                     await client.get_prompt("lab.count-cells", arguments)
                 assert exc_info.value.error.code == -32602
@@ -189,7 +201,9 @@ async def test_an_index_edit_that_adds_a_procedure_line_sends_prompts_list_chang
         if mode == "legacy":
             async with Client(mcp, mode=mode, cache=None, message_handler=inbox) as client:
                 before = [p.name for p in (await client.list_prompts()).prompts]
-                assert not (await client.call_tool("write_doc", {"id": "kernel", "body": "# Kernel\n\nMine.\n"})).is_error
+                assert not (
+                    await client.call_tool("write_doc", {"id": "kernel", "body": "# Kernel\n\nMine.\n"})
+                ).is_error
                 assert not (await client.call_tool("write_doc", add_line)).is_error
                 await inbox.wait(1)
                 after = [p.name for p in (await client.list_prompts()).prompts]
@@ -197,7 +211,9 @@ async def test_an_index_edit_that_adds_a_procedure_line_sends_prompts_list_chang
         else:
             async with Client(mcp, mode=mode, cache=None) as client, client.listen(prompts_list_changed=True) as sub:
                 before = [p.name for p in (await client.list_prompts()).prompts]
-                assert not (await client.call_tool("write_doc", {"id": "kernel", "body": "# Kernel\n\nMine.\n"})).is_error
+                assert not (
+                    await client.call_tool("write_doc", {"id": "kernel", "body": "# Kernel\n\nMine.\n"})
+                ).is_error
                 assert not (await client.call_tool("write_doc", add_line)).is_error
                 async for event in sub:
                     assert event == PromptsListChanged()
@@ -236,8 +252,9 @@ async def test_completion_offers_doc_ids_listed_first_at_most_100_with_total(bui
             every = (await client.complete(TEMPLATE, {"name": "id", "value": ""})).completion
             many = (await client.complete(TEMPLATE, {"name": "id", "value": "notes/n1"})).completion
             with pytest.raises(MCPError) as exc_info:
-                await client.complete(ResourceTemplateReference(type="ref/resource", uri="file:///{path}"),
-                                      {"name": "path", "value": ""})
+                await client.complete(
+                    ResourceTemplateReference(type="ref/resource", uri="file:///{path}"), {"name": "path", "value": ""}
+                )
             assert exc_info.value.error.code == -32602
     assert seg.values == ["segment-nuclei"] and seg.total == 1 and not seg.has_more
     assert every.values[:3] == ["index", "kernel", "data"]  # the index, then its entries in order
@@ -281,7 +298,9 @@ async def test_a_file_argument_completes_from_the_working_directory_and_never_ou
                 assert await values(client, "image", escape) == [], escape
             assert await values(client, "nucleus_diameter_px", "") == []  # not a file argument
             with pytest.raises(MCPError) as exc_info:
-                await client.complete(PromptReference(type="ref/prompt", name="no-such"), {"name": "image", "value": ""})
+                await client.complete(
+                    PromptReference(type="ref/prompt", name="no-such"), {"name": "image", "value": ""}
+                )
             assert exc_info.value.error.code == -32602
 
 
@@ -315,8 +334,9 @@ async def test_write_doc_section_lab_files_a_new_doc_under_lab_in_one_call(built
     with anyio.fail_after(WAIT):
         async with Client(mcp, mode=mode, cache=None) as client:
             result = await client.call_tool("write_doc", {"id": "lab/areas", "body": body, "section": "Lab"})
-            refused = await client.call_tool("write_doc", {"id": "lab/areas", "old": "Always", "new": "Only",
-                                                           "section": "Lab"})
+            refused = await client.call_tool(
+                "write_doc", {"id": "lab/areas", "old": "Always", "new": "Only", "section": "Lab"}
+            )
     text = text_of(result)
     assert not result.is_error and "+# Areas" in text and "Index: filed under ## Lab:" in text and "+## Lab" in text
     index = (state.store.local_dir / "index.md").read_text()
@@ -331,14 +351,21 @@ async def test_search_docs_finds_a_rule_kept_in_the_index(built: Any, mode: str)
     rule = "## Lab rules\nPositive cells: GFP mean above 2.5 times the background median.\n"
     with anyio.fail_after(WAIT):
         async with Client(mcp, mode=mode, cache=None) as client:
-            assert not (await client.call_tool("write_doc", {"id": "index", "old": "ignored:", "new": rule + "\nignored:"})).is_error
+            assert not (
+                await client.call_tool("write_doc", {"id": "index", "old": "ignored:", "new": rule + "\nignored:"})
+            ).is_error
             found = text_of(await client.call_tool("search_docs", {"query": "GFP mean above"}))
     assert "1. index — § Lab rules" in found and "2.5 times the background" in found
 
 
 async def test_over_stdio_prompts_list_get_and_complete(tmp_path: Path) -> None:
-    env = {**os.environ, "BIOPB_CONFIG_DIR": str(tmp_path / "config"), "XDG_STATE_HOME": str(tmp_path / "state"),
-           "XDG_RUNTIME_DIR": str(tmp_path / "runtime"), "XDG_CACHE_HOME": str(tmp_path / "cache")}
+    env = {
+        **os.environ,
+        "BIOPB_CONFIG_DIR": str(tmp_path / "config"),
+        "XDG_STATE_HOME": str(tmp_path / "state"),
+        "XDG_RUNTIME_DIR": str(tmp_path / "runtime"),
+        "XDG_CACHE_HOME": str(tmp_path / "cache"),
+    }
     (tmp_path / "cells.tif").write_text("x")
     params = StdioServerParameters(command=sys.executable, args=["-m", "biopb_mcp"], env=env, cwd=str(tmp_path))
     with anyio.fail_after(120):
@@ -346,8 +373,9 @@ async def test_over_stdio_prompts_list_get_and_complete(tmp_path: Path) -> None:
             assert client.server_capabilities.prompts is not None
             names = [p.name for p in (await client.list_prompts()).prompts]
             got = await client.get_prompt("flatfield", {"image": "cells.tif"})
-            files = await client.complete(PromptReference(type="ref/prompt", name="flatfield"),
-                                          {"name": "image", "value": "ce"})
+            files = await client.complete(
+                PromptReference(type="ref/prompt", name="flatfield"), {"name": "image", "value": "ce"}
+            )
     assert "flatfield" in names and not REFERENCES & set(names)
     assert isinstance(got.messages[1].content, EmbeddedResource)
     assert files.completion.values == ["cells.tif"]

@@ -309,7 +309,6 @@ def test_changes_between_snapshots() -> None:
     assert changes(gone, old) == ([INDEX_URI, doc_uri("b")], True)
 
 
-
 @pytest.mark.anyio
 async def test_an_index_write_announces_the_index_once(tmp_path: Path) -> None:
     """write_doc("index") is a write to the index URI only: one resources/updated, not two."""
@@ -337,7 +336,9 @@ async def until_count(inbox: Inbox, uri: str, count: int) -> None:
             while inbox.updated.count(uri) < count:
                 await anyio.sleep(0.02)
     except TimeoutError:
-        raise AssertionError(f"{uri} announced {inbox.updated.count(uri)} times, not {count}: {inbox.updated}") from None
+        raise AssertionError(
+            f"{uri} announced {inbox.updated.count(uri)} times, not {count}: {inbox.updated}"
+        ) from None
 
 
 async def watcher_looked_again(inbox: Inbox, local: Path, probe: str, times: int) -> None:
@@ -549,8 +550,9 @@ async def test_one_feed_tells_both_search_and_subscribers_of_a_hand_edit(tmp_pat
 
 
 @pytest.mark.anyio
-async def test_without_folder_watches_a_hand_edit_is_still_announced(tmp_path: Path,
-                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+async def test_without_folder_watches_a_hand_edit_is_still_announced(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     def refused() -> None:
         raise WatchUnavailable(28, "inotify watch limit reached")
 

@@ -26,7 +26,11 @@ pytestmark = pytest.mark.anyio
 MODES = ["legacy", "auto"]
 READ_ONLY_TOOLS = {"read_doc", "search_docs", "server_status", "inspect_object", "poll_job"}
 ALL_TOOLS = READ_ONLY_TOOLS | {
-    "start_kernel", "execute_code", "interrupt_kernel", "restart_kernel", "write_doc",
+    "start_kernel",
+    "execute_code",
+    "interrupt_kernel",
+    "restart_kernel",
+    "write_doc",
 }
 
 
@@ -89,8 +93,11 @@ async def test_a_hand_edit_of_the_index_shows_in_the_next_session(built: Any) ->
 async def test_kernel_tools_before_start_name_the_state_and_start_kernel(built: Any, mode: str) -> None:
     mcp, _ = built
     async with Client(mcp, mode=mode) as client:
-        for name, args in [("execute_code", {"code": "1"}), ("inspect_object", {"path": "x"}),
-                           ("interrupt_kernel", {})]:
+        for name, args in [
+            ("execute_code", {"code": "1"}),
+            ("inspect_object", {"path": "x"}),
+            ("interrupt_kernel", {}),
+        ]:
             result = await client.call_tool(name, args)
             assert result.is_error, name
             assert "not_started" in text_of(result) and "start_kernel" in text_of(result), name
@@ -133,7 +140,9 @@ async def test_doc_tools_round_trip_with_the_stores_own_errors(built: Any, mode:
 async def test_search_docs_finds_a_written_section_and_refuses_an_empty_query(built: Any) -> None:
     mcp, _ = built
     async with Client(mcp, mode="legacy") as client:
-        await client.call_tool("write_doc", {"id": "probe", "body": "# Probe\n\n## Zebrafish quirks\n\nxylophone-marker\n"})
+        await client.call_tool(
+            "write_doc", {"id": "probe", "body": "# Probe\n\n## Zebrafish quirks\n\nxylophone-marker\n"}
+        )
         hits = await client.call_tool("search_docs", {"query": "xylophone-marker"})
         assert not hits.is_error and "probe" in text_of(hits)
         empty = await client.call_tool("search_docs", {"query": "   "})
@@ -207,8 +216,10 @@ async def test_loop_stays_free_while_code_runs(built: Any, mode: str, tmp_path: 
     started = tmp_path / f"started-{mode}"
     # The code marks its own start: an interrupt sent before the code runs is (rightly) reported as
     # "none of it ran", so the test interrupts only once the loop is really running.
-    code = (f"import os, time\nopen({str(started)!r}, 'w').close()\n"
-            f"while not os.path.exists({str(flag)!r}):\n    time.sleep(0.05)\nprint('released')")
+    code = (
+        f"import os, time\nopen({str(started)!r}, 'w').close()\n"
+        f"while not os.path.exists({str(flag)!r}):\n    time.sleep(0.05)\nprint('released')"
+    )
     seen: list[float] = []
     first_progress = anyio.Event()
 
@@ -221,8 +232,11 @@ async def test_loop_stays_free_while_code_runs(built: Any, mode: str, tmp_path: 
         async with Client(mcp, mode=mode) as client:
             assert not (await client.call_tool("start_kernel", {})).is_error
             async with anyio.create_task_group() as tg:
+
                 async def run() -> None:
-                    results["exec"] = await client.call_tool("execute_code", {"code": code}, progress_callback=on_progress)
+                    results["exec"] = await client.call_tool(
+                        "execute_code", {"code": code}, progress_callback=on_progress
+                    )
 
                 tg.start_soon(run)
                 await _wait_busy(client)

@@ -43,7 +43,9 @@ def anyio_backend() -> str:
 
 
 @pytest.fixture(scope="module", params=["legacy", "auto"])
-async def session(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[tuple[Client, Path]]:
+async def session(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> AsyncIterator[tuple[Client, Path]]:
     root = tmp_path_factory.mktemp(f"stdio-{request.param}")
     env = make_env(root, config="[kernel]\npromote_after = 1.0\n", plugins={"noisy.py": NOISY_PLUGIN})
     async with Client(stdio_params(env), mode=request.param, read_timeout_seconds=90) as client:
@@ -55,8 +57,6 @@ async def run(client: Client, code: str) -> CallToolResult:
         return await client.call_tool("execute_code", {"code": code})
 
 
-
-
 async def started(client: Client) -> None:
     with anyio.fail_after(90):
         result = await client.call_tool("start_kernel", {})
@@ -65,12 +65,17 @@ async def started(client: Client) -> None:
 
 def tiny_png() -> bytes:
     """A valid 2x2 RGB PNG made without PIL or matplotlib."""
+
     def chunk(kind: bytes, data: bytes) -> bytes:
         return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data) & 0xFFFFFFFF)
 
     raw = b"".join(b"\x00" + b"\xff\x00\x00" * 2 for _ in range(2))
-    return (b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", struct.pack(">IIBBBBB", 2, 2, 8, 2, 0, 0, 0))
-            + chunk(b"IDAT", zlib.compress(raw)) + chunk(b"IEND", b""))
+    return (
+        b"\x89PNG\r\n\x1a\n"
+        + chunk(b"IHDR", struct.pack(">IIBBBBB", 2, 2, 8, 2, 0, 0, 0))
+        + chunk(b"IDAT", zlib.compress(raw))
+        + chunk(b"IEND", b"")
+    )
 
 
 async def test_initialize_carries_the_rendered_index(session: tuple[Client, Path]) -> None:
@@ -122,8 +127,7 @@ async def test_150_images_in_one_call_attach_at_most_max_images_and_name_the_res
 ) -> None:
     client, _ = session
     await started(client)
-    code = (f"from IPython.display import Image, display\nfor _ in range(150):\n"
-            f"    display(Image(data={tiny_png()!r}))")
+    code = f"from IPython.display import Image, display\nfor _ in range(150):\n    display(Image(data={tiny_png()!r}))"
     result = await run_to_end(client, code)
     assert not result.is_error, text_of(result)
     images = [block for block in result.content if isinstance(block, ImageContent)]

@@ -90,8 +90,10 @@ def test_an_unknown_tool_or_prompt_is_invalid_params(tmp_path: Path) -> None:
     try:
         init = server.initialize()
         assert init["capabilities"]["prompts"] == {"listChanged": True} and "tools" in init["capabilities"]
-        for method, params in (("tools/call", {"name": "no_such_tool", "arguments": {}}),
-                               ("prompts/get", {"name": "no-such-prompt"})):
+        for method, params in (
+            ("tools/call", {"name": "no_such_tool", "arguments": {}}),
+            ("prompts/get", {"name": "no-such-prompt"}),
+        ):
             reply = server.response(server.request(method, params), timeout=30)
             assert reply["error"]["code"] == -32602 and "no" in reply["error"]["message"], reply
     finally:

@@ -83,7 +83,9 @@ async def test_an_async_tool_answers_a_domain_error_from_a_worker_thread_with_th
 
 
 @pytest.mark.parametrize(("name", "state"), [("sync_not_ready", "dead"), ("async_not_ready", "not_started")])
-async def test_a_kernel_not_ready_names_its_state_and_start_kernel_in_sync_and_async_tools(name: str, state: str) -> None:
+async def test_a_kernel_not_ready_names_its_state_and_start_kernel_in_sync_and_async_tools(
+    name: str, state: str
+) -> None:
     result = await call(name)
     assert result.is_error
     assert result.structured_content is None

@@ -55,20 +55,42 @@ WHEN_ADVERTISED = {"prompts-list": "prompts"}
 
 NOT_APPLICABLE = {
     **dict.fromkeys(
-        ("tools-call-simple-text", "tools-call-image", "tools-call-audio", "tools-call-embedded-resource",
-         "tools-call-mixed-content", "tools-call-error", "tools-call-with-progress", "tools-call-with-logging",
-         "tools-call-sampling", "tools-call-elicitation", "json-schema-2020-12", "elicitation-sep1034-defaults",
-         "elicitation-sep1330-enums", "server-sse-polling"),
+        (
+            "tools-call-simple-text",
+            "tools-call-image",
+            "tools-call-audio",
+            "tools-call-embedded-resource",
+            "tools-call-mixed-content",
+            "tools-call-error",
+            "tools-call-with-progress",
+            "tools-call-with-logging",
+            "tools-call-sampling",
+            "tools-call-elicitation",
+            "json-schema-2020-12",
+            "elicitation-sep1034-defaults",
+            "elicitation-sep1330-enums",
+            "server-sse-polling",
+        ),
         "calls a test_* tool of the suite's reference server by name",
     ),
     **dict.fromkeys(
-        ("resources-read-text", "resources-read-binary", "resources-templates-read", "resources-subscribe",
-         "resources-unsubscribe"),
+        (
+            "resources-read-text",
+            "resources-read-binary",
+            "resources-templates-read",
+            "resources-subscribe",
+            "resources-unsubscribe",
+        ),
         "reads or subscribes to a test:// resource of the suite's reference server",
     ),
     **dict.fromkeys(
-        ("prompts-get-simple", "prompts-get-with-args", "prompts-get-embedded-resource", "prompts-get-with-image",
-         "completion-complete"),
+        (
+            "prompts-get-simple",
+            "prompts-get-with-args",
+            "prompts-get-embedded-resource",
+            "prompts-get-with-image",
+            "completion-complete",
+        ),
         "gets or completes a test_* prompt of the suite's reference server",
     ),
     "logging-set-level": "the server does not advertise the logging capability (its log is a file)",
@@ -92,8 +114,10 @@ def node_modules() -> Path:
     stamp = cache / "installed-lock.json"
     lock = (CLIENTS / "package-lock.json").read_bytes()
     if not stamp.is_file() or stamp.read_bytes() != lock:
-        _missing(f"the Node clients in {cache} are missing or older than _tests/clients/package-lock.json; "
-                 "run _tests/clients/install")
+        _missing(
+            f"the Node clients in {cache} are missing or older than _tests/clients/package-lock.json; "
+            "run _tests/clients/install"
+        )
     return cache / "node_modules"
 
 
@@ -108,22 +132,48 @@ def node22(node_modules: Path) -> Path:
 
 
 def _run(argv: list[str], *, cwd: Path, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(argv, cwd=cwd, env=env, stdin=subprocess.DEVNULL, capture_output=True, text=True,
-                          timeout=CLIENT_TIMEOUT, check=False)
+    return subprocess.run(
+        argv,
+        cwd=cwd,
+        env=env,
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=CLIENT_TIMEOUT,
+        check=False,
+    )
 
 
 @pytest.mark.parametrize("transport", ["stdio", "http"])
 def test_typescript_sdk_client_passes_every_check(transport: str, node_modules: Path, tmp_path: Path) -> None:
-    run = _run(["node", str(CLIENTS / "ts_client.mjs"), transport, "--sdk", str(node_modules), "--root", str(tmp_path),
-                "--", sys.executable, "-m", "biopb_mcp"], cwd=tmp_path)
+    run = _run(
+        [
+            "node",
+            str(CLIENTS / "ts_client.mjs"),
+            transport,
+            "--sdk",
+            str(node_modules),
+            "--root",
+            str(tmp_path),
+            "--",
+            sys.executable,
+            "-m",
+            "biopb_mcp",
+        ],
+        cwd=tmp_path,
+    )
     if run.returncode != 0:
         pytest.fail(f"ts_client.mjs {transport} exited {run.returncode}:\n{run.stdout}\n{run.stderr}", pytrace=False)
 
 
 def _capabilities(url: str) -> dict[str, object]:
     """What the server at ``url`` advertises in its initialize answer."""
-    init = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
-        "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "0"}}}
+    init = {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "initialize",
+        "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "0"}},
+    }
     response = httpx2.post(url, json=init, timeout=30, headers={"accept": "application/json, text/event-stream"})
     data = next(line[5:] for line in response.text.splitlines() if line.startswith("data:"))
     capabilities: dict[str, object] = json.loads(data)["result"]["capabilities"]
@@ -144,8 +194,9 @@ def _conformance(node22: Path, node_modules: Path, *args: str, cwd: Path) -> sub
     return _run([str(node22), str(suite), *args], cwd=cwd)
 
 
-def test_every_conformance_server_scenario_is_run_or_said_why_not(node22: Path, node_modules: Path,
-                                                                   tmp_path: Path) -> None:
+def test_every_conformance_server_scenario_is_run_or_said_why_not(
+    node22: Path, node_modules: Path, tmp_path: Path
+) -> None:
     listing = _conformance(node22, node_modules, "list", "--server", cwd=tmp_path)
     assert listing.returncode == 0, listing.stdout + listing.stderr
     known = set(re.findall(r"^\s*- (\S+)", listing.stdout, re.MULTILINE))
@@ -154,14 +205,25 @@ def test_every_conformance_server_scenario_is_run_or_said_why_not(node22: Path, 
 
 
 @pytest.mark.parametrize("scenario", [*APPLICABLE_SCENARIOS, *WHEN_ADVERTISED])
-def test_conformance_scenario_passes(scenario: str, node22: Path, node_modules: Path, no_auth_server: HttpServer,
-                                     tmp_path: Path) -> None:
+def test_conformance_scenario_passes(
+    scenario: str, node22: Path, node_modules: Path, no_auth_server: HttpServer, tmp_path: Path
+) -> None:
     needs = WHEN_ADVERTISED.get(scenario)
     if needs is not None and needs not in _capabilities(no_auth_server.url):
         pytest.skip(f"the server does not advertise {needs}, so {scenario} does not apply")
     # -o: the suite writes its results under the working dir unless told where.
-    run = _conformance(node22, node_modules, "server", "--url", no_auth_server.url, "--scenario", scenario,
-                       "-o", str(tmp_path / "results"), cwd=tmp_path)
+    run = _conformance(
+        node22,
+        node_modules,
+        "server",
+        "--url",
+        no_auth_server.url,
+        "--scenario",
+        scenario,
+        "-o",
+        str(tmp_path / "results"),
+        cwd=tmp_path,
+    )
     checks = [path.read_text() for path in (tmp_path / "results").rglob("checks.json")]
     if run.returncode != 0:
         pytest.fail(f"{scenario} exited {run.returncode}:\n{run.stdout}\n{run.stderr}\n{checks}", pytrace=False)

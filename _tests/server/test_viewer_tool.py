@@ -183,21 +183,29 @@ async def test_with_no_viewer_it_says_how_to_open_one(agent: tuple[Client, Any])
 
 async def test_the_screenshot_shows_each_layer_in_its_colour_where_it_lies(agent: tuple[Client, Any]) -> None:
     client, state = agent
-    await run_code(client, (
-        "import numpy as np\n"
-        "raw = np.zeros((200, 300), np.float32); raw[:, 150:] = 1.0   # dark left half, bright right half\n"
-        "nuclei = np.zeros((200, 300), np.int32)\n"
-        "nuclei[60:120, 40:100] = 1; nuclei[60:120, 200:260] = 2\n"
-        "v = viewer()\n"
-        "v.add_image(raw, name='raw')\n"
-        "v.add_labels(nuclei, name='nuclei', opacity=1.0)\n"
-        "v.reset_view()"
-    ))
-    facts = json.loads(await run_code(client, (
-        "import json\n"
-        "print(json.dumps({'center': list(v.camera.center)[-2:], 'zoom': v.camera.zoom,\n"
-        "                  'colors': [v.layers['nuclei'].get_color(i).tolist() for i in (1, 2)]}))"
-    )))
+    await run_code(
+        client,
+        (
+            "import numpy as np\n"
+            "raw = np.zeros((200, 300), np.float32); raw[:, 150:] = 1.0   # dark left half, bright right half\n"
+            "nuclei = np.zeros((200, 300), np.int32)\n"
+            "nuclei[60:120, 40:100] = 1; nuclei[60:120, 200:260] = 2\n"
+            "v = viewer()\n"
+            "v.add_image(raw, name='raw')\n"
+            "v.add_labels(nuclei, name='nuclei', opacity=1.0)\n"
+            "v.reset_view()"
+        ),
+    )
+    facts = json.loads(
+        await run_code(
+            client,
+            (
+                "import json\n"
+                "print(json.dumps({'center': list(v.camera.center)[-2:], 'zoom': v.camera.zoom,\n"
+                "                  'colors': [v.layers['nuclei'].get_color(i).tolist() for i in (1, 2)]}))"
+            ),
+        )
+    )
     result = await call(client, "look_at_viewer")
     text = text_of(result)
     assert not result.is_error, text
@@ -262,8 +270,11 @@ async def test_a_big_screenshot_is_downscaled_to_the_image_bound_and_said_so(age
 
 async def test_the_viewer_doc_runs_as_written(agent: tuple[Client, Any]) -> None:
     client, _ = agent
-    await run_code(client, "image = np.random.default_rng(1).random((64, 80))\n"
-                           "labels = np.zeros((64, 80), np.int32); labels[10:20, 10:20] = 1")
+    await run_code(
+        client,
+        "image = np.random.default_rng(1).random((64, 80))\n"
+        "labels = np.zeros((64, 80), np.int32); labels[10:20, 10:20] = 1",
+    )
     printed = ""
     for block in seedlib.code_blocks(seedlib.read("viewer")):
         printed = await run_code(client, block)
@@ -275,12 +286,16 @@ async def test_the_viewer_doc_runs_as_written(agent: tuple[Client, Any]) -> None
 
 async def test_lazy_and_multiscale_layers_are_described_without_reading_them(agent: tuple[Client, Any]) -> None:
     client, _ = agent
-    await run_code(client, (
-        "import dask.array as da\n"
-        "v3 = viewer()\n"
-        "v3.add_image(da.zeros((4, 256, 256), chunks=(1, 128, 128)), name='lazy stack', contrast_limits=(0, 1))\n"
-        "v3.add_image([np.zeros((256, 256)), np.zeros((128, 128))], multiscale=True, name='pyramid')\n"
-        "v3.add_labels(da.zeros((4, 256, 256), dtype=np.int32, chunks=(1, 128, 128)), name='lazy labels')"))
+    await run_code(
+        client,
+        (
+            "import dask.array as da\n"
+            "v3 = viewer()\n"
+            "v3.add_image(da.zeros((4, 256, 256), chunks=(1, 128, 128)), name='lazy stack', contrast_limits=(0, 1))\n"
+            "v3.add_image([np.zeros((256, 256)), np.zeros((128, 128))], multiscale=True, name='pyramid')\n"
+            "v3.add_labels(da.zeros((4, 256, 256), dtype=np.int32, chunks=(1, 128, 128)), name='lazy labels')"
+        ),
+    )
     text = text_of(await call(client, "look_at_viewer"))
     assert "- lazy stack: image, shape (4, 256, 256) float64, lazy (dask.array.core.Array)" in text, text
     assert "- pyramid: image, shape (256, 256) float64, multiscale, 2 levels" in text, text
@@ -292,8 +307,11 @@ async def test_lazy_and_multiscale_layers_are_described_without_reading_them(age
 async def test_while_a_job_runs_it_answers_busy_naming_the_job(agent: tuple[Client, Any], world: World) -> None:
     client, _ = agent
     flag = world.root / "release-job"
-    started = await call(client, "execute_code", code=(
-        f"import os, time\nwhile not os.path.exists({str(flag)!r}):\n    time.sleep(0.05)\nprint('released')"))
+    started = await call(
+        client,
+        "execute_code",
+        code=(f"import os, time\nwhile not os.path.exists({str(flag)!r}):\n    time.sleep(0.05)\nprint('released')"),
+    )
     line = parse_job_line(text_of(started))
     assert line is not None and line.running, text_of(started)
     try:
@@ -315,14 +333,21 @@ async def test_in_a_joined_notebook_kernel_it_finds_the_scientists_own_viewer(wo
     jupyter_rt = world.root / "jupyter-runtime"
     jupyter_rt.mkdir(mode=0o700)
     notebook = await anyio.to_thread.run_sync(
-        lambda: NotebookKernel({**world.env, "JUPYTER_RUNTIME_DIR": str(jupyter_rt)}, jupyter_rt / "kernel-nb.json"))
+        lambda: NotebookKernel({**world.env, "JUPYTER_RUNTIME_DIR": str(jupyter_rt)}, jupyter_rt / "kernel-nb.json")
+    )
     try:
-        ran = await anyio.to_thread.run_sync(notebook.run, (
-            "%gui qt\nimport napari, numpy as np\nsv = napari.Viewer()\n"
-            "sv.add_image(np.ones((64, 64)), name='scientist-image')"))
+        ran = await anyio.to_thread.run_sync(
+            notebook.run,
+            (
+                "%gui qt\nimport napari, numpy as np\nsv = napari.Viewer()\n"
+                "sv.add_image(np.ones((64, 64)), name='scientist-image')"
+            ),
+        )
         assert ran.error is None, ran.error
-        settings = make_settings(world.root / "attached",
-                                 kernel=f'existing = "{notebook.connection_file}"\nrequest_timeout = 30.0\npromote_after = 20.0\n')
+        settings = make_settings(
+            world.root / "attached",
+            kernel=f'existing = "{notebook.connection_file}"\nrequest_timeout = 30.0\npromote_after = 20.0\n',
+        )
         mcp, state = build_server(settings)
         try:
             async with Client(mcp, mode="legacy") as client:
@@ -331,8 +356,11 @@ async def test_in_a_joined_notebook_kernel_it_finds_the_scientists_own_viewer(wo
                 # Back-to-back requests: ipykernel idling in Qt's loop can miss one that lands as it
                 # re-enters the loop; one not begun soon is followed by a message that wakes it
                 for i in range(40):
-                    for again in (await call(client, "look_at_viewer"), await call(client, "inspect_object", path="sv"),
-                                  await call(client, "execute_code", code=f"n = {i}")):
+                    for again in (
+                        await call(client, "look_at_viewer"),
+                        await call(client, "inspect_object", path="sv"),
+                        await call(client, "execute_code", code=f"n = {i}"),
+                    ):
                         assert not again.is_error and "running" not in text_of(again), text_of(again)
         finally:
             await anyio.to_thread.run_sync(state.kernel.shutdown)

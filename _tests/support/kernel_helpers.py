@@ -22,7 +22,6 @@ def png_bytes(width: int = 4, height: int = 3) -> bytes:
     return b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", ihdr) + chunk(b"IDAT", zlib.compress(raw)) + chunk(b"IEND", b"")
 
 
-
 def stop_process(proc: subprocess.Popen[str], *leftover_pids: int | None) -> None:
     """Test cleanup: kill a spawned host and its pipes, and any process it left behind."""
     proc.kill()

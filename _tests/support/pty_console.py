@@ -19,7 +19,12 @@ class PtyProgram:
         self._master, slave = os.openpty()
         os.set_blocking(self._master, True)
         self.proc = subprocess.Popen(
-            list(argv), stdin=slave, stdout=slave, stderr=slave, env=env, start_new_session=True,
+            list(argv),
+            stdin=slave,
+            stdout=slave,
+            stderr=slave,
+            env=env,
+            start_new_session=True,
             close_fds=True,
         )
         os.close(slave)

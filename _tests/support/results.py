@@ -30,4 +30,4 @@ def job_output(result: CallToolResult) -> str:
 def printed(text: str) -> str:
     """An execute_code or poll_job text without its job line and a followed job's status line."""
     output = split_job_line(text)[0]
-    return output[len(found.group(0)):] if (found := _STATUS_HEADER.match(output)) else output
+    return output[len(found.group(0)) :] if (found := _STATUS_HEADER.match(output)) else output

@@ -97,7 +97,7 @@ def code_blocks(text: str, lang: str = "python") -> list[str]:
     """The fenced blocks of one language, in document order (fences start at column 0)."""
     blocks: list[str] = []
     current: list[str] = []
-    fence_lang: str | None = None       # None = outside any fence
+    fence_lang: str | None = None  # None = outside any fence
     for line in text.splitlines():
         if fence_lang is None:
             if m := _FENCE.match(line):
@@ -150,9 +150,9 @@ def parse_packages(value: str) -> list[tuple[str, str]]:
 class ApiRef:
     """One dotted name a doc quotes, resolved against the doc's own imports."""
 
-    dotted: str          # fully qualified, e.g. "scipy.ndimage.distance_transform_edt"
-    as_written: str      # e.g. "ndi.distance_transform_edt"
-    keywords: tuple[str, ...] = ()   # keyword arguments used when it is called
+    dotted: str  # fully qualified, e.g. "scipy.ndimage.distance_transform_edt"
+    as_written: str  # e.g. "ndi.distance_transform_edt"
+    keywords: tuple[str, ...] = ()  # keyword arguments used when it is called
 
 
 def import_aliases(code: str) -> dict[str, str]:
@@ -235,13 +235,18 @@ class KernelRunner:
 
         self.km = KernelManager(kernel_name="python3", connection_file=str(workdir / "kernel.json"))
         # keep IPython's profile, history and runtime files out of the user's home
-        env = dict(os.environ, IPYTHONDIR=str(workdir / "ipython"), JUPYTER_RUNTIME_DIR=str(workdir / "runtime"),
-                   JUPYTER_DATA_DIR=str(workdir / "data"), JUPYTER_CONFIG_DIR=str(workdir / "config"))
+        env = dict(
+            os.environ,
+            IPYTHONDIR=str(workdir / "ipython"),
+            JUPYTER_RUNTIME_DIR=str(workdir / "runtime"),
+            JUPYTER_DATA_DIR=str(workdir / "data"),
+            JUPYTER_CONFIG_DIR=str(workdir / "config"),
+        )
         self.km.start_kernel(cwd=str(workdir), env=env, extra_arguments=["--HistoryManager.enabled=False"])
         self.kc = self.km.client()
         self.kc.start_channels()
         self.kc.wait_for_ready(timeout=60)
-        self.last_images: list[bytes] = []   # PNGs displayed by the last run()
+        self.last_images: list[bytes] = []  # PNGs displayed by the last run()
 
     def run(self, code: str, timeout: float = 60) -> str:
         """Execute code; return stdout+stderr; raise KernelError with the traceback on error."""
@@ -272,4 +277,3 @@ class KernelRunner:
             self.kc.stop_channels()
         finally:
             self.km.shutdown_kernel(now=True)
-

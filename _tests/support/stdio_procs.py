@@ -27,4 +27,3 @@ def make_env(root: Path, *, config: str = "", plugins: dict[str, str] | None = N
 
 def stdio_params(env: dict[str, str], *extra_args: str) -> StdioServerParameters:
     return StdioServerParameters(command=sys.executable, args=[*SERVER_ARGS, *extra_args], env=env)
-

@@ -107,8 +107,14 @@ def disc(shape: tuple[int, int], center: tuple[float, float], radius: float) -> 
     return (yy - center[0]) ** 2 + (xx - center[1]) ** 2 <= radius**2
 
 
-def scatter(rng: np.random.Generator, n: int, shape: tuple[int, int], sep: float, border: float,
-            taken: list[tuple[float, float]] | None = None) -> list[tuple[float, float]]:
+def scatter(
+    rng: np.random.Generator,
+    n: int,
+    shape: tuple[int, int],
+    sep: float,
+    border: float,
+    taken: list[tuple[float, float]] | None = None,
+) -> list[tuple[float, float]]:
     """n random points at least `sep` apart and `border` from the edge."""
     pts: list[tuple[float, float]] = list(taken or [])
     start = len(pts)

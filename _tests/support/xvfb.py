@@ -55,7 +55,10 @@ def virtual_display() -> Iterator[str]:
     read_fd, write_fd = os.pipe()
     proc = subprocess.Popen(
         [xvfb, "-displayfd", str(write_fd), "-screen", "0", "1280x1024x24", "-nolisten", "tcp"],
-        pass_fds=(write_fd,), stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        pass_fds=(write_fd,),
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
         preexec_fn=_die_with_parent if os.name == "posix" else None,
     )
     os.close(write_fd)

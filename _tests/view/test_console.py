@@ -110,18 +110,23 @@ async def test_console_keeps_the_prompt_whole_and_in_step_with_the_agents_cells(
 
                 await run(client, "print('agent printed', a + b)\na + b")
                 seen = await anyio.to_thread.run_sync(
-                    lambda: console.wait_for(r"\[agent\] In \[3\]: print\('agent printed', a \+ b\)", after=seen))
+                    lambda: console.wait_for(r"\[agent\] In \[3\]: print\('agent printed', a \+ b\)", after=seen)
+                )
                 seen = await anyio.to_thread.run_sync(lambda: console.wait_for(r"agent printed 3\n", after=seen))
-                out_at = await anyio.to_thread.run_sync(lambda: console.wait_for(r"\[agent\] Out\[3\]: 3\n", after=seen))
+                out_at = await anyio.to_thread.run_sync(
+                    lambda: console.wait_for(r"\[agent\] Out\[3\]: 3\n", after=seen)
+                )
                 out_line = console.screen[:out_at].splitlines()[-1]
                 assert "In [" not in out_line, out_line
                 # the prompt comes back below the agent's output, numbered after it, with the typed text
                 seen = await anyio.to_thread.run_sync(
-                    lambda: console.wait_for(r"In \[4\]: typed_here = a \+ b", after=out_at))
+                    lambda: console.wait_for(r"In \[4\]: typed_here = a \+ b", after=out_at)
+                )
 
                 await run(client, IMAGE)
                 seen = await anyio.to_thread.run_sync(
-                    lambda: console.wait_for(r"\[agent\] \[image 556×413\]\n", after=seen))
+                    lambda: console.wait_for(r"\[agent\] \[image 556×413\]\n", after=seen)
+                )
                 assert "IPython.core.display.Image object" not in console.screen
 
                 console.type("\r")  # the typed line, intact, runs in the shared namespace

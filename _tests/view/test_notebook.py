@@ -169,7 +169,10 @@ def test_nbclient_re_runs_the_notebook_on_the_same_data_and_gets_the_recorded_re
         if cell.cell_type == "code":
             cell.outputs = []
     NotebookClient(
-        fresh, timeout=120, kernel_name="python3", allow_errors=True,
+        fresh,
+        timeout=120,
+        kernel_name="python3",
+        allow_errors=True,
         resources={"metadata": {"path": str(session["root"] / "data")}},
     ).execute()
     rerun = {c.source: c.outputs for c in fresh.cells if c.cell_type == "code"}

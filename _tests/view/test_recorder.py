@@ -54,7 +54,9 @@ def test_a_promoted_job_is_recorded_when_it_ends_and_a_restart_records_the_abort
         host.start()
         first = rec.path
         go = tmp_path / "go"
-        job = host.submit(f"import os, time\nwhile not os.path.exists({str(go)!r}): time.sleep(0.02)\nprint('job done')")
+        job = host.submit(
+            f"import os, time\nwhile not os.path.exists({str(go)!r}): time.sleep(0.02)\nprint('job done')"
+        )
         host.promote(job)
         assert rec.flush(10)
         assert first is not None and agent_cells(read_session(first)) == []  # still running: not recorded
@@ -115,7 +117,7 @@ def test_the_notebook_is_appended_in_place_never_rewritten(tmp_path: Path) -> No
     path = rec.start_notebook(kernel_name="python3", display_name="Python", about="test")
     record_cells(rec, 3)
     before = path.stat()
-    head = path.read_bytes()[:-len(TAIL)]
+    head = path.read_bytes()[: -len(TAIL)]
     record_cells(rec, 3, start=3)
     after = path.stat()
     assert after.st_ino == before.st_ino  # the same file, not a replacement
@@ -133,8 +135,8 @@ def test_past_the_size_cap_cells_are_noted_without_their_outputs(tmp_path: Path)
     cells = agent_cells(nb)
     assert [c.source for c in cells] == [f"x{n} = {n}" for n in range(8)]
     kept = [c for c in cells if c.outputs]
-    assert 1 <= len(kept) < 8 and all(not c.outputs for c in cells[len(kept):])
-    assert all(c.metadata.biopb.get("outputs_dropped") for c in cells[len(kept):])
+    assert 1 <= len(kept) < 8 and all(not c.outputs for c in cells[len(kept) :])
+    assert all(c.metadata.biopb.get("outputs_dropped") for c in cells[len(kept) :])
     assert sum("size cap" in c.source for c in nb.cells if c.cell_type == "markdown") == 1
     assert path.stat().st_size < 40_000 + 10_000
 
@@ -142,8 +144,14 @@ def test_past_the_size_cap_cells_are_noted_without_their_outputs(tmp_path: Path)
 def test_an_exception_with_a_huge_message_is_cut_like_a_stream() -> None:
     c = OutputCollector(max_chars=1000)
     huge = "v" * 3_000_000
-    c.add("error", {"ename": "ValueError", "evalue": huge,
-                    "traceback": ["Traceback (most recent call last):", "  File x, line 1", f"ValueError: {huge}"]})
+    c.add(
+        "error",
+        {
+            "ename": "ValueError",
+            "evalue": huge,
+            "traceback": ["Traceback (most recent call last):", "  File x, line 1", f"ValueError: {huge}"],
+        },
+    )
     (error,) = c.outputs()
     assert len(error["evalue"]) < 1000 and "not recorded" in error["evalue"]
     assert sum(len(line) for line in error["traceback"]) < 1200
@@ -158,7 +166,7 @@ def test_a_notebook_torn_by_a_kill_mid_write_is_mended_by_the_next_recorder(tmp_
     rec.close()
     whole = path.read_bytes()
     cell = b'{"cell_type": "code", "id": "torn", "metadata": {}, "source": "x = 1", "outputs": [{"output_'
-    path.write_bytes(whole[:-len(TAIL)] + b",\n" + cell)  # what a kill inside the next append leaves
+    path.write_bytes(whole[: -len(TAIL)] + b",\n" + cell)  # what a kill inside the next append leaves
     live = SessionRecorder(tmp_path)  # a notebook being written now is never touched: its writer holds it
     live_path = live.start_notebook(kernel_name="python3", display_name="Python", about="live")
     record_cells(live, 1)

@@ -28,8 +28,7 @@ REPO = Path(__file__).resolve().parents[2]
 
 PLUGIN = "import os\nprint('plugin', callable(dask_client), os.getpid())"
 FAILS = "ratio = 1 / 0"
-STOPPED = ("import pathlib, time\npathlib.Path('stopped-job-ran').touch()\n"
-           "for _ in range(600):\n    time.sleep(0.1)")
+STOPPED = "import pathlib, time\npathlib.Path('stopped-job-ran').touch()\nfor _ in range(600):\n    time.sleep(0.1)"
 CONSOLE = "z = 5"
 READS_CONSOLE = "print('from the console', z * 2)"
 LAST = "print('the end')"
@@ -68,8 +67,9 @@ async def record(root: Path) -> Path:
                 await anyio.sleep(0.05)
             assert "interrupted" in text_of(await client.call_tool("interrupt_kernel", {})).lower()
             # the scientist types a name in a console (another client, another process)
-            typed = await anyio.run_process([sys.executable, "-c", CONSOLE_CLIENT,
-                                             status["kernel"]["connection_file"], CONSOLE])
+            typed = await anyio.run_process(
+                [sys.executable, "-c", CONSOLE_CLIENT, status["kernel"]["connection_file"], CONSOLE]
+            )
             assert typed.stdout.decode().strip() == "ok", typed
             for code in (READS_CONSOLE, LAST):
                 await run_to_end(client, code)

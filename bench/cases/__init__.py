@@ -222,7 +222,9 @@ def register(case: Case) -> Case:
     if case.category in ("lab", "two-session") and not case.why_hidden:
         raise ValueError(f"case {case.name!r}: a {case.category} case says why the data cannot reveal what it needs")
     if case.procedure is not None and (case.solution or case.blind_solution is None):
-        raise ValueError(f"case {case.name!r}: a procedure is the docs-arm solution; the textbook one goes in blind_solution")
+        raise ValueError(
+            f"case {case.name!r}: a procedure is the docs-arm solution; the textbook one goes in blind_solution"
+        )
     _REGISTRY[case.name] = case
     return case
 

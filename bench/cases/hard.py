@@ -48,7 +48,11 @@ def touching_nuclei(shape: tuple[int, int], rng: np.random.Generator, pairs: int
         y2, x2 = y + d * np.sin(angle), x + d * np.cos(angle)
         if not (12 <= y2 <= shape[0] - 12 and 12 <= x2 <= shape[1] - 12):
             continue
-        if all(np.hypot(py - cy, px - cx) > pr + cr + 6 for py, px, pr in centres for cy, cx, cr in ((y, x, r1), (y2, x2, r2))):
+        if all(
+            np.hypot(py - cy, px - cx) > pr + cr + 6
+            for py, px, pr in centres
+            for cy, cx, cr in ((y, x, r1), (y2, x2, r2))
+        ):
             centres += [(y, x, r1), (y2, x2, r2)]
     for _ in range(4000):
         if len(centres) >= 2 * pairs + singles:
@@ -107,15 +111,19 @@ register(
         ),
         setup=_setup_touching,
         check=_check_touching,
-        procedure=Procedure((
-            _NUCLEI_INPUTS + 'exclude_edge = False\nuser_names = {"nuclei-labels": "labels.tif"}\n',
-            Run("outputs"),
-            Run("segment-nuclei"),
-            _SAVE_COUNT,
-        )),
-        blind_solution=_OTSU + """
+        procedure=Procedure(
+            (
+                _NUCLEI_INPUTS + 'exclude_edge = False\nuser_names = {"nuclei-labels": "labels.tif"}\n',
+                Run("outputs"),
+                Run("segment-nuclei"),
+                _SAVE_COUNT,
+            )
+        ),
+        blind_solution=_OTSU
+        + """
 labels = measure.label(mask)
-""" + _SAVE_LABELS,
+"""
+        + _SAVE_LABELS,
         docs=("segment-nuclei",),
         category="hard",
     )
@@ -152,8 +160,9 @@ register(
         ),
         setup=_setup_spots_background,
         check=_check_spots,
-        procedure=Procedure((_SPOTS_INPUTS + 'mask = None\nuser_names = {"spots": "spots.csv"}\n',
-                             Run("outputs"), Run("count-spots"))),
+        procedure=Procedure(
+            (_SPOTS_INPUTS + 'mask = None\nuser_names = {"spots": "spots.csv"}\n', Run("outputs"), Run("count-spots"))
+        ),
         blind_solution="""
 import numpy as np, tifffile
 from skimage import filters, measure
@@ -161,7 +170,8 @@ img = tifffile.imread("spots.tif").astype(float)
 smooth = filters.gaussian(img, 1, preserve_range=True)
 labels = measure.label(smooth > filters.threshold_otsu(smooth))
 found = [p.centroid for p in measure.regionprops(labels) if p.area >= 3]
-""" + _SAVE_SPOTS,
+"""
+        + _SAVE_SPOTS,
         docs=("count-spots",),
         category="hard",
     )
@@ -236,7 +246,10 @@ def _check_stitch_faint(workdir: Path, truth: Truth) -> tuple[bool, str]:
     smooth = ndi.gaussian_filter(got, 2)
     score, shift = best_shift_ncc(smooth, ndi.gaussian_filter(expected, 2), max_shift=4, mask=truth["covered"])
     if score < 0.9:
-        return False, f"stitched.tif (blurred 2 px) matches the true scene with NCC {score:.3f} < 0.9 (best offset {shift})"
+        return (
+            False,
+            f"stitched.tif (blurred 2 px) matches the true scene with NCC {score:.3f} < 0.9 (best offset {shift})",
+        )
     return True, f"stitched {got.shape} vs true {expected.shape}, NCC {score:.3f} (blurred 2 px) at offset {shift}"
 
 
@@ -270,9 +283,15 @@ register(
         ),
         setup=_setup_stitch_faint,
         check=_check_stitch_faint,
-        procedure=Procedure((TILE_INPUTS + "overlap_fraction = 0.10  # as the acquisition was set\n",
-                             Run("outputs"), Run("stitch-tiles"))),
-        blind_solution=_TILES + """
+        procedure=Procedure(
+            (
+                TILE_INPUTS + "overlap_fraction = 0.10  # as the acquisition was set\n",
+                Run("outputs"),
+                Run("stitch-tiles"),
+            )
+        ),
+        blind_solution=_TILES
+        + """
 from skimage.registration import phase_cross_correlation
 overlap = round(0.10 * T)  # as acquired
 
@@ -283,7 +302,8 @@ def offset(a, b, axis):
         return np.array([0, T - overlap]) + np.round(shift).astype(int)
     shift, _, _ = phase_cross_correlation(a[T - overlap:, :], b[:overlap, :], upsample_factor=1)
     return np.array([T - overlap, 0]) + np.round(shift).astype(int)
-""" + _PLACE,
+"""
+        + _PLACE,
         docs=("stitch-tiles",),
         category="hard",
     )

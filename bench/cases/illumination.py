@@ -43,7 +43,10 @@ def _flatness(corrected: np.ndarray, scene: np.ndarray, mask: np.ndarray, limit:
         return False, "corrected image is zero or negative where the sample is bright"
     spread = max(medians) / min(medians)
     verdict = spread <= limit
-    return verdict, f"illumination spread (max/min of {GRID}x{GRID} tile medians of corrected/true) {spread:.3f}, limit {limit}"
+    return (
+        verdict,
+        f"illumination spread (max/min of {GRID}x{GRID} tile medians of corrected/true) {spread:.3f}, limit {limit}",
+    )
 
 
 # --- flatfield-blank -----------------------------------------------------------------------
@@ -77,8 +80,9 @@ register(
         ),
         setup=_setup_flat_blank,
         check=_check_flat,
-        procedure=Procedure((
-            """
+        procedure=Procedure(
+            (
+                """
 import tifffile
 image = tifffile.imread("sample.tif")
 blank = tifffile.imread("blank.tif")
@@ -86,9 +90,10 @@ dark_level = tifffile.imread("dark.tif")  # a dark frame: the procedure takes it
 source_path = "sample.tif"
 user_names = {"flatfield": "corrected.tif"}
 """,
-            Run("outputs"),
-            Run("flatfield"),
-        )),
+                Run("outputs"),
+                Run("flatfield"),
+            )
+        ),
         blind_solution="""
 import numpy as np, tifffile
 sample = tifffile.imread("sample.tif").astype(np.float32)
@@ -182,7 +187,10 @@ def _check_background(workdir: Path, truth: Truth) -> tuple[bool, str]:
     residual = tile_medians(out, truth["far"])
     worst = max(abs(value) for value in residual)
     if worst > 40:
-        return False, f"background left: worst {GRID}x{GRID} tile median {worst:.1f} away from objects (limit 40; the objects are 600-1000 above it)"
+        return (
+            False,
+            f"background left: worst {GRID}x{GRID} tile median {worst:.1f} away from objects (limit 40; the objects are 600-1000 above it)",
+        )
     kept = float(np.median(out[truth["core"]] / signal[truth["core"]]))
     if not 0.85 <= kept <= 1.15:
         return False, f"object intensity changed: median output/true signal {kept:.2f} (allowed 0.85-1.15)"
@@ -199,17 +207,19 @@ register(
         ),
         setup=_setup_background,
         check=_check_background,
-        procedure=Procedure((
-            """
+        procedure=Procedure(
+            (
+                """
 import tifffile
 image = tifffile.imread("cells.tif")
 object_diameter_px = None  # measured by the procedure
 source_path = "cells.tif"
 user_names = {"background-subtracted": "background_subtracted.tif"}
 """,
-            Run("outputs"),
-            Run("background-subtraction"),
-        )),
+                Run("outputs"),
+                Run("background-subtraction"),
+            )
+        ),
         blind_solution="""
 import numpy as np, tifffile
 from scipy import ndimage as ndi

@@ -106,14 +106,16 @@ register(
         ),
         setup=_setup_nuclei,
         check=_check_area_um2,
-        solution=_SEGMENT + """
+        solution=_SEGMENT
+        + """
 import csv
 with open("areas.csv", "w", newline="") as f:
     w = csv.writer(f); w.writerow(["label", "area_um2"])
     for i, a in enumerate(areas_px, 1):
         w.writerow([i, a * 0.26 ** 2])  # our scope's pixel size: the file has none
 """,
-        blind_solution=_SEGMENT + """
+        blind_solution=_SEGMENT
+        + """
 import csv
 print(tifffile.TiffFile("nuclei.tif").pages[0].resolution)  # no calibration: 1 unit per pixel
 with open("areas.csv", "w", newline="") as f:
@@ -151,7 +153,8 @@ register(
         ),
         setup=_setup_nuclei,
         check=_check_layout,
-        solution=_SEGMENT + """
+        solution=_SEGMENT
+        + """
 import csv, os
 os.makedirs("results/nuclei", exist_ok=True)
 tifffile.imwrite("results/nuclei/labels.tif", labels.astype(np.uint16))
@@ -160,7 +163,8 @@ with open("results/nuclei/objects.csv", "w", newline="") as f:
     for i, a in enumerate(areas_px, 1):
         w.writerow([i, a * 0.26 ** 2])
 """,
-        blind_solution=_SEGMENT + """
+        blind_solution=_SEGMENT
+        + """
 import csv, os
 os.makedirs("results", exist_ok=True)
 tifffile.imwrite("results/nuclei_labels.tif", labels.astype(np.uint16))
@@ -173,8 +177,7 @@ with open("results/nuclei_measurements.csv", "w", newline="") as f:
         category="lab",
         why_hidden=(
             "Where and under which names a lab files its tables is the lab's habit; no image says "
-            "it, and the request names no file. The areas also need the pixel size. "
-            + _NO_CALIBRATION
+            "it, and the request names no file. The areas also need the pixel size. " + _NO_CALIBRATION
         ),
     )
 )
@@ -199,7 +202,10 @@ def _setup_flat_centre(workdir: Path, rng: np.random.Generator) -> Truth:
     blank = np.full(SHAPE, 1500.0 - W.background)  # a uniformly fluorescent slide
     save_tiff(workdir / "blank.tif", W.acquire(blank, rng, flat=flat))
     # the lab's correction keeps the counts the field's centre records
-    return {"scene": light * float(_centre(flat).mean()), "acquired": [Acquired("sample.tif", W, nuclei=labels), Acquired("blank.tif", W)]}
+    return {
+        "scene": light * float(_centre(flat).mean()),
+        "acquired": [Acquired("sample.tif", W, nuclei=labels), Acquired("blank.tif", W)],
+    }
 
 
 def _check_flat_centre(workdir: Path, truth: Truth) -> tuple[bool, str]:
@@ -323,10 +329,12 @@ register(
         setup=_setup_channels(SPINNING_DISK, "spin.tif"),
         check=_check_gfp,
         solution=_means_code("spin.tif") + _save_gfp(0, "the spinning disk: GFP, mCherry, DAPI"),
-        blind_solution=_means_code("spin.tif") + _save_gfp(1, "DAPI is last here: the other two by wavelength, mCherry then GFP reversed"),
+        blind_solution=_means_code("spin.tif")
+        + _save_gfp(1, "DAPI is last here: the other two by wavelength, mCherry then GFP reversed"),
         docs=("lab/spinning-disk",),
         category="lab",
-        why_hidden=_SAME_DYES + " The spinning disk's order is not our scope's, so knowing one does not give the other.",
+        why_hidden=_SAME_DYES
+        + " The spinning disk's order is not our scope's, so knowing one does not give the other.",
     )
 )
 
@@ -353,7 +361,9 @@ def _setup_positive(workdir: Path, rng: np.random.Generator) -> Truth:
             continue
         positive = int(np.sum(means >= cutoff))
         raw = means + W.offset
-        if 2 <= positive <= n - 2 and _differs(positive, int(np.sum(raw > threshold_otsu(raw))), int(np.sum(means > 2 * np.median(means)))):
+        if 2 <= positive <= n - 2 and _differs(
+            positive, int(np.sum(raw > threshold_otsu(raw))), int(np.sum(means > 2 * np.median(means)))
+        ):
             break
     save_tiff(workdir / "gfp.tif", image)
     save_tiff(workdir / "labels.tif", cells.astype(np.uint16))
@@ -387,11 +397,13 @@ register(
         ),
         setup=_setup_positive,
         check=_check_count("positive.txt", "positive", "GFP-positive cells"),
-        solution=_CELL_MEANS.format(name="gfp.tif") + """
+        solution=_CELL_MEANS.format(name="gfp.tif")
+        + """
 positive = int(np.sum(means - 500 >= 1000))  # the lab's fixed cutoff, above the camera offset
 open("positive.txt", "w").write(str(positive))
 """,
-        blind_solution=_CELL_MEANS.format(name="gfp.tif") + """
+        blind_solution=_CELL_MEANS.format(name="gfp.tif")
+        + """
 from skimage.filters import threshold_otsu
 positive = int(np.sum(means > threshold_otsu(means)))
 open("positive.txt", "w").write(str(positive))
@@ -416,7 +428,9 @@ def _setup_dead(workdir: Path, rng: np.random.Generator) -> Truth:
         labels, _ = W.nuclei(SHAPE, 24, rng, gap=4)
         n = int(labels.max())
         # DAPI above background: most nuclei 500-1400, a continuous tail up to 4000 (condensed chromatin)
-        above = np.where(rng.random(n) < 0.7, rng.uniform(500, 1400, n), np.exp(rng.uniform(np.log(1400), np.log(4000), n)))
+        above = np.where(
+            rng.random(n) < 0.7, rng.uniform(500, 1400, n), np.exp(rng.uniform(np.log(1400), np.log(4000), n))
+        )
         image = W.acquire(_blurred(labels, above), rng)
         means = _means(image, labels) - W.offset
         cutoff = DEAD_FACTOR * float(np.median(means))
@@ -424,7 +438,11 @@ def _setup_dead(workdir: Path, rng: np.random.Generator) -> Truth:
             continue
         dead = int(np.sum(means >= cutoff))
         raw = means + W.offset
-        guesses = (np.sum(raw > threshold_otsu(raw)), np.sum(raw > 2 * np.median(raw)), np.sum(raw > raw.mean() + 2 * raw.std()))
+        guesses = (
+            np.sum(raw > threshold_otsu(raw)),
+            np.sum(raw > 2 * np.median(raw)),
+            np.sum(raw > raw.mean() + 2 * raw.std()),
+        )
         if 2 <= dead and _differs(dead, *(int(g) for g in guesses)):
             break
     save_tiff(workdir / "nuclei.tif", image)
@@ -441,12 +459,14 @@ register(
         ),
         setup=_setup_dead,
         check=_check_count("dead.txt", "dead", "dead cells"),
-        solution=_CELL_MEANS.format(name="nuclei.tif") + """
+        solution=_CELL_MEANS.format(name="nuclei.tif")
+        + """
 above = means - 500  # above the camera offset
 dead = int(np.sum(above >= 1.8 * np.median(above)))  # the lab's call: condensed, bright chromatin
 open("dead.txt", "w").write(str(dead))
 """,
-        blind_solution=_CELL_MEANS.format(name="nuclei.tif") + """
+        blind_solution=_CELL_MEANS.format(name="nuclei.tif")
+        + """
 from skimage.filters import threshold_otsu
 dead = int(np.sum(means > threshold_otsu(means)))  # the bright, condensed ones
 open("dead.txt", "w").write(str(dead))
@@ -491,13 +511,20 @@ def _setup_debris(workdir: Path, rng: np.random.Generator) -> Truth:
     nuclei = np.where(np.isin(labels, big), labels, 0)
     debris = np.where((labels > 0) & (nuclei == 0), labels, 0)
     save_tiff(workdir / "field.tif", image)
-    return {"count": count, "debris": len(present) - count, "acquired": [Acquired("field.tif", W, nuclei=nuclei, debris=debris)]}
+    return {
+        "count": count,
+        "debris": len(present) - count,
+        "acquired": [Acquired("field.tif", W, nuclei=nuclei, debris=debris)],
+    }
 
 
 def _check_debris(workdir: Path, truth: Truth) -> tuple[bool, str]:
     reported = read_number(workdir / "count.txt")
     ok = abs(reported - truth["count"]) <= 1
-    return ok, f"count.txt says {reported:g}, truth {truth['count']} cells (±1) beside {truth['debris']} debris particles"
+    return (
+        ok,
+        f"count.txt says {reported:g}, truth {truth['count']} cells (±1) beside {truth['debris']} debris particles",
+    )
 
 
 _FIELD = """
@@ -515,11 +542,13 @@ register(
         request="field.tif is a nuclear stain from our scope. How many cells are there? Write the number to count.txt.",
         setup=_setup_debris,
         check=_check_debris,
-        solution=_FIELD + """
+        solution=_FIELD
+        + """
 count = int(np.sum(areas * 0.26 ** 2 >= 40))  # the lab's debris gate: 40 µm² at our pixel size
 open("count.txt", "w").write(str(count))
 """,
-        blind_solution=_FIELD + """
+        blind_solution=_FIELD
+        + """
 from skimage.filters import threshold_otsu
 count = int(np.sum(areas > threshold_otsu(areas)))  # small objects against big ones
 open("count.txt", "w").write(str(count))
@@ -560,14 +589,21 @@ def _setup_density(workdir: Path, rng: np.random.Generator) -> Truth:
     edge = np.unique(np.concatenate([labels[0], labels[-1], labels[:, 0], labels[:, -1]]))
     whole = np.where(np.isin(labels, edge), 0, labels)
     save_tiff(workdir / "density.tif", _nuclei_image(W, labels, rng))
-    return {"density": counted / area_mm2, "per_nucleus": 1 / area_mm2, "counted": counted, "acquired": [Acquired("density.tif", W, nuclei=whole)]}
+    return {
+        "density": counted / area_mm2,
+        "per_nucleus": 1 / area_mm2,
+        "counted": counted,
+        "acquired": [Acquired("density.tif", W, nuclei=whole)],
+    }
 
 
 def _check_density(workdir: Path, truth: Truth) -> tuple[bool, str]:
     reported = read_number(workdir / "density.txt")
     off = abs(reported - truth["density"]) / truth["per_nucleus"]
-    return off <= 0.6, (f"density.txt says {reported:.0f}/mm², truth {truth['density']:.0f}/mm² ({truth['counted']} nuclei "
-                        f"counted in the frame); off by {off:.1f} nuclei' worth (at most 0.6)")
+    return off <= 0.6, (
+        f"density.txt says {reported:.0f}/mm², truth {truth['density']:.0f}/mm² ({truth['counted']} nuclei "
+        f"counted in the frame); off by {off:.1f} nuclei' worth (at most 0.6)"
+    )
 
 
 _DENSITY = """
@@ -584,13 +620,15 @@ register(
         request="density.tif is a DAPI image from our scope. What is the nuclear density, in nuclei per mm²? Write the number to density.txt.",
         setup=_setup_density,
         check=_check_density,
-        solution=_DENSITY + """
+        solution=_DENSITY
+        + """
 excluded = set(np.unique(labels[0])) | set(np.unique(labels[:, 0]))  # the counting frame: top and left edges out
 count = len(set(np.unique(labels)) - excluded - {0})
 area_mm2 = labels.size * 0.26 ** 2 / 1e6  # our scope's pixel size
 open("density.txt", "w").write(str(count / area_mm2))
 """,
-        blind_solution=_DENSITY + """
+        blind_solution=_DENSITY
+        + """
 from skimage.segmentation import clear_border
 count = len(np.unique(clear_border(labels))) - 1  # whole nuclei only
 area_mm2 = labels.size * 1.0 ** 2 / 1e6  # no calibration in the file: 1 µm per pixel
@@ -648,8 +686,11 @@ def _check_plate(workdir: Path, truth: Truth) -> tuple[bool, str]:
     except (ValueError, IndexError):
         raise CheckFailed("counts.csv has a row whose nuclei is not a number") from None
     truth_counts = truth["counts"]
-    wrong = [f"{well}: {got.get(well, 'missing')} (truth {n})" for well, n in truth_counts.items()
-             if well not in got or abs(got[well] - n) > 1]
+    wrong = [
+        f"{well}: {got.get(well, 'missing')} (truth {n})"
+        for well, n in truth_counts.items()
+        if well not in got or abs(got[well] - n) > 1
+    ]
     return not wrong, ("every well within ±1" if not wrong else "wrong wells: " + "; ".join(wrong))
 
 
@@ -671,7 +712,8 @@ register(
         ),
         setup=_setup_plate,
         check=_check_plate,
-        solution=_PLATE + """
+        solution=_PLATE
+        + """
 order = ["A1", "B1", "B2", "A2", "A3", "B3"]  # the imager snakes down and up the columns, 2 sites a well
 totals = {well: 0 for well in order}
 for number, path in enumerate(files):
@@ -679,7 +721,8 @@ for number, path in enumerate(files):
 with open("counts.csv", "w", newline="") as f:
     w = csv.writer(f); w.writerow(["well", "nuclei"]); w.writerows(totals.items())
 """,
-        blind_solution=_PLATE + """
+        blind_solution=_PLATE
+        + """
 order = ["A1", "A2", "A3", "B1", "B2", "B3"]  # 12 files, 6 wells: 2 sites each, row by row
 totals = {well: 0 for well in order}
 for number, path in enumerate(files):
@@ -723,7 +766,10 @@ def _setup_track(workdir: Path, rng: np.random.Generator) -> Truth:
 def _check_track(workdir: Path, truth: Truth) -> tuple[bool, str]:
     reported = read_number(workdir / "speed.txt")
     ratio = reported / truth["speed"]
-    return 0.92 <= ratio <= 1.08, f"speed.txt says {reported:.3g} µm/min, truth {truth['speed']:.3g} (ratio {ratio:.2f}, allowed 0.92-1.08)"
+    return (
+        0.92 <= ratio <= 1.08,
+        f"speed.txt says {reported:.3g} µm/min, truth {truth['speed']:.3g} (ratio {ratio:.2f}, allowed 0.92-1.08)",
+    )
 
 
 _TRACK = """
@@ -745,10 +791,12 @@ register(
         ),
         setup=_setup_track,
         check=_check_track,
-        solution=_TRACK + """
+        solution=_TRACK
+        + """
 open("speed.txt", "w").write(str(px_per_frame * 0.26 / 2.0))  # our scope: 0.26 µm pixels, a frame every 2 min
 """,
-        blind_solution=_TRACK + """
+        blind_solution=_TRACK
+        + """
 with tifffile.TiffFile("movie.tif") as tif:
     meta = tif.imagej_metadata or {}
 minutes = (meta.get("finterval") or 60.0) / 60  # none recorded: one frame a minute
@@ -780,7 +828,10 @@ def _setup_units(workdir: Path, rng: np.random.Generator) -> Truth:
 def _check_units(workdir: Path, truth: Truth) -> tuple[bool, str]:
     got, true = per_label(workdir / "gfp_units.csv", "gfp", truth["units"])
     ratio = float(np.median(got / true))
-    return 0.97 <= ratio <= 1.03, f"gfp against the lab's units (counts above offset per 100 ms): median ratio {ratio:.3f} (0.97-1.03)"
+    return (
+        0.97 <= ratio <= 1.03,
+        f"gfp against the lab's units (counts above offset per 100 ms): median ratio {ratio:.3f} (0.97-1.03)",
+    )
 
 
 register(
@@ -793,11 +844,13 @@ register(
         ),
         setup=_setup_units,
         check=_check_units,
-        solution=_CELL_MEANS.format(name="gfp_300ms.tif") + """
+        solution=_CELL_MEANS.format(name="gfp_300ms.tif")
+        + """
 gfp = (means - 500) * 100 / 300  # the lab's units: counts above the offset per 100 ms; 300 ms here
 np.savetxt("gfp_units.csv", np.column_stack([np.arange(1, len(gfp) + 1), gfp]), delimiter=",", header="label,gfp", comments="")
 """,
-        blind_solution=_CELL_MEANS.format(name="gfp_300ms.tif") + """
+        blind_solution=_CELL_MEANS.format(name="gfp_300ms.tif")
+        + """
 np.savetxt("gfp_units.csv", np.column_stack([np.arange(1, len(means) + 1), means]), delimiter=",", header="label,gfp", comments="")
 """,
         docs=("lab/units", "lab/microscope"),

@@ -44,7 +44,11 @@ def _border_labels(rng: np.random.Generator) -> tuple[np.ndarray, int, int]:
         # a nucleus ending 1-3 px from the edge is ambiguous after blur: drop it from the data
         keep[i] = not (r - 3 < distance < r + 4)
     labels = np.where(keep[labels], labels, 0)
-    inside = sum(1 for i, (y, x, r) in enumerate(placed, start=1) if keep[i] and min(y, x, SHAPE[0] - 1 - y, SHAPE[1] - 1 - x) >= r + 4)
+    inside = sum(
+        1
+        for i, (y, x, r) in enumerate(placed, start=1)
+        if keep[i] and min(y, x, SHAPE[0] - 1 - y, SHAPE[1] - 1 - x) >= r + 4
+    )
     return labels, inside, int(keep[1:].sum()) - inside
 
 
@@ -145,15 +149,18 @@ register(
             "trace1.csv with columns minutes and intensity. Keep the frame interval in mind for "
             "our next movies."
         ),
-        first_solution=_TRACE + """
+        first_solution=_TRACE
+        + """
 m = trace("movie1.tif")
 np.savetxt("trace1.csv", np.column_stack([np.arange(len(m)) * 0.5, m]), delimiter=",", header="minutes,intensity", comments="")
 """,
         request="movie2.tif is another live-imaging run. At what time, in minutes from the start, is its mean intensity highest? Write the number to peak_minutes.txt.",
         setup=_setup_interval,
         check=_check_interval,
-        solution=_TRACE + 'open("peak_minutes.txt", "w").write(str(int(np.argmax(trace("movie2.tif"))) * 0.5))  # 30 s frames\n',
-        blind_solution=_TRACE + """
+        solution=_TRACE
+        + 'open("peak_minutes.txt", "w").write(str(int(np.argmax(trace("movie2.tif"))) * 0.5))  # 30 s frames\n',
+        blind_solution=_TRACE
+        + """
 with tifffile.TiffFile("movie2.tif") as tif:
     finterval = tif.imagej_metadata.get("finterval") if tif.imagej_metadata else None
 seconds = finterval or 1.0  # no interval recorded: one frame per second
@@ -182,7 +189,9 @@ def _setup_confocal(workdir: Path, rng: np.random.Generator) -> Truth:
         cells, nuclei, levels = cells_field(CONFOCAL, (320, 320), 14, rng)
         image = write_cells(CONFOCAL, workdir, f"confocal{n}.tif", cells, nuclei, levels, rng)
         save_tiff(workdir / f"confocal{n}_labels.tif", cells.astype(np.uint16))
-        truth["mcherry"] = np.asarray(ndi.mean(image[CONFOCAL.channels.index("mCherry")].astype(float), cells, np.arange(1, cells.max() + 1)))
+        truth["mcherry"] = np.asarray(
+            ndi.mean(image[CONFOCAL.channels.index("mCherry")].astype(float), cells, np.arange(1, cells.max() + 1))
+        )
     return truth
 
 
@@ -247,7 +256,9 @@ def _setup_tables(workdir: Path, rng: np.random.Generator) -> Truth:
     truth: Truth = {}
     for name in ("first", "second"):
         labels, _ = WIDEFIELD.nuclei((256, 256), 12, rng)
-        image = WIDEFIELD.acquire(ndi.gaussian_filter(np.concatenate([[0.0], rng.uniform(700, 1300, int(labels.max()))])[labels], 1.0), rng)
+        image = WIDEFIELD.acquire(
+            ndi.gaussian_filter(np.concatenate([[0.0], rng.uniform(700, 1300, int(labels.max()))])[labels], 1.0), rng
+        )
         save_tiff(workdir / f"{name}.tif", image)
         save_tiff(workdir / f"{name}_labels.tif", labels.astype(np.uint16))
         truth["means"] = np.asarray(ndi.mean(image.astype(float), labels, np.arange(1, labels.max() + 1)))
@@ -260,7 +271,10 @@ def _check_tables(workdir: Path, truth: Truth) -> tuple[bool, str]:
     if len(lines) < 2:
         raise CheckFailed(f"{path.name} has no rows")
     if ";" not in lines[0]:
-        return False, f"{path.name} is not separated by ';' (header {lines[0]!r}): the lab's spreadsheets read ';' and decimal commas"
+        return (
+            False,
+            f"{path.name} is not separated by ';' (header {lines[0]!r}): the lab's spreadsheets read ';' and decimal commas",
+        )
     header = [name.strip().lower() for name in lines[0].split(";")]
     if "label" not in header or "mean" not in header:
         raise CheckFailed(f"{path.name} needs columns label and mean; header is {lines[0]!r}")
@@ -285,8 +299,8 @@ def _intensities(name: str, german: bool) -> str:
     write = (
         'w = csv.writer(f, delimiter=";")\n    w.writerow(["label", "mean"])\n'
         '    w.writerows([i, f"{m:.2f}".replace(".", ",")] for i, m in enumerate(means, 1))'
-        if german else
-        'w = csv.writer(f)\n    w.writerow(["label", "mean"])\n    w.writerows([i, f"{m:.2f}"] for i, m in enumerate(means, 1))'
+        if german
+        else 'w = csv.writer(f)\n    w.writerow(["label", "mean"])\n    w.writerows([i, f"{m:.2f}"] for i, m in enumerate(means, 1))'
     )
     return f"""
 import csv, numpy as np, tifffile
@@ -321,8 +335,8 @@ register(
             "table-format",
             (
                 "# Tables for the lab\n\nEvery table saved for the lab: ';' between columns and a decimal "
-                "comma (their spreadsheets are German): csv.writer(f, delimiter=\";\") and "
-                "f\"{x:.2f}\".replace(\".\", \",\").\n"
+                'comma (their spreadsheets are German): csv.writer(f, delimiter=";") and '
+                'f"{x:.2f}".replace(".", ",").\n'
             ),
         ),
         docs=("table-format",),
@@ -344,7 +358,12 @@ def _edu_field(rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray, int]:
     while True:
         labels, _ = PLATE_IMAGER.nuclei((256, 256), 40, rng, gap=4)
         n = int(labels.max())
-        image = PLATE_IMAGER.acquire(ndi.gaussian_filter(np.concatenate([[0.0], np.exp(rng.uniform(np.log(100), np.log(2500), n))])[labels], 1.0), rng)
+        image = PLATE_IMAGER.acquire(
+            ndi.gaussian_filter(
+                np.concatenate([[0.0], np.exp(rng.uniform(np.log(100), np.log(2500), n))])[labels], 1.0
+            ),
+            rng,
+        )
         means = np.asarray(ndi.mean(image.astype(float), labels, np.arange(1, n + 1))) - float(np.median(image))
         if np.any(np.abs(means - EDU_CUTOFF) < 60):
             continue
@@ -366,7 +385,9 @@ def _setup_edu(workdir: Path, rng: np.random.Generator) -> Truth:
 
 def _check_edu(workdir: Path, truth: Truth) -> tuple[bool, str]:
     reported = read_number(workdir / "edu2_positive.txt")
-    return reported == truth["positive"], f"edu2_positive.txt says {reported:g}, truth {truth['positive']} EdU-positive nuclei (exact)"
+    return reported == truth[
+        "positive"
+    ], f"edu2_positive.txt says {reported:g}, truth {truth['positive']} EdU-positive nuclei (exact)"
 
 
 def _edu(n: int, rule: str) -> str:
@@ -398,7 +419,9 @@ register(
         setup=_setup_edu,
         check=_check_edu,
         solution=_edu(2, "positive = int(np.sum(means >= 800))  # the assay's kept rule"),
-        blind_solution=_edu(2, "from skimage.filters import threshold_otsu\npositive = int(np.sum(means > threshold_otsu(means)))"),
+        blind_solution=_edu(
+            2, "from skimage.filters import threshold_otsu\npositive = int(np.sum(means > threshold_otsu(means)))"
+        ),
         memo=(
             "edu-assay",
             (
@@ -443,7 +466,10 @@ def _setup_scanner(workdir: Path, rng: np.random.Generator) -> Truth:
 def _check_scanner(workdir: Path, truth: Truth) -> tuple[bool, str]:
     reported = read_number(workdir / "area2.txt")
     ratio = reported / truth["mm2"]
-    return 0.95 <= ratio <= 1.05, f"area2.txt says {reported:.4g} mm², truth {truth['mm2']:.4g} (ratio {ratio:.3f}, allowed 0.95-1.05)"
+    return (
+        0.95 <= ratio <= 1.05,
+        f"area2.txt says {reported:.4g} mm², truth {truth['mm2']:.4g} (ratio {ratio:.3f}, allowed 0.95-1.05)",
+    )
 
 
 def _area(n: int, pixel_um: str) -> str:

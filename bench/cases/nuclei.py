@@ -48,7 +48,9 @@ def _check_labels(path: Path, truth_labels: np.ndarray, min_f1: float = 0.9) -> 
     count = len(np.unique(labels[labels > 0]))
     f1 = matched_f1(labels, truth_labels)
     if f1 < min_f1:
-        raise CheckFailed(f"{path.name}: {count} objects, matching F1 {f1:.2f} < {min_f1} (IoU ≥ 0.5) against {len(np.unique(truth_labels[truth_labels > 0]))} nuclei")
+        raise CheckFailed(
+            f"{path.name}: {count} objects, matching F1 {f1:.2f} < {min_f1} (IoU ≥ 0.5) against {len(np.unique(truth_labels[truth_labels > 0]))} nuclei"
+        )
     return count, f1
 
 
@@ -104,12 +106,14 @@ with open("count.txt", "w") as f:
     f.write(str(int(labels.max())))
 print(labels.max(), "nuclei")
 """,
-        procedure=Procedure((
-            _NUCLEI_INPUTS + 'exclude_edge = False\nuser_names = {"nuclei-labels": "labels.tif"}\n',
-            Run("outputs"),
-            Run("segment-nuclei"),
-            _SAVE_COUNT,
-        )),
+        procedure=Procedure(
+            (
+                _NUCLEI_INPUTS + 'exclude_edge = False\nuser_names = {"nuclei-labels": "labels.tif"}\n',
+                Run("outputs"),
+                Run("segment-nuclei"),
+                _SAVE_COUNT,
+            )
+        ),
         docs=("segment-nuclei",),
     )
 )
@@ -164,12 +168,14 @@ tifffile.imwrite("labels_interior.tif", labels.astype(np.uint16))
 with open("count.txt", "w") as f:
     f.write(str(int(labels.max())))
 """,
-        procedure=Procedure((
-            _NUCLEI_INPUTS + 'exclude_edge = True\nuser_names = {"nuclei-labels": "labels_interior.tif"}\n',
-            Run("outputs"),
-            Run("segment-nuclei"),
-            _SAVE_COUNT,
-        )),
+        procedure=Procedure(
+            (
+                _NUCLEI_INPUTS + 'exclude_edge = True\nuser_names = {"nuclei-labels": "labels_interior.tif"}\n',
+                Run("outputs"),
+                Run("segment-nuclei"),
+                _SAVE_COUNT,
+            )
+        ),
         docs=("segment-nuclei",),
     )
 )
@@ -186,7 +192,10 @@ def _setup_measure(workdir: Path, rng: np.random.Generator) -> Truth:
     ids = np.arange(1, labels.max() + 1)
     area = ndi.sum_labels(np.ones_like(labels), labels, ids)
     mean = ndi.mean(image.astype(np.float64), labels, ids)
-    return {"area": dict(zip(ids.tolist(), area.tolist(), strict=True)), "mean": dict(zip(ids.tolist(), mean.tolist(), strict=True))}
+    return {
+        "area": dict(zip(ids.tolist(), area.tolist(), strict=True)),
+        "mean": dict(zip(ids.tolist(), mean.tolist(), strict=True)),
+    }
 
 
 def _check_measure(workdir: Path, truth: Truth) -> tuple[bool, str]:
@@ -194,7 +203,10 @@ def _check_measure(workdir: Path, truth: Truth) -> tuple[bool, str]:
     seen = {int(row["label"]): row for row in rows}
     expected = set(truth["area"])
     if set(seen) != expected:
-        return False, f"nuclei.csv has labels {sorted(seen)[:10]}…; expected exactly {len(expected)} labels 1..{max(expected)}"
+        return (
+            False,
+            f"nuclei.csv has labels {sorted(seen)[:10]}…; expected exactly {len(expected)} labels 1..{max(expected)}",
+        )
     for label in expected:
         row = seen[label]
         if abs(row["area"] - truth["area"][label]) > 0.5:
@@ -214,19 +226,21 @@ register(
         ),
         setup=_setup_measure,
         check=_check_measure,
-        procedure=Procedure((
-            """
+        procedure=Procedure(
+            (
+                """
 import tifffile
 labels = tifffile.imread("labels.tif")
 image = tifffile.imread("nuclei.tif")
 source_path = "nuclei.tif"
 pixel_size_um = None  # the request asks for pixels
 """,
-            Run("outputs"),
-            Run("measure-labels"),
-            'save_table({"label": table["label"], "area": table["area_px2"], "mean_intensity": table["intensity_mean"]}, '
-            '"nuclei", "nuclei.csv")\n',
-        )),
+                Run("outputs"),
+                Run("measure-labels"),
+                'save_table({"label": table["label"], "area": table["area_px2"], "mean_intensity": table["intensity_mean"]}, '
+                '"nuclei", "nuclei.csv")\n',
+            )
+        ),
         blind_solution="""
 import tifffile, csv
 from skimage import measure
@@ -280,8 +294,9 @@ register(
         ),
         setup=_setup_timelapse_count,
         check=_check_timelapse_count,
-        procedure=Procedure((
-            """
+        procedure=Procedure(
+            (
+                """
 import tifffile
 stack = tifffile.imread("timelapse.tif")
 source_path = "timelapse.tif"
@@ -289,14 +304,18 @@ nucleus_diameter_px = None  # measured on the first frame, then kept for every f
 exclude_edge = False
 counts = []
 """,
-            Run("outputs"),
-            Each("for frame_index in range(len(stack)):", (
-                'image = stack[frame_index]\nuser_names = {"nuclei-labels": f"labels_t{frame_index}.tif"}\n',
-                Run("segment-nuclei"),
-                "counts.append(n_nuclei)\n",
-            )),
-            'import numpy as np\nsave_table({"frame": np.arange(len(counts)), "count": counts}, "counts", "counts.csv")\n',
-        )),
+                Run("outputs"),
+                Each(
+                    "for frame_index in range(len(stack)):",
+                    (
+                        'image = stack[frame_index]\nuser_names = {"nuclei-labels": f"labels_t{frame_index}.tif"}\n',
+                        Run("segment-nuclei"),
+                        "counts.append(n_nuclei)\n",
+                    ),
+                ),
+                'import numpy as np\nsave_table({"frame": np.arange(len(counts)), "count": counts}, "counts", "counts.csv")\n',
+            )
+        ),
         blind_solution="""
 import numpy as np, tifffile, csv
 from skimage import filters, measure, morphology

@@ -82,7 +82,13 @@ class Instrument:
         return self.radius_px(low) * 1.02, self.radius_px(high) * 0.98
 
     def nuclei(
-        self, shape: tuple[int, int], count: int, rng: np.random.Generator, *, gap: float = 5.0, margin: float | None = None,
+        self,
+        shape: tuple[int, int],
+        count: int,
+        rng: np.random.Generator,
+        *,
+        gap: float = 5.0,
+        margin: float | None = None,
         area_um2: tuple[float, float] | None = None,
     ) -> tuple[np.ndarray, list[tuple[float, float, float]]]:
         """Non-touching nuclei whose areas are uniform over the lab's range (or ``area_um2``)."""
@@ -90,7 +96,9 @@ class Instrument:
         radii = (self.radius_px(low) * 1.02, self.radius_px(high) * 0.98)
         return disks(shape, count, rng, radius=radii, gap=gap, margin=margin)
 
-    def objects(self, shape: tuple[int, int], areas_um2: np.ndarray, rng: np.random.Generator, *, gap: float = 4.0) -> np.ndarray:
+    def objects(
+        self, shape: tuple[int, int], areas_um2: np.ndarray, rng: np.random.Generator, *, gap: float = 4.0
+    ) -> np.ndarray:
         """Non-touching round objects of the given areas (largest placed first), labelled 1..n in
         the order of ``areas_um2``; an object that finds no room is left out (label skipped)."""
         radii = [self.radius_px(a) for a in areas_um2]
@@ -172,7 +180,9 @@ CONFOCAL = Instrument(
 )
 """The new confocal: four channels in its software's order, which is not the wavelengths'."""
 
-INCUBATOR = Instrument(name="our incubator scope", doc="", pixel_um=0.65, offset=100.0, background=200.0, noise=10.0, frame_minutes=0.5)
+INCUBATOR = Instrument(
+    name="our incubator scope", doc="", pixel_um=0.65, offset=100.0, background=200.0, noise=10.0, frame_minutes=0.5
+)
 """The incubator scope: live imaging, one frame every 30 s (its files do not record it)."""
 
 SCANNER = Instrument(name="the slide scanner", doc="", pixel_um=0.442, offset=0.0, background=20.0, noise=4.0)
@@ -195,7 +205,11 @@ class Acquired:
 
 
 def cells_field(
-    instrument: Instrument, shape: tuple[int, int], count: int, rng: np.random.Generator, levels: dict[str, np.ndarray] | None = None,
+    instrument: Instrument,
+    shape: tuple[int, int],
+    count: int,
+    rng: np.random.Generator,
+    levels: dict[str, np.ndarray] | None = None,
 ) -> tuple[np.ndarray, np.ndarray, dict[str, np.ndarray]]:
     """Round cells with a nucleus in the middle: (cell labels, nucleus labels, per-cell level of
     each stain above background). A nuclear stain fills the nucleus, every other stain the cell.
@@ -213,12 +227,21 @@ def cells_field(
     drawn = dict(levels or {})
     for stain in instrument.channels:
         if stain not in drawn:
-            drawn[stain] = rng.uniform(900, 1500, n) if stain in NUCLEAR_STAINS else np.exp(rng.uniform(np.log(150), np.log(2500), n))
+            drawn[stain] = (
+                rng.uniform(900, 1500, n)
+                if stain in NUCLEAR_STAINS
+                else np.exp(rng.uniform(np.log(150), np.log(2500), n))
+            )
     return cells, nuclei, drawn
 
 
 def write_cells(
-    instrument: Instrument, workdir: Path, name: str, cells: np.ndarray, nuclei: np.ndarray, levels: dict[str, np.ndarray],
+    instrument: Instrument,
+    workdir: Path,
+    name: str,
+    cells: np.ndarray,
+    nuclei: np.ndarray,
+    levels: dict[str, np.ndarray],
     rng: np.random.Generator,
 ) -> np.ndarray:
     """Write the instrument's multichannel file of a cells field (axes CYX, channels in the

@@ -19,7 +19,9 @@ def spot_image(shape: tuple[int, int], points: np.ndarray, rng: np.random.Genera
     return to_uint16(100 + ndi.gaussian_filter(image, 1.5) + rng.normal(0, 8, shape))
 
 
-def random_points(shape: tuple[int, int], count: int, rng: np.random.Generator, gap: float, mask: np.ndarray | None = None) -> np.ndarray:
+def random_points(
+    shape: tuple[int, int], count: int, rng: np.random.Generator, gap: float, mask: np.ndarray | None = None
+) -> np.ndarray:
     """Up to ``count`` integer points at least ``gap`` apart, inside ``mask`` when given."""
     points: list[tuple[int, int]] = []
     for _ in range(count * 100):
@@ -70,8 +72,9 @@ register(
         ),
         setup=_setup_spots,
         check=_check_spots,
-        procedure=Procedure((_SPOTS_INPUTS + 'mask = None\nuser_names = {"spots": "spots.csv"}\n',
-                             Run("outputs"), Run("count-spots"))),
+        procedure=Procedure(
+            (_SPOTS_INPUTS + 'mask = None\nuser_names = {"spots": "spots.csv"}\n', Run("outputs"), Run("count-spots"))
+        ),
         blind_solution="""
 import numpy as np, tifffile, csv
 from skimage import feature, filters
@@ -134,11 +137,14 @@ register(
         ),
         setup=_setup_spots_per_cell,
         check=_check_spots_per_cell,
-        procedure=Procedure((
-            _SPOTS_INPUTS + 'mask = tifffile.imread("cells.tif")\nuser_names = {"spots-per-cell": "spots_per_cell.csv"}\n',
-            Run("outputs"),
-            Run("count-spots"),
-        )),
+        procedure=Procedure(
+            (
+                _SPOTS_INPUTS
+                + 'mask = tifffile.imread("cells.tif")\nuser_names = {"spots-per-cell": "spots_per_cell.csv"}\n',
+                Run("outputs"),
+                Run("count-spots"),
+            )
+        ),
         blind_solution="""
 import numpy as np, tifffile, csv
 from skimage import feature, filters
@@ -209,8 +215,9 @@ register(
         ),
         setup=_setup_pearson,
         check=_check_pearson,
-        procedure=Procedure((_COLOC_INPUTS + 'user_names = {"colocalization": "coloc.csv"}\n',
-                             Run("outputs"), Run("colocalization"))),
+        procedure=Procedure(
+            (_COLOC_INPUTS + 'user_names = {"colocalization": "coloc.csv"}\n', Run("outputs"), Run("colocalization"))
+        ),
         blind_solution="""
 import numpy as np, tifffile, csv
 img = tifffile.imread("coloc.tif").astype(float)
@@ -260,8 +267,9 @@ register(
         ),
         setup=_setup_manders,
         check=_check_manders,
-        procedure=Procedure((_COLOC_INPUTS + 'user_names = {"colocalization": "manders.csv"}\n',
-                             Run("outputs"), Run("colocalization"))),
+        procedure=Procedure(
+            (_COLOC_INPUTS + 'user_names = {"colocalization": "manders.csv"}\n', Run("outputs"), Run("colocalization"))
+        ),
         blind_solution="""
 import numpy as np, tifffile, csv
 from skimage.filters import threshold_otsu

@@ -38,7 +38,10 @@ def _check_mip(workdir: Path, truth: Truth) -> tuple[bool, str]:
     expected = truth["mip"]
     got = load_tiff(workdir / "mip.tif", ndim=2, shape=expected.shape)
     if not np.allclose(got, expected, atol=0.5):
-        return False, f"mip.tif differs from the maximum over z in {int((np.abs(got - expected.astype(float)) > 0.5).sum())} pixels"
+        return (
+            False,
+            f"mip.tif differs from the maximum over z in {int((np.abs(got - expected.astype(float)) > 0.5).sum())} pixels",
+        )
     return True, "mip.tif equals the maximum over z (±0.5)"
 
 
@@ -51,17 +54,19 @@ register(
         ),
         setup=_setup_mip,
         check=_check_mip,
-        procedure=Procedure((
-            """
+        procedure=Procedure(
+            (
+                """
 import tifffile
 stack = tifffile.imread("zstack.tif")
 in_focus_only = False  # a plain maximum projection along z, as asked
 source_path = "zstack.tif"
 user_names = {"mip": "mip.tif"}
 """,
-            Run("outputs"),
-            Run("max-projection"),
-        )),
+                Run("outputs"),
+                Run("max-projection"),
+            )
+        ),
         blind_solution="""
 import tifffile
 stack = tifffile.imread("zstack.tif")
@@ -99,8 +104,9 @@ register(
         ),
         setup=_setup_mip_channels,
         check=_check_mip_channels,
-        procedure=Procedure((
-            """
+        procedure=Procedure(
+            (
+                """
 import tifffile
 with tifffile.TiffFile("stack.tif") as tif:
     axes = tif.series[0].axes  # a Fiji hyperstack: ZCYX
@@ -108,12 +114,16 @@ with tifffile.TiffFile("stack.tif") as tif:
 in_focus_only = False  # a plain maximum projection per channel, as asked
 source_path = "stack.tif"
 """,
-            Run("outputs"),
-            Each('for channel in range(data.shape[axes.index("C")]):', (
-                'stack = data.take(channel, axis=axes.index("C"))\nuser_names = {"mip": f"mip_c{channel + 1}.tif"}\n',
-                Run("max-projection"),
-            )),
-        )),
+                Run("outputs"),
+                Each(
+                    'for channel in range(data.shape[axes.index("C")]):',
+                    (
+                        'stack = data.take(channel, axis=axes.index("C"))\nuser_names = {"mip": f"mip_c{channel + 1}.tif"}\n',
+                        Run("max-projection"),
+                    ),
+                ),
+            )
+        ),
         blind_solution="""
 import tifffile
 with tifffile.TiffFile("stack.tif") as tif:
@@ -175,8 +185,11 @@ def write_tile_grid(
     covered = np.zeros((y1 - y0, x1 - x0), bool)
     for y, x in positions.values():
         covered[y - y0 : y - y0 + tile, x - x0 : x - x0 + tile] = True
-    return {"canvas": scene[y0:y1, x0:x1], "covered": covered,
-            "positions": {k: (y - y0, x - x0) for k, (y, x) in positions.items()}}
+    return {
+        "canvas": scene[y0:y1, x0:x1],
+        "covered": covered,
+        "positions": {k: (y - y0, x - x0) for k, (y, x) in positions.items()},
+    }
 
 
 def _check_stitch(workdir: Path, truth: Truth) -> tuple[bool, str]:
@@ -186,7 +199,10 @@ def _check_stitch(workdir: Path, truth: Truth) -> tuple[bool, str]:
         return False, f"stitched.tif is {got.shape}, the covered area is {expected.shape} (±4 px)"
     score, shift = best_shift_ncc(got, expected, max_shift=4, mask=truth["covered"])
     if score < 0.95:
-        return False, f"stitched.tif matches the true scene with NCC {score:.3f} < 0.95 where tiles cover it (best offset {shift})"
+        return (
+            False,
+            f"stitched.tif matches the true scene with NCC {score:.3f} < 0.95 where tiles cover it (best offset {shift})",
+        )
     return True, f"stitched {got.shape} vs true {expected.shape}, NCC {score:.3f} at offset {shift}"
 
 
@@ -201,11 +217,13 @@ register(
         ),
         setup=_setup_stitch,
         check=_check_stitch,
-        procedure=Procedure((
-            TILE_INPUTS + 'overlap_fraction = 0.125  # "roughly 10-15%"\n',
-            Run("outputs"),
-            Run("stitch-tiles"),
-        )),
+        procedure=Procedure(
+            (
+                TILE_INPUTS + 'overlap_fraction = 0.125  # "roughly 10-15%"\n',
+                Run("outputs"),
+                Run("stitch-tiles"),
+            )
+        ),
         blind_solution="""
 import numpy as np, tifffile
 tiles = {(r, c): tifffile.imread(f"tile_r{r}_c{c}.tif").astype(np.float32) for r in range(2) for c in range(2)}
@@ -277,7 +295,10 @@ def _check_register(workdir: Path, truth: Truth) -> tuple[bool, str]:
     if first < 0.99:
         return False, f"channel 1 of aligned.tif was changed (NCC {first:.3f} with the input); it is the reference"
     if second < 0.95:
-        return False, f"channel 2 does not line up with channel 1: NCC {second:.3f} < 0.95 inside a 16 px border (true shift {truth['shift']})"
+        return (
+            False,
+            f"channel 2 does not line up with channel 1: NCC {second:.3f} < 0.95 inside a 16 px border (true shift {truth['shift']})",
+        )
     return True, f"channel 2 aligned: NCC {second:.3f} with channel 1 (true shift {truth['shift']})"
 
 
@@ -291,17 +312,19 @@ register(
         ),
         setup=_setup_register,
         check=_check_register,
-        procedure=Procedure((
-            """
+        procedure=Procedure(
+            (
+                """
 import tifffile
 channels = tifffile.imread("two_channel.tif")
 reference_channel = 0  # channel 1 stays as it is
 source_path = "two_channel.tif"
 user_names = {"registered": "aligned.tif"}
 """,
-            Run("outputs"),
-            Run("register-channels"),
-        )),
+                Run("outputs"),
+                Run("register-channels"),
+            )
+        ),
         blind_solution="""
 import numpy as np, tifffile
 from scipy import ndimage as ndi
@@ -362,8 +385,9 @@ register(
         ),
         setup=_setup_timelapse_intensity,
         check=_check_timelapse_intensity,
-        procedure=Procedure((
-            """
+        procedure=Procedure(
+            (
+                """
 import tifffile
 movie = tifffile.imread("timelapse.tif")
 image = movie[0]  # the cell is outlined on the first frame
@@ -371,18 +395,19 @@ nucleus_diameter_px = None
 exclude_edge = False
 source_path = "timelapse.tif"
 """,
-            Run("outputs"),
-            Run("segment-nuclei"),
-            """
+                Run("outputs"),
+                Run("segment-nuclei"),
+                """
 roi = labels > 0  # the cell, as segmented
 background_roi = None  # derived by the procedure
 reference_roi = None  # one cell: bleaching is fitted on it
 frame_interval_s = 1.0  # not in the file: frames are the time unit
 baseline_frames = 1
 """,
-            Run("timelapse-intensity"),
-            'import numpy as np\nsave_table({"frame": np.arange(len(trace)), "mean_intensity": trace}, "intensity", "intensity.csv")\n',
-        )),
+                Run("timelapse-intensity"),
+                'import numpy as np\nsave_table({"frame": np.arange(len(trace)), "mean_intensity": trace}, "intensity", "intensity.csv")\n',
+            )
+        ),
         blind_solution="""
 import numpy as np, tifffile, csv
 from skimage import filters, measure

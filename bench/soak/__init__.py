@@ -25,9 +25,23 @@ def _handler(args: argparse.Namespace) -> int:
     from bench.soak import run as soak_run
 
     base = soak_run.QUICK if args.quick else soak_run.FULL
-    given = {k: getattr(args, k) for k in ("store_ids", "mcp_ids", "kills", "minutes", "calls", "kernel_kills",
-                                           "slowloris", "malformed", "long_queries", "size_writes", "seed")
-             if getattr(args, k) is not None}
+    given = {
+        k: getattr(args, k)
+        for k in (
+            "store_ids",
+            "mcp_ids",
+            "kills",
+            "minutes",
+            "calls",
+            "kernel_kills",
+            "slowloris",
+            "malformed",
+            "long_queries",
+            "size_writes",
+            "seed",
+        )
+        if getattr(args, k) is not None
+    }
     if any(v < 0 for v in given.values()):
         raise ValueError("counts and minutes must not be negative")
     scale = dataclasses.replace(base, **given)
@@ -46,23 +60,62 @@ def _handler(args: argparse.Namespace) -> int:
 
 def register(sub: argparse._SubParsersAction) -> None:
     """Add ``soak`` to ``python -m bench``."""
-    p = sub.add_parser("soak", help="the reliability attacks at full counts: escapes, torn or lost docs, orphans",
-                       description="Example: python -m bench soak --minutes 5 --json soak.json. "
-                                   "Exit 0: every found count is 0; 1: something was found.")
-    p.add_argument("--store-ids", type=int, default=None, help="generated hostile ids through the store (default 10,000; plus a tenth as many valid ids)")
-    p.add_argument("--mcp-ids", type=int, default=None, help="generated ids through MCP tools and resource URIs (default 1,000)")
-    p.add_argument("--kills", type=int, default=None, help="SIGKILL injections mid-write (default 1,000; every 25th through the real server)")
-    p.add_argument("--minutes", type=float, default=None, help="minutes of two servers and a hand editor writing (default 5; 0 = one round)")
+    p = sub.add_parser(
+        "soak",
+        help="the reliability attacks at full counts: escapes, torn or lost docs, orphans",
+        description="Example: python -m bench soak --minutes 5 --json soak.json. "
+        "Exit 0: every found count is 0; 1: something was found.",
+    )
+    p.add_argument(
+        "--store-ids",
+        type=int,
+        default=None,
+        help="generated hostile ids through the store (default 10,000; plus a tenth as many valid ids)",
+    )
+    p.add_argument(
+        "--mcp-ids", type=int, default=None, help="generated ids through MCP tools and resource URIs (default 1,000)"
+    )
+    p.add_argument(
+        "--kills",
+        type=int,
+        default=None,
+        help="SIGKILL injections mid-write (default 1,000; every 25th through the real server)",
+    )
+    p.add_argument(
+        "--minutes",
+        type=float,
+        default=None,
+        help="minutes of two servers and a hand editor writing (default 5; 0 = one round)",
+    )
     p.add_argument("--calls", type=int, default=None, help="pipelined calls while the kernel prints (default 1,000)")
-    p.add_argument("--kernel-kills", type=int, default=None, help="servers SIGKILLed with a live kernel, for orphans (default 3)")
-    p.add_argument("--slowloris", type=int, default=None, help="idle half-sent HTTP requests under ulimit -n 1024 (default 1,100)")
+    p.add_argument(
+        "--kernel-kills", type=int, default=None, help="servers SIGKILLed with a live kernel, for orphans (default 3)"
+    )
+    p.add_argument(
+        "--slowloris", type=int, default=None, help="idle half-sent HTTP requests under ulimit -n 1024 (default 1,100)"
+    )
     p.add_argument("--malformed", type=int, default=None, help="malformed HTTP requests in a flood (default 18,207)")
-    p.add_argument("--long-queries", type=int, default=None, help="pasted passages searched over 5,000 docs (default 200)")
+    p.add_argument(
+        "--long-queries", type=int, default=None, help="pasted passages searched over 5,000 docs (default 200)"
+    )
     p.add_argument("--size-writes", type=int, default=None, help="writes at and past the size caps (default 200)")
     p.add_argument("--seed", type=int, default=None, help="generator seed (default 0)")
-    p.add_argument("--phases", default=None, help="comma-separated subset of hostile-store, hostile-mcp, crash, writers, "
-                                                  "noise, http, search, caps (default all)")
-    p.add_argument("--quick", action="store_true", help="every phase at a tiny count (seconds): checks the harness, not the product")
+    p.add_argument(
+        "--phases",
+        default=None,
+        help="comma-separated subset of hostile-store, hostile-mcp, crash, writers, "
+        "noise, http, search, caps (default all)",
+    )
+    p.add_argument(
+        "--quick",
+        action="store_true",
+        help="every phase at a tiny count (seconds): checks the harness, not the product",
+    )
     p.add_argument("--json", type=Path, default=None, help="also write the counts as JSON to FILE")
-    p.add_argument("--workdir", type=Path, default=None, help="where the temp root goes (default /tmp: kernel socket paths must be short)")
+    p.add_argument(
+        "--workdir",
+        type=Path,
+        default=None,
+        help="where the temp root goes (default /tmp: kernel socket paths must be short)",
+    )
     p.set_defaults(handler=_handler)

@@ -28,8 +28,16 @@ from biopb_mcp.text.doc_views import read_doc
 from biopb_mcp.text.index import render_index
 
 __all__ = [
-    "CRASH_LINES", "Problem", "TierCheck", "big_body", "created_body", "fork_writer", "index_states",
-    "kill_server_mid_write", "kill_store_writer", "store_writer",
+    "CRASH_LINES",
+    "Problem",
+    "TierCheck",
+    "big_body",
+    "created_body",
+    "fork_writer",
+    "index_states",
+    "kill_server_mid_write",
+    "kill_store_writer",
+    "store_writer",
 ]
 
 CRASH_LINES = 290
@@ -165,7 +173,11 @@ class TierCheck:
         if ".tmp" in rendered or ".big" in rendered:
             problems.append(("surfaced", "a temp file in the rendered index"))
         problems += [("surfaced", f"resource {e.uri}") for e in walk(store) if "tmp" in e.uri or "/." in e.uri]
-        problems += [("surfaced", f"search hit {hit.doc_id}") for hit in search_docs(store, "lorem ipsum", 50) if hit.doc_id != "big"]
+        problems += [
+            ("surfaced", f"search hit {hit.doc_id}")
+            for hit in search_docs(store, "lorem ipsum", 50)
+            if hit.doc_id != "big"
+        ]
         return problems
 
 
@@ -180,7 +192,9 @@ def kill_store_writer(local: Path, seed: int, creates: int, rng: Random, max_del
     return [f"c-{seed}-{k}" for k in range(creates)]
 
 
-def kill_server_mid_write(env: dict[str, str], stderr: Path, tag: str, rng: Random, max_delay: float) -> list[list[str]]:
+def kill_server_mid_write(
+    env: dict[str, str], stderr: Path, tag: str, rng: Random, max_delay: float
+) -> list[list[str]]:
     """One round through the real server: pipeline a big write and two creates, SIGKILL it mid-way.
 
     Returns the creates in both orders: they run on worker threads and may take the lock in either.
@@ -192,7 +206,9 @@ def kill_server_mid_write(env: dict[str, str], stderr: Path, tag: str, rng: Rand
         server.request("tools/call", {"name": "write_doc", "arguments": {"id": "big", "body": big_body(tag)}})
         created = [f"c-{tag}-{k}" for k in range(2)]
         for doc_id in created:
-            server.request("tools/call", {"name": "write_doc", "arguments": {"id": doc_id, "body": created_body(doc_id)}})
+            server.request(
+                "tools/call", {"name": "write_doc", "arguments": {"id": doc_id, "body": created_body(doc_id)}}
+            )
         time.sleep(rng.uniform(0.0, max_delay))
         server.proc.send_signal(signal.SIGKILL)
         server.proc.wait(30)

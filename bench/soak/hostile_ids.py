@@ -46,15 +46,76 @@ SECRET = "SENTINEL-SECRET-7f3a"
 # look-alikes (one dot leader U+2024, fullwidth solidus/full stop, division and fraction slash),
 # trailing dots and spaces, the store's own hidden files, the symlinks planted in the tier, views.
 FRAGMENTS = [
-    "..", ".", "...", "%2e%2e", "%2E%2e", "%2f", "%5c", "%00", "\\", "/", "//", "C:\\", "C:", "c:/",
-    "\x00", "\u2024\u2024", "\u2024", "\uff0f", "\uff0e\uff0e", "\u2215", "\u2044", "\u29f8", "\u202e",
-    "~", " ", ".", "\t", "\n", "é", "e\u0301", "CON", "NUL", "index", "@diff", "@v1", "@v0", "@history",
-    ".history", ".lock", ".shipped-manifest.json", "sentinel", "secret", "evil", "evildir", "absfile",
-    "dangle", "danglingdir", "inner", "a", "b-1", "x.y_z", "_banked",
+    "..",
+    ".",
+    "...",
+    "%2e%2e",
+    "%2E%2e",
+    "%2f",
+    "%5c",
+    "%00",
+    "\\",
+    "/",
+    "//",
+    "C:\\",
+    "C:",
+    "c:/",
+    "\x00",
+    "\u2024\u2024",
+    "\u2024",
+    "\uff0f",
+    "\uff0e\uff0e",
+    "\u2215",
+    "\u2044",
+    "\u29f8",
+    "\u202e",
+    "~",
+    " ",
+    ".",
+    "\t",
+    "\n",
+    "é",
+    "e\u0301",
+    "CON",
+    "NUL",
+    "index",
+    "@diff",
+    "@v1",
+    "@v0",
+    "@history",
+    ".history",
+    ".lock",
+    ".shipped-manifest.json",
+    "sentinel",
+    "secret",
+    "evil",
+    "evildir",
+    "absfile",
+    "dangle",
+    "danglingdir",
+    "inner",
+    "a",
+    "b-1",
+    "x.y_z",
+    "_banked",
 ]
 VALID_POOL = [
-    "a", "b-1", "x.y_z", "deep/er/doc", "trailing.", "t..", "inner", "evil", "absfile", "dangle",
-    "evildir/secret", "evildir/sub/deeper", "danglingdir/x", "index", "a/b", "_banked/x",
+    "a",
+    "b-1",
+    "x.y_z",
+    "deep/er/doc",
+    "trailing.",
+    "t..",
+    "inner",
+    "evil",
+    "absfile",
+    "dangle",
+    "evildir/secret",
+    "evildir/sub/deeper",
+    "danglingdir/x",
+    "index",
+    "a/b",
+    "_banked/x",
 ]
 ID_REGEX = r"[a-z][a-z0-9_-]{0,6}(/[a-z0-9_-][a-z0-9._-]{0,6}){0,2}"
 
@@ -63,8 +124,12 @@ hostile_ids = st.one_of(
     st.text(max_size=30),
     st.integers(150, 3000).map(lambda n: "a" * n),
     st.integers(1, 400).map(lambda n: "../" * n + "sentinel/secret"),
-    st.tuples(st.sampled_from(VALID_POOL), st.sampled_from([" ", ".", "..", "/", " .", ". ", "\\", "/.."])).map("".join),
-    st.tuples(st.sampled_from(["/", "C:\\", "c:/", "\\\\server\\share\\", "file://"]), st.sampled_from(VALID_POOL)).map("".join),
+    st.tuples(st.sampled_from(VALID_POOL), st.sampled_from([" ", ".", "..", "/", " .", ". ", "\\", "/.."])).map(
+        "".join
+    ),
+    st.tuples(st.sampled_from(["/", "C:\\", "c:/", "\\\\server\\share\\", "file://"]), st.sampled_from(VALID_POOL)).map(
+        "".join
+    ),
 )
 """Mostly outside the grammar: refusals are cheap, so thousands run."""
 
@@ -79,8 +144,9 @@ def draw(strategy: st.SearchStrategy[str], n: int, seed: int = 0) -> list[str]:
     out: list[str] = []
 
     @hypothesis_seed(seed)
-    @settings(max_examples=n, deadline=None, database=None, phases=[Phase.generate],
-              suppress_health_check=list(HealthCheck))
+    @settings(
+        max_examples=n, deadline=None, database=None, phases=[Phase.generate], suppress_health_check=list(HealthCheck)
+    )
     @given(strategy)
     def collect(value: str) -> None:
         out.append(value)
@@ -145,8 +211,9 @@ def snapshot(root: Path, *, exclude: tuple[Path, ...] = ()) -> dict[str, str]:
     return out
 
 
-def escapes_after(local: Path, sentinel: Path, sentinel_before: dict[str, str], root: Path,
-                  outside_before: dict[str, str]) -> list[str]:
+def escapes_after(
+    local: Path, sentinel: Path, sentinel_before: dict[str, str], root: Path, outside_before: dict[str, str]
+) -> list[str]:
     """What changed outside the tier after a run: the sentinel, anything beside the tier, files resolving out."""
     problems = []
     if snapshot(sentinel) != sentinel_before:

@@ -28,8 +28,10 @@ __all__ = ["LOG_GROWTH_BOUND", "HttpServer", "malformed_flood", "slowloris"]
 LOG_GROWTH_BOUND = 64 * 1024
 """Most bytes the server log or stderr may grow by during a flood: a few dozen lines, not one per request."""
 
-_INIT = (b'{"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": "2025-06-18", '
-         b'"capabilities": {}, "clientInfo": {"name": "soak", "version": "0"}}}')
+_INIT = (
+    b'{"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": "2025-06-18", '
+    b'"capabilities": {}, "clientInfo": {"name": "soak", "version": "0"}}}'
+)
 
 
 class HttpServer:
@@ -48,7 +50,11 @@ class HttpServer:
         with self.stderr_path.open("wb") as err:
             self.proc = subprocess.Popen(
                 [sys.executable, "-m", "biopb_mcp", "--transport", "http", "--port", "0"],
-                stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=err, env=env, preexec_fn=limit,
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL,
+                stderr=err,
+                env=env,
+                preexec_fn=limit,
             )
         deadline = time.monotonic() + 120
         while not (found := re.search(r"serving streamable HTTP at http://127\.0\.0\.1:(\d+)/mcp", self.stderr())):
@@ -68,9 +74,11 @@ class HttpServer:
 
     def initialize(self, timeout: float = 30.0) -> bool:
         """One real client request (initialize, with the token); True when answered 200."""
-        request = (f"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1:{self.port}\r\nAuthorization: Bearer {self.token}\r\n"
-                   f"Content-Type: application/json\r\nAccept: application/json, text/event-stream\r\n"
-                   f"Content-Length: {len(_INIT)}\r\nConnection: close\r\n\r\n").encode() + _INIT
+        request = (
+            f"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1:{self.port}\r\nAuthorization: Bearer {self.token}\r\n"
+            f"Content-Type: application/json\r\nAccept: application/json, text/event-stream\r\n"
+            f"Content-Length: {len(_INIT)}\r\nConnection: close\r\n\r\n"
+        ).encode() + _INIT
         try:
             with socket.create_connection(("127.0.0.1", self.port), timeout=timeout) as sock:
                 sock.sendall(request)
@@ -89,8 +97,9 @@ class HttpServer:
                 self.proc.wait(10)
 
 
-def slowloris(server: HttpServer, connections: int, *, real_requests: int = 5,
-              close_wait: float | None = 40.0) -> Counter[str]:
+def slowloris(
+    server: HttpServer, connections: int, *, real_requests: int = 5, close_wait: float | None = 40.0
+) -> Counter[str]:
     """Open ``connections`` idle half-sent requests, send real ones meanwhile, then wait for the
     server to close the idle ones (its read deadline), at most ``close_wait`` seconds (None: no wait)."""
     counts: Counter[str] = Counter()
@@ -122,8 +131,9 @@ def slowloris(server: HttpServer, connections: int, *, real_requests: int = 5,
             sock.close()
     log = server.log_path.read_text(errors="replace") if server.log_path.exists() else ""
     text = log + server.stderr()
-    counts["slowloris: tracebacks or 'Too many open files' lines logged"] += (
-        text.count("Traceback") + text.count("Too many open files"))
+    counts["slowloris: tracebacks or 'Too many open files' lines logged"] += text.count("Traceback") + text.count(
+        "Too many open files"
+    )
     return counts
 
 

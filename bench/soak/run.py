@@ -57,9 +57,24 @@ class SoakScale:
 
 
 FULL = SoakScale()
-QUICK = SoakScale(store_ids=30, mcp_ids=10, kills=4, server_kill_every=4, minutes=0.0, calls=20, kernel_kills=1,
-                  slowloris=300, slowloris_nofile=512, slowloris_close_wait=None, malformed=300, search_docs=60,
-                  long_queries=5, one_word_bytes=200_000, costly_rounds=1, size_writes=10)
+QUICK = SoakScale(
+    store_ids=30,
+    mcp_ids=10,
+    kills=4,
+    server_kill_every=4,
+    minutes=0.0,
+    calls=20,
+    kernel_kills=1,
+    slowloris=300,
+    slowloris_nofile=512,
+    slowloris_close_wait=None,
+    malformed=300,
+    search_docs=60,
+    long_queries=5,
+    one_word_bytes=200_000,
+    costly_rounds=1,
+    size_writes=10,
+)
 """Seconds of each phase: the suite runs it so the soak cannot rot; it checks the harness, not the product at scale."""
 
 FOUND = {
@@ -88,7 +103,12 @@ FOUND = {
 }
 """What the soak looks for, each a count that must be 0."""
 
-_KIND = {"torn": "torn docs", "lost": "lost docs", "surfaced": "surfaced temp files", "race": "old/new races not won exactly once"}
+_KIND = {
+    "torn": "torn docs",
+    "lost": "lost docs",
+    "surfaced": "surfaced temp files",
+    "race": "old/new races not won exactly once",
+}
 
 
 @dataclass
@@ -239,7 +259,6 @@ async def writers(root: Path, scale: SoakScale, out: SoakResult) -> None:
     """Two servers and a hand editor on one tier, round after round for ``minutes`` (one round at least)."""
     from mcp import Client
 
-
     keep = 1000
     env = servers.write_config(root / "writers", f"[docs]\nhistory_keep = {keep}\n", log_level=LOG_LEVEL)
     local = Path(env["BIOPB_CONFIG_DIR"]) / "docs"
@@ -248,10 +267,16 @@ async def writers(root: Path, scale: SoakScale, out: SoakResult) -> None:
     small = scale.minutes <= 0
     deadline = time.monotonic() + scale.minutes * 60
     n = 0
-    async with Client(servers.server_params(env), mode="legacy", read_timeout_seconds=60) as a, \
-            Client(servers.server_params(env), mode="auto", read_timeout_seconds=60) as b:
+    async with (
+        Client(servers.server_params(env), mode="legacy", read_timeout_seconds=60) as a,
+        Client(servers.server_params(env), mode="auto", read_timeout_seconds=60) as b,
+    ):
         while n == 0 or time.monotonic() < deadline:
-            r = writing.Round(f"r{n:05d}", body_writes=3, creates=2, hand_edits=3) if small else writing.Round(f"r{n:05d}")
+            r = (
+                writing.Round(f"r{n:05d}", body_writes=3, creates=2, hand_edits=3)
+                if small
+                else writing.Round(f"r{n:05d}")
+            )
             writing.prepare_round(store, r)
             result = await writing.run_round({"A": a, "B": b}, local, r, history_keep=keep)
             _found(out, result.problems)
@@ -294,9 +319,13 @@ def search(root: Path, scale: SoakScale, out: SoakResult) -> None:
     """Long pasted queries over a generated corpus; then costly queries over a doc of one word."""
     from bench.perf_fixtures import make_tree
 
-    tree = make_tree(root / "search", n_files=scale.search_docs, doc_bytes=2_000, index_entries=150, seed=scale.seed + 5)
+    tree = make_tree(
+        root / "search", n_files=scale.search_docs, doc_bytes=2_000, index_entries=150, seed=scale.seed + 5
+    )
     store = DocStore(tree.docs, search_db=root / "search" / "state" / "search.sqlite3", history_keep=2)
-    out.counts.update(search_cost.long_queries(store, search_cost.corpus_texts(tree.docs), scale.long_queries, scale.seed + 5))
+    out.counts.update(
+        search_cost.long_queries(store, search_cost.corpus_texts(tree.docs), scale.long_queries, scale.seed + 5)
+    )
     out.counts["search: one-word doc written (bytes)"] = search_cost.one_word_doc(store, size=scale.one_word_bytes)
     out.counts.update(search_cost.costly_queries(store, scale.costly_rounds))
 
@@ -385,13 +414,22 @@ def report(out: SoakResult, wall: float) -> str:
         mark = "" if out.counts[key] == 0 else "   <-- " + meaning
         lines.append(f"  {key.ljust(width)}  {out.counts[key]:>8,}{mark}")
         lines += [f"      e.g. {ex}" for ex in out.examples.get(key, [])]
-    lines += ["", f"soak {'FOUND ' + str(out.problems) + ' problem(s)' if out.problems else 'clean: every found count is 0'}"]
+    lines += [
+        "",
+        f"soak {'FOUND ' + str(out.problems) + ' problem(s)' if out.problems else 'clean: every found count is 0'}",
+    ]
     return "\n".join(lines)
 
 
 def to_json(out: SoakResult, scale: SoakScale, wall: float) -> dict[str, Any]:
-    return {"scale": asdict(scale), "wall_s": round(wall, 1), "seconds": out.seconds, "counts": dict(out.counts),
-            "found": {k: out.counts[k] for k in FOUND}, "examples": out.examples}
+    return {
+        "scale": asdict(scale),
+        "wall_s": round(wall, 1),
+        "seconds": out.seconds,
+        "counts": dict(out.counts),
+        "found": {k: out.counts[k] for k in FOUND},
+        "examples": out.examples,
+    }
 
 
 def write_json(path: Path, payload: dict[str, Any]) -> None:

@@ -80,7 +80,9 @@ def costly_queries(store: DocStore, rounds: int) -> Counter[str]:
             slowest = max(slowest, took)
             waited_most = max([waited_most, *waited])
             over = took > QUERY_BUDGET_S + SLACK_S
-            counts["search: queries ending past the budget"] += int(over) + sum(w > 2 * QUERY_BUDGET_S + SLACK_S for w in waited)
+            counts["search: queries ending past the budget"] += int(over) + sum(
+                w > 2 * QUERY_BUDGET_S + SLACK_S for w in waited
+            )
     counts["search: slowest costly query (ms)"] = round(slowest * 1000)
     counts["search: longest wait of a plain query sent meanwhile (ms)"] = round(waited_most * 1000)
     return counts

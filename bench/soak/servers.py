@@ -35,8 +35,7 @@ def write_config(root: Path, extra: str = "", *, log_level: str = "INFO") -> dic
         "[server]\n"
         f'state_dir = "{root / "state"}"\n'
         f'runtime_dir = "{root / "runtime"}"\n'
-        f'log_level = "{log_level}"\n'
-        + extra
+        f'log_level = "{log_level}"\n' + extra
     )
     (config / "config.toml").write_text(text)
     return {

@@ -112,10 +112,20 @@ async def run_round(clients: dict[str, Any], local: Path, r: Round, *, history_k
     async def one_server(who: str, client: Any) -> None:
         ops: list[tuple[str, dict[str, str]]] = []
         ops += [("write_doc", {"id": r.shared, "body": shared_body(r.tag, who, i)}) for i in range(r.body_writes)]
-        ops += [("write_doc", {"id": f"new-{r.tag}-{who}-{i}", "body": f"# New {who} {i}\n\nCreated by server {who}, #{i}.\n"})
-                for i in range(r.creates)]
-        ops += [("write_doc", {"id": "index", "old": f"{r.race_target}original hook", "new": f"{r.race_target}hook from {who}"}),
-                ("write_doc", {"id": r.race_doc, "old": "step: original", "new": f"step: from {who}"})]
+        ops += [
+            (
+                "write_doc",
+                {"id": f"new-{r.tag}-{who}-{i}", "body": f"# New {who} {i}\n\nCreated by server {who}, #{i}.\n"},
+            )
+            for i in range(r.creates)
+        ]
+        ops += [
+            (
+                "write_doc",
+                {"id": "index", "old": f"{r.race_target}original hook", "new": f"{r.race_target}hook from {who}"},
+            ),
+            ("write_doc", {"id": r.race_doc, "old": "step: original", "new": f"step: from {who}"}),
+        ]
         random.Random(f"{r.tag}-{who}").shuffle(ops)
         limiter = anyio.CapacityLimiter(3)
 
@@ -144,8 +154,15 @@ async def run_round(clients: dict[str, Any], local: Path, r: Round, *, history_k
     return out
 
 
-def _check(out: RoundResult, done: list[tuple[str, dict[str, str], bool, str]], hand_texts: list[str],
-           superseded_by_hand: list[str], local: Path, r: Round, history_keep: int) -> None:
+def _check(
+    out: RoundResult,
+    done: list[tuple[str, dict[str, str], bool, str]],
+    hand_texts: list[str],
+    superseded_by_hand: list[str],
+    local: Path,
+    r: Round,
+    history_keep: int,
+) -> None:
     problems = out.problems
     fresh = DocStore(local, history_keep=history_keep)
 
@@ -162,7 +179,9 @@ def _check(out: RoundResult, done: list[tuple[str, dict[str, str], bool, str]], 
 
     # The same old/new from both servers: exactly one wins, the other is refused and left no trace.
     for doc_id, marker in (("index", r.race_target), (r.race_doc, "step: ")):
-        attempts = [(is_error, text, args) for _n, args, is_error, text in done if args["id"] == doc_id and "old" in args]
+        attempts = [
+            (is_error, text, args) for _n, args, is_error, text in done if args["id"] == doc_id and "old" in args
+        ]
         winners = [a for a in attempts if not a[0]]
         losers = [a for a in attempts if a[0]]
         if len(winners) != 1 or len(losers) != len(attempts) - 1:
@@ -191,7 +210,8 @@ def _check(out: RoundResult, done: list[tuple[str, dict[str, str], bool, str]], 
     out.tally["hand edits traced (final or in history)"] += sum(1 for h in hand_texts if h == final or h in kept)
     out.tally["hand edits replaced by the next hand edit"] += len(superseded_by_hand)
     out.tally["hand edits overwritten by a server untraced"] += len(
-        [h for h in hand_texts if h != final and h not in kept and h not in superseded_by_hand])
+        [h for h in hand_texts if h != final and h not in kept and h not in superseded_by_hand]
+    )
 
     # Every doc of the round is whole: one of the texts somebody wrote.
     known = set(server_bodies + hand_texts + [shared_body(r.tag, "setup", 0)])

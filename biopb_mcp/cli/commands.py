@@ -50,6 +50,7 @@ The config dir is $BIOPB_CONFIG_DIR, else the platform one (Linux: ~/.config/bio
 EXISTING_NEWEST = "kernel-*.json"
 """What ``--existing`` without a file means: jupyter-client's pattern for the newest kernel."""
 
+
 class _Parser(argparse.ArgumentParser):
     """An ArgumentParser whose errors become one ``error: …`` line and exit code 2."""
 
@@ -70,32 +71,59 @@ def _build_parser() -> _Parser:
     sub = parser.add_subparsers(dest="command", metavar="{serve,docs,config,console,demo}")
 
     serve = sub.add_parser(
-        "serve", help="serve MCP (the default command)", formatter_class=fmt,
+        "serve",
+        help="serve MCP (the default command)",
+        formatter_class=fmt,
         description="Serve MCP over stdio (default) or streamable HTTP on 127.0.0.1.",
         epilog="examples:\n"
         "  biopb-mcp serve\n"
         "  biopb-mcp --transport http --port 9000\n"
         "  biopb-mcp --transport http --no-auth      # no bearer token: any local user can connect\n"
         "  biopb-mcp --trace /tmp/calls.jsonl         # one JSON line per tool call\n"
-        "  biopb-mcp --existing                       # join the newest notebook kernel\n")
-    serve.add_argument("--transport", choices=("stdio", "http"), default="stdio",
-                       help="stdio (default; what MCP clients launch) or http (streamable HTTP)")
-    serve.add_argument("--port", type=_port, default=None,
-                       help="HTTP port on 127.0.0.1 (default: http.port in the config, 8765)")
-    serve.add_argument("--no-auth", action="store_true",
-                       help="HTTP without the bearer token (every local user can then run code as you)")
-    serve.add_argument("--rotate-token", action="store_true",
-                       help="HTTP: replace the stable bearer token with a new one (clients must update)")
-    serve.add_argument("--existing", nargs="?", const=EXISTING_NEWEST, default=None, metavar="FILE",
-                       help="join an existing Jupyter kernel (a notebook's) instead of starting one: "
-                       "its connection file, or a name looked up in Jupyter's runtime dir; no FILE = "
-                       "the newest kernel there (as `jupyter console --existing`)")
-    serve.add_argument("--trace", type=Path, default=None, metavar="FILE",
-                       help="append one JSON line per tool call to FILE; a relative FILE is under "
-                       "the config dir, as in the config file (default: server.trace)")
+        "  biopb-mcp --existing                       # join the newest notebook kernel\n",
+    )
+    serve.add_argument(
+        "--transport",
+        choices=("stdio", "http"),
+        default="stdio",
+        help="stdio (default; what MCP clients launch) or http (streamable HTTP)",
+    )
+    serve.add_argument(
+        "--port", type=_port, default=None, help="HTTP port on 127.0.0.1 (default: http.port in the config, 8765)"
+    )
+    serve.add_argument(
+        "--no-auth",
+        action="store_true",
+        help="HTTP without the bearer token (every local user can then run code as you)",
+    )
+    serve.add_argument(
+        "--rotate-token",
+        action="store_true",
+        help="HTTP: replace the stable bearer token with a new one (clients must update)",
+    )
+    serve.add_argument(
+        "--existing",
+        nargs="?",
+        const=EXISTING_NEWEST,
+        default=None,
+        metavar="FILE",
+        help="join an existing Jupyter kernel (a notebook's) instead of starting one: "
+        "its connection file, or a name looked up in Jupyter's runtime dir; no FILE = "
+        "the newest kernel there (as `jupyter console --existing`)",
+    )
+    serve.add_argument(
+        "--trace",
+        type=Path,
+        default=None,
+        metavar="FILE",
+        help="append one JSON line per tool call to FILE; a relative FILE is under "
+        "the config dir, as in the config file (default: server.trace)",
+    )
 
     docs = sub.add_parser(
-        "docs", help="read and check the docs store", formatter_class=fmt,
+        "docs",
+        help="read and check the docs store",
+        formatter_class=fmt,
         description="The same docs the agent reads and writes: shipped tier plus your local tier.",
         epilog="examples:\n"
         "  biopb-mcp docs index\n"
@@ -103,60 +131,86 @@ def _build_parser() -> _Parser:
         "  biopb-mcp docs read segment-nuclei@diff\n"
         "  biopb-mcp docs check\n"
         "  biopb-mcp docs search 'otsu threshold' --max 3\n"
-        "  biopb-mcp docs pack --out docs-pack.md\n")
-    dsub = docs.add_subparsers(dest="docs_command", metavar="{index,read,check,search,pack}",
-                               required=True)
-    dsub.add_parser("index", help="print the rendered index (what the agent sees at start)",
-                    description="Print the rendered doc index. Example: biopb-mcp docs index")
-    read = dsub.add_parser("read", help="print one doc by id",
-                           description="Print one doc. Example: biopb-mcp docs read authoring")
+        "  biopb-mcp docs pack --out docs-pack.md\n",
+    )
+    dsub = docs.add_subparsers(dest="docs_command", metavar="{index,read,check,search,pack}", required=True)
+    dsub.add_parser(
+        "index",
+        help="print the rendered index (what the agent sees at start)",
+        description="Print the rendered doc index. Example: biopb-mcp docs index",
+    )
+    read = dsub.add_parser(
+        "read", help="print one doc by id", description="Print one doc. Example: biopb-mcp docs read authoring"
+    )
     read.add_argument("id", help="doc id, or index, <id>@diff, <id>@history, <id>@v<N>")
-    dsub.add_parser("check", help="lint both tiers; exit 1 and list each problem if any",
-                    description="Lint ids, caps, index entries that do not resolve and shipped "
-                    "[[links]] that do not land. Example: biopb-mcp docs check")
-    search = dsub.add_parser("search", help="full-text search over the docs the index lists",
-                             description="Example: biopb-mcp docs search 'otsu threshold' --max 3")
+    dsub.add_parser(
+        "check",
+        help="lint both tiers; exit 1 and list each problem if any",
+        description="Lint ids, caps, index entries that do not resolve and shipped "
+        "[[links]] that do not land. Example: biopb-mcp docs check",
+    )
+    search = dsub.add_parser(
+        "search",
+        help="full-text search over the docs the index lists",
+        description="Example: biopb-mcp docs search 'otsu threshold' --max 3",
+    )
     search.add_argument("query", help="words or an exact phrase to find")
-    search.add_argument("--max", type=_positive_int, default=5, metavar="N",
-                        help="at most N hits (default 5)")
-    pack = dsub.add_parser("pack", help="every doc concatenated into one markdown file",
-                           description="Example: biopb-mcp docs pack --out docs-pack.md")
-    pack.add_argument("--out", type=Path, default=None, metavar="FILE",
-                      help="write to FILE instead of stdout")
+    search.add_argument("--max", type=_positive_int, default=5, metavar="N", help="at most N hits (default 5)")
+    pack = dsub.add_parser(
+        "pack",
+        help="every doc concatenated into one markdown file",
+        description="Example: biopb-mcp docs pack --out docs-pack.md",
+    )
+    pack.add_argument("--out", type=Path, default=None, metavar="FILE", help="write to FILE instead of stdout")
 
     config = sub.add_parser(
-        "config", help="write or show the config file", formatter_class=fmt,
+        "config",
+        help="write or show the config file",
+        formatter_class=fmt,
         description="The config file is <config dir>/config.toml; a missing key keeps its default.",
         epilog="examples:\n"
         "  biopb-mcp config init            # write config.toml with every default, commented\n"
         "  biopb-mcp config init --force    # overwrite an existing one\n"
-        "  biopb-mcp config show            # merged values and where each came from\n")
+        "  biopb-mcp config show            # merged values and where each came from\n",
+    )
     csub = config.add_subparsers(dest="config_command", metavar="{init,show}", required=True)
-    init = csub.add_parser("init", help="write a commented config.toml with every default",
-                           description="Example: biopb-mcp config init")
+    init = csub.add_parser(
+        "init", help="write a commented config.toml with every default", description="Example: biopb-mcp config init"
+    )
     init.add_argument("--force", action="store_true", help="overwrite an existing config.toml")
-    csub.add_parser("show", help="print the merged config and where each value came from",
-                    description="Example: biopb-mcp config show")
+    csub.add_parser(
+        "show",
+        help="print the merged config and where each value came from",
+        description="Example: biopb-mcp config show",
+    )
     _add_console_parser(sub, fmt)
     demo = sub.add_parser(
-        "demo", help="run the real server end to end in a temporary config tree",
+        "demo",
+        help="run the real server end to end in a temporary config tree",
         formatter_class=fmt,
         description="Start the server over stdio with the MCP SDK's client, in a temporary config "
         "tree (your own config and docs are not used), and walk through what an agent does: the "
         "doc index in the handshake, start_kernel, an analysis with an image back, read_doc, "
         "write_doc, search_docs, server_status. Exit 0 when every step passed, 1 naming the "
         "step that failed.",
-        epilog="examples:\n  biopb-mcp demo\n  biopb-mcp demo --image ./nuclei.png\n")
+        epilog="examples:\n  biopb-mcp demo\n  biopb-mcp demo --image ./nuclei.png\n",
+    )
     from biopb_mcp.server.demo import DEFAULT_IMAGE
 
-    demo.add_argument("--image", type=Path, default=DEFAULT_IMAGE, metavar="FILE",
-                      help=f"where to save the image the kernel returns (default: {DEFAULT_IMAGE})")
+    demo.add_argument(
+        "--image",
+        type=Path,
+        default=DEFAULT_IMAGE,
+        metavar="FILE",
+        help=f"where to save the image the kernel returns (default: {DEFAULT_IMAGE})",
+    )
     return parser
 
 
 def _add_console_parser(sub: argparse._SubParsersAction[_Parser], fmt: type[argparse.HelpFormatter]) -> None:
     console = sub.add_parser(
-        "console", help="a terminal console on the running server's kernel (shared with the agent)",
+        "console",
+        help="a terminal console on the running server's kernel (shared with the agent)",
         formatter_class=fmt,
         description="Attach a terminal console to the kernel of the running biopb-mcp server: the "
         "agent's code and outputs show up live, marked [agent], and what you type runs in the same "
@@ -164,9 +218,15 @@ def _add_console_parser(sub: argparse._SubParsersAction[_Parser], fmt: type[argp
         "console extra: pip install 'biopb-mcp[console]'.",
         epilog="examples:\n"
         "  biopb-mcp console            # the newest running server's kernel\n"
-        "  biopb-mcp console --pid 4242 # the kernel of server pid 4242 (server_status shows it)\n")
-    console.add_argument("--pid", type=_positive_int, default=None, metavar="N",
-                         help="attach to the kernel of the server with this pid (default: the newest)")
+        "  biopb-mcp console --pid 4242 # the kernel of server pid 4242 (server_status shows it)\n",
+    )
+    console.add_argument(
+        "--pid",
+        type=_positive_int,
+        default=None,
+        metavar="N",
+        help="attach to the kernel of the server with this pid (default: the newest)",
+    )
 
 
 def _port(text: str) -> int:
@@ -224,8 +284,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             raise
         if logging.getLogger().handlers:
             logger.exception("Unexpected error")
-        return _fail(f"unexpected {type(exc).__name__}: {exc} (rerun with {DEBUG_ENV}=1 for "
-                     "the traceback)")
+        return _fail(f"unexpected {type(exc).__name__}: {exc} (rerun with {DEBUG_ENV}=1 for the traceback)")
 
 
 def _fail(message: str) -> int:
@@ -252,7 +311,6 @@ def _console(args: argparse.Namespace) -> int:
     settings = load_settings()
     from biopb_mcp.cli.console import run
 
-    return run(Path(settings.runtime_dir), args.pid, lambda text: print(text, flush=True),
-               config_dir=settings.config_dir)
-
-
+    return run(
+        Path(settings.runtime_dir), args.pid, lambda text: print(text, flush=True), config_dir=settings.config_dir
+    )

@@ -32,15 +32,17 @@ def init_config(cdir: Path, *, force: bool = False) -> Path:
     """
     cfile = cdir / CONFIG_FILE_NAME
     if not force and (cfile.exists() or cfile.is_symlink()):
-        raise ConfigError("already exists; edit it, or rerun with --force to overwrite it with "
-                          "the defaults", path=cfile)
+        raise ConfigError(
+            "already exists; edit it, or rerun with --force to overwrite it with the defaults", path=cfile
+        )
     try:
         cdir.mkdir(parents=True, exist_ok=True, mode=0o700)
         nofollow.write_atomic(cdir, CONFIG_FILE_NAME, render_example().encode("utf-8"))
     except OSError as exc:
         raise ConfigError(
-            f"cannot write the config file: {exc.strerror or exc}; set ${CONFIG_DIR_ENV} "
-            f"to a writable directory", path=cfile) from None
+            f"cannot write the config file: {exc.strerror or exc}; set ${CONFIG_DIR_ENV} to a writable directory",
+            path=cfile,
+        ) from None
     return cfile
 
 
@@ -68,7 +70,7 @@ def _kernel_spec_problem(name: str) -> str | None:
     if name in specs:
         return None
     known = ", ".join(sorted(specs)) or "none installed"
-    return (f"kernel.name = {name!r} names no installed Jupyter kernel spec (available: {known}); "
-            "start_kernel will fail until it does (see `jupyter kernelspec list`)")
-
-
+    return (
+        f"kernel.name = {name!r} names no installed Jupyter kernel spec (available: {known}); "
+        "start_kernel will fail until it does (see `jupyter kernelspec list`)"
+    )

@@ -25,6 +25,7 @@ __all__ = ["AGENT_PREFIX", "ServerKernel", "console_argv", "find_kernel", "runni
 AGENT_PREFIX = "[agent] "
 """Printed before every input and output that came from another client: in practice, the agent."""
 
+
 @dataclass(frozen=True)
 class ServerKernel:
     """One running server's kernel, as found in the runtime dir."""
@@ -93,9 +94,7 @@ def find_kernel(runtime_dir: Path, pid: int | None = None, config_dir: Path | No
                 )
         others = ", ".join(str(k.server_pid) for k in kernels)
         hint = f"; servers with a kernel: {others}" if others else ""
-        raise KernelError(
-            f"no biopb-mcp server with pid {pid} has a running kernel in {runtime_dir}{hint}"
-        )
+        raise KernelError(f"no biopb-mcp server with pid {pid} has a running kernel in {runtime_dir}{hint}")
     if not kernels:
         of_config = f" with the config dir {config_dir}" if config_dir is not None else ""
         raise KernelError(
@@ -109,23 +108,26 @@ def console_argv(connection_file: Path) -> list[str]:
     """The jupyter-console command that attaches to ``connection_file`` showing others' work."""
     shell = "--ZMQTerminalInteractiveShell"
     return [
-        sys.executable, "-m", "biopb_mcp.cli.console", "--existing", str(connection_file),
+        sys.executable,
+        "-m",
+        "biopb_mcp.cli.console",
+        "--existing",
+        str(connection_file),
         f"{shell}.include_other_output=True",
         f"{shell}.other_output_prefix={AGENT_PREFIX}",
         f"{shell}.banner=",  # run() prints what this console is instead of the kernel's banner
     ]
 
 
-def run(runtime_dir: Path, pid: int | None, announce: Callable[[str], None], *,
-        config_dir: Path | None = None) -> NoReturn:
+def run(
+    runtime_dir: Path, pid: int | None, announce: Callable[[str], None], *, config_dir: Path | None = None
+) -> NoReturn:
     """Replace this process with the console after `announce`-ing what it attached to (the CLI
     writes that to the terminal); returns only on error (exit code 2 via KernelError). Only a
     server of ``config_dir`` is joined (see ``find_kernel``)."""
     kernel = find_kernel(runtime_dir, pid, config_dir)
     if importlib.util.find_spec("jupyter_console") is None:
-        raise KernelError(
-            "biopb-mcp console needs jupyter-console: pip install 'biopb-mcp[console]'"
-        )
+        raise KernelError("biopb-mcp console needs jupyter-console: pip install 'biopb-mcp[console]'")
     announce(
         f"Attached to the kernel of biopb-mcp server pid {kernel.server_pid} "
         f"({kernel.connection_file}).\nThe agent's code and outputs appear marked "

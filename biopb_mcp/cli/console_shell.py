@@ -91,8 +91,10 @@ class AgentConsoleShell(ZMQTerminalInteractiveShell):  # type: ignore[misc]
                     self._execution_state = content["execution_state"]
             elif kind == "execute_input":
                 if not mine:
-                    sys.stdout.write(f"\n{self.other_output_prefix}In [{content.get('execution_count')}]: "
-                                     f"{content.get('code', '')}\n")
+                    sys.stdout.write(
+                        f"\n{self.other_output_prefix}In [{content.get('execution_count')}]: "
+                        f"{content.get('code', '')}\n"
+                    )
             elif kind == "stream":
                 out = sys.stderr if content.get("name") == "stderr" else sys.stdout
                 if self._pending_clearoutput:
@@ -150,6 +152,9 @@ class AgentConsoleApp(ZMQTerminalIPythonApp):  # type: ignore[misc]
         JupyterConsoleApp.initialize(self)
         signal.signal(signal.SIGINT, self.handle_sigint)  # relay Ctrl-C to the kernel, as jupyter-console does
         self.shell = AgentConsoleShell.instance(
-            parent=self, manager=self.kernel_manager, client=self.kernel_client, confirm_exit=self.confirm_exit,
+            parent=self,
+            manager=self.kernel_manager,
+            client=self.kernel_client,
+            confirm_exit=self.confirm_exit,
         )
         self.shell.own_kernel = not self.existing

@@ -21,8 +21,12 @@ def run_docs(args: argparse.Namespace) -> int:
     print_warnings(settings, config_file_only=True)  # the runtime-dir fallback is serve's business
     from biopb_mcp.docs.store import DocStore  # imported here: --help stays fast
 
-    store = DocStore(settings.docs_local_dir, history_keep=settings.docs.history_keep, read_only=True,
-                     withhold=settings.docs.withhold)
+    store = DocStore(
+        settings.docs_local_dir,
+        history_keep=settings.docs.history_keep,
+        read_only=True,
+        withhold=settings.docs.withhold,
+    )
     # the store logs skipped files (unreadable, bad frontmatter): show them as warning lines
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(logging.Formatter("warning: %(message)s"))
@@ -54,8 +58,7 @@ def _docs_command(args: argparse.Namespace, store: DocStore) -> int:
         for warning in warnings:
             print(f"warning: {warning}")
         if problems:
-            print(f"{len(problems)} problem(s) found in {store.shipped_dir} and {store.local_dir}",
-                  file=sys.stderr)
+            print(f"{len(problems)} problem(s) found in {store.shipped_dir} and {store.local_dir}", file=sys.stderr)
             return 1
         also = f"; {len(warnings)} warning(s) above" if warnings else ""
         print(f"ok: {len(store.shelf.doc_ids())} docs, no problems{also}")

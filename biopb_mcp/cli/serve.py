@@ -17,7 +17,6 @@ TTY_HINT = (
 """Printed to stderr when stdin is a terminal."""
 
 
-
 def run_serve(args: argparse.Namespace) -> int:
     if args.transport != "http":
         if args.port is not None:
@@ -28,8 +27,10 @@ def run_serve(args: argparse.Namespace) -> int:
         raise UsageError("--rotate-token applies only to --transport http with a token")
     settings = load_settings()
     if args.rotate_token and settings.http.token != "stable":
-        raise UsageError('--rotate-token renews the stable token; http.token is "per-start", '
-                          "which makes a new token at every start anyway")
+        raise UsageError(
+            '--rotate-token renews the stable token; http.token is "per-start", '
+            "which makes a new token at every start anyway"
+        )
     if args.transport == "stdio" and sys.stdin.isatty():
         print(TTY_HINT, file=sys.stderr)  # a person ran it by hand: silence would look like a hang
     if args.existing is not None:
@@ -37,8 +38,14 @@ def run_serve(args: argparse.Namespace) -> int:
     from biopb_mcp.server import serve  # sets up logging (file + stderr) itself
 
     trace = args.trace if args.trace is not None else settings.trace_file
-    return serve(settings, transport=args.transport, port=args.port, auth=not args.no_auth,
-                 trace=trace, rotate_token=args.rotate_token)
+    return serve(
+        settings,
+        transport=args.transport,
+        port=args.port,
+        auth=not args.no_auth,
+        trace=trace,
+        rotate_token=args.rotate_token,
+    )
 
 
 def _with_existing(settings: Settings, spec: str) -> Settings:
@@ -47,7 +54,8 @@ def _with_existing(settings: Settings, spec: str) -> Settings:
 
     if not spec.strip():
         raise UsageError("--existing takes a connection file or a kernel name; leave FILE out for the newest")
-    return replace(settings, kernel=replace(settings.kernel, existing=spec),
-                   sources={**settings.sources, "kernel.existing": "--existing"})
-
-
+    return replace(
+        settings,
+        kernel=replace(settings.kernel, existing=spec),
+        sources={**settings.sources, "kernel.existing": "--existing"},
+    )

@@ -118,118 +118,193 @@ def _memory_size(value: str) -> str | None:
 class ServicesSettings:
     """Where the agent-editable docs live."""
 
-    docs_local_dir: Path | None = field(default=None, metadata=_about(
-        'Local (writable) docs tier; "" = <config dir>/docs. ~ expands; relative = under the config dir.'))
+    docs_local_dir: Path | None = field(
+        default=None,
+        metadata=_about(
+            'Local (writable) docs tier; "" = <config dir>/docs. ~ expands; relative = under the config dir.'
+        ),
+    )
 
 
 @dataclass(frozen=True)
 class ServerSettings:
     """Server process: state, runtime and log locations, log level, tool-call trace."""
 
-    state_dir: Path | None = field(default=None, metadata=_about(
-        'Server and kernel logs, the search index, session notebooks, the stable HTTP token and '
-        'images too big to return; "" = <config dir>/state when $BIOPB_CONFIG_DIR names the config '
-        'dir, else the platform state dir (Linux: ~/.local/state/biopb).'))
-    runtime_dir: Path | None = field(default=None, metadata=_about(
-        'Kernel connection files, HTTP token files and the %biopb magics\' files; one that others '
-        'can enter gets a private biopb-mcp-<uid> subdir (its own mode is never changed); "" = '
-        '<config dir>/run (0700) when $BIOPB_CONFIG_DIR names the config dir, else the platform '
-        'runtime dir.'))
-    log_file: Path | None = field(default=None, metadata=_about(
-        'Server log file; "" = <state_dir>/server.log.'))
-    log_level: str = field(default="INFO", metadata=_about(
-        "Log level: DEBUG, INFO, WARNING, ERROR or CRITICAL.", choices=LOG_LEVELS))
-    trace: Path | None = field(default=None, metadata=_about(
-        'Write one JSON line per tool call to this file; "" = off (biopb-mcp --trace overrides).'))
+    state_dir: Path | None = field(
+        default=None,
+        metadata=_about(
+            "Server and kernel logs, the search index, session notebooks, the stable HTTP token and "
+            'images too big to return; "" = <config dir>/state when $BIOPB_CONFIG_DIR names the config '
+            "dir, else the platform state dir (Linux: ~/.local/state/biopb)."
+        ),
+    )
+    runtime_dir: Path | None = field(
+        default=None,
+        metadata=_about(
+            "Kernel connection files, HTTP token files and the %biopb magics' files; one that others "
+            'can enter gets a private biopb-mcp-<uid> subdir (its own mode is never changed); "" = '
+            "<config dir>/run (0700) when $BIOPB_CONFIG_DIR names the config dir, else the platform "
+            "runtime dir."
+        ),
+    )
+    log_file: Path | None = field(default=None, metadata=_about('Server log file; "" = <state_dir>/server.log.'))
+    log_level: str = field(
+        default="INFO", metadata=_about("Log level: DEBUG, INFO, WARNING, ERROR or CRITICAL.", choices=LOG_LEVELS)
+    )
+    trace: Path | None = field(
+        default=None,
+        metadata=_about('Write one JSON line per tool call to this file; "" = off (biopb-mcp --trace overrides).'),
+    )
 
 
 @dataclass(frozen=True)
 class KernelSettings:
     """The IPython kernel the server manages."""
 
-    name: str = field(default="", metadata=_about(
-        'Jupyter kernel spec to run (see `jupyter kernelspec list`); "" = the Python running the server.'))
-    promote_after: float = field(default=10.0, metadata=_about(
-        "Seconds execute_code waits before turning the run into a background job (poll_job).",
-        minimum=0.0))
-    max_output_chars: int = field(default=20000, metadata=_about(
-        "Text output kept per call; the rest is cut with a note saying how much.", minimum=1))
-    max_image_bytes: int = field(default=1_000_000, metadata=_about(
-        "Largest PNG returned inline; bigger ones are saved to a file named in the output.", minimum=1))
-    max_images: int = field(default=10, metadata=_about(
-        "PNGs returned inline per execution; the rest are saved to files named in the output.",
-        minimum=0))
-    max_result_bytes: int = field(default=1_000_000, metadata=_about(
-        "Largest tool result as sent (text, base64 images, JSON): clients drop a bigger one whole, "
-        "so images are downscaled or left out to fit (their files stay).", minimum=65536))
-    startup_timeout: float = field(default=60.0, metadata=_about(
-        "Seconds start_kernel waits for the kernel to become ready.", minimum=0.1))
-    request_timeout: float = field(default=30.0, metadata=_about(
-        "Seconds to wait for a kernel reply (inspect, interrupt) before giving up.", minimum=0.1))
-    existing: str = field(default="", metadata=_about(
-        'Join this kernel instead of starting one: its connection file, a name in Jupyter\'s runtime '
-        'dir, or "kernel-*.json" for the newest (biopb-mcp --existing overrides); "" = start our own.'))
-    existing_plugins: bool = field(default=False, metadata=_about(
-        "Load the kernel plugins into a joined kernel too (once per attach); false = leave it as it is."))
+    name: str = field(
+        default="",
+        metadata=_about(
+            'Jupyter kernel spec to run (see `jupyter kernelspec list`); "" = the Python running the server.'
+        ),
+    )
+    promote_after: float = field(
+        default=10.0,
+        metadata=_about(
+            "Seconds execute_code waits before turning the run into a background job (poll_job).", minimum=0.0
+        ),
+    )
+    max_output_chars: int = field(
+        default=20000,
+        metadata=_about("Text output kept per call; the rest is cut with a note saying how much.", minimum=1),
+    )
+    max_image_bytes: int = field(
+        default=1_000_000,
+        metadata=_about("Largest PNG returned inline; bigger ones are saved to a file named in the output.", minimum=1),
+    )
+    max_images: int = field(
+        default=10,
+        metadata=_about(
+            "PNGs returned inline per execution; the rest are saved to files named in the output.", minimum=0
+        ),
+    )
+    max_result_bytes: int = field(
+        default=1_000_000,
+        metadata=_about(
+            "Largest tool result as sent (text, base64 images, JSON): clients drop a bigger one whole, "
+            "so images are downscaled or left out to fit (their files stay).",
+            minimum=65536,
+        ),
+    )
+    startup_timeout: float = field(
+        default=60.0, metadata=_about("Seconds start_kernel waits for the kernel to become ready.", minimum=0.1)
+    )
+    request_timeout: float = field(
+        default=30.0,
+        metadata=_about("Seconds to wait for a kernel reply (inspect, interrupt) before giving up.", minimum=0.1),
+    )
+    existing: str = field(
+        default="",
+        metadata=_about(
+            "Join this kernel instead of starting one: its connection file, a name in Jupyter's runtime "
+            'dir, or "kernel-*.json" for the newest (biopb-mcp --existing overrides); "" = start our own.'
+        ),
+    )
+    existing_plugins: bool = field(
+        default=False,
+        metadata=_about(
+            "Load the kernel plugins into a joined kernel too (once per attach); false = leave it as it is."
+        ),
+    )
 
 
 @dataclass(frozen=True)
 class DocsSettings:
     """The docs store."""
 
-    history_keep: int = field(default=50, metadata=_about(
-        "Previous versions kept per doc in the hidden history folder.", minimum=1))
-    withhold: list[str] = field(default_factory=list, metadata=_about(
-        "Shipped doc ids this server withholds: never listed, read, searched or named in a link, "
-        "as if not shipped (a bench's docs-off arm; a procedure your lab must not use)."))
+    history_keep: int = field(
+        default=50, metadata=_about("Previous versions kept per doc in the hidden history folder.", minimum=1)
+    )
+    withhold: list[str] = field(
+        default_factory=list,
+        metadata=_about(
+            "Shipped doc ids this server withholds: never listed, read, searched or named in a link, "
+            "as if not shipped (a bench's docs-off arm; a procedure your lab must not use)."
+        ),
+    )
 
 
 @dataclass(frozen=True)
 class HttpSettings:
     """Streamable HTTP transport (biopb-mcp --transport http); always bound to 127.0.0.1."""
 
-    port: int = field(default=8765, metadata=_about(
-        "TCP port on 127.0.0.1 (biopb-mcp --port overrides).", minimum=0, check=_port_in_range))
-    allowed_hosts: list[str] = field(default_factory=list, metadata=_about(
-        "Extra Host header values accepted (localhost and 127.0.0.1 always are)."))
-    allowed_origins: list[str] = field(default_factory=list, metadata=_about(
-        "Extra Origin header values accepted (browser clients)."))
-    auth: bool = field(default=True, metadata=_about(
-        "Require the per-server bearer token (biopb-mcp --no-auth overrides)."))
-    token: str = field(default="stable", metadata=_about(
-        'Bearer token: "stable" (kept 0600 in the state dir, reused; --rotate-token renews it) '
-        'or "per-start" (new every start).', choices=("stable", "per-start")))
+    port: int = field(
+        default=8765,
+        metadata=_about("TCP port on 127.0.0.1 (biopb-mcp --port overrides).", minimum=0, check=_port_in_range),
+    )
+    allowed_hosts: list[str] = field(
+        default_factory=list, metadata=_about("Extra Host header values accepted (localhost and 127.0.0.1 always are).")
+    )
+    allowed_origins: list[str] = field(
+        default_factory=list, metadata=_about("Extra Origin header values accepted (browser clients).")
+    )
+    auth: bool = field(
+        default=True, metadata=_about("Require the per-server bearer token (biopb-mcp --no-auth overrides).")
+    )
+    token: str = field(
+        default="stable",
+        metadata=_about(
+            'Bearer token: "stable" (kept 0600 in the state dir, reused; --rotate-token renews it) '
+            'or "per-start" (new every start).',
+            choices=("stable", "per-start"),
+        ),
+    )
 
 
 @dataclass(frozen=True)
 class RecordSettings:
     """The session notebook: every execute_code and doc read/write, one notebook per kernel start."""
 
-    enabled: bool = field(default=True, metadata=_about(
-        "Record the session as a notebook (false = off)."))
+    enabled: bool = field(default=True, metadata=_about("Record the session as a notebook (false = off)."))
     # filled in by load_settings (never None once loaded): the recorder is handed this section alone
-    dir: Path | None = field(default=None, metadata=_about(
-        'Where the session notebooks go; "" = <state_dir>/notebooks.'))
-    max_output_chars: int = field(default=100_000, metadata=_about(
-        "Text output kept per notebook cell; the rest is replaced by a note.", minimum=1))
+    dir: Path | None = field(
+        default=None, metadata=_about('Where the session notebooks go; "" = <state_dir>/notebooks.')
+    )
+    max_output_chars: int = field(
+        default=100_000,
+        metadata=_about("Text output kept per notebook cell; the rest is replaced by a note.", minimum=1),
+    )
 
 
 @dataclass(frozen=True)
 class ComputeSettings:
     """Dask in the kernel: dask_client() connects to this cluster on first use."""
 
-    scheduler: str = field(default="none", metadata=_about(
-        '"none" (dask in the kernel process), "local" (a cluster the kernel starts) or an '
-        'address ("tcp://host:8786").', check=_scheduler))
-    workers: int = field(default=0, metadata=_about(
-        "Local cluster: worker processes; 0 = dask's choice (about one per core).", minimum=0))
-    threads_per_worker: int = field(default=0, metadata=_about(
-        "Local cluster: threads in each worker; 0 = dask's choice.", minimum=0))
-    memory_limit: str = field(default="auto", metadata=_about(
-        'Local cluster: memory per worker, e.g. "4GB" or "512MiB"; "auto" = system memory / workers.',
-        check=_memory_size))
-    connect_timeout: float = field(default=10.0, metadata=_about(
-        "Seconds dask_client() waits for the scheduler before saying it is unreachable.", minimum=0.1))
+    scheduler: str = field(
+        default="none",
+        metadata=_about(
+            '"none" (dask in the kernel process), "local" (a cluster the kernel starts) or an '
+            'address ("tcp://host:8786").',
+            check=_scheduler,
+        ),
+    )
+    workers: int = field(
+        default=0,
+        metadata=_about("Local cluster: worker processes; 0 = dask's choice (about one per core).", minimum=0),
+    )
+    threads_per_worker: int = field(
+        default=0, metadata=_about("Local cluster: threads in each worker; 0 = dask's choice.", minimum=0)
+    )
+    memory_limit: str = field(
+        default="auto",
+        metadata=_about(
+            'Local cluster: memory per worker, e.g. "4GB" or "512MiB"; "auto" = system memory / workers.',
+            check=_memory_size,
+        ),
+    )
+    connect_timeout: float = field(
+        default=10.0,
+        metadata=_about("Seconds dask_client() waits for the scheduler before saying it is unreachable.", minimum=0.1),
+    )
 
 
 _SECTION_TYPES: dict[str, type[Any]] = {
@@ -309,16 +384,29 @@ def _keys_of(section: str, cls: type[Any]) -> list[Key]:
     for f in dataclasses.fields(cls):
         hint = hints[f.name]
         if "doc" not in f.metadata or (hint != Path | None and hint not in _FILE_TYPES):
-            raise TypeError(f"{cls.__name__}.{f.name}: a config key needs metadata=_about(...) and one "
-                            f"of the types {', '.join(_TYPE_NAMES)} or Path | None, not {hint}")
+            raise TypeError(
+                f"{cls.__name__}.{f.name}: a config key needs metadata=_about(...) and one "
+                f"of the types {', '.join(_TYPE_NAMES)} or Path | None, not {hint}"
+            )
         default: Any
         if hint == Path | None:
             file_type, default, is_path = "str", "", True
         else:
             file_type, is_path = _FILE_TYPES[hint], False
             default = f.default_factory() if f.default_factory is not dataclasses.MISSING else f.default
-        keys.append(Key(section, f.name, file_type, default, f.metadata["doc"], f.metadata["choices"],
-                        f.metadata["minimum"], f.metadata["check"], is_path))
+        keys.append(
+            Key(
+                section,
+                f.name,
+                file_type,
+                default,
+                f.metadata["doc"],
+                f.metadata["choices"],
+                f.metadata["minimum"],
+                f.metadata["check"],
+                is_path,
+            )
+        )
     return keys
 
 
@@ -396,8 +484,7 @@ def load_settings(config_dir: Path | None = None) -> Settings:
         config_file=cfile,
         docs_local_dir=sections["services"].docs_local_dir or cdir / "docs",
         state_dir=state_dir,
-        runtime_dir=server.runtime_dir or (cdir / RUNTIME_SUBDIR if own_tree
-                                           else _platform_runtime_dir(warnings)),
+        runtime_dir=server.runtime_dir or (cdir / RUNTIME_SUBDIR if own_tree else _platform_runtime_dir(warnings)),
         log_file=server.log_file or state_dir / "server.log",
         kernel_log_file=state_dir / "kernel.log",
         plugins_dir=cdir / "kernel",
@@ -422,8 +509,7 @@ def _platform_runtime_dir(warnings: list[str]) -> Path:
     with _warnings.catch_warnings(record=True) as caught:
         _warnings.simplefilter("always")
         path = Path(platformdirs.user_runtime_dir(APP_NAME))
-    warnings.extend(f"{w.message}; runtime files go to {path} (set server.runtime_dir to move them)"
-                    for w in caught)
+    warnings.extend(f"{w.message}; runtime files go to {path} (set server.runtime_dir to move them)" for w in caught)
     return path
 
 
@@ -438,8 +524,8 @@ def _read_text(cfile: Path) -> str | None:
         return None
     except NotADirectoryError:
         raise ConfigError(
-            f"the config dir {cfile.parent} is not a directory; "
-            f"point ${CONFIG_DIR_ENV} at a directory", path=cfile) from None
+            f"the config dir {cfile.parent} is not a directory; point ${CONFIG_DIR_ENV} at a directory", path=cfile
+        ) from None
     except IsADirectoryError:
         raise ConfigError("is a directory, not a config file; remove or rename it", path=cfile) from None
     except OSError as exc:
@@ -459,8 +545,7 @@ def _parse(text: str, cfile: Path) -> dict[str, Any]:
         lines = text.split("\n")  # as TOML counts lines: str.splitlines also breaks at \x85 and more
         key = leading_key(lines[line - 1]) if line is not None and line <= len(lines) else None
         what = f" (key {key})" if key else ""
-        raise ConfigError(f"invalid TOML{what}: {reason}; fix that line", path=cfile, line=line,
-                          key=key) from None
+        raise ConfigError(f"invalid TOML{what}: {reason}; fix that line", path=cfile, line=line, key=key) from None
 
 
 _DECODE_POSITION = re.compile(r"\s*\(at (?:line (\d+), column \d+|end of document)\)$")
@@ -499,16 +584,25 @@ def _merge(
             raise ConfigError(
                 f"{section} is a key outside any section; every key belongs under a section header"
                 f"{hint}; sections: {', '.join(f'[{name}]' for name in SECTIONS)}",
-                path=cfile, line=lines.get(section), key=section)
+                path=cfile,
+                line=lines.get(section),
+                key=section,
+            )
         if section not in SECTIONS:
             hint = _closest(section, SECTIONS)
             raise ConfigError(
                 f"unknown section [{section}]{hint}; known sections: {', '.join(SECTIONS)}",
-                path=cfile, line=lines.get(section), key=section)
+                path=cfile,
+                line=lines.get(section),
+                key=section,
+            )
         if not isinstance(body, dict):
             raise ConfigError(
                 f"{section} must be a table ([{section}] with keys under it), got {_describe(body)}",
-                path=cfile, line=lines.get(section), key=section)
+                path=cfile,
+                line=lines.get(section),
+                key=section,
+            )
         for name, value in body.items():
             dotted = f"{section}.{name}"
             line = lines.get(dotted, lines.get(section))
@@ -522,7 +616,10 @@ def _merge(
                 hint = _closest(name, known)
                 raise ConfigError(
                     f"unknown key {dotted}{hint}; keys in [{section}]: {', '.join(known)}",
-                    path=cfile, line=line, key=dotted)
+                    path=cfile,
+                    line=line,
+                    key=dotted,
+                )
             merged[section][name] = _check_type(key, value, cfile, line)
             sources[dotted] = _where(cfile, line)
             key_line[dotted] = line
@@ -535,11 +632,13 @@ def _merge(
             key_line[new] = line
             warnings.append(
                 f"{where}: {old} is deprecated and will stop working in the next release; "
-                f"rename it to {new.split('.')[1]} (same value)")
+                f"rename it to {new.split('.')[1]} (same value)"
+            )
         else:
             warnings.append(
                 f"{where}: {old} is deprecated and ignored because {new} is also set "
-                f"({sources[new]}); delete the {old} line")
+                f"({sources[new]}); delete the {old} line"
+            )
     return key_line
 
 
@@ -563,30 +662,35 @@ def _check_type(key: Key, value: Any, cfile: Path, line: int | None, *, shown: s
         example = tomli_w.dumps({key.name: key.default}).strip()
         raise ConfigError(
             f"{dotted} must be {_TYPE_NAMES[key.type]}, got {_describe(value)}; e.g. {example}",
-            path=cfile, line=line, key=dotted)
+            path=cfile,
+            line=line,
+            key=dotted,
+        )
     if key.type == "float" and not (math.isfinite(value) and value <= _MAX_SECONDS):
         raise ConfigError(
             f"{dotted} must be a finite number no larger than {_MAX_SECONDS}, got {value!r}",
-            path=cfile, line=line, key=dotted)
+            path=cfile,
+            line=line,
+            key=dotted,
+        )
     if key.choices and value not in key.choices:
         raise ConfigError(
-            f"{dotted} must be one of {', '.join(key.choices)}, got {value!r}",
-            path=cfile, line=line, key=dotted)
+            f"{dotted} must be one of {', '.join(key.choices)}, got {value!r}", path=cfile, line=line, key=dotted
+        )
     if key.minimum is not None and value < key.minimum:
-        raise ConfigError(f"{dotted} must be at least {key.minimum:g}, got {value!r}",
-                          path=cfile, line=line, key=dotted)
+        raise ConfigError(
+            f"{dotted} must be at least {key.minimum:g}, got {value!r}", path=cfile, line=line, key=dotted
+        )
     wanted = key.check(value) if key.check is not None else None
     if wanted is not None:
         raise ConfigError(f"{dotted} must be {wanted}, got {value!r}", path=cfile, line=line, key=dotted)
     if key.type == "str" and "\x00" in value:
-        raise ConfigError(f"{dotted} must not contain a NUL character", path=cfile, line=line,
-                          key=dotted)
+        raise ConfigError(f"{dotted} must not contain a NUL character", path=cfile, line=line, key=dotted)
     return value
 
 
 def _describe(value: Any) -> str:
-    kinds = {bool: "a boolean", int: "an integer", float: "a number", str: "a string",
-             list: "a list", dict: "a table"}
+    kinds = {bool: "a boolean", int: "an integer", float: "a number", str: "a string", list: "a list", dict: "a table"}
     kind = next((v for t, v in kinds.items() if isinstance(value, t)), type(value).__name__)
     shown = repr(value)
     if len(shown) > 40:
@@ -617,8 +721,7 @@ def _resolve_path(raw: str, cdir: Path, cfile: Path, dotted: str, line: int | No
     try:
         p = Path(raw).expanduser()
     except RuntimeError as exc:  # "~user" for an unknown user
-        raise ConfigError(f"{dotted}: cannot expand {raw!r}: {exc}", path=cfile, line=line,
-                          key=dotted) from None
+        raise ConfigError(f"{dotted}: cannot expand {raw!r}: {exc}", path=cfile, line=line, key=dotted) from None
     return p if p.is_absolute() else cdir / p
 
 
@@ -645,9 +748,12 @@ def reread_kernel_start_keys(settings: Settings) -> tuple[Settings, list[str]]:
         return settings, []
     fresh = load_settings(settings.config_dir)
     kernel = dataclasses.replace(settings.kernel, name=fresh.kernel.name)
-    changed = [k.dotted for k in SCHEMA
-               if (k.dotted in KERNEL_START_KEYS or k.section in KERNEL_START_KEYS)
-               and getattr(getattr(settings, k.section), k.name) != getattr(getattr(fresh, k.section), k.name)]
+    changed = [
+        k.dotted
+        for k in SCHEMA
+        if (k.dotted in KERNEL_START_KEYS or k.section in KERNEL_START_KEYS)
+        and getattr(getattr(settings, k.section), k.name) != getattr(getattr(fresh, k.section), k.name)
+    ]
     if not changed:
         return settings, []
     sources = {**settings.sources, **{key: fresh.sources[key] for key in changed}}

@@ -130,14 +130,16 @@ class _Scanner:
                 start = self.pos
                 raw = self.string()
                 # a basic string's escapes decoded by tomllib itself, so the key reads as it parses
-                parts.append(tomllib.loads(f"k = {self.text[start:self.pos]}")["k"] if self.text[start] == '"' else raw)
+                parts.append(
+                    tomllib.loads(f"k = {self.text[start : self.pos]}")["k"] if self.text[start] == '"' else raw
+                )
             else:
                 start = self.pos
                 while self.peek() and self.peek() in _BARE_KEY_CHARS:
                     self.advance()
                 if self.pos == start:
                     raise _Malformed
-                parts.append(self.text[start:self.pos])
+                parts.append(self.text[start : self.pos])
             self.skip_spaces()
             if self.peek() != ".":
                 return tuple(parts)

@@ -109,15 +109,13 @@ def decode(raw: bytes, path: Path | str) -> str:
         raise DocUnreadable(f"{path} is over the {FILE_MAX_BYTES:,} bytes a doc file may have.")
     if b"\x00" in raw:
         raise DocUnreadable(
-            f"{path} contains NUL bytes: it is a binary file, not markdown; move it out of the "
-            "docs folder."
+            f"{path} contains NUL bytes: it is a binary file, not markdown; move it out of the docs folder."
         )
     try:
         text = raw.decode("utf-8-sig")
     except UnicodeDecodeError as exc:
         raise DocUnreadable(
-            f"{path} is not UTF-8 text (byte 0x{raw[exc.start]:02x} at offset {exc.start}); "
-            "re-save it as UTF-8."
+            f"{path} is not UTF-8 text (byte 0x{raw[exc.start]:02x} at offset {exc.start}); re-save it as UTF-8."
         ) from exc
     return normalize(text)
 

@@ -224,11 +224,17 @@ class History:
             if not kept:
                 raise DocNotFound(
                     f"No history for {doc_id!r}: versions are kept from its first write on.",
-                    kind=DocProblem.NO_HISTORY, doc_id=doc_id, version=n,
+                    kind=DocProblem.NO_HISTORY,
+                    doc_id=doc_id,
+                    version=n,
                 )
             raise DocNotFound(
                 f"No version {n} of {doc_id!r}: the kept versions are v{kept[0].n}–v{kept[-1].n}.",
-                kind=DocProblem.NO_VERSION, doc_id=doc_id, version=n, first=kept[0].n, last=kept[-1].n,
+                kind=DocProblem.NO_VERSION,
+                doc_id=doc_id,
+                version=n,
+                first=kept[0].n,
+                last=kept[-1].n,
             )
         path = self.dir_for(doc_id) / f"v{n}.txt"
         try:
@@ -286,7 +292,9 @@ class History:
         compact = len(logged) > 2 * self.keep
         # The version this write pushed out of the kept window; at a compaction, every one before
         # the window (also those a lowered `keep` or a crash left behind).
-        dropped = logged[: -self.keep] if compact else logged[-self.keep - 1 : -self.keep] if len(logged) > self.keep else []
+        dropped = (
+            logged[: -self.keep] if compact else logged[-self.keep - 1 : -self.keep] if len(logged) > self.keep else []
+        )
         if compact:
             # Compact now and then rather than on every write.
             lines = "".join(json.dumps(asdict(v)) + "\n" for v in logged[-self.keep :])
@@ -302,4 +310,3 @@ class History:
         for old in dropped:
             nofollow.unlink(self.local_dir, self._rel(doc_id, f"v{old.n}.txt"))
         return version
-

@@ -60,24 +60,29 @@ def check_id(doc_id: str) -> str:
     if len(doc_id) > ID_MAX_CHARS:
         raise InvalidDocId(
             f"Doc id {shown!r} is {len(doc_id)} characters; ids are at most {ID_MAX_CHARS}.",
-            kind=DocProblem.ID_TOO_LONG, doc_id=doc_id, count=len(doc_id), limit=ID_MAX_CHARS,
+            kind=DocProblem.ID_TOO_LONG,
+            doc_id=doc_id,
+            count=len(doc_id),
+            limit=ID_MAX_CHARS,
         )
     if "@" in doc_id:
         raise InvalidDocId(
-            f"{shown!r}: '@' is never part of an id; a suffix after '@' is a read-only view "
-            f"({VIEWS_HELP}).",
-            kind=DocProblem.VIEW_IN_ID, doc_id=doc_id,
+            f"{shown!r}: '@' is never part of an id; a suffix after '@' is a read-only view ({VIEWS_HELP}).",
+            kind=DocProblem.VIEW_IN_ID,
+            doc_id=doc_id,
         )
     if doc_id.startswith("/"):
         raise InvalidDocId(
             f"{shown!r} is an absolute path; ids are relative to the docs tier (drop the leading '/').",
-            kind=DocProblem.ABSOLUTE_ID, doc_id=doc_id,
+            kind=DocProblem.ABSOLUTE_ID,
+            doc_id=doc_id,
         )
     if doc_id.endswith("/"):
         raise InvalidDocId(
             f"{shown!r} ends in '/': ids ending in '/' are reserved for collections; "
             "name a doc inside it instead, e.g. 'group/name'.",
-            kind=DocProblem.COLLECTION_ID, doc_id=doc_id,
+            kind=DocProblem.COLLECTION_ID,
+            doc_id=doc_id,
         )
     if not _ALLOWED.match(doc_id):
         bad = _BAD_CHAR.search(doc_id)
@@ -86,24 +91,31 @@ def check_id(doc_id: str) -> str:
         raise InvalidDocId(
             f"Doc id {shown!r} contains {char!r}{hint}; ids use letters, digits, '.', '_', '-' "
             "and '/' between segments.",
-            kind=DocProblem.BAD_CHAR, doc_id=doc_id, char=char,
+            kind=DocProblem.BAD_CHAR,
+            doc_id=doc_id,
+            char=char,
         )
     for segment in doc_id.split("/"):
         if segment == "":
             raise InvalidDocId(
                 f"Doc id {shown!r} has an empty segment ('//'); remove the extra '/'.",
-                kind=DocProblem.EMPTY_SEGMENT, doc_id=doc_id,
+                kind=DocProblem.EMPTY_SEGMENT,
+                doc_id=doc_id,
             )
         if segment in (".", ".."):
             raise InvalidDocId(
                 f"Doc id {shown!r} has a {segment!r} segment; ids cannot walk the directory tree.",
-                kind=DocProblem.DOT_SEGMENT, doc_id=doc_id, segment=segment,
+                kind=DocProblem.DOT_SEGMENT,
+                doc_id=doc_id,
+                segment=segment,
             )
         if segment.startswith("."):
             raise InvalidDocId(
                 f"Doc id {shown!r} has a segment starting with '.' ({segment!r}); hidden names are "
                 "the store's own files, never docs.",
-                kind=DocProblem.HIDDEN_SEGMENT, doc_id=doc_id, segment=segment,
+                kind=DocProblem.HIDDEN_SEGMENT,
+                doc_id=doc_id,
+                segment=segment,
             )
     raise InvalidDocId(f"Doc id {shown!r} is outside the id grammar.", doc_id=doc_id)  # unreachable by design
 
@@ -146,6 +158,7 @@ def check_write_id(doc_id: str) -> str:
         raise InvalidDocId(
             f"{doc_id!r} is a read-only view, not a doc; write to the doc id itself"
             + (f" ({base!r})." if is_valid_id(base) else "."),
-            kind=DocProblem.READ_ONLY_VIEW, doc_id=base,
+            kind=DocProblem.READ_ONLY_VIEW,
+            doc_id=base,
         )
     return check_id(doc_id)

@@ -101,8 +101,9 @@ def parse(text: str) -> IndexFile:
                 item = item.strip().strip("`").strip()
                 if item and item not in ignored:
                     ignored.append(item)
-    return IndexFile(lines=lines, entries=entries, ignored=ignored, ignored_lines=ignored_lines,
-                     bad_entries=bad_entries)
+    return IndexFile(
+        lines=lines, entries=entries, ignored=ignored, ignored_lines=ignored_lines, bad_entries=bad_entries
+    )
 
 
 @dataclass(frozen=True)
@@ -137,8 +138,9 @@ def annotate(
         if not count:
             bare.add(i)  # an empty `ignored:` line says nothing: show nothing
         elif hide_ignored:
-            lines[i] = (f"ignored: ({count} shipped doc{'' if count == 1 else 's'}, ids not shown here) "
-                        f"— {IGNORED_NOTE}.")
+            lines[i] = (
+                f"ignored: ({count} shipped doc{'' if count == 1 else 's'}, ids not shown here) — {IGNORED_NOTE}."
+            )
         else:
             lines[i] = f"{lines[i].rstrip()} — {IGNORED_NOTE}."
     for entry in index.entries:
@@ -201,7 +203,7 @@ def prose(text: str) -> str:
 
 def _prose_follows(kept: list[str], at: int) -> bool:
     """Whether a non-blank line that is not a heading follows ``kept[at]`` before the next heading."""
-    for line in kept[at + 1:]:
+    for line in kept[at + 1 :]:
         if _HEADING.match(line):
             return False
         if line.strip():

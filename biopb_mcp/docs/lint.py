@@ -42,7 +42,9 @@ def check(store: DocStore) -> list[str]:
     for tier_name, tier in (("shipped", store.shipped_dir), ("local", store.local_dir)):
         for doc_id, path in walk_tier(tier, include_invalid=True):
             if doc_id is None:
-                problems.append(f"{tier_name}: {path} has a name outside the id grammar, so no id reaches it; rename it.")
+                problems.append(
+                    f"{tier_name}: {path} has a name outside the id grammar, so no id reaches it; rename it."
+                )
                 continue
             try:
                 text = read_text(path)
@@ -78,9 +80,7 @@ def check(store: DocStore) -> list[str]:
             except InvalidDocId as exc:  # a symlink (file or folder) leading out of the tier
                 problems.append(f"index line {entry.line + 1}: {exc}")
     for line, token in parsed.bad_entries:
-        problems.append(
-            f"index line {line + 1}: {token!r} is not a valid id, so the line is not read as an entry."
-        )
+        problems.append(f"index line {line + 1}: {token!r} is not a valid id, so the line is not read as an entry.")
     for name in parsed.ignored:
         if not is_valid_id(name):
             problems.append(f"index: ignored: names {name!r}, which is not a valid id.")
@@ -116,8 +116,10 @@ def dangling_links(store: DocStore) -> list[str]:
             continue  # check() reports it
         for target in dict.fromkeys(_LINK.findall(_CODE.sub("", body))):
             if target.split("@", 1)[0] not in known:
-                warnings.append(f"local: {doc_id} links [[{target}]], which is no doc in either tier; "
-                                f"write {target}, or fix the link (a dangling link is allowed).")
+                warnings.append(
+                    f"local: {doc_id} links [[{target}]], which is no doc in either tier; "
+                    f"write {target}, or fix the link (a dangling link is allowed)."
+                )
     return warnings
 
 
@@ -167,11 +169,16 @@ def frontmatter_problems(text: str) -> list[str]:
     if not text.startswith("---\n"):
         return []
     lines = text.split("\n")
-    end = next((i for i in range(1, min(len(lines), _FRONTMATTER_MAX_LINES + 1))
-                if lines[i].rstrip() in ("---", "...")), None)
+    end = next(
+        (i for i in range(1, min(len(lines), _FRONTMATTER_MAX_LINES + 1)) if lines[i].rstrip() in ("---", "...")), None
+    )
     if end is None:
-        return [(f"line 1: the frontmatter block opened by '---' is never closed (no '---' line within "
-                 f"{_FRONTMATTER_MAX_LINES} lines), so it is read as body text; add the closing '---'.")]
+        return [
+            (
+                f"line 1: the frontmatter block opened by '---' is never closed (no '---' line within "
+                f"{_FRONTMATTER_MAX_LINES} lines), so it is read as body text; add the closing '---'."
+            )
+        ]
     problems: list[str] = []
     for no in range(1, end):
         line = lines[no]
@@ -179,16 +186,21 @@ def frontmatter_problems(text: str) -> list[str]:
             continue  # blank, a comment, or the indented items of a block value
         match = _KEY_LINE.match(line)
         if match is None:
-            problems.append(f"line {no + 1}: {line.strip()[:60]!r} is not 'key: value', so it is "
-                            "ignored; fix or remove it.")
+            problems.append(
+                f"line {no + 1}: {line.strip()[:60]!r} is not 'key: value', so it is ignored; fix or remove it."
+            )
             continue
         key, value = match.group(1), match.group(2).strip()
         if value.startswith("[") and not value.endswith("]"):
-            problems.append(f"line {no + 1}: {key}: opens a '[' list that is not closed on the same "
-                            "line, so the value is read as plain text; close it with ']'.")
+            problems.append(
+                f"line {no + 1}: {key}: opens a '[' list that is not closed on the same "
+                "line, so the value is read as plain text; close it with ']'."
+            )
         elif value[:1] in ("'", '"') and (len(value) < 2 or value[-1] != value[0]):
-            problems.append(f"line {no + 1}: {key}: opens a {value[0]} quote that is not closed, so "
-                            f"the quote is kept in the value; close it with {value[0]}.")
+            problems.append(
+                f"line {no + 1}: {key}: opens a {value[0]} quote that is not closed, so "
+                f"the quote is kept in the value; close it with {value[0]}."
+            )
     return problems
 
 
@@ -203,7 +215,11 @@ def unsurfaced_ids(index: IndexFile, local_ids: Iterable[str], shipped_ids: Iter
     ignored = set(index.ignored)
     collections = [e.doc_id + "/" for e in index.entries if e.collection]
     return sorted(
-        doc_id for doc_id in local_ids
-        if doc_id not in shipped and doc_id not in listed and doc_id not in ignored
-        and doc_id != INDEX_ID and not any(doc_id.startswith(c) for c in collections)
+        doc_id
+        for doc_id in local_ids
+        if doc_id not in shipped
+        and doc_id not in listed
+        and doc_id not in ignored
+        and doc_id != INDEX_ID
+        and not any(doc_id.startswith(c) for c in collections)
     )

@@ -172,8 +172,11 @@ class Listing:
         what a link leads to is not among the folders). Hidden folders (history, locks) never
         hold docs.
         """
-        files = [os.fspath(self.shelf.index_path), os.fspath(self.manifest_path),
-                 os.fspath(self.shelf.shipped_dir / INDEX_FILE)]
+        files = [
+            os.fspath(self.shelf.index_path),
+            os.fspath(self.manifest_path),
+            os.fspath(self.shelf.shipped_dir / INDEX_FILE),
+        ]
         folders, linked = self.shelf.folders()
         return files, folders, linked
 
@@ -202,7 +205,9 @@ class Listing:
                 if fresh.changed:
                     logger.info(
                         "Docs: version %s -> %s changed shipped docs: %s",
-                        fresh.previous_version, self.version, ", ".join(sorted(fresh.changed)),
+                        fresh.previous_version,
+                        self.version,
+                        ", ".join(sorted(fresh.changed)),
                     )
                 return fresh.changed
         except OSError as exc:

@@ -99,4 +99,3 @@ def save(path: Path, manifest: Manifest) -> None:
         "hashes": dict(sorted(manifest.hashes.items())),
     }
     write_atomic(path, json.dumps(data, indent=1) + "\n", durable=False)
-

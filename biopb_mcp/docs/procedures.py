@@ -51,6 +51,7 @@ logger = logging.getLogger(__name__)
 INPUT_DESCRIPTION_MAX_CHARS = 160
 """An input's description is one line; a longer item is cut here (the doc holds the rest)."""
 
+
 @dataclass(frozen=True)
 class Input:
     """One input of a procedure, from its doc's `## Inputs` list."""
@@ -114,8 +115,11 @@ def procedures(store: DocStore) -> list[Procedure]:
                 if doc_id.startswith(prefix):
                     candidates.setdefault(doc_id, (headings, hook))
                     break
-    wanted = [doc_id for doc_id, (headings, _) in candidates.items()
-              if any(is_procedure_heading(h) for h in headings) or not any(is_reference_heading(h) for h in headings)]
+    wanted = [
+        doc_id
+        for doc_id, (headings, _) in candidates.items()
+        if any(is_procedure_heading(h) for h in headings) or not any(is_reference_heading(h) for h in headings)
+    ]
     found: list[Procedure] = []
     for doc_id, read in store.shelf.texts(wanted).items():
         if isinstance(read, DocError):
@@ -157,8 +161,10 @@ _NOT_REQUIRED = re.compile(r"\b(not required|optional)\b", re.IGNORECASE)
 
 def parse_inputs(text: str) -> tuple[Input, ...] | None:
     """The inputs a doc's `## Inputs` section lists; None when the doc has no such section."""
-    section = next((body for heading, body in split_sections("", text)
-                    if index_mod.heading_title(heading).startswith("input")), None)
+    section = next(
+        (body for heading, body in split_sections("", text) if index_mod.heading_title(heading).startswith("input")),
+        None,
+    )
     if section is None:
         return None
     found: dict[str, Input] = {}
@@ -191,12 +197,30 @@ def _items(lines: list[str]) -> list[str]:
     return [" ".join(parts).strip() for parts in items]
 
 
-_FILE_NAME_WORDS = frozenset({
-    "path", "paths", "file", "files", "filename", "folder", "dir", "directory", "image", "images", "img",
-    "stack", "movie", "tiles", "labels", "mask", "blank",
-})
-_FILE_DESCRIPTION = re.compile(r"^(?:(?:a|an|the)\s+)?(?:file|path|folder|directory|tiff?|ome-tiff|zarr)\b",
-                               re.IGNORECASE)
+_FILE_NAME_WORDS = frozenset(
+    {
+        "path",
+        "paths",
+        "file",
+        "files",
+        "filename",
+        "folder",
+        "dir",
+        "directory",
+        "image",
+        "images",
+        "img",
+        "stack",
+        "movie",
+        "tiles",
+        "labels",
+        "mask",
+        "blank",
+    }
+)
+_FILE_DESCRIPTION = re.compile(
+    r"^(?:(?:a|an|the)\s+)?(?:file|path|folder|directory|tiff?|ome-tiff|zarr)\b", re.IGNORECASE
+)
 
 
 def takes_file(name: str, description: str) -> bool:

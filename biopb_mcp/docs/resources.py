@@ -50,6 +50,7 @@ INDEX_DESCRIPTION = (
     "Read it first; read a doc as biopb://docs/<id>."
 )
 
+
 class InvalidCursor(DocError):
     """A ``resources/list`` cursor that is not the URI of a docs resource."""
 
@@ -100,8 +101,7 @@ def parse_cursor(cursor: str) -> str | None:
         return check_id(doc_id)  # the store's own grammar: a cursor can only name an id we listed
     except InvalidDocId as exc:
         raise InvalidCursor(
-            f"Invalid cursor {cursor[:80]!r}: {exc} Pass back the nextCursor you received, "
-            "or none to start over."
+            f"Invalid cursor {cursor[:80]!r}: {exc} Pass back the nextCursor you received, or none to start over."
         ) from None
 
 
@@ -152,7 +152,9 @@ class Listing:
             if isinstance(found, DocError):
                 logger.warning("resources/list: skipping unreadable doc %r: %s", doc_id, found)
                 continue
-            out.append(ResourceEntry(uri=doc_uri(doc_id), name=found.title or doc_id, description=found.description or ""))
+            out.append(
+                ResourceEntry(uri=doc_uri(doc_id), name=found.title or doc_id, description=found.description or "")
+            )
         return out
 
     def page(self, cursor: str | None = None, page_size: int = PAGE_SIZE) -> Page:

@@ -54,8 +54,9 @@ class DocInfo:
 class Shelf:
     """The local and the shipped tier, with the shadowing and withholding rules. Thread-safe."""
 
-    def __init__(self, local_dir: Path, shipped_dir: Path, *, read_only: bool = False,
-                 withhold: Iterable[str] = ()) -> None:
+    def __init__(
+        self, local_dir: Path, shipped_dir: Path, *, read_only: bool = False, withhold: Iterable[str] = ()
+    ) -> None:
         self.local = Tier(Path(local_dir), writable=not read_only)
         self.shipped = Tier(Path(shipped_dir), writable=False)
         self.local_dir = self.local.root
@@ -120,7 +121,9 @@ class Shelf:
         The one place banking is enforced; only the New-shipped tail consumes it.
         """
         files = self.shipped_files() if files is None else files
-        return sorted(i for i in files if not self.withholds(i) and not any(seg.startswith("_") for seg in i.split("/")))
+        return sorted(
+            i for i in files if not self.withholds(i) and not any(seg.startswith("_") for seg in i.split("/"))
+        )
 
     def doc_ids(self) -> list[str]:
         """Every id that names a doc file in either tier (banked and unindexed local included), sorted.
@@ -138,9 +141,7 @@ class Shelf:
         local = self.local.files()
         shipped = self.shipped_files()
         out = [(doc_id, path, Origin.SHIPPED) for doc_id, path in shipped.items() if doc_id not in local]
-        out += [
-            (doc_id, path, Origin.SHADOW if doc_id in shipped else Origin.LOCAL) for doc_id, path in local.items()
-        ]
+        out += [(doc_id, path, Origin.SHADOW if doc_id in shipped else Origin.LOCAL) for doc_id, path in local.items()]
         return out
 
     def not_found(self, doc_id: str, what: str = "", *, kind: DocProblem = DocProblem.NO_DOC) -> DocNotFound:
@@ -358,5 +359,8 @@ class Shelf:
 
 
 def _index_is_not_a_doc() -> InvalidDocId:
-    return InvalidDocId("'index' is not a doc: it is the index (render_index() renders it).",
-                        kind=DocProblem.INDEX_NOT_A_DOC, doc_id=INDEX_ID)
+    return InvalidDocId(
+        "'index' is not a doc: it is the index (render_index() renders it).",
+        kind=DocProblem.INDEX_NOT_A_DOC,
+        doc_id=INDEX_ID,
+    )

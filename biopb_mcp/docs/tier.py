@@ -177,8 +177,7 @@ class Tier:
 
 def _escapes(tier: Path, doc_id: str) -> InvalidDocId:
     return InvalidDocId(
-        f"Doc id {doc_id!r} resolves outside the docs tier {tier} (through a symlink); "
-        "refusing to read or write it.",
+        f"Doc id {doc_id!r} resolves outside the docs tier {tier} (through a symlink); refusing to read or write it.",
         kind=DocProblem.ESCAPES_TIER,
         doc_id=doc_id,
     )

@@ -159,8 +159,9 @@ def history_page(store: DocStore, doc_id: str) -> HistoryPage:
     shipped_only = doc_id != INDEX_ID and current is None and not kept
     if shipped_only and not store.shelf.has_shipped(doc_id):
         raise store.shelf.not_found(doc_id)
-    return HistoryPage(doc_id, kept, history.keep, history.enabled, shipped_only,
-                       sha(current) if current is not None else None)
+    return HistoryPage(
+        doc_id, kept, history.keep, history.enabled, shipped_only, sha(current) if current is not None else None
+    )
 
 
 def version_page(store: DocStore, doc_id: str, n: int) -> VersionPage:

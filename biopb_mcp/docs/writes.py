@@ -86,15 +86,15 @@ def check_args(body: str | None, old: str | None, new: str | None) -> None:
         )
     if body is None and old is None and new is None:
         raise WriteRefused(
-            "A write needs body (the whole new text) or old and new (replace one exact "
-            "occurrence); got neither.",
+            "A write needs body (the whole new text) or old and new (replace one exact occurrence); got neither.",
             kind=DocProblem.ARGS_NEITHER,
         )
     if body is None and (old is None or new is None):
         given = "old" if new is None else "new"
         raise WriteRefused(
             f"old and new go together: got only {given}. Pass both, or body for the whole text.",
-            kind=DocProblem.ARGS_HALF, given=given,
+            kind=DocProblem.ARGS_HALF,
+            given=given,
         )
     for name, value in (("body", body), ("old", old), ("new", new)):
         if value is not None and not isinstance(value, str):
@@ -112,12 +112,14 @@ def check_args(body: str | None, old: str | None, new: str | None) -> None:
         if value is not None and "\x00" in value:
             raise WriteRefused(
                 f"{name} contains NUL characters; a doc is markdown text.",
-                kind=DocProblem.NUL_IN_TEXT, argument=name,
+                kind=DocProblem.NUL_IN_TEXT,
+                argument=name,
             )
     if body is not None and len(body.encode("utf-8")) > FILE_MAX_BYTES:
         raise WriteRefused(
             f"body is over the {FILE_MAX_BYTES:,} bytes a doc file may have.",
-            kind=DocProblem.BODY_TOO_BIG, limit=FILE_MAX_BYTES,
+            kind=DocProblem.BODY_TOO_BIG,
+            limit=FILE_MAX_BYTES,
         )
 
 
@@ -136,20 +138,24 @@ def check_section(doc_id: str, section: str | None, body: str | None) -> str | N
     if section is None:
         return None
     if not isinstance(section, str):
-        raise WriteRefused(f"section must be text, got {type(section).__name__}.", kind=DocProblem.ARG_TYPE,
-                           argument="section")
+        raise WriteRefused(
+            f"section must be text, got {type(section).__name__}.", kind=DocProblem.ARG_TYPE, argument="section"
+        )
     if body is None or doc_id == INDEX_ID:
         what = "the index itself" if doc_id == INDEX_ID else "an old/new edit"
         raise WriteRefused(
             f"section files a new doc's index line; it does not apply to {what}. Nothing was changed.",
-            kind=DocProblem.SECTION_WITH_EDIT, doc_id=doc_id,
+            kind=DocProblem.SECTION_WITH_EDIT,
+            doc_id=doc_id,
         )
     title = " ".join(section.strip().lstrip("#").split())
     if not title or "\n" in section.strip() or len(title) > SECTION_MAX_CHARS:
         raise WriteRefused(
-            f"section must be the title of one heading of the index (e.g. \"Lab\"), at most "
-            f"{SECTION_MAX_CHARS} characters on one line; got {section[:SECTION_MAX_CHARS + 1]!r}. Nothing was changed.",
-            kind=DocProblem.BAD_SECTION, doc_id=doc_id, limit=SECTION_MAX_CHARS,
+            f'section must be the title of one heading of the index (e.g. "Lab"), at most '
+            f"{SECTION_MAX_CHARS} characters on one line; got {section[: SECTION_MAX_CHARS + 1]!r}. Nothing was changed.",
+            kind=DocProblem.BAD_SECTION,
+            doc_id=doc_id,
+            limit=SECTION_MAX_CHARS,
         )
     return title
 
@@ -165,14 +171,19 @@ def _apply(doc_id: str, base: str | None, body: str | None, old: str | None, new
     if count == 0:
         raise WriteRefused(
             f"old was not found in {doc_id!r} (0 matches); nothing was changed.",
-            kind=DocProblem.OLD_NOT_FOUND, doc_id=doc_id, count=0,
+            kind=DocProblem.OLD_NOT_FOUND,
+            doc_id=doc_id,
+            count=0,
         )
     if count > 1 or overlapping:
         times = f"{count} times" if count > 1 else "2 times or more (its matches overlap)"
         raise WriteRefused(
             f"old matches {times} in {doc_id!r}; nothing was changed. Include more of the "
             "surrounding text so it matches exactly once.",
-            kind=DocProblem.OLD_AMBIGUOUS, doc_id=doc_id, count=count, overlapping=overlapping,
+            kind=DocProblem.OLD_AMBIGUOUS,
+            doc_id=doc_id,
+            count=count,
+            overlapping=overlapping,
         )
     return base.replace(old_n, new_n, 1)
 
@@ -185,14 +196,20 @@ def _check_body_cap(doc_id: str, text: str) -> None:
         raise WriteRefused(
             f"{doc_id!r} would be {size:,} bytes; a doc file may have at most {FILE_MAX_BYTES:,}. "
             "Nothing was changed. Split it into docs that link each other with [[id]], or tighten it.",
-            kind=DocProblem.BODY_TOO_BIG, doc_id=doc_id, count=size, limit=FILE_MAX_BYTES,
+            kind=DocProblem.BODY_TOO_BIG,
+            doc_id=doc_id,
+            count=size,
+            limit=FILE_MAX_BYTES,
         )
     lines = line_count(text)
     if lines > BODY_MAX_LINES:
         raise WriteRefused(
             f"{doc_id!r} would be {lines} lines; a doc may have at most {BODY_MAX_LINES}. "
             "Split it into docs that link each other with [[id]], or tighten it.",
-            kind=DocProblem.BODY_CAP, doc_id=doc_id, count=lines, limit=BODY_MAX_LINES,
+            kind=DocProblem.BODY_CAP,
+            doc_id=doc_id,
+            count=lines,
+            limit=BODY_MAX_LINES,
         )
 
 
@@ -205,17 +222,26 @@ def _check_index_cap(before: str, after: str) -> None:
             f"The index would have {new_count} entries; the cap is {INDEX_MAX_ENTRIES}. Nothing "
             "was changed. Retire entries first: remove lines of local docs you no longer need, "
             "or move shipped ids to the `ignored:` line.",
-            kind=DocProblem.INDEX_CAP, doc_id=INDEX_ID, count=new_count, limit=INDEX_MAX_ENTRIES,
+            kind=DocProblem.INDEX_CAP,
+            doc_id=INDEX_ID,
+            count=new_count,
+            limit=INDEX_MAX_ENTRIES,
         )
-    for measure, limit, size_of in (("lines", INDEX_MAX_LINES, line_count),
-                                    ("bytes", INDEX_MAX_BYTES, lambda t: len(t.encode("utf-8", "surrogatepass")))):
+    for measure, limit, size_of in (
+        ("lines", INDEX_MAX_LINES, line_count),
+        ("bytes", INDEX_MAX_BYTES, lambda t: len(t.encode("utf-8", "surrogatepass"))),
+    ):
         new_size = size_of(after)
         if new_size > limit and new_size > size_of(before):
             raise WriteRefused(
                 f"The index would be {new_size:,} {measure}; the index may have at most {limit:,} "
                 f"{measure}. Nothing was changed. Keep it to entry lines and short headings: move "
                 "prose into a doc of its own and link it from an entry.",
-                kind=DocProblem.INDEX_CAP, doc_id=INDEX_ID, count=new_size, limit=limit, measure=measure,
+                kind=DocProblem.INDEX_CAP,
+                doc_id=INDEX_ID,
+                count=new_size,
+                limit=limit,
+                measure=measure,
             )
 
 
@@ -238,8 +264,9 @@ def strip_render_marks(index_text: str) -> str:
     return "\n".join(lines)
 
 
-def write_doc(store: DocStore, doc_id: str, body: str | None, old: str | None, new: str | None,
-              section: str | None = None) -> WriteResult:
+def write_doc(
+    store: DocStore, doc_id: str, body: str | None, old: str | None, new: str | None, section: str | None = None
+) -> WriteResult:
     """Write one local doc (not the index); the caller holds the tier lock.
 
     `section` (a title from `check_section`) files a new doc's index line under that heading;
@@ -258,13 +285,16 @@ def write_doc(store: DocStore, doc_id: str, body: str | None, old: str | None, n
                 raise
     base = current if current is not None else shipped
     if base is None and body is None:
-        raise store.shelf.not_found(doc_id, " to edit with old/new; create it with body=…", kind=DocProblem.NO_DOC_TO_EDIT)
+        raise store.shelf.not_found(
+            doc_id, " to edit with old/new; create it with body=…", kind=DocProblem.NO_DOC_TO_EDIT
+        )
     if section is not None and (base is not None or os.path.lexists(shipped_path)):
         where = "a local doc" if current is not None else "a shipped doc"
         raise WriteRefused(
             f"{doc_id!r} exists already ({where}): section only files the index line of a new doc, "
             "and an existing doc keeps the line it has. Nothing was changed.",
-            kind=DocProblem.SECTION_EXISTING, doc_id=doc_id,
+            kind=DocProblem.SECTION_EXISTING,
+            doc_id=doc_id,
         )
     after = _apply(doc_id, base, body, old, new)
     _check_body_cap(doc_id, after)
@@ -285,7 +315,8 @@ def write_doc(store: DocStore, doc_id: str, body: str | None, old: str | None, n
             raise WriteRefused(
                 f"The index lists {doc_id!r} already: section only files the line of a doc the index does not "
                 "list, and a listed doc keeps the line it has. Nothing was changed.",
-                kind=DocProblem.SECTION_EXISTING, doc_id=doc_id,
+                kind=DocProblem.SECTION_EXISTING,
+                doc_id=doc_id,
             )
     # Everything is checked: now write, history first so a hand edit is never lost.
     kept: int | None = None
@@ -293,7 +324,9 @@ def write_doc(store: DocStore, doc_id: str, body: str | None, old: str | None, n
         kept = _keep_hand_edit(store, doc_id, current, local_path)
     elif shipped is not None:
         store.history.record(doc_id, shipped, SOURCE_SHIPPED)
-    write_atomic(local_path, after, around_replace=_late_edit_guard(store, doc_id, local_path, current), root=local.root)
+    write_atomic(
+        local_path, after, around_replace=_late_edit_guard(store, doc_id, local_path, current), root=local.root
+    )
     _record_written(store, doc_id, after)
     before = base if base is not None else ""
     before_name = f"{doc_id} (shipped)" if created and shipped is not None else f"{doc_id} (before)"
@@ -306,8 +339,13 @@ def write_doc(store: DocStore, doc_id: str, body: str | None, old: str | None, n
         index_diff_of = (index_before, index_after)
         filed_under = index_mod.filed_heading(index_after, heading)
     return WriteResult(
-        doc_id, created=created, changed=True, diff_of=(before, after, before_name, f"{doc_id} (after)"),
-        from_shipped=created and shipped is not None, kept_hand_edit=kept, index_diff_of=index_diff_of,
+        doc_id,
+        created=created,
+        changed=True,
+        diff_of=(before, after, before_name, f"{doc_id} (after)"),
+        from_shipped=created and shipped is not None,
+        kept_hand_edit=kept,
+        index_diff_of=index_diff_of,
         filed_under=filed_under,
     )
 
@@ -328,8 +366,13 @@ def write_index(store: DocStore, body: str | None, old: str | None, new: str | N
         return WriteResult(INDEX_ID, created=False, changed=False)
     _check_index_cap(base, after)
     _store_index(store, current, after)
-    return WriteResult(INDEX_ID, created=False, changed=True, index_entries=index_mod.parse(after).entry_count,
-                       diff_of=(base, after, "index (before)", "index (after)"))
+    return WriteResult(
+        INDEX_ID,
+        created=False,
+        changed=True,
+        index_entries=index_mod.parse(after).entry_count,
+        diff_of=(base, after, "index (before)", "index (after)"),
+    )
 
 
 def _keep_hand_edit(store: DocStore, doc_id: str, current: str, path: Path) -> int | None:
@@ -447,8 +490,12 @@ def _store_index(store: DocStore, before: str | None, after: str) -> None:
     index_path = store.shelf.index_path
     if before is not None and os.path.exists(index_path):
         _keep_hand_edit(store, INDEX_ID, before, index_path)
-    write_atomic(index_path, after, around_replace=_late_edit_guard(store, INDEX_ID, index_path, before),
-                 root=store.shelf.local.root)
+    write_atomic(
+        index_path,
+        after,
+        around_replace=_late_edit_guard(store, INDEX_ID, index_path, before),
+        root=store.shelf.local.root,
+    )
     _record_written(store, INDEX_ID, after)
 
 

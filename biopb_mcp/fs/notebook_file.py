@@ -57,8 +57,9 @@ class NotebookFile:
         self._slot = slot
 
     @classmethod
-    def create(cls, directory: Path, name: str, head: bytes, first: bytes, slot: bytes,
-               cells: list[bytes]) -> NotebookFile:
+    def create(
+        cls, directory: Path, name: str, head: bytes, first: bytes, slot: bytes, cells: list[bytes]
+    ) -> NotebookFile:
         """Write a new notebook: ``head`` (the JSON up to and with ``"cells": [``), the ``first``
         cell, the ``slot`` cell (exactly ``SLOT_BYTES``), then ``cells``.
 
@@ -75,8 +76,13 @@ class NotebookFile:
             fd = nofollow.open_file(dir_fd, name, os.O_RDWR | os.O_NONBLOCK)
         try:
             st = os.fstat(fd)
-            if (not stat.S_ISREG(st.st_mode) or st.st_nlink != 1 or st.st_uid != os.getuid()
-                    or st.st_size != len(body) or os.pread(fd, len(body), 0) != body):
+            if (
+                not stat.S_ISREG(st.st_mode)
+                or st.st_nlink != 1
+                or st.st_uid != os.getuid()
+                or st.st_size != len(body)
+                or os.pread(fd, len(body), 0) != body
+            ):
                 raise OSError(errno.EEXIST, f"{name} in {directory} changed under the writer")
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BaseException:
@@ -187,7 +193,7 @@ def _last_whole_cell_end(fd: int, size: int) -> int | None:
         window *= 4
     if at < 0:
         return None
-    line = data[at + 1:].split(b"\n", 1)[0]
+    line = data[at + 1 :].split(b"\n", 1)[0]
     line = line[:-1] if line.endswith(b",") else line  # torn just after the next cell's comma
     try:
         cell = json.loads(line)

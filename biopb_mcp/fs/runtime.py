@@ -150,7 +150,13 @@ def read_private_text(path: Path, max_bytes: int) -> str:
     try:
         st = os.fstat(fd)
         if not stat.S_ISREG(st.st_mode):
-            kind = "a FIFO" if stat.S_ISFIFO(st.st_mode) else "a socket" if stat.S_ISSOCK(st.st_mode) else "not a regular file"
+            kind = (
+                "a FIFO"
+                if stat.S_ISFIFO(st.st_mode)
+                else "a socket"
+                if stat.S_ISSOCK(st.st_mode)
+                else "not a regular file"
+            )
             raise UnsafeFile(f"{path} is {kind}")
         if st.st_uid != os.getuid():
             raise UnsafeFile(f"{path} belongs to another user (uid {st.st_uid})")
@@ -208,8 +214,7 @@ def sweep_stale(runtime_dir: Path) -> list[Path]:
             removed.append(Path(entry.path))
     removed.extend(_sweep_socket_dirs(uid, own))
     if removed:
-        logger.info("removed %d runtime files of servers that are no longer running from %s",
-                    len(removed), directory)
+        logger.info("removed %d runtime files of servers that are no longer running from %s", len(removed), directory)
     return removed
 
 

@@ -50,8 +50,18 @@ IN_CLOEXEC = os.O_CLOEXEC
 
 # No IN_DONT_FOLLOW: a tier root may be a link (the user's configured place); the folders below
 # it are watched only when the walk found no link among them.
-_MASK = (IN_MODIFY | IN_ATTRIB | IN_CLOSE_WRITE | IN_MOVED_FROM | IN_MOVED_TO | IN_CREATE | IN_DELETE
-         | IN_DELETE_SELF | IN_MOVE_SELF | IN_ONLYDIR)
+_MASK = (
+    IN_MODIFY
+    | IN_ATTRIB
+    | IN_CLOSE_WRITE
+    | IN_MOVED_FROM
+    | IN_MOVED_TO
+    | IN_CREATE
+    | IN_DELETE
+    | IN_DELETE_SELF
+    | IN_MOVE_SELF
+    | IN_ONLYDIR
+)
 _SELF = IN_DELETE_SELF | IN_MOVE_SELF | IN_IGNORED
 _HEADER = struct.Struct("iIII")  # wd, mask, cookie, len; then `len` bytes of NUL-padded name
 _READ_BYTES = 64 * 1024

@@ -73,19 +73,21 @@ def attach_text(connection_file: Path, command: list[str], config_dir: str | Non
     entry: dict[str, Any] = {"command": argv[0], "args": argv[1:]}
     if env:
         entry["env"] = env
-    return "\n".join([
-        f"biopb-mcp: an agent can work in this kernel, beside you (connection file {connection_file}).",
-        "It joins this kernel without owning it: it sees your variables and you see its, it cannot",
-        "restart or shut the kernel down, and only its own cells' outputs go back to it.",
-        "Run the agent's MCP server attached to this kernel:",
-        f"  {shell}",
-        "Claude Code:",
-        f"  {shlex.join(claude)}",
-        "Other MCP clients (JSON mcpServers):",
-        "  " + json.dumps({"mcpServers": {"biopb": entry}}),
-        "Then: " + " | ".join(line.split("  ")[0].strip() for line in USAGE.splitlines()),
-        "",
-    ])
+    return "\n".join(
+        [
+            f"biopb-mcp: an agent can work in this kernel, beside you (connection file {connection_file}).",
+            "It joins this kernel without owning it: it sees your variables and you see its, it cannot",
+            "restart or shut the kernel down, and only its own cells' outputs go back to it.",
+            "Run the agent's MCP server attached to this kernel:",
+            f"  {shell}",
+            "Claude Code:",
+            f"  {shlex.join(claude)}",
+            "Other MCP clients (JSON mcpServers):",
+            "  " + json.dumps({"mcpServers": {"biopb": entry}}),
+            "Then: " + " | ".join(line.split("  ")[0].strip() for line in USAGE.splitlines()),
+            "",
+        ]
+    )
 
 
 def _clock(stamp: float | None) -> str:
@@ -109,16 +111,22 @@ def status_text(presence: AgentPresence | None, pause: Pause | None) -> str:
     if presence is None:
         agent = "No agent has attached to this kernel yet (%load_ext biopb_mcp printed the command)."
     elif not presence.alive:
-        agent = (f"No agent attached now: the last one (biopb-mcp pid {presence.server_pid}) has exited. "
-                 "Start the MCP client again to re-attach.")
+        agent = (
+            f"No agent attached now: the last one (biopb-mcp pid {presence.server_pid}) has exited. "
+            "Start the MCP client again to re-attach."
+        )
     else:
         owner = "it owns this kernel" if presence.owns_kernel else "the kernel stays yours"
-        agent = (f"Agent attached: biopb-mcp pid {presence.server_pid} over {presence.transport}, "
-                 f"since {_clock(presence.since)} ({owner}).")
+        agent = (
+            f"Agent attached: biopb-mcp pid {presence.server_pid} over {presence.transport}, "
+            f"since {_clock(presence.since)} ({owner})."
+        )
     lines = [agent]
     if presence is not None and presence.last_job:
-        lines.append(f"Last submitted: {presence.last_job} at {_clock(presence.last_submitted)}: "
-                     f"{_one_line(presence.last_code or '')}")
+        lines.append(
+            f"Last submitted: {presence.last_job} at {_clock(presence.last_submitted)}: "
+            f"{_one_line(presence.last_code or '')}"
+        )
     if presence is not None:
         if presence.session_notebook:
             lines.append(f"Session notebook: {presence.session_notebook} (%biopb log replays its cells).")
@@ -134,9 +142,11 @@ def status_text(presence: AgentPresence | None, pause: Pause | None) -> str:
 
 def pause_text(pause: Pause) -> str:
     """What ``%biopb pause`` prints."""
-    return ("Paused: from now on the agent's execute_code runs nothing in this kernel and tells the "
-            "agent you paused it. Code it already started keeps running (interrupt the kernel to "
-            "stop it). %biopb resume lets it run again.\n")
+    return (
+        "Paused: from now on the agent's execute_code runs nothing in this kernel and tells the "
+        "agent you paused it. Code it already started keeps running (interrupt the kernel to "
+        "stop it). %biopb resume lets it run again.\n"
+    )
 
 
 def agent_cells_of(presence: AgentPresence | None, count: int) -> tuple[list[Any], str | None]:
@@ -182,9 +192,15 @@ def _kernel_link(ip: Any) -> tuple[Path | None, KernelLink | None, str | None]:
 
         conn = Path(get_connection_file()).resolve()
     except (ImportError, RuntimeError, OSError):
-        return None, None, ("biopb_mcp: this IPython is not a Jupyter kernel, so no agent can "
-                            "attach to it. Load the extension in a notebook or `jupyter console` "
-                            "kernel.\n")
+        return (
+            None,
+            None,
+            (
+                "biopb_mcp: this IPython is not a Jupyter kernel, so no agent can "
+                "attach to it. Load the extension in a notebook or `jupyter console` "
+                "kernel.\n"
+            ),
+        )
     try:
         info = json.loads(conn.read_text(encoding="utf-8"))
     except (OSError, ValueError):  # the file was removed; the running kernel still has its key
@@ -264,6 +280,7 @@ def biopb_magic(ip: Any, line: str) -> None:
 
 def load(ip: Any) -> None:
     """Register ``%biopb`` and print how to attach an agent to this kernel."""
+
     def biopb(line: str) -> None:
         biopb_magic(ip, line)
 

@@ -48,9 +48,7 @@ HEARTBEAT_GRACE = 6.0
 """Seconds without a heartbeat before a kernel with no local pid counts as gone: generous, as a
 kernel on a loaded node (or at the far end of a tunnel) can answer late without being dead."""
 
-IDENTITY_EXPRESSION = (
-    "__import__('json').dumps([__import__('os').getpid(), __import__('socket').gethostname()])"
-)
+IDENTITY_EXPRESSION = "__import__('json').dumps([__import__('os').getpid(), __import__('socket').gethostname()])"
 """Evaluated in the kernel as a silent user expression: its pid and the machine it runs on."""
 
 
@@ -105,8 +103,9 @@ class SessionProbe:
 
         self._expected = session
         self._on_restart = on_restart
-        self._session = Session(key=str(info["key"]).encode(), signature_scheme=info["signature_scheme"],
-                                username="biopb-mcp")
+        self._session = Session(
+            key=str(info["key"]).encode(), signature_scheme=info["signature_scheme"], username="biopb-mcp"
+        )
         if info["transport"] == "ipc":
             self._address = f"ipc://{info['ip']}-{info['control_port']}"
         else:
@@ -225,8 +224,10 @@ class AttachedKernel(KernelProcess):
             return "the kernel was restarted from its frontend (its namespace is new)"
         if self._pid is not None:
             return f"the kernel process (pid {self._pid}) exited: its frontend shut it down or restarted it"
-        return (f"the kernel stopped answering its heartbeat for {HEARTBEAT_GRACE:g} s (shut down, "
-                "restarted, or the tunnel to it closed)")
+        return (
+            f"the kernel stopped answering its heartbeat for {HEARTBEAT_GRACE:g} s (shut down, "
+            "restarted, or the tunnel to it closed)"
+        )
 
     def interrupt(self, send_interrupt_request: Callable[[], None]) -> None:
         """SIGINT when the spec's mode is ``signal`` and the pid is local; else ``interrupt_request``.
@@ -294,12 +295,14 @@ def bootstrap_code(source: str, env: dict[str, str]) -> str:
     is left as it was.
     """
     names = sorted({*env, ATTACHED_ENV})
-    return "\n".join([
-        f"__import__('os').environ.update({ {**env, ATTACHED_ENV: '1'}!r})",
-        "globals().pop('__biopb_bootstrap__', None)",
-        "try:",
-        *("    " + line for line in source.splitlines()),
-        "finally:",
-        f"    [__import__('os').environ.pop(name, None) for name in {names!r}]",
-        "",
-    ])
+    return "\n".join(
+        [
+            f"__import__('os').environ.update({ {**env, ATTACHED_ENV: '1'}!r})",
+            "globals().pop('__biopb_bootstrap__', None)",
+            "try:",
+            *("    " + line for line in source.splitlines()),
+            "finally:",
+            f"    [__import__('os').environ.pop(name, None) for name in {names!r}]",
+            "",
+        ]
+    )

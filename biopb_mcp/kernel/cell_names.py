@@ -19,8 +19,16 @@ __all__ = ["CellNames", "cell_names"]
 MAX_PARSED_CHARS = 1_000_000
 """Longer code is not parsed (a pasted data dump): it binds and reads nothing as far as we know."""
 
-_SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef,
-           ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp)
+_SCOPES = (
+    ast.FunctionDef,
+    ast.AsyncFunctionDef,
+    ast.Lambda,
+    ast.ClassDef,
+    ast.ListComp,
+    ast.SetComp,
+    ast.DictComp,
+    ast.GeneratorExp,
+)
 
 
 @dataclass(frozen=True)

@@ -102,16 +102,23 @@ class KernelClient:
             self._settings = settings
 
     # -- connection (host) -------------------------------------------------------------------------
-    def connect(self, info: dict[str, Any], is_alive: Callable[[], bool], on_death: Callable[[], None],
-                observe: Callable[[dict[str, Any]], None] | None = None) -> None:
+    def connect(
+        self,
+        info: dict[str, Any],
+        is_alive: Callable[[], bool],
+        on_death: Callable[[], None],
+        observe: Callable[[dict[str, Any]], None] | None = None,
+    ) -> None:
         """Open channels to the kernel described by ``info`` (connection-file fields); code is
         accepted only after ``open``, once the host declared the kernel ready. ``observe`` sees
         every message not claimed by a waiting call (on the IO thread) before it is dispatched."""
         on_message = self._on_message
         if observe is not None:
+
             def on_message(channel: str, msg: dict[str, Any]) -> None:
                 observe(msg)
                 self._on_message(channel, msg)
+
         channels = KernelChannels(dict(info), on_message=on_message, is_alive=is_alive, on_death=on_death)
         with self._lock:
             self._channels, self._open = channels, False
@@ -171,8 +178,9 @@ class KernelClient:
         content["user_expressions"] = {"e": expression}
         reply = self._channels.call("shell", "execute_request", content, timeout)
         if reply is None:
-            raise StartFailed(f"the kernel did not answer within {timeout:.0f} s (is a cell still running "
-                              "in its notebook?).")
+            raise StartFailed(
+                f"the kernel did not answer within {timeout:.0f} s (is a cell still running in its notebook?)."
+            )
         session = reply.get("header", {}).get("session")
         expr = reply["content"].get("user_expressions", {}).get("e", {})
         try:
@@ -227,8 +235,14 @@ class KernelClient:
                 self._counter += 1
                 msg = channels.new_msg(
                     "execute_request",
-                    {"code": code, "silent": False, "store_history": True, "user_expressions": {},
-                     "allow_stdin": False, "stop_on_error": True},
+                    {
+                        "code": code,
+                        "silent": False,
+                        "store_history": True,
+                        "user_expressions": {},
+                        "allow_stdin": False,
+                        "stop_on_error": True,
+                    },
                 )
                 ex = Execution(f"job-{self._counter}", code, str(msg["header"]["msg_id"]))
                 if self.recorder is not None:
@@ -247,8 +261,9 @@ class KernelClient:
         finished = [k for k, e in self._executions.items() if e.done.is_set()]
         total = sum(len(self._executions[k].snapshot()[0]) for k in finished)
         images = sum(self._executions[k].inline_bytes for k in finished)
-        while finished and (len(self._executions) > MAX_KEPT_EXECUTIONS or total > MAX_KEPT_CHARS
-                            or images > MAX_KEPT_IMAGE_BYTES):
+        while finished and (
+            len(self._executions) > MAX_KEPT_EXECUTIONS or total > MAX_KEPT_CHARS or images > MAX_KEPT_IMAGE_BYTES
+        ):
             old = self._executions.pop(finished.pop(0))
             total -= len(old.snapshot()[0])
             images -= old.inline_bytes
@@ -319,8 +334,10 @@ class KernelClient:
                         self._by_msg.pop(ex.msg_id, None)
                         if self._current is ex:
                             self._current = None
-                    ex.finish(ExecutionStatus.INTERRUPTED, note="The interrupt arrived before the code started: "
-                              "none of it ran.")
+                    ex.finish(
+                        ExecutionStatus.INTERRUPTED,
+                        note="The interrupt arrived before the code started: none of it ran.",
+                    )
             if now >= deadline:
                 break
         return ex.done.is_set()
@@ -361,8 +378,9 @@ class KernelClient:
         """
         expr = self._evaluate_idle(expression, timeout, what)
         if expr.get("status") != "ok":
-            raise KernelError(f"{what[:1].upper()}{what[1:]} failed in the kernel: {expr.get('ename')}: "
-                              f"{expr.get('evalue')}")
+            raise KernelError(
+                f"{what[:1].upper()}{what[1:]} failed in the kernel: {expr.get('ename')}: {expr.get('evalue')}"
+            )
         try:
             return rendering.parse_expression_json(expr["data"]["text/plain"])
         except (ValueError, KeyError, SyntaxError) as exc:
@@ -472,8 +490,11 @@ class KernelClient:
             image_dir = Path(self._settings.state_dir) / "images"
             stem = f"{self._image_stem}-{ex.job_id}"
             full = ex.inline_images >= ks.max_images  # only this IO thread adds images
-            ex.add_image(rendering.image_factory(raw, stem, ks.max_image_bytes, image_dir,
-                                                 max_images=ks.max_images if full else None))
+            ex.add_image(
+                rendering.image_factory(
+                    raw, stem, ks.max_image_bytes, image_dir, max_images=ks.max_images if full else None
+                )
+            )
         elif "text/plain" in data:
             ex.add_text(str(data["text/plain"]))
 
@@ -528,9 +549,10 @@ class KernelClient:
             from biopb_mcp.kernel.compute import kernel_env
 
             setup = dataclasses.replace(
-                setup, plugins=("show, dask_client (built in)", *_plugin_labels(Path(settings.plugins_dir))),
-                load={"plugins_dir": str(settings.plugins_dir),
-                      "compute": kernel_env(settings)["BIOPB_MCP_COMPUTE"]})
+                setup,
+                plugins=("show, dask_client (built in)", *_plugin_labels(Path(settings.plugins_dir))),
+                load={"plugins_dir": str(settings.plugins_dir), "compute": kernel_env(settings)["BIOPB_MCP_COMPUTE"]},
+            )
         self.recorder.start_notebook(kernel_name=name, display_name=f"Python ({name})", about=about, setup=setup)
 
     def _record_finished(self, ex: Execution) -> None:
@@ -539,8 +561,7 @@ class KernelClient:
             return
         count = ex.reply_content.get("execution_count")
         ex.record.execution_count = count if isinstance(count, int) else None
-        meta = {"job_id": ex.job_id, "status": ex.status, "seconds": round(ex.elapsed(), 3),
-                "promoted": ex.promoted}
+        meta = {"job_id": ex.job_id, "status": ex.status, "seconds": round(ex.elapsed(), 3), "promoted": ex.promoted}
         if ex.note:
             meta["note"] = ex.note
         self.recorder.code_cell(ex.code, ex.record, meta)
@@ -566,8 +587,14 @@ def _plugin_labels(plugins_dir: Path) -> list[str]:
 
 
 def _silent(code: str) -> dict[str, Any]:
-    return {"code": code, "silent": True, "store_history": False, "user_expressions": {},
-            "allow_stdin": False, "stop_on_error": False}
+    return {
+        "code": code,
+        "silent": True,
+        "store_history": False,
+        "user_expressions": {},
+        "allow_stdin": False,
+        "stop_on_error": False,
+    }
 
 
 def _busy(ex: Execution) -> KernelBusy:

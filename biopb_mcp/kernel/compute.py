@@ -18,9 +18,7 @@ if TYPE_CHECKING:
 PLUGIN_FILE = INSIDE_DIR / "compute.py"
 """Loaded by the kernel bootstrap as a built-in plugin (it defines ``dask_client``)."""
 
-STATUS_EXPRESSION = (
-    "__import__('sys').modules['biopb_mcp_builtin_compute'].status_json()"
-)
+STATUS_EXPRESSION = "__import__('sys').modules['biopb_mcp_builtin_compute'].status_json()"
 """Evaluated in the kernel (as a user expression: no history, no output) for server_status."""
 
 

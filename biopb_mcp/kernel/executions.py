@@ -24,7 +24,6 @@ MAX_TRANSCRIPT_CHARS = 64 * 1024 * 1024
 _ANSI_RE = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)")
 
 
-
 def strip_ansi(text: str) -> str:
     """Remove ANSI colour/cursor escape sequences (IPython colours its tracebacks)."""
     return _ANSI_RE.sub("", text)
@@ -233,4 +232,3 @@ class Execution:
 
     def __repr__(self) -> str:
         return f"<Execution {self.job_id} {self.status}>"
-

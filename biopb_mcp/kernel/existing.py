@@ -62,8 +62,7 @@ def read_connection_info(path: Path) -> dict[str, Any]:
         info = json.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
         raise KernelError(
-            f"the kernel connection file {path} is gone: the kernel was shut down (or its "
-            "frontend removed the file)."
+            f"the kernel connection file {path} is gone: the kernel was shut down (or its frontend removed the file)."
         ) from None
     except (OSError, ValueError, RecursionError) as exc:
         raise KernelError(f"cannot read the kernel connection file {path}: {exc}") from None
@@ -80,13 +79,14 @@ def read_connection_info(path: Path) -> dict[str, Any]:
     info.setdefault("signature_scheme", "hmac-sha256")
     problems = []
     if not isinstance(info["ip"], str) or not info["ip"] or any(c.isspace() or c == "\0" for c in info["ip"]):
-        problems.append(f"ip {_shown(info['ip'])} is not an address (text such as \"127.0.0.1\")")
+        problems.append(f'ip {_shown(info["ip"])} is not an address (text such as "127.0.0.1")')
     if not isinstance(info["key"], str):
         problems.append(f"key is {type(info['key']).__name__}, not text")
     scheme = info["signature_scheme"]
     if not isinstance(scheme, str) or _hash_of(scheme) is None:
-        problems.append(f"signature_scheme {_shown(scheme)} is not hmac-<hash> with a hash Python knows "
-                        f"(e.g. hmac-sha256)")
+        problems.append(
+            f"signature_scheme {_shown(scheme)} is not hmac-<hash> with a hash Python knows (e.g. hmac-sha256)"
+        )
     if "kernel_name" in info and not isinstance(info["kernel_name"], str):
         problems.append(f"kernel_name {_shown(info['kernel_name'])} is not text")
     if problems:

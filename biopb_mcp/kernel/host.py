@@ -131,9 +131,15 @@ class KernelHost:
             KernelState.ERROR: f"The kernel could not start: {reason}",
         }.get(state, reason or f"The kernel is {state}.")
         failed = self._failed_on if state == KernelState.ERROR else None
-        return KernelNotReady(text, state=state, reason=reason, config_file=str(self._settings.config_file),
-                              setting=failed.setting if failed else None, wanted=failed.wanted if failed else "",
-                              joined=bool(failed and failed.joined))
+        return KernelNotReady(
+            text,
+            state=state,
+            reason=reason,
+            config_file=str(self._settings.config_file),
+            setting=failed.setting if failed else None,
+            wanted=failed.wanted if failed else "",
+            joined=bool(failed and failed.joined),
+        )
 
     def _require_ready(self) -> None:
         if self._state != KernelState.READY:
@@ -243,8 +249,12 @@ class KernelHost:
             with self._lock:
                 self._spec_desc = conn.description
             joined = process if isinstance(process, AttachedKernel) else None
-            self._client.connect(conn.info, is_alive=process.is_alive, on_death=lambda: self._on_death(generation),
-                                 observe=joined.saw_message if joined else None)
+            self._client.connect(
+                conn.info,
+                is_alive=process.is_alive,
+                on_death=lambda: self._on_death(generation),
+                observe=joined.saw_message if joined else None,
+            )
             # a joined kernel may be running its notebook's cell: control answers meanwhile
             self._client.wait_ready(remaining, channel="control" if joined else "shell")
             process.post_start()
@@ -285,8 +295,11 @@ class KernelHost:
         joined.identify(answer, session)
         if not self._settings.kernel.existing_plugins:
             return {}
-        env = {"BIOPB_MCP_PLUGINS_DIR": str(self._settings.plugins_dir),
-               "BIOPB_MCP_KERNEL_LOG": str(self._settings.kernel_log_file), **plugins.kernel_env(self._settings)}
+        env = {
+            "BIOPB_MCP_PLUGINS_DIR": str(self._settings.plugins_dir),
+            "BIOPB_MCP_KERNEL_LOG": str(self._settings.kernel_log_file),
+            **plugins.kernel_env(self._settings),
+        }
         self._client.run_silent(bootstrap_code(BOOTSTRAP_FILE.read_text(encoding="utf-8"), env), remaining())
         return self._client.fetch_bootstrap(remaining) or {"errors": ["the bootstrap did not run in the joined kernel"]}
 
@@ -407,8 +420,9 @@ class KernelHost:
             KernelBusy: code is running (the query would wait behind it).
             KernelError: no answer in time, or the expression raised in the kernel.
         """
-        return self._client.query(expression, self._settings.kernel.request_timeout if timeout is None else timeout,
-                                  what)
+        return self._client.query(
+            expression, self._settings.kernel.request_timeout if timeout is None else timeout, what
+        )
 
     def query_when_idle(self, expression: str, timeout: float = 2.0) -> Any:
         """The decoded value of ``expression`` (which yields a JSON string) in an idle kernel.
@@ -438,8 +452,10 @@ class KernelHost:
                 kernel_spec=self._spec_desc or (self._settings.kernel.name or "this server's Python"),
                 current_job=self._client.current_job(),
                 plugins_loaded=[p.get("source", p.get("name")) for p in boot.get("loaded", [])],
-                plugins_failed=[{"plugin": p.get("source", p.get("name")), "error": p.get("error", "")}
-                                for p in boot.get("failed", [])],
+                plugins_failed=[
+                    {"plugin": p.get("source", p.get("name")), "error": p.get("error", "")}
+                    for p in boot.get("failed", [])
+                ],
                 bootstrap_errors=list(boot.get("errors", [])),
                 parent_death_watch=bool(boot.get("lifeline", False)) or bool(proc.get("reaper")),
                 kernel_log=str(self._settings.kernel_log_file),

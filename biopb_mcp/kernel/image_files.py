@@ -58,8 +58,12 @@ class ImageFiles:
         with self._lock:
             self._files += 1
             self._bytes += len(data)
-            due = (self._since_sweep is None or self._since_sweep + 1 >= _SWEEP_EVERY
-                   or self._files > self.max_files or self._bytes > self.max_bytes)
+            due = (
+                self._since_sweep is None
+                or self._since_sweep + 1 >= _SWEEP_EVERY
+                or self._files > self.max_files
+                or self._bytes > self.max_bytes
+            )
             self._since_sweep = (self._since_sweep or 0) + 1
         if due:
             self.sweep(keep=name)

@@ -15,6 +15,7 @@ __all__ = ["inspect_expression"]
 
 PROBE_FILE = INSIDE_DIR / "inspect_probe.py"
 
+
 @functools.cache
 def _probe() -> str:
     return PROBE_FILE.read_text(encoding="utf-8")

@@ -59,9 +59,7 @@ def socket_prefix(runtime_dir: Path, stem: str) -> tuple[Path, Path | None]:
     return short / "k", short
 
 
-def launch(
-    argv: Sequence[str], env: Mapping[str, str], log_path: Path, lifeline_fd: int
-) -> subprocess.Popen[bytes]:
+def launch(argv: Sequence[str], env: Mapping[str, str], log_path: Path, lifeline_fd: int) -> subprocess.Popen[bytes]:
     """Start the kernel process: own session, stdin from /dev/null, output to the kernel log.
 
     The child runs with umask 0o077 so the sockets it binds are 0600; the bootstrap restores

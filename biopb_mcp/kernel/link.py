@@ -105,8 +105,12 @@ class Pause:
 
 
 def _stamp(value: object) -> TypeGuard[float]:
-    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value) \
+    return (
+        isinstance(value, (int, float))
+        and not isinstance(value, bool)
+        and math.isfinite(value)
         and 0 <= value <= MAX_STAMP
+    )
 
 
 _Check = Callable[[object], bool]
@@ -198,16 +202,16 @@ class KernelLink:
         if (kind, why) in self._warned:
             return
         self._warned.add((kind, why))
-        logger.warning("ignoring the %%biopb link file %s in the runtime dir %s: %s",
-                       self._name(kind), self.runtime_dir, why)
+        logger.warning(
+            "ignoring the %%biopb link file %s in the runtime dir %s: %s", self._name(kind), self.runtime_dir, why
+        )
 
     # -- the server's side -------------------------------------------------------------------------
     def announce(self, presence: AgentPresence) -> None:
         """Write the presence file (raises OSError when the runtime dir is unusable)."""
         directory = self._dir(create=True)
         assert directory is not None
-        nofollow.write_atomic(directory, self._name("agent"), json.dumps(asdict(presence)).encode(),
-                              durable=False)
+        nofollow.write_atomic(directory, self._name("agent"), json.dumps(asdict(presence)).encode(), durable=False)
 
     def note_submitted(self, job_id: str, code: str) -> None:
         """Record the code the agent just submitted; silently skipped without a presence file."""
@@ -257,8 +261,10 @@ class KernelLink:
             why = "its since or reason is not valid"
         if why is not None:
             self._ignored("pause", f"{why}; its content is ignored, the pause holds")
-        return Pause(since=float(since) if _stamp(since) else self._mtime("pause"),
-                     reason=reason[:MAX_REASON_CHARS] if isinstance(reason, str) else "")
+        return Pause(
+            since=float(since) if _stamp(since) else self._mtime("pause"),
+            reason=reason[:MAX_REASON_CHARS] if isinstance(reason, str) else "",
+        )
 
     def _mtime(self, kind: str) -> float:
         with contextlib.suppress(OSError):

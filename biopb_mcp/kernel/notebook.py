@@ -75,8 +75,25 @@ MAX_EARLY_CELLS = 200
 MAX_TRACKED_NAMES = 10_000
 """Names whose last binder (the agent or someone else) is tracked (a notebook it joined may define many)."""
 
-_AMBIENT = frozenset(dir(builtins)) | {"get_ipython", "display", "In", "Out", "exit", "quit", "_", "__", "___",
-                                       "_i", "_ii", "_iii", "_ih", "_oh", "_dh", "show", "dask_client"}
+_AMBIENT = frozenset(dir(builtins)) | {
+    "get_ipython",
+    "display",
+    "In",
+    "Out",
+    "exit",
+    "quit",
+    "_",
+    "__",
+    "___",
+    "_i",
+    "_ii",
+    "_iii",
+    "_ih",
+    "_oh",
+    "_dh",
+    "show",
+    "dask_client",
+}
 """Names any IPython kernel (and the built-in plugins, which the setup cell loads) has."""
 
 _HISTORY_NAME = re.compile(r"_i?[0-9]+")
@@ -175,8 +192,11 @@ class OutputCollector:
             self._outputs.append(self._bounded_error(content))
         else:
             data = self._bounded_data(content.get("data", {}))
-            out: dict[str, Any] = {"output_type": msg_type, "data": data,
-                                   "metadata": dict(content.get("metadata", {}) or {})}
+            out: dict[str, Any] = {
+                "output_type": msg_type,
+                "data": data,
+                "metadata": dict(content.get("metadata", {}) or {}),
+            }
             if msg_type == "execute_result":
                 count = content.get("execution_count")
                 out["execution_count"] = count if isinstance(count, int) else None
@@ -218,8 +238,12 @@ class OutputCollector:
         if dropped:
             kept.insert(0, f"[biopb-mcp: {dropped} characters of this traceback are not recorded in the notebook]")
         self._room -= room - max(left, 0)
-        return {"output_type": "error", "ename": str(content.get("ename", ""))[:200], "evalue": evalue,
-                "traceback": kept}
+        return {
+            "output_type": "error",
+            "ename": str(content.get("ename", ""))[:200],
+            "evalue": evalue,
+            "traceback": kept,
+        }
 
     def _bounded_data(self, data: dict[str, Any]) -> dict[str, Any]:
         """A display's mime bundle with oversized entries replaced by a note in text/plain."""
@@ -228,8 +252,10 @@ class OutputCollector:
         for mime, value in data.items():
             if mime.startswith("image/") and isinstance(value, str) and not mime.endswith("+xml"):
                 if len(value) > self._image_room:
-                    notes.append(f"[biopb-mcp: a {mime} image of {len(value) * 3 // 4} bytes is not "
-                                 "recorded in the notebook (size cap per cell)]")
+                    notes.append(
+                        f"[biopb-mcp: a {mime} image of {len(value) * 3 // 4} bytes is not "
+                        "recorded in the notebook (size cap per cell)]"
+                    )
                     continue
                 self._image_room -= len(value)
                 kept[mime] = value
@@ -293,9 +319,14 @@ class SessionRecorder:
     session goes on unrecorded rather than failing the agent's calls.
     """
 
-    def __init__(self, directory: Path, *, max_output_chars: int = 100_000,
-                 max_session_bytes: int = MAX_SESSION_BYTES,
-                 about: Callable[[int | None, str], str] | None = None) -> None:
+    def __init__(
+        self,
+        directory: Path,
+        *,
+        max_output_chars: int = 100_000,
+        max_session_bytes: int = MAX_SESSION_BYTES,
+        about: Callable[[int | None, str], str] | None = None,
+    ) -> None:
         self.directory = Path(directory)
         self.about = about or (lambda pid, desc: f"Kernel pid {pid}, {desc}.")
         """The notebook's opening line from the kernel's pid and description (the server passes
@@ -329,8 +360,9 @@ class SessionRecorder:
         return OutputCollector(self.max_output_chars)
 
     # -- events (any thread; cheap) ----------------------------------------------------------------
-    def start_notebook(self, *, kernel_name: str, display_name: str, about: str,
-                       setup: KernelSetup | None = None) -> Path:
+    def start_notebook(
+        self, *, kernel_name: str, display_name: str, about: str, setup: KernelSetup | None = None
+    ) -> Path:
         """Begin a new notebook for a kernel that just started (or was joined); returns its path.
 
         The previous notebook, if any, gets a closing markdown cell pointing to the new one, and
@@ -417,8 +449,7 @@ class SessionRecorder:
             path, previous, kernel_name, display_name, about, setup, stamp = payload
             when = _iso(stamp)
             if self._book is not None and self._book.file.path == previous:
-                pending.append(_dump(_markdown_cell(
-                    f"*Kernel restarted {when}; the session continues in `{path}`.*")))
+                pending.append(_dump(_markdown_cell(f"*Kernel restarted {when}; the session continues in `{path}`.*")))
             self._append(pending)
             pending.clear()
             self._close_book()
@@ -438,8 +469,9 @@ class SessionRecorder:
                 return
             pending.append(_dump(cell))
 
-    def _code(self, pending: list[bytes], code: str, collector: OutputCollector | None,
-              meta: dict[str, Any], stamp: float) -> None:
+    def _code(
+        self, pending: list[bytes], code: str, collector: OutputCollector | None, meta: dict[str, Any], stamp: float
+    ) -> None:
         book = self._book
         if book is None:  # code runs only in a started kernel; nothing to attach it to
             return
@@ -454,8 +486,9 @@ class SessionRecorder:
         status = str(meta.get("status", ""))
         if status in SKIPPED_ON_RERUN:
             tags.append("skip-execution")
-            source = (f"# biopb-mcp: {status} in the agent's session; a re-run skips this cell "
-                      f"(tag skip-execution)\n{code}")
+            source = (
+                f"# biopb-mcp: {status} in the agent's session; a re-run skips this cell (tag skip-execution)\n{code}"
+            )
         elif status == "error":
             tags.append("raises-exception")
         used = self._outside_reads(book, code)
@@ -464,17 +497,25 @@ class SessionRecorder:
             if "raises-exception" not in tags and "skip-execution" not in tags:
                 tags.append("raises-exception")
         cell: dict[str, Any] = {
-            "cell_type": "code", "id": _cell_id(), "execution_count": count,
+            "cell_type": "code",
+            "id": _cell_id(),
+            "execution_count": count,
             "metadata": {"biopb": meta, **({"tags": tags} if tags else {})},
-            "source": source, "outputs": outputs,
+            "source": source,
+            "outputs": outputs,
         }
         data = _dump(cell)
         if book.file.size + sum(len(p) + 2 for p in pending) + len(data) > self.max_session_bytes:
             if not book.capped:
                 book.capped = True
-                pending.append(_dump(_markdown_cell(
-                    f"*This notebook reached its size cap ({self.max_session_bytes // (1024 * 1024)} MB): "
-                    "later cells are recorded without their outputs.*")))
+                pending.append(
+                    _dump(
+                        _markdown_cell(
+                            f"*This notebook reached its size cap ({self.max_session_bytes // (1024 * 1024)} MB): "
+                            "later cells are recorded without their outputs.*"
+                        )
+                    )
+                )
             cell["outputs"] = []
             meta["outputs_dropped"] = True
             data = _dump(cell)
@@ -501,28 +542,54 @@ class SessionRecorder:
                 book.file.write_slot(_setup_slot(book.setup, book.used))
         return used
 
-    def _open_book(self, path: Path, previous: Path | None, kernel_name: str, display_name: str,
-                   about: str, setup: KernelSetup, when: str) -> None:
+    def _open_book(
+        self,
+        path: Path,
+        previous: Path | None,
+        kernel_name: str,
+        display_name: str,
+        about: str,
+        setup: KernelSetup,
+        when: str,
+    ) -> None:
         """Create the notebook (heading, setup cell, early notes) and keep it open for appends."""
         if not self._mended:
             self._mended = True
             for mended in mend_torn(self.directory):
                 logger.warning("session notebook %s was left torn by a killed server: mended", mended)
-        head = json.dumps({"metadata": {
-            "kernelspec": {"name": kernel_name, "display_name": display_name, "language": "python"},
-            "language_info": {"name": "python"},
-            "biopb": {"started": when, **({"joined": setup.joined} if setup.joined else {})},
-        }, "nbformat": 4, "nbformat_minor": NBFORMAT_MINOR}, ensure_ascii=False)
+        head = json.dumps(
+            {
+                "metadata": {
+                    "kernelspec": {"name": kernel_name, "display_name": display_name, "language": "python"},
+                    "language_info": {"name": "python"},
+                    "biopb": {"started": when, **({"joined": setup.joined} if setup.joined else {})},
+                },
+                "nbformat": 4,
+                "nbformat_minor": NBFORMAT_MINOR,
+            },
+            ensure_ascii=False,
+        )
         title = f"joined kernel `{Path(setup.joined).name}`" if setup.joined else "kernel started"
         lines = [f"# Agent session, {title} {when}", "", about]
         if previous is not None:
-            lines += ["", (f"Continues the session recorded in `{previous}` (the kernel was "
-                           "restarted there: the namespace starts empty here).")]
+            lines += [
+                "",
+                (
+                    f"Continues the session recorded in `{previous}` (the kernel was "
+                    "restarted there: the namespace starts empty here)."
+                ),
+            ]
         early, self._early = self._early, []
         try:
             # 0700/0600 like the logs: the notebook holds the session's code and outputs
-            file = NotebookFile.create(self.directory, path.name, (head[:-1] + ',\n "cells": [\n').encode(),
-                                       _dump(_markdown_cell("\n".join(lines))), _setup_slot(setup, set()), early)
+            file = NotebookFile.create(
+                self.directory,
+                path.name,
+                (head[:-1] + ',\n "cells": [\n').encode(),
+                _dump(_markdown_cell("\n".join(lines))),
+                _setup_slot(setup, set()),
+                early,
+            )
         except OSError as exc:
             self._failed(path, exc)
             return
@@ -561,34 +628,51 @@ def _setup_slot(setup: KernelSetup, used: set[str]) -> bytes:
 
 
 def _setup_cell(setup: KernelSetup, names: list[str], more: int) -> dict[str, Any]:
-    lines = ["# biopb-mcp: run this cell first. It gives a plain kernel what the agent's kernel had "
-             "before the agent's first cell."]
+    lines = [
+        "# biopb-mcp: run this cell first. It gives a plain kernel what the agent's kernel had "
+        "before the agent's first cell."
+    ]
     code: list[str] = []
     if setup.joined:
-        lines.append(f"# The agent joined the kernel of {setup.joined} (it did not start it): what that "
-                     "kernel held before is not recorded.")
+        lines.append(
+            f"# The agent joined the kernel of {setup.joined} (it did not start it): what that "
+            "kernel held before is not recorded."
+        )
     if setup.cwd:
         lines.append("# The agent's kernel started in this directory: relative paths in its cells start there.")
-        code += ["try:", f"    __import__('os').chdir({setup.cwd!r})", "except OSError as exc:",
-                 "    print('biopb-mcp: cannot go to the directory the agent worked in:', exc)"]
+        code += [
+            "try:",
+            f"    __import__('os').chdir({setup.cwd!r})",
+            "except OSError as exc:",
+            "    print('biopb-mcp: cannot go to the directory the agent worked in:', exc)",
+        ]
     if setup.plugins:
         lines.append(f"# Kernel plugins gave its namespace: {', '.join(setup.plugins)}.")
     if setup.load is not None:
         args = ", ".join(f"{key}={value!r}" for key, value in sorted(setup.load.items()))
-        code += ["try:",
-                 f"    __import__('biopb_mcp.kernel.replay', fromlist=['load_plugins']).load_plugins(globals(), {args})",
-                 "except ImportError:",
-                 "    print('biopb-mcp is not installed in this Python: the plugins above are missing')"]
+        code += [
+            "try:",
+            f"    __import__('biopb_mcp.kernel.replay', fromlist=['load_plugins']).load_plugins(globals(), {args})",
+            "except ImportError:",
+            "    print('biopb-mcp is not installed in this Python: the plugins above are missing')",
+        ]
     if names or more:
         shown = ", ".join(names) + (f" and {more} more" if more else "")
-        lines += ["# Its cells read names typed outside them (in a console, or in the notebook it joined, "
-                  "before or while it worked):",
-                  f"#   {shown}",
-                  "# A plain kernel lacks these: set them here. The cells that read them are tagged "
-                  "raises-exception, so a re-run goes on past them."]
-    return {"cell_type": "code", "id": "biopb-setup", "execution_count": None,
-            "metadata": {"biopb": {"setup": True}, "tags": ["raises-exception"]},
-            "source": "\n".join(lines + code), "outputs": []}
+        lines += [
+            "# Its cells read names typed outside them (in a console, or in the notebook it joined, "
+            "before or while it worked):",
+            f"#   {shown}",
+            "# A plain kernel lacks these: set them here. The cells that read them are tagged "
+            "raises-exception, so a re-run goes on past them.",
+        ]
+    return {
+        "cell_type": "code",
+        "id": "biopb-setup",
+        "execution_count": None,
+        "metadata": {"biopb": {"setup": True}, "tags": ["raises-exception"]},
+        "source": "\n".join(lines + code),
+        "outputs": [],
+    }
 
 
 def _ambient(name: str) -> bool:

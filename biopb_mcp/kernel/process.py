@@ -178,8 +178,11 @@ class LaunchedKernel(KernelProcess):
         try:
             runtime = lifeline.private_dir(Path(settings.runtime_dir))
         except OSError as exc:  # retrying cannot help: say which setting moves it
-            raise StartFailed(f"cannot use the runtime dir {settings.runtime_dir} ({exc.strerror or exc}).",
-                              setting="server.runtime_dir", wanted="to a writable directory") from None
+            raise StartFailed(
+                f"cannot use the runtime dir {settings.runtime_dir} ({exc.strerror or exc}).",
+                setting="server.runtime_dir",
+                wanted="to a writable directory",
+            ) from None
         stem = kernel_stem(os.getpid())
         conn = runtime / f"{stem}.json"
         argv, spec_env, desc, is_python = self._kernel_command(conn)
@@ -189,8 +192,12 @@ class LaunchedKernel(KernelProcess):
         # `biopb-mcp console` joins only kernels of its own config (Jupyter ignores extra keys)
         own: dict[str, Any] = {CONFIG_DIR_KEY: str(settings.config_dir)}
         _, info = write_connection_file(
-            str(conn), ip=str(prefix), transport="ipc", key=uuid.uuid4().hex.encode(),
-            kernel_name=ks.name or "python3", **own,
+            str(conn),
+            ip=str(prefix),
+            transport="ipc",
+            key=uuid.uuid4().hex.encode(),
+            kernel_name=ks.name or "python3",
+            **own,
         )
         os.chmod(conn, 0o600)
         if is_python:
@@ -237,8 +244,11 @@ class LaunchedKernel(KernelProcess):
                 known = ", ".join(sorted(manager.kernel_spec_manager.find_kernel_specs())) or "none installed"
             except Exception:  # listing is only a hint
                 known = "unknown"
-            raise StartFailed(f"no Jupyter kernel spec named {name!r} (available: {known}).", setting="kernel.name",
-                              wanted='to one of those, or to "" for the server\'s own Python') from None
+            raise StartFailed(
+                f"no Jupyter kernel spec named {name!r} (available: {known}).",
+                setting="kernel.name",
+                wanted='to one of those, or to "" for the server\'s own Python',
+            ) from None
         assert spec is not None  # a non-empty name either finds a spec or raises
         self.interrupt_mode = spec.interrupt_mode or "signal"
         argv = manager.format_kernel_cmd()
@@ -348,6 +358,9 @@ def wait_deadline(deadline: float, timeout: float, process: KernelProcess, closi
         raise StartFailed(f"the kernel process exited during start-up ({process.exit_reason()}).")
     left = deadline - time.monotonic()
     if left <= 0:
-        raise StartFailed(f"the kernel did not become ready within {timeout} s.", setting="kernel.startup_timeout",
-                          wanted=f"to more than {timeout} s if the machine is slow")
+        raise StartFailed(
+            f"the kernel did not become ready within {timeout} s.",
+            setting="kernel.startup_timeout",
+            wanted=f"to more than {timeout} s if the machine is slow",
+        )
     return left

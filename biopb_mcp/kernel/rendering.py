@@ -134,7 +134,8 @@ def render(ex: Execution, offset: int, max_chars: int, *, header: bool) -> Rende
         requested_offset=offset,
         next_offset=next_offset,
         total_chars=total,
-        header=header or status in (ExecutionStatus.RUNNING, ExecutionStatus.DEAD, ExecutionStatus.ABORTED)
+        header=header
+        or status in (ExecutionStatus.RUNNING, ExecutionStatus.DEAD, ExecutionStatus.ABORTED)
         or offset > 0,
         elapsed=ex.elapsed(),
         dropped=dropped,

@@ -30,8 +30,10 @@ def load_plugins(ns: dict[str, Any], *, plugins_dir: str = "", compute: str = ""
     Returns:
         The bootstrap's record: what loaded, what failed and why.
     """
-    env = {"BIOPB_MCP_BUILTIN_PLUGINS": os.pathsep.join(str(path) for path in BUILTIN_FILES),
-           "BIOPB_MCP_PLUGINS_DIR": plugins_dir}
+    env = {
+        "BIOPB_MCP_BUILTIN_PLUGINS": os.pathsep.join(str(path) for path in BUILTIN_FILES),
+        "BIOPB_MCP_PLUGINS_DIR": plugins_dir,
+    }
     if compute:
         env["BIOPB_MCP_COMPUTE"] = compute
     exec(bootstrap_code(BOOTSTRAP_FILE.read_text(encoding="utf-8"), env), ns)

@@ -91,8 +91,7 @@ def look_expression(*, canvas_only: bool) -> str:
     viewer when there is one, else napari's current viewer.
     """
     globals_src = "{'__name__': 'biopb_mcp_viewer_look'}"
-    return (f"(lambda g: (exec({_plugin_source()!r}, g), g['look_json']({bool(canvas_only)!r}))[1])"
-            f"({globals_src})")
+    return f"(lambda g: (exec({_plugin_source()!r}, g), g['look_json']({bool(canvas_only)!r}))[1])({globals_src})"
 
 
 def _layer(raw: dict[str, Any]) -> LayerFacts:
@@ -137,8 +136,11 @@ def parse_look(answer: Any) -> ViewerLook:
         title=str(answer.get("title", "")),
         canvas_only=bool(answer.get("canvas_only", True)),
         opened_by=str(answer.get("opened_by", "")),
-        sliders=[(int(s.get("axis", 0)), str(s.get("label", "")), int(s.get("at", 0)), int(s.get("of", 0)))
-                 for s in dims.get("sliders", []) if isinstance(s, dict)],
+        sliders=[
+            (int(s.get("axis", 0)), str(s.get("label", "")), int(s.get("at", 0)), int(s.get("of", 0)))
+            for s in dims.get("sliders", [])
+            if isinstance(s, dict)
+        ],
         ndisplay=int(dims.get("ndisplay", 2)),
         error=str(answer.get("error", "")),
         napari_problem=answer.get("napari_problem"),

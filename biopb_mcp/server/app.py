@@ -99,8 +99,12 @@ def build_server(settings: Settings, *, trace: Path | None = None) -> tuple[MCPS
         settings: the loaded settings.
         trace: a trace file; overrides ``settings.trace_file``.
     """
-    store = DocStore(settings.docs_local_dir, history_keep=settings.docs.history_keep, search_db=settings.search_db,
-                     withhold=settings.docs.withhold)
+    store = DocStore(
+        settings.docs_local_dir,
+        history_keep=settings.docs.history_keep,
+        search_db=settings.search_db,
+        withhold=settings.docs.withhold,
+    )
     trace_path = resolve_user_path(settings, trace) if trace is not None else settings.trace_file
     recorder = _recorder(settings)
     state = AppState(
@@ -149,4 +153,3 @@ def log_level(settings: Settings) -> Literal["DEBUG", "INFO", "WARNING", "ERROR"
     if level in ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"):
         return level  # type: ignore[return-value]
     return "INFO"
-

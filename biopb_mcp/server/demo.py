@@ -39,7 +39,7 @@ SERVER_ARGS = ["-m", "biopb_mcp"]
 INDEX_PROBE = "- segment-nuclei:"
 """A line of the shipped index: its presence shows the index was inlined in the handshake."""
 
-ANALYSIS_CODE = r'''
+ANALYSIS_CODE = r"""
 import random, struct, zlib
 from IPython.display import Image, display
 
@@ -91,7 +91,7 @@ def png(rows):
 
 display(Image(data=png(pixels)))
 (len(placed), found, how)
-'''
+"""
 """Run in the kernel: make an image, count its nuclei, display the mask as a PNG; its value is
 (placed, found, method key), short enough that IPython prints it on one line."""
 
@@ -100,10 +100,7 @@ METHODS = {
     "python": "plain Python (install the imaging extra for numpy + scikit-image)",
 }
 
-NOTE_BODY = (
-    "# Demo note\n\n"
-    "Written by `biopb-mcp demo` to show a local doc being created copy-on-write.\n"
-)
+NOTE_BODY = "# Demo note\n\nWritten by `biopb-mcp demo` to show a local doc being created copy-on-write.\n"
 
 
 class StepFailed(Exception):
@@ -124,15 +121,17 @@ def _check(result: Any, tool: str) -> str:
 def _demo_env(root: Path) -> dict[str, str]:
     """The child's environment: every place the server or kernel writes lies under ``root``."""
     env = dict(os.environ)
-    env.update({
-        "BIOPB_CONFIG_DIR": str(root / "config"),
-        "XDG_STATE_HOME": str(root / "state"),
-        "XDG_RUNTIME_DIR": str(root / "runtime"),
-        "XDG_CACHE_HOME": str(root / "cache"),
-        "IPYTHONDIR": str(root / "ipython"),
-        "MPLCONFIGDIR": str(root / "matplotlib"),
-        "JUPYTER_RUNTIME_DIR": str(root / "runtime" / "jupyter"),
-    })
+    env.update(
+        {
+            "BIOPB_CONFIG_DIR": str(root / "config"),
+            "XDG_STATE_HOME": str(root / "state"),
+            "XDG_RUNTIME_DIR": str(root / "runtime"),
+            "XDG_CACHE_HOME": str(root / "cache"),
+            "IPYTHONDIR": str(root / "ipython"),
+            "MPLCONFIGDIR": str(root / "matplotlib"),
+            "JUPYTER_RUNTIME_DIR": str(root / "runtime" / "jupyter"),
+        }
+    )
     env.pop("BIOPB_DEBUG", None)
     return env
 
@@ -285,8 +284,10 @@ def run_demo(out: TextIO = sys.stdout, image_path: Path = DEFAULT_IMAGE) -> int:
     started = time.monotonic()
     root = Path(tempfile.mkdtemp(prefix="biopb-demo-"))
     state: dict[str, Any] = {"step": "set up a temporary config tree"}
-    out.write(f"biopb-mcp demo: the real server over stdio, in a temporary config tree {root}\n"
-              "(your own config and docs are not used; the tree is removed at the end)\n")
+    out.write(
+        f"biopb-mcp demo: the real server over stdio, in a temporary config tree {root}\n"
+        "(your own config and docs are not used; the tree is removed at the end)\n"
+    )
     failure = ""
     try:
         _write_config(root)
@@ -313,8 +314,10 @@ def run_demo(out: TextIO = sys.stdout, image_path: Path = DEFAULT_IMAGE) -> int:
         out.flush()
         return 1
     tidy = "removed" if not root.exists() else "could not be removed"
-    out.write(f"    temporary tree {root} {tidy}\n\nok: every step passed in "
-              f"{time.monotonic() - started:.1f} s. The image is kept at {image_path}.\n")
+    out.write(
+        f"    temporary tree {root} {tidy}\n\nok: every step passed in "
+        f"{time.monotonic() - started:.1f} s. The image is kept at {image_path}.\n"
+    )
     out.flush()
     return 0
 

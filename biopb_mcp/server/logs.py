@@ -70,12 +70,14 @@ def setup_logging(settings: Settings, *, stderr: bool) -> None:
         log_file.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
         # the handler creates every file 0600: logs quote agent code and doc text
         file_handler: logging.Handler = PrivateRotatingFileHandler(
-            log_file, maxBytes=LOG_MAX_BYTES, backupCount=LOG_BACKUPS, encoding="utf-8")
+            log_file, maxBytes=LOG_MAX_BYTES, backupCount=LOG_BACKUPS, encoding="utf-8"
+        )
     except OSError as exc:
         raise ConfigError(
             f"cannot write the log file {log_file}: {exc.strerror or exc}; set server.log_file "
             f"or server.state_dir in {settings.config_file} to a writable place",
-            key="server.log_file") from None
+            key="server.log_file",
+        ) from None
     handlers = [file_handler]
     if stderr:
         handlers.append(BoundedStreamHandler(sys.stderr, STDERR_MAX_BYTES, f"see {log_file} for the rest"))
@@ -164,11 +166,18 @@ class RateLimitedHandler(logging.Handler):
             self._pending.discard(key)
             site = self._sites.pop(key)
             name, path, line = key
-            out.append(logging.LogRecord(
-                name, site.level, path, line,
-                "%d more records from %s:%d were not logged in %.0f s (at most %d are, per line of "
-                "code); the first: %s", (site.suppressed, os.path.basename(path), line,
-                                         now - site.start, self.burst, site.sample), None))
+            out.append(
+                logging.LogRecord(
+                    name,
+                    site.level,
+                    path,
+                    line,
+                    "%d more records from %s:%d were not logged in %.0f s (at most %d are, per line of "
+                    "code); the first: %s",
+                    (site.suppressed, os.path.basename(path), line, now - site.start, self.burst, site.sample),
+                    None,
+                )
+            )
         return out
 
     def _forward(self, record: logging.LogRecord) -> None:
@@ -221,7 +230,9 @@ class BoundedStreamHandler(logging.StreamHandler):  # type: ignore[type-arg]  # 
         try:
             text = self.format(record) + self.terminator
             note = f"(stderr: {self.written:,} bytes of log written, the most it takes; {self.rest})\n"
-            if self.written + len(text.encode("utf-8", "replace")) + len(note) > self.max_bytes:  # room is kept for the note
+            if (
+                self.written + len(text.encode("utf-8", "replace")) + len(note) > self.max_bytes
+            ):  # room is kept for the note
                 self.spent = True
                 text = note
             self.stream.write(text)

@@ -34,7 +34,9 @@ def announce(state: AppState) -> None:
     status = state.kernel.status()
     recorder = state.kernel.recorder
     presence = AgentPresence(
-        server_pid=os.getpid(), transport=state.transport, owns_kernel=state.kernel.owns_kernel,
+        server_pid=os.getpid(),
+        transport=state.transport,
+        owns_kernel=state.kernel.owns_kernel,
         connection_file=str(status.connection_file or ""),
         session_notebook=str(recorder.path) if recorder is not None and recorder.path else None,
     )

@@ -69,8 +69,16 @@ def _drop_prompts(result: HandlerResult) -> None:
             capabilities.prompts = None
 
 
-BATCH_REPLY = json.dumps({"jsonrpc": "2.0", "id": None, "error": {
-    "code": -32600, "message": "Invalid Request: batch arrays are not supported; send one JSON-RPC message per request"}}).encode()
+BATCH_REPLY = json.dumps(
+    {
+        "jsonrpc": "2.0",
+        "id": None,
+        "error": {
+            "code": -32600,
+            "message": "Invalid Request: batch arrays are not supported; send one JSON-RPC message per request",
+        },
+    }
+).encode()
 
 
 class RefuseBatches:
@@ -97,9 +105,16 @@ class RefuseBatches:
             if message["type"] != "http.request" or not message.get("more_body", False):
                 break
         if first_byte == b"[":
-            await send({"type": "http.response.start", "status": 400,
-                        "headers": [(b"content-type", b"application/json"),
-                                    (b"content-length", str(len(BATCH_REPLY)).encode())]})
+            await send(
+                {
+                    "type": "http.response.start",
+                    "status": 400,
+                    "headers": [
+                        (b"content-type", b"application/json"),
+                        (b"content-length", str(len(BATCH_REPLY)).encode()),
+                    ],
+                }
+            )
             await send({"type": "http.response.body", "body": BATCH_REPLY})
             return
 

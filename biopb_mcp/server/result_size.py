@@ -81,8 +81,9 @@ def fit_images(text_bytes: int, images: list[bytes], limit: int) -> Fitted:
 
 def image_blocks(images: list[bytes]) -> list[ContentBlock]:
     """PNG bytes as MCP image content."""
-    return [ImageContent(type="image", data=base64.b64encode(png).decode("ascii"), mime_type="image/png")
-            for png in images]
+    return [
+        ImageContent(type="image", data=base64.b64encode(png).decode("ascii"), mime_type="image/png") for png in images
+    ]
 
 
 def text_block(text: str) -> TextContent:

@@ -22,8 +22,16 @@ from biopb_mcp.errors import BiopbMcpError
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["TESTED_MCP", "SdkMismatch", "check_sdk", "installed_mcp", "lowlevel_server", "sender_context",
-           "session_connection", "subscription_bus"]
+__all__ = [
+    "TESTED_MCP",
+    "SdkMismatch",
+    "check_sdk",
+    "installed_mcp",
+    "lowlevel_server",
+    "sender_context",
+    "session_connection",
+    "subscription_bus",
+]
 
 TESTED_MCP = ((2, 3), (2, 4))
 """``mcp`` versions the private hooks below were tested on: from the first, up to (not including) the second."""
@@ -75,7 +83,10 @@ def check_sdk(mcp: MCPServer[Any], installed: str | None = None) -> None:
         logger.warning(
             "mcp %s is installed; biopb-mcp was tested with mcp >=%s,<%s (it reaches into the SDK's "
             "private hooks %s). If tools or resources misbehave, install a tested version.",
-            found, ".".join(map(str, low)), ".".join(map(str, high)), ", ".join(_PRIVATE_HOOKS),
+            found,
+            ".".join(map(str, low)),
+            ".".join(map(str, high)),
+            ", ".join(_PRIVATE_HOOKS),
         )
     missing = [name for name in _PRIVATE_HOOKS if not hasattr(mcp, name)]
     if missing:

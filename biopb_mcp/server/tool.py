@@ -50,8 +50,9 @@ def error_result(tool_name: str, exc: BiopbMcpError) -> CallToolResult:
     logger.info("Tool %r failed: %r", tool_name, text)
     if isinstance(exc, KernelNotReady):
         return CallToolResult(content=[TextContent(type="text", text=text)], is_error=True)
-    return CallToolResult(content=[TextContent(type="text", text=f"Error executing tool {tool_name}: {text}")],
-                          is_error=True)
+    return CallToolResult(
+        content=[TextContent(type="text", text=f"Error executing tool {tool_name}: {text}")], is_error=True
+    )
 
 
 def _answering_errors(fn: _F) -> _F:

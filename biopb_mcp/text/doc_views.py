@@ -51,8 +51,11 @@ def render_view(view: View, calls: Calls | None = None) -> str:
     if isinstance(view, DiffPage):
         return _diff(view, calls)
     if isinstance(view, IndexDiffPage):
-        return ("index@diff — your local index against the index this release ships.\n\n"
-                + (view.diff if view.diff else "(no differences)") + "\n")
+        return (
+            "index@diff — your local index against the index this release ships.\n\n"
+            + (view.diff if view.diff else "(no differences)")
+            + "\n"
+        )
     if isinstance(view, HistoryPage):
         return _history(view, calls)
     return _version(view, calls)
@@ -90,8 +93,10 @@ def _history(page: HistoryPage, calls: Calls | None) -> str:
     doc_id, kept = page.doc_id, page.versions
     writer = calls.writer if calls is not None else "write"
     if page.shipped_only:
-        return (f"No history for {doc_id!r}: it has no local copy yet (it is the shipped text). "
-                f"Versions are kept from its first {writer} on.\n")
+        return (
+            f"No history for {doc_id!r}: it has no local copy yet (it is the shipped text). "
+            f"Versions are kept from its first {writer} on.\n"
+        )
     if not page.enabled and not kept:
         return f"No history for {doc_id!r}: version history is off (docs.history_keep = 0)."
     if not kept:
@@ -99,8 +104,10 @@ def _history(page: HistoryPage, calls: Calls | None) -> str:
     head = f"History of {doc_id}: {len(kept)} version{'s' if len(kept) != 1 else ''} kept (at most {page.keep})."
     if calls is not None:
         repr_id = f'"{doc_id}"'
-        head += (f" Read one with {calls.read(f'{doc_id}@v<N>')}; restore one with "
-                 f"{calls.write(repr_id, 'body=<its text>')}.")
+        head += (
+            f" Read one with {calls.read(f'{doc_id}@v<N>')}; restore one with "
+            f"{calls.write(repr_id, 'body=<its text>')}."
+        )
     lines = [head, ""]
     for v in kept:
         mark = " (current)" if v is kept[-1] and v.sha == page.current_sha else ""

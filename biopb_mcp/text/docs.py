@@ -69,8 +69,10 @@ def refusal(exc: DocError, calls: Calls) -> str:
     if kind is DocProblem.NO_VERSION:
         return f"{text[:-1]} (see {calls.read(doc_id + '@history')})."
     if kind is DocProblem.ARGS_NEITHER:
-        return (f"{calls.writer} needs body (the whole new text) or old and new (replace one exact "
-                "occurrence); got neither.")
+        return (
+            f"{calls.writer} needs body (the whole new text) or old and new (replace one exact "
+            "occurrence); got neither."
+        )
     if kind is DocProblem.BODY_EMPTY:
         retire = calls.write('"index"', "old=…, new=…")
         return f"{text[:-1]} ({retire})."
@@ -108,11 +110,15 @@ def write_report(result: WriteResult, calls: Calls) -> str:
         return f"No change: {doc_id!r} already equals this text in {what}; nothing was written.\n"
     if result.index_entries is not None:
         n = result.index_entries
-        return (f"Updated the index ({n} {'entry' if n == 1 else 'entries'} of at most {INDEX_MAX_ENTRIES}).\n\n"
-                + result.diff + "\n")
+        return (
+            f"Updated the index ({n} {'entry' if n == 1 else 'entries'} of at most {INDEX_MAX_ENTRIES}).\n\n"
+            + result.diff
+            + "\n"
+        )
     if result.created and result.from_shipped:
-        head = (f"Created a local copy of shipped doc {doc_id!r}: it now shadows the shipped text, "
-                "which stays untouched.")
+        head = (
+            f"Created a local copy of shipped doc {doc_id!r}: it now shadows the shipped text, which stays untouched."
+        )
     elif result.created:
         head = f"Created local doc {doc_id!r}."
     else:
@@ -120,8 +126,9 @@ def write_report(result: WriteResult, calls: Calls) -> str:
     parts = [head]
     if result.kept_hand_edit is not None:
         n = result.kept_hand_edit
-        parts.append(f"The file had been edited outside the server; that text is kept as v{n} "
-                     f"({calls.read(f'{doc_id}@v{n}')}).")
+        parts.append(
+            f"The file had been edited outside the server; that text is kept as v{n} ({calls.read(f'{doc_id}@v{n}')})."
+        )
     parts += ["", result.diff]
     if result.index_diff is not None:
         heading = result.filed_under or UNFILED_HEADING

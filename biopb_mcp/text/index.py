@@ -23,7 +23,7 @@ __all__ = [
 NEW_TAIL_HEADING = "## New shipped docs"
 NEW_TAIL_SENTENCE = (
     "This release ships these docs and your index neither lists nor ignores them: file each one "
-    "by moving its line under a heading of your index with write_doc(\"index\", old=…, new=…), "
+    'by moving its line under a heading of your index with write_doc("index", old=…, new=…), '
     "or add its id to the `ignored:` line."
 )
 STALE_TAIL_HEADING = "## Shipped docs your local copy may be behind on"
@@ -38,7 +38,7 @@ def unreadable_note(problem: str) -> str:
     """The line a rendered index opens with when the local index file cannot be read."""
     return (
         f"> The local index could not be read ({problem}) Showing the shipped index instead; "
-        "fix the file, or replace it with write_doc(\"index\", body=…)."
+        'fix the file, or replace it with write_doc("index", body=…).'
     )
 
 
@@ -59,7 +59,7 @@ def index_text(facts: IndexFacts) -> str:
     if facts.stale_docs:
         tail = [STALE_TAIL_HEADING, STALE_TAIL_SENTENCE, ""]
         tail += [
-            f"- {doc_id}: {desc} — read_doc(\"{doc_id}@diff\")" if desc else f"- {doc_id}: read_doc(\"{doc_id}@diff\")"
+            f'- {doc_id}: {desc} — read_doc("{doc_id}@diff")' if desc else f'- {doc_id}: read_doc("{doc_id}@diff")'
             for doc_id, desc in facts.stale_docs
         ]
         out += "\n\n" + "\n".join(tail)

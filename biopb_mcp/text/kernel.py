@@ -60,16 +60,20 @@ def not_ready(exc: KernelNotReady) -> str:
     elif state == KernelState.DEAD:
         text = f"{reason} Call start_kernel to start a fresh kernel (the namespace was lost)."
     elif state == KernelState.GONE:
-        text = (f"{reason} Call start_kernel to join it again once its frontend runs it; for another "
-                "kernel, restart the server with --existing <its connection file>.")
+        text = (
+            f"{reason} Call start_kernel to join it again once its frontend runs it; for another "
+            "kernel, restart the server with --existing <its connection file>."
+        )
     else:
         advice = ""
         if exc.setting:
             where = f" in {exc.config_file}" if exc.config_file else ""
             advice += f" Set {exc.setting}{where} {exc.wanted}.".replace(" .", ".")
         if exc.joined:
-            advice += (" If its frontend shut it down, start it there again; for another kernel, restart "
-                       "the server with --existing <its connection file>.")
+            advice += (
+                " If its frontend shut it down, start it there again; for another kernel, restart "
+                "the server with --existing <its connection file>."
+            )
         text = f"The kernel could not start: {reason}{advice} Call start_kernel to try again."
     if state not in text:
         text = f"Kernel not ready (state: {state}). {text}"
@@ -87,15 +91,19 @@ def busy(exc: KernelBusy) -> str:
 def job_not_found(exc: JobNotFound) -> str:
     """What a job id looks like, and the ones that exist."""
     hint = f" Recent ids: {', '.join(exc.recent)}." if exc.recent else " No code has run yet."
-    return (f"No job {exc.job_id!r} (ids have the form job-<N>, as execute_code returns them; only the "
-            f"last {exc.kept} executions are kept).{hint}")
+    return (
+        f"No job {exc.job_id!r} (ids have the form job-<N>, as execute_code returns them; only the "
+        f"last {exc.kept} executions are kept).{hint}"
+    )
 
 
 def not_owned(exc: KernelNotOwned) -> str:
     """Why a joined kernel is not restarted here, and what to do instead."""
-    return (f"Refused to {exc.action} the kernel: it belongs to its frontend (the user's notebook or "
-            "console); this server only joined it. Ask the user to restart it there if it must be, "
-            "then call start_kernel to join it again.")
+    return (
+        f"Refused to {exc.action} the kernel: it belongs to its frontend (the user's notebook or "
+        "console); this server only joined it. Ask the user to restart it there if it must be, "
+        "then call start_kernel to join it again."
+    )
 
 
 def error_text(exc: KernelError) -> str:
@@ -138,8 +146,11 @@ def status_json(status: KernelStatus) -> dict[str, Any]:
         "state": status.state,
         "message": status.message,
         "mode": "owned" if status.owned else "attached",
-        "owner": ("this server (it started the kernel and ends it)" if status.owned
-                  else "its frontend (a notebook, console or remote Jupyter); this server only joined it"),
+        "owner": (
+            "this server (it started the kernel and ends it)"
+            if status.owned
+            else "its frontend (a notebook, console or remote Jupyter); this server only joined it"
+        ),
         "interrupt": _INTERRUPT_WORDS.get(status.interrupt or "", status.interrupt),
         "kernel_host": status.kernel_host,
         "pid": status.pid,
@@ -162,10 +173,14 @@ def summary(status: KernelStatus) -> str:
     """The ready kernel in a few sentences: pid, spec, connection file, plugins, notebook."""
     if not status.owned:
         where = f"pid {status.pid}" if status.pid else "pid unknown"
-        parts = [(f"Attached to an existing kernel ({where} on {status.kernel_host or 'an unknown host'}; "
-                  f"connection file {status.connection_file}). It belongs to its frontend: its variables "
-                  "are shared with you, restart_kernel is refused, interrupt_kernel stops only your own "
-                  "running code.")]
+        parts = [
+            (
+                f"Attached to an existing kernel ({where} on {status.kernel_host or 'an unknown host'}; "
+                f"connection file {status.connection_file}). It belongs to its frontend: its variables "
+                "are shared with you, restart_kernel is refused, interrupt_kernel stops only your own "
+                "running code."
+            )
+        ]
     else:
         parts = [f"Kernel ready (pid {status.pid}, {status.kernel_spec})."]
         parts.append(f"Connection file: {status.connection_file} (share it: {connect_command(status)}).")
@@ -185,8 +200,10 @@ def summary(status: KernelStatus) -> str:
 _START_LEADS = {
     StartOutcome.STARTED: "",
     StartOutcome.ALREADY_RUNNING: "Kernel already running. ",
-    StartOutcome.RESTARTED: ("Kernel restarted: the namespace was lost (variables, imports and loaded data are "
-                             "gone; re-run the setup code). "),
+    StartOutcome.RESTARTED: (
+        "Kernel restarted: the namespace was lost (variables, imports and loaded data are "
+        "gone; re-run the setup code). "
+    ),
     StartOutcome.STARTED_BY_RESTART: "Kernel started (there was no previous kernel). ",
 }
 
@@ -202,10 +219,10 @@ def interrupted(result: Interruption) -> str:
     if job is None:
         return "No code is running; nothing to interrupt."
     if result.stopped:
-        return f"Interrupted {job}: it ended as {result.status}. poll_job(\"{job}\") shows its output."
+        return f'Interrupted {job}: it ended as {result.status}. poll_job("{job}") shows its output.'
     return (
         f"Sent SIGINT, but {job} is still running after {result.waited:.0f} s (native code may ignore "
-        f"it until it returns). Check with poll_job(\"{job}\"), or restart_kernel to kill it "
+        f'it until it returns). Check with poll_job("{job}"), or restart_kernel to kill it '
         "(the namespace is lost)."
     )
 
@@ -288,8 +305,10 @@ def cancelled_note(jobs: list[tuple[str, str]]) -> str:
     lines = []
     for job_id, status in jobs:
         state = "is still running" if status == ExecutionStatus.RUNNING else f"has ended ({status})"
-        lines.append(f"[a call of yours was cancelled, but its code went on as {job_id}, which {state}: "
-                     f'poll_job("{job_id}") shows its output; interrupt_kernel stops it]')
+        lines.append(
+            f"[a call of yours was cancelled, but its code went on as {job_id}, which {state}: "
+            f'poll_job("{job_id}") shows its output; interrupt_kernel stops it]'
+        )
     return "\n".join(lines)
 
 
@@ -306,16 +325,20 @@ def fitted_note(shrunk: list[tuple[int, tuple[int, int] | None]], dropped: list[
         did.append(f"{len(shrunk)} of {attached} attached images downscaled (to {sizes}{more})")
     if dropped:
         did.append(f"{len(dropped)} of {attached} left out")
-    return (f"[{' and '.join(did)} to keep this result under kernel.max_result_bytes={limit} bytes "
-            "(a client drops a bigger result whole); each image's full size is in the file its "
-            "placeholder above names]")
+    return (
+        f"[{' and '.join(did)} to keep this result under kernel.max_result_bytes={limit} bytes "
+        "(a client drops a bigger result whole); each image's full size is in the file its "
+        "placeholder above names]"
+    )
 
 
 def cut_note(limit: int) -> str:
     """Said when even the text of a result was over the client's size limit (the page above is
     shorter than max_output_chars; its truncation note says where to read on)."""
-    return (f"[this page was shortened to keep the result under kernel.max_result_bytes={limit} bytes; "
-            "lower kernel.max_output_chars to get pages that fit]")
+    return (
+        f"[this page was shortened to keep the result under kernel.max_result_bytes={limit} bytes; "
+        "lower kernel.max_output_chars to get pages that fit]"
+    )
 
 
 def rendered_text(r: Rendered) -> str:
@@ -335,7 +358,7 @@ def rendered_text(r: Rendered) -> str:
     if r.truncated:
         parts.append(
             f"[output truncated: showing chars {r.offset}-{r.end} of {r.total_chars}; "
-            f"{r.total_chars - r.end} more chars. Read on with poll_job(\"{r.job_id}\", offset={r.end}).]"
+            f'{r.total_chars - r.end} more chars. Read on with poll_job("{r.job_id}", offset={r.end}).]'
         )
     elif r.status == ExecutionStatus.RUNNING:
         parts.append(f'[still running: poll_job("{r.job_id}", offset={r.end}) shows what follows.]')
@@ -356,9 +379,11 @@ def compute_status(section: dict[str, Any]) -> dict[str, Any]:
     out = {k: v for k, v in section.items() if k not in ("reported", "dashboard_pages")}
     reported, mode, error = section["reported"], section["mode"], section.get("error")
     if mode == "none":
-        out["state"] = ('off: no cluster is configured ([compute] scheduler = "none"); dask runs in the '
-                        "kernel's own threads, and dask_client() raises until the user sets a scheduler in "
-                        "the config file, which the next restart_kernel (or start_kernel) applies")
+        out["state"] = (
+            'off: no cluster is configured ([compute] scheduler = "none"); dask runs in the '
+            "kernel's own threads, and dask_client() raises until the user sets a scheduler in "
+            "the config file, which the next restart_kernel (or start_kernel) applies"
+        )
     elif reported == "no_kernel":
         out["state"] = "not started (no kernel)"
     elif reported == "busy":
@@ -368,22 +393,25 @@ def compute_status(section: dict[str, Any]) -> dict[str, Any]:
     elif section.get("started"):
         out["state"] = "running" if section.get("status") == "running" else f"client {section.get('status')}"
     else:
-        first = ("starts a local cluster in the kernel" if mode == "local"
-                 else f"connects to {section['scheduler']}")
+        first = "starts a local cluster in the kernel" if mode == "local" else f"connects to {section['scheduler']}"
         out["state"] = f"not started: the first dask_client() call {first}"
         if error:
             out["state"] += f" (the last attempt failed: {error})"
     link = section.get("dashboard")
     if link and section.get("dashboard_pages") is False:
-        out["dashboard"] = (f"{link} shows only a note that bokeh is missing (pip install 'bokeh>=3.1.0' in the "
-                            "kernel's environment, then restart_kernel); its /info/main/workers.html works")
+        out["dashboard"] = (
+            f"{link} shows only a note that bokeh is missing (pip install 'bokeh>=3.1.0' in the "
+            "kernel's environment, then restart_kernel); its /info/main/workers.html works"
+        )
     return out
 
 
 def notebook_about(pid: int | None, desc: str) -> str:
     """The opening line of a session notebook: what its cells are, and which kernel ran them."""
-    return (f"Recorded by biopb-mcp: each code cell is one execute_code call of the agent, in order, "
-            f"with its outputs; markdown cells note doc reads and writes. Kernel pid {pid}, {desc}.")
+    return (
+        f"Recorded by biopb-mcp: each code cell is one execute_code call of the agent, in order, "
+        f"with its outputs; markdown cells note doc reads and writes. Kernel pid {pid}, {desc}."
+    )
 
 
 def inspection_text(info: dict[str, Any]) -> str:

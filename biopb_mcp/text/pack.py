@@ -41,7 +41,7 @@ def build_pack(store: DocStore) -> str:
     parts = [
         "# biopb docs knowledge pack\n\n"
         f"The docs index, then the {len(ids)} docs it lists, each under a `{PACK_DOC_PREFIX}<id>` "
-        "line. A link `[[id]]` or a read_doc(\"<id>\") call refers to the part with that id. "
+        'line. A link `[[id]]` or a read_doc("<id>") call refers to the part with that id. '
         "Made by `biopb-mcp docs pack`; regenerate it after the docs change.",
         f"{pack_heading('index')}\n\n{render_index(store).rstrip()}",
     ]

@@ -22,23 +22,30 @@ def follow_request(procedure: Procedure, uri: str, given: Mapping[str, str]) -> 
         lines += [f"- {key}: {value}" for key, value in given.items()]
     left = [i.name for i in procedure.inputs if i.name not in given]
     if left:
-        lines += ["", f"Not given here: {', '.join(left)}. Take each as the doc says (its default, or "
-                      "measured as it shows), or ask me when it cannot be known from the data."]
+        lines += [
+            "",
+            f"Not given here: {', '.join(left)}. Take each as the doc says (its default, or "
+            "measured as it shows), or ask me when it cannot be known from the data.",
+        ]
     lines += ["", "Keep its checkpoints: show me what each one shows, and stop where the doc says to stop."]
     return "\n".join(lines)
 
 
 def unknown_prompt(name: str) -> str:
     """A get or completion for a prompt that is not (or no longer) listed."""
-    return (f"Unknown prompt: {name}. The prompts are the procedures the doc index lists now; "
-            "list them again (prompts/list).")
+    return (
+        f"Unknown prompt: {name}. The prompts are the procedures the doc index lists now; "
+        "list them again (prompts/list)."
+    )
 
 
 def missing_arguments(name: str, missing: Sequence[str], inputs: Sequence[str]) -> str:
     """A get without a required argument."""
     noun = "argument" if len(missing) == 1 else "arguments"
-    return (f"Missing required {noun} {', '.join(repr(m) for m in missing)} for prompt {name}; "
-            f"its arguments: {', '.join(inputs)}.")
+    return (
+        f"Missing required {noun} {', '.join(repr(m) for m in missing)} for prompt {name}; "
+        f"its arguments: {', '.join(inputs)}."
+    )
 
 
 def unknown_arguments(name: str, unknown: Sequence[str], inputs: Sequence[str]) -> str:

@@ -81,14 +81,18 @@ def _no_viewer(look: ViewerLook) -> str:
     if look.display_problem:
         return f"No napari viewer is open, and none can open here: {look.display_problem}"
     if look.viewer_function:
-        how = ("Open one with execute_code: v = viewer() (the window opens on the user's screen), add "
-               'layers (v.add_image(img, name="raw"), v.add_labels(labels, name="nuclei")), then call '
-               "look_at_viewer again.")
+        how = (
+            "Open one with execute_code: v = viewer() (the window opens on the user's screen), add "
+            'layers (v.add_image(img, name="raw"), v.add_labels(labels, name="nuclei")), then call '
+            "look_at_viewer again."
+        )
     else:
-        how = ("This kernel has no viewer() helper (the user's own kernel, joined without biopb's plugins, "
-               "or the name is taken), so open one with execute_code: %gui qt, then import napari; "
-               "v = napari.current_viewer() or napari.Viewer(). Then call look_at_viewer again.")
-    return f"No napari viewer is open in the kernel. {how} read_doc(\"viewer\") has the details."
+        how = (
+            "This kernel has no viewer() helper (the user's own kernel, joined without biopb's plugins, "
+            "or the name is taken), so open one with execute_code: %gui qt, then import napari; "
+            "v = napari.current_viewer() or napari.Viewer(). Then call look_at_viewer again."
+        )
+    return f'No napari viewer is open in the kernel. {how} read_doc("viewer") has the details.'
 
 
 def look_text(look: ViewerLook, placeholder: str = "") -> str:
@@ -101,16 +105,22 @@ def look_text(look: ViewerLook, placeholder: str = "") -> str:
     if look.state == ViewerState.NO_VIEWER:
         return _no_viewer(look)
     what = "the canvas" if look.canvas_only else "the whole window"
-    lines = [f'napari viewer "{look.title}": {what} as the user sees it.' if look.state == ViewerState.OPEN
-             else f"The napari viewer could not be shown: {look.error}."]
+    lines = [
+        f'napari viewer "{look.title}": {what} as the user sees it.'
+        if look.state == ViewerState.OPEN
+        else f"The napari viewer could not be shown: {look.error}."
+    ]
     if placeholder:
         lines.append(placeholder)
     if look.sliders:
-        at = ", ".join(f"axis {axis}{_axis_name(label)} at {index} of {steps}"
-                       for axis, label, index, steps in look.sliders)
+        at = ", ".join(
+            f"axis {axis}{_axis_name(label)} at {index} of {steps}" for axis, label, index, steps in look.sliders
+        )
         lines.append(f"{look.ndisplay}-D view; sliders: {at}.")
     if look.state == ViewerState.OPEN or look.layers:
         lines += _layers_text(look)
-        lines.append(f"Read a layer's data with execute_code: {_handle(look)}.layers[\"name\"].data (points: an "
-                     "(N, D) array of coordinates; shapes: a list of vertex arrays; labels: an integer array).")
+        lines.append(
+            f'Read a layer\'s data with execute_code: {_handle(look)}.layers["name"].data (points: an '
+            "(N, D) array of coordinates; shapes: a list of vertex arrays; labels: an integer array)."
+        )
     return "\n".join(lines)

@@ -109,8 +109,9 @@ class Freshness:
         self.sweep = True
         self.seen_generation = -1
 
-    def suspects(self, store: DocStore, rows: dict[tuple[str, str], Indexed],
-                 generation: int) -> tuple[Scope, list[Target]]:
+    def suspects(
+        self, store: DocStore, rows: dict[tuple[str, str], Indexed], generation: int
+    ) -> tuple[Scope, list[Target]]:
         """The scope, and the targets to stat now (each changed since the last query, or not
         known not to have)."""
         changes = self.watch.take() if self.watch is not None else None  # later changes wait for the next query
@@ -155,11 +156,14 @@ class Freshness:
         scope = self.scope
         if scope is None:
             return
-        if (not changes.complete or any(path in scope.inputs for path in changes.paths)
-                or any(not _hidden(path) for path in changes.folders)
-                or any(_is_new_doc(path, scope) for path in changes.created)
-                # a doc gone (not replaced: a rename over it or a swap also shows it created)
-                or any(_is_doc(path) for path in changes.removed - changes.created)):  # a shipped doc may win again
+        if (
+            not changes.complete
+            or any(path in scope.inputs for path in changes.paths)
+            or any(not _hidden(path) for path in changes.folders)
+            or any(_is_new_doc(path, scope) for path in changes.created)
+            # a doc gone (not replaced: a rename over it or a swap also shows it created)
+            or any(_is_doc(path) for path in changes.removed - changes.created)
+        ):  # a shipped doc may win again
             self.scope = None
             return
         # Events were read for these folders: their stamps now are expected, not a change nobody
@@ -181,8 +185,11 @@ class Freshness:
         surfaced = store.listing.surfaced_ids(walked)
         roots = {Origin.SHIPPED: os.fspath(store.shipped_dir)}
         local = os.fspath(store.local_dir)
-        targets = [((roots.get(origin, local), doc_id), doc_id, path, origin)
-                   for doc_id, path, origin in walked if doc_id in surfaced]
+        targets = [
+            ((roots.get(origin, local), doc_id), doc_id, path, origin)
+            for doc_id, path, origin in walked
+            if doc_id in surfaced
+        ]
         targets.append(_index_target(store))
         hooks = {e.doc_id: e.hook for e in index_mod.parse(store.listing.index_text()[0]).entries if not e.collection}
         scope = Scope(targets, inputs, folders, hooks)

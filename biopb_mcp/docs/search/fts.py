@@ -254,9 +254,13 @@ class FtsIndex:
                 except Replaced:
                     continue
                 except ForeignFile as exc:
-                    logger.warning("Search index %s is not a file of this server (%s): it is left alone, and "
-                                   "the index is kept in memory. Move it away, or set server.state_dir, to "
-                                   "keep the index on disk.", self.path, exc)
+                    logger.warning(
+                        "Search index %s is not a file of this server (%s): it is left alone, and "
+                        "the index is kept in memory. Move it away, or set server.state_dir, to "
+                        "keep the index on disk.",
+                        self.path,
+                        exc,
+                    )
                     break
             else:
                 logger.warning("Search index %s kept being replaced while opened: keeping it in memory", self.path)
@@ -336,7 +340,9 @@ class FtsIndex:
             for row, root, doc_id, ino, mtime_ns, size, dig, settled, title, hook in self.conn.execute(
                 "SELECT id, root, doc_id, ino, mtime_ns, size, digest, settled, title, hook FROM docs"
             ):
-                rows[(root, doc_id)] = Indexed(row, root, doc_id, (ino, mtime_ns, size), dig, bool(settled), title, hook)
+                rows[(root, doc_id)] = Indexed(
+                    row, root, doc_id, (ino, mtime_ns, size), dig, bool(settled), title, hook
+                )
             self._rows = rows
             self._by_row = {r.row: r for r in rows.values()}
             self._data_version = version
@@ -368,9 +374,16 @@ class FtsIndex:
             self._forget_rows()  # the in-memory copy may hold rows that were rolled back
             raise
 
-    def put(self, root: str, doc_id: str, stamp: tuple[int, int, int], dig: bytes | None, settled: bool,
-            sections: Callable[[], Sequence[tuple[str, str]]],
-            about: Callable[[], tuple[str, str]] = lambda: ("", "")) -> None:
+    def put(
+        self,
+        root: str,
+        doc_id: str,
+        stamp: tuple[int, int, int],
+        dig: bytes | None,
+        settled: bool,
+        sections: Callable[[], Sequence[tuple[str, str]]],
+        about: Callable[[], tuple[str, str]] = lambda: ("", ""),
+    ) -> None:
         """Record a doc read at ``stamp`` with text digest ``dig``; its rows are rebuilt from
         ``sections()``, and its (title, hook) taken from ``about()``, only when the stored digest
         differs. Call inside `writing()`.
@@ -412,7 +425,8 @@ class FtsIndex:
         if number is None:
             self.conn.execute("INSERT OR IGNORE INTO roots (path) VALUES (?)", (root,))
             number = self._root_nos[root] = int(
-                self.conn.execute("SELECT id FROM roots WHERE path = ?", (root,)).fetchone()[0])
+                self.conn.execute("SELECT id FROM roots WHERE path = ?", (root,)).fetchone()[0]
+            )
         return number
 
     def _next_row(self, root: str) -> int:
@@ -423,8 +437,9 @@ class FtsIndex:
             first = number << _DOC_BITS
             given = int(self.conn.execute("SELECT last_doc FROM roots WHERE id = ?", (number,)).fetchone()[0])
             # max(id) too: a server of an older release sharing the file adds rows without last_doc
-            used = self.conn.execute("SELECT max(id) FROM docs WHERE id BETWEEN ? AND ?",
-                                     (first, first + (1 << _DOC_BITS) - 1)).fetchone()[0]
+            used = self.conn.execute(
+                "SELECT max(id) FROM docs WHERE id BETWEEN ? AND ?", (first, first + (1 << _DOC_BITS) - 1)
+            ).fetchone()[0]
             last = max(given, first, 0 if used is None else int(used))
         self._last_rows[number] = last + 1
         self.conn.execute("UPDATE roots SET last_doc = ? WHERE id = ?", (last + 1, number))
@@ -438,8 +453,10 @@ class FtsIndex:
             sections = [*sections[: MAX_SECTIONS - 1], (sections[MAX_SECTIONS - 1][0], tail)]
         self.conn.executemany(
             "INSERT INTO sections (rowid, body, literals, heading) VALUES (?, ?, ?, ?)",
-            [(first + n, text, " ".join(map(encode_compound, compounds(text))), heading)
-             for n, (heading, text) in enumerate(sections)],
+            [
+                (first + n, text, " ".join(map(encode_compound, compounds(text))), heading)
+                for n, (heading, text) in enumerate(sections)
+            ],
         )
 
     def drop(self, keys: Iterable[tuple[str, str]]) -> None:
@@ -513,8 +530,10 @@ class FtsIndex:
             # confirmed on its folded text.
             ordered = atoms(query)
             held = {w: counts[f"body : {_quote(w)}"] for w in words}
-            matches = [f"body : {_quote(' '.join(_rarest_window(phrase, held)))}"
-                       for phrase in [ordered] + ([ordered[1:-1]] if len(ordered) >= 3 else [])]
+            matches = [
+                f"body : {_quote(' '.join(_rarest_window(phrase, held)))}"
+                for phrase in [ordered] + ([ordered[1:-1]] if len(ordered) >= 3 else [])
+            ]
             for match in dict.fromkeys(matches):
                 # The rows holding the phrase: few enough for the pool are taken as they are
                 # (matching is the cost: done once); more are ranked by bm25() (which counts them
@@ -577,13 +596,21 @@ class FtsIndex:
         terms += [f"literals : {_quote(encode_compound(c))}" for c in dict.fromkeys(compounds(query))]
         rowids: list[int] = []
         if terms:
-            rowids = [r for (r,) in self.conn.execute(
-                "SELECT rowid FROM sections WHERE sections MATCH ? AND rowid BETWEEN ? AND ? LIMIT ?",
-                (" OR ".join(terms), first, first + MAX_SECTIONS - 1, MAX_SECTIONS))]
+            rowids = [
+                r
+                for (r,) in self.conn.execute(
+                    "SELECT rowid FROM sections WHERE sections MATCH ? AND rowid BETWEEN ? AND ? LIMIT ?",
+                    (" OR ".join(terms), first, first + MAX_SECTIONS - 1, MAX_SECTIONS),
+                )
+            ]
         if not rowids:
-            rowids = [r for (r,) in self.conn.execute(
-                "SELECT rowid FROM sections WHERE rowid BETWEEN ? AND ? ORDER BY rowid LIMIT 1",
-                (first, first + MAX_SECTIONS - 1))]
+            rowids = [
+                r
+                for (r,) in self.conn.execute(
+                    "SELECT rowid FROM sections WHERE rowid BETWEEN ? AND ? ORDER BY rowid LIMIT 1",
+                    (first, first + MAX_SECTIONS - 1),
+                )
+            ]
         return [self._section(r) for r in rowids]
 
     def stats(self, words: Sequence[str], literals: Sequence[str]) -> TermStats:
@@ -594,13 +621,16 @@ class FtsIndex:
             self._held, self._held_generation = {}, self.generation
         holding: dict[str, int] = {}
         for key, term, column in [(w, w, "body") for w in words] + [
-                (f"compound {c}", encode_compound(c), "literals") for c in literals]:
+            (f"compound {c}", encode_compound(c), "literals") for c in literals
+        ]:
             held = self._held.get((column, term))
             if held is None:  # a common term's count walks its whole doclist: kept while the rows are
-                self.conn.execute("CREATE VIRTUAL TABLE IF NOT EXISTS temp.sections_vocab "
-                                  "USING fts5vocab(main, sections, 'col')")
-                found = self.conn.execute("SELECT doc FROM temp.sections_vocab WHERE term = ? AND col = ?",
-                                          (term, column)).fetchone()
+                self.conn.execute(
+                    "CREATE VIRTUAL TABLE IF NOT EXISTS temp.sections_vocab USING fts5vocab(main, sections, 'col')"
+                )
+                found = self.conn.execute(
+                    "SELECT doc FROM temp.sections_vocab WHERE term = ? AND col = ?", (term, column)
+                ).fetchone()
                 held = self._held[(column, term)] = int(found[0]) if found else 0
             holding[key] = held
         return TermStats(sections, mean, holding)
@@ -625,10 +655,15 @@ class FtsIndex:
 
     def _count(self, match: str, ranges: list[tuple[int, int]]) -> int:
         """Rows matching in ``ranges``, counted up to RANK_CAP + 1 each (cheap: no scoring)."""
-        return sum(int(self.conn.execute(
-            "SELECT count(*) FROM (SELECT 1 FROM sections WHERE sections MATCH ? AND rowid BETWEEN ? AND ? LIMIT ?)",
-            (match, first, last, RANK_CAP + 1),
-        ).fetchone()[0]) for first, last in ranges)
+        return sum(
+            int(
+                self.conn.execute(
+                    "SELECT count(*) FROM (SELECT 1 FROM sections WHERE sections MATCH ? AND rowid BETWEEN ? AND ? LIMIT ?)",
+                    (match, first, last, RANK_CAP + 1),
+                ).fetchone()[0]
+            )
+            for first, last in ranges
+        )
 
     def _scored(self, match: str, ranges: list[tuple[int, int]]) -> Iterator[int]:
         """Row ids of at most RANK_CAP rows matching per range, best BM25 first. Sorted by
@@ -650,7 +685,8 @@ class FtsIndex:
         for first, last in ranges:
             cursor = self.conn.execute(  # capped: each row may cost its caller a fetch and a compare
                 "SELECT rowid FROM sections WHERE sections MATCH ? AND rowid BETWEEN ? AND ? LIMIT ?",
-                (match, first, last, cap))
+                (match, first, last, cap),
+            )
             try:
                 for (rowid,) in cursor:
                     yield rowid

@@ -25,8 +25,18 @@ APPLICATION_ID = 0x62696F70
 """Kept in the file's application_id ("biop"): marks the file as a search index of this server,
 so a database of another program is never taken for one. (Releases before it left 0.)"""
 
-_OUR_TABLES = frozenset({"roots", "docs", "sections", "sections_data", "sections_idx", "sections_content",
-                         "sections_docsize", "sections_config"})
+_OUR_TABLES = frozenset(
+    {
+        "roots",
+        "docs",
+        "sections",
+        "sections_data",
+        "sections_idx",
+        "sections_content",
+        "sections_docsize",
+        "sections_config",
+    }
+)
 """Every table any release of the index made: a file with application_id 0 is ours only if it
 holds none but these."""
 
@@ -53,8 +63,9 @@ def file_id(path: Path) -> FileId | None:
     return st.st_dev, st.st_ino
 
 
-def open_file(path: Path, connect: Callable[[str], sqlite3.Connection], schema: Sequence[str],
-              version: int) -> tuple[sqlite3.Connection, FileId]:
+def open_file(
+    path: Path, connect: Callable[[str], sqlite3.Connection], schema: Sequence[str], version: int
+) -> tuple[sqlite3.Connection, FileId]:
     """A connection to the index file at ``path``, ready at ``version`` (``schema`` made in an empty
     file), and the file's identity.
 
@@ -146,8 +157,9 @@ def _header(conn: sqlite3.Connection) -> tuple[int, int, frozenset[str]]:
     """(application_id, user_version, table names) of a database, read without writing it."""
     app_id = int(conn.execute("PRAGMA application_id").fetchone()[0])
     version = int(conn.execute("PRAGMA user_version").fetchone()[0])
-    tables = frozenset(r[0] for r in conn.execute(
-        "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%'"))
+    tables = frozenset(
+        r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%'")
+    )
     return app_id, version, tables
 
 

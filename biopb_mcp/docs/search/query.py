@@ -294,8 +294,9 @@ Read = tuple[tuple[str, str], str, Stamp, bool, str | None]
 """((root, id), id, stamp, settled, text or None when unreadable) of a doc read for the index."""
 
 
-def _refresh_rows(store: DocStore, index: FtsIndex, freshness: Freshness, rows: dict[tuple[str, str], Indexed],
-                  reloads: int) -> tuple[_View, Scope]:
+def _refresh_rows(
+    store: DocStore, index: FtsIndex, freshness: Freshness, rows: dict[tuple[str, str], Indexed], reloads: int
+) -> tuple[_View, Scope]:
     listing, checked = freshness.suspects(store, rows, index.generation)
     stale: list[tuple[tuple[str, str], str, Stamp]] = []
     missing: set[tuple[str, str]] = set()
@@ -327,10 +328,16 @@ def _refresh_rows(store: DocStore, index: FtsIndex, freshness: Freshness, rows: 
         try:
             with index.writing():
                 for (root, doc_id), _, now, settled, text in batch:
-                    index.put(root, doc_id, now, None if text is None else digest(text), settled,
-                              functools.partial(split_sections, doc_id, text or ""),
-                              # the index is about nothing: its words must not name it for a query
-                              functools.partial(_about, "" if doc_id == INDEX_ID else text or ""))
+                    index.put(
+                        root,
+                        doc_id,
+                        now,
+                        None if text is None else digest(text),
+                        settled,
+                        functools.partial(split_sections, doc_id, text or ""),
+                        # the index is about nothing: its words must not name it for a query
+                        functools.partial(_about, "" if doc_id == INDEX_ID else text or ""),
+                    )
         except IndexBusy:
             unwritten = batch
     keys = {target[0] for target in listing.targets} - missing
@@ -347,8 +354,9 @@ def _refresh_rows(store: DocStore, index: FtsIndex, freshness: Freshness, rows: 
     origins: dict[str, Origin] = {}
     for key, doc_id, _, origin in listing.targets:
         entry = rows.get(key)
-        if key in keys and ((entry is not None and entry.digest is not None and key not in fresh)
-                            or fresh.get(key) is not None):
+        if key in keys and (
+            (entry is not None and entry.digest is not None and key not in fresh) or fresh.get(key) is not None
+        ):
             origins[doc_id] = origin
     if unwritten:
         freshness.failed()  # nothing read now is in the index: the next query checks every file
@@ -359,8 +367,12 @@ def _refresh_rows(store: DocStore, index: FtsIndex, freshness: Freshness, rows: 
     return _View(origins, allowed), listing
 
 
-def _read_batch(store: DocStore, rows: dict[tuple[str, str], Indexed], chunk: list[tuple[tuple[str, str], str, Stamp]],
-                missing: set[tuple[str, str]]) -> list[Read]:
+def _read_batch(
+    store: DocStore,
+    rows: dict[tuple[str, str], Indexed],
+    chunk: list[tuple[tuple[str, str], str, Stamp]],
+    missing: set[tuple[str, str]],
+) -> list[Read]:
     """Read a batch of stale docs (a doc gone meanwhile is added to ``missing``)."""
     read_at = time.time_ns()  # before any read: a change during one is never trusted
     texts = store.shelf.texts([doc_id for _, doc_id, _ in chunk if doc_id != INDEX_ID])
@@ -395,9 +407,11 @@ def _direct_view(index: FtsIndex, origins: dict[str, Origin], allowed: set[int],
         raise SearchUnavailable(
             f"The search index {index.path} is locked by another process, and {len(unwritten):,} docs "
             f"changed since it was written (at most {DIRECT_MAX_DOCS} are searched without it); search "
-            "again in a moment.")
-    logger.warning("Search index %s is locked by another process: %d changed doc(s) searched directly",
-                   index.path, len(unwritten))
+            "again in a moment."
+        )
+    logger.warning(
+        "Search index %s is locked by another process: %d changed doc(s) searched directly", index.path, len(unwritten)
+    )
     direct: list[Section] = []
     about: dict[tuple[str, str], frozenset[str]] = {}
     for (root, doc_id), _, _, _, text in unwritten:
@@ -448,12 +462,8 @@ def search_docs(store: DocStore, query: str, max_results: int = 5) -> list[Hit]:
             f"its distinctive part instead: one line of an error, a name, a few words (it began "
             f"{shown_query(query, 40)})."
         )
-    if isinstance(max_results, bool) or not isinstance(max_results, int) or not (
-        1 <= max_results <= MAX_RESULTS_LIMIT
-    ):
-        raise InvalidQuery(
-            f"max_results must be a whole number from 1 to {MAX_RESULTS_LIMIT}, got {max_results!r}"
-        )
+    if isinstance(max_results, bool) or not isinstance(max_results, int) or not (1 <= max_results <= MAX_RESULTS_LIMIT):
+        raise InvalidQuery(f"max_results must be a whole number from 1 to {MAX_RESULTS_LIMIT}, got {max_results!r}")
 
     def work(corpus: _Corpus) -> list[Hit]:
         view = _refresh(store, corpus)
@@ -466,7 +476,8 @@ def search_docs(store: DocStore, query: str, max_results: int = 5) -> list[Hit]:
                 f"Search query {shown_query(query, 60)} was stopped after {QUERY_BUDGET_S:g} s: it matches "
                 "too much of the docs to rank in time. Search for its most distinctive part instead: "
                 "a name, one line of an error, two or three uncommon words.",
-                kind=DocProblem.QUERY_TOO_COSTLY, limit=QUERY_BUDGET_S,
+                kind=DocProblem.QUERY_TOO_COSTLY,
+                limit=QUERY_BUDGET_S,
             ) from None
 
     return _run(store, work)
@@ -501,9 +512,15 @@ def _query(corpus: _Corpus, view: _View, query: str, max_results: int, deadline:
             continue
         if time.monotonic() > deadline:
             raise TooCostly("the query's time is up")
-        hits.append(Hit(doc_id=section.doc_id, heading=section.heading,
-                        snippet=snippet(_without_heading(section.body), query),
-                        origin=view.origins[section.doc_id], score=round(best.score, 3)))
+        hits.append(
+            Hit(
+                doc_id=section.doc_id,
+                heading=section.heading,
+                snippet=snippet(_without_heading(section.body), query),
+                origin=view.origins[section.doc_id],
+                score=round(best.score, 3),
+            )
+        )
         if len(hits) == max_results:
             break
     return hits

@@ -97,8 +97,9 @@ def _starts(counts: Counter[str], word: str) -> int:
     return sum(n for token, n in counts.items() if token.startswith(word) and token != word)
 
 
-def score_all(sections: Iterable[Section], query: str, stats: TermStats, titled: set[tuple[str, str]],
-              deadline: float = math.inf) -> list[Scored]:
+def score_all(
+    sections: Iterable[Section], query: str, stats: TermStats, titled: set[tuple[str, str]], deadline: float = math.inf
+) -> list[Scored]:
     """Every section scored, best first (ties in index order).
 
     Raises:

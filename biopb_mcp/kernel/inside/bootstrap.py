@@ -99,15 +99,19 @@ def _biopb_bootstrap(ns):  # type: ignore[no-untyped-def]  # runs in the kernel'
         async def refuse_shutdown(stream, ident, parent):
             restart = bool((parent.get("content") or {}).get("restart", False))
             content = {
-                "status": "error", "restart": restart, "ename": "ShutdownRefused",
+                "status": "error",
+                "restart": restart,
+                "ename": "ShutdownRefused",
                 "evalue": "this kernel belongs to a biopb-mcp server and only the server shuts it "
-                          "down (restart_kernel, or stopping the server); just disconnect, the "
-                          "kernel keeps running.",
+                "down (restart_kernel, or stopping the server); just disconnect, the "
+                "kernel keeps running.",
                 "traceback": [],
             }
             kernel.session.send(stream, "shutdown_reply", content, parent, ident=ident)
-            log(f"refused a shutdown_request (restart={restart}) from session "
-                f"{parent.get('header', {}).get('session', '?')}")
+            log(
+                f"refused a shutdown_request (restart={restart}) from session "
+                f"{parent.get('header', {}).get('session', '?')}"
+            )
 
         for handlers in () if attached else (kernel.shell_handlers, kernel.control_handlers):
             if "shutdown_request" in handlers:
@@ -168,9 +172,7 @@ def _biopb_bootstrap(ns):  # type: ignore[no-untyped-def]  # runs in the kernel'
                     log(f"plugin {path} loaded")
                 except BaseException as exc:  # a plugin's SystemExit must not end the kernel
                     tb = traceback.format_exc()
-                    record["failed"].append(
-                        {"name": name, "source": path, "error": f"{type(exc).__name__}: {exc}"}
-                    )
+                    record["failed"].append({"name": name, "source": path, "error": f"{type(exc).__name__}: {exc}"})
                     log(f"plugin {path} failed and was skipped:\n{tb}")
                 finally:
                     if saved is None:

@@ -31,8 +31,14 @@ _WORKER_PRELOAD = (
 
 _lock = threading.Lock()
 _state: dict[str, Any] = {"client": None, "cluster": None, "error": ""}
-_config: dict[str, Any] = {"scheduler": "none", "workers": 0, "threads_per_worker": 0,
-                           "memory_limit": "auto", "connect_timeout": 10.0, "config_file": ""}
+_config: dict[str, Any] = {
+    "scheduler": "none",
+    "workers": 0,
+    "threads_per_worker": 0,
+    "memory_limit": "auto",
+    "connect_timeout": 10.0,
+    "config_file": "",
+}
 
 
 class ComputeUnavailable(RuntimeError):
@@ -60,7 +66,7 @@ def dask_client() -> Any:
         if mode == "none":
             raise ComputeUnavailable(
                 'No cluster is configured ([compute] scheduler = "none"): dask computations run in '
-                'threads of this kernel process, which is fine for data that fits in memory. For '
+                "threads of this kernel process, which is fine for data that fits in memory. For "
                 'more, ask the user to set [compute] scheduler = "local" (or a scheduler address '
                 f'such as "tcp://host:8786") in {where}; it applies after restart_kernel.'
             )
@@ -152,8 +158,12 @@ def status() -> dict[str, Any]:
     a page saying bokeh is needed (False); a scheduler elsewhere decides for itself (None).
     """
     client = _state["client"]
-    out: dict[str, Any] = {"mode": _mode(), "scheduler": _config["scheduler"], "started": False,
-                           "error": _state["error"]}
+    out: dict[str, Any] = {
+        "mode": _mode(),
+        "scheduler": _config["scheduler"],
+        "started": False,
+        "error": _state["error"],
+    }
     if client is None:
         return out
     info = client.scheduler_info() if client.status == "running" else {}

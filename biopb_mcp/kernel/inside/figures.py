@@ -89,8 +89,9 @@ def flush_figures() -> None:
             reason = (str(exc).strip().splitlines() or [""])[0]
             publish_display_data({"text/plain": f"[figure {num} could not be drawn: {type(exc).__name__}: {reason}]"})
         else:
-            publish_display_data({"image/png": base64.b64encode(buf.getvalue()).decode("ascii"),
-                                  "text/plain": repr(fig)})
+            publish_display_data(
+                {"image/png": base64.b64encode(buf.getvalue()).decode("ascii"), "text/plain": repr(fig)}
+            )
         finally:
             plt.close(fig)
 
@@ -111,8 +112,10 @@ def show(image: Any, labels: Any = None, max_side: int = 768, percentiles: tuple
     shape = tuple(getattr(image, "shape", np.shape(image)))
     rgb = len(shape) == 3 and shape[-1] in (3, 4)
     if len(shape) != 2 and not rgb:
-        raise ValueError(f"show() takes a 2-D image or an RGB one (channels last), not shape {shape}; "
-                         "for a stack, show a projection: show(stack.max(axis=0))")
+        raise ValueError(
+            f"show() takes a 2-D image or an RGB one (channels last), not shape {shape}; "
+            "for a stack, show a projection: show(stack.max(axis=0))"
+        )
     step = max(1, -(-max(shape[:2]) // max_side))
     img = np.asarray(image[::step, ::step], dtype=np.float64)
     lo, hi = np.nanpercentile(img, percentiles)

@@ -88,24 +88,34 @@ def _short_numpy_repr(arr: Any) -> str:
 def _data_facts(obj: Any) -> tuple[list[list[str]], str | None] | None:
     """(label, value) facts and a short repr for a well-known data object, or None for others."""
     if _is(obj, "numpy", "ndarray"):
-        facts = [["shape", str(obj.shape)], ["dtype", str(obj.dtype)], ["range", _numpy_range(obj)],
-                 ["size", f"{obj.size:,} elements, {_bytes(obj.nbytes)}"]]
+        facts = [
+            ["shape", str(obj.shape)],
+            ["dtype", str(obj.dtype)],
+            ["range", _numpy_range(obj)],
+            ["size", f"{obj.size:,} elements, {_bytes(obj.nbytes)}"],
+        ]
         if _is(obj, "numpy", "memmap") and getattr(obj, "filename", None):
             facts.append(["file", str(obj.filename)])
         return facts, _short_numpy_repr(obj)
     if _is(obj, "numpy", "generic"):
         return [["dtype", str(obj.dtype)]], repr(obj)
     if _is(obj, "dask.array", "Array"):
-        return [["shape", str(obj.shape)], ["dtype", str(obj.dtype)],
-                ["chunks", f"{obj.chunksize} each, {obj.npartitions:,} in all"],
-                ["size", f"{obj.size:,} elements, {_bytes(obj.nbytes)} when computed"],
-                ["range", "not computed (a dask array: computing it would run its whole graph)"]], None
+        return [
+            ["shape", str(obj.shape)],
+            ["dtype", str(obj.dtype)],
+            ["chunks", f"{obj.chunksize} each, {obj.npartitions:,} in all"],
+            ["size", f"{obj.size:,} elements, {_bytes(obj.nbytes)} when computed"],
+            ["range", "not computed (a dask array: computing it would run its whole graph)"],
+        ], None
     if _is(obj, "pandas", "DataFrame"):
         cols = [f"{c} ({t})" for c, t in list(obj.dtypes.items())[:20]]
         more = f", ... ({obj.shape[1]} columns)" if obj.shape[1] > 20 else ""
-        facts = [["shape", f"{obj.shape} (rows, columns)"], ["columns", ", ".join(cols) + more],
-                 ["index", f"{type(obj.index).__name__}, {len(obj.index):,} entries"],
-                 ["memory", _bytes(int(obj.memory_usage(deep=False).sum()))]]
+        facts = [
+            ["shape", f"{obj.shape} (rows, columns)"],
+            ["columns", ", ".join(cols) + more],
+            ["index", f"{type(obj.index).__name__}, {len(obj.index):,} entries"],
+            ["memory", _bytes(int(obj.memory_usage(deep=False).sum()))],
+        ]
         return facts, obj.to_string(max_rows=6, max_cols=8, max_colwidth=30)
     if _is(obj, "pandas", "Series"):
         facts = [["len", f"{len(obj):,}"], ["dtype", str(obj.dtype)], ["name", repr(obj.name)]]
@@ -115,27 +125,40 @@ def _data_facts(obj: Any) -> tuple[list[list[str]], str | None] | None:
     if _is(obj, "xarray", "DataArray"):
         np_array = _class("numpy", "ndarray")
         in_memory = np_array is not None and isinstance(obj.variable._data, np_array)
-        facts = [["dims", ", ".join(f"{d}: {n}" for d, n in obj.sizes.items())], ["dtype", str(obj.dtype)],
-                 ["coords", ", ".join(map(str, obj.coords)) or "none"], ["name", repr(obj.name)],
-                 ["range", _numpy_range(obj.values) if in_memory else "not computed (lazy or chunked data)"]]
+        facts = [
+            ["dims", ", ".join(f"{d}: {n}" for d, n in obj.sizes.items())],
+            ["dtype", str(obj.dtype)],
+            ["coords", ", ".join(map(str, obj.coords)) or "none"],
+            ["name", repr(obj.name)],
+            ["range", _numpy_range(obj.values) if in_memory else "not computed (lazy or chunked data)"],
+        ]
         if obj.attrs:
             facts.append(["attrs", ", ".join(map(str, list(obj.attrs)[:20]))])
         return facts, None
     if _is(obj, "xarray", "Dataset"):
         variables = [f"{n} ({', '.join(map(str, v.dims))}; {v.dtype})" for n, v in list(obj.data_vars.items())[:20]]
-        return [["dims", ", ".join(f"{d}: {n}" for d, n in obj.sizes.items())],
-                ["data variables", ", ".join(variables) or "none"],
-                ["coords", ", ".join(map(str, obj.coords)) or "none"]], None
+        return [
+            ["dims", ", ".join(f"{d}: {n}" for d, n in obj.sizes.items())],
+            ["data variables", ", ".join(variables) or "none"],
+            ["coords", ", ".join(map(str, obj.coords)) or "none"],
+        ], None
     if _is(obj, "PIL.Image", "Image"):
-        facts = [["size", f"{obj.size[0]} x {obj.size[1]} px (width x height)"], ["mode", str(obj.mode)],
-                 ["format", str(obj.format)]]
+        facts = [
+            ["size", f"{obj.size[0]} x {obj.size[1]} px (width x height)"],
+            ["mode", str(obj.mode)],
+            ["format", str(obj.format)],
+        ]
         if obj.size[0] * obj.size[1] <= RANGE_MAX_ELEMENTS:
             facts.append(["range", str(obj.getextrema())])
         return facts, None
     if _is(obj, "zarr", "Array"):
-        return [["shape", str(obj.shape)], ["dtype", str(obj.dtype)], ["chunks", str(obj.chunks)],
-                ["store", str(getattr(obj, "store_path", None) or getattr(obj, "store", ""))],
-                ["range", "not computed (reading it would load the whole array)"]], None
+        return [
+            ["shape", str(obj.shape)],
+            ["dtype", str(obj.dtype)],
+            ["chunks", str(obj.chunks)],
+            ["store", str(getattr(obj, "store_path", None) or getattr(obj, "store", ""))],
+            ["range", "not computed (reading it would load the whole array)"],
+        ], None
     if _is(obj, "zarr", "Group"):
         names = [str(k) for k in list(obj.keys())[:20]]
         return [["members", ", ".join(names) or "none"]], None

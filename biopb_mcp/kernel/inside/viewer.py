@@ -137,13 +137,17 @@ def _close_quietly(closed: Any) -> None:
 def napari_problem() -> str | None:
     """Why napari cannot run in this Python (not installed, no Qt binding), or None."""
     if importlib.util.find_spec("napari") is None:
-        return (f"napari is not installed in this kernel's Python ({sys.executable}). Ask the user to "
-                "install it there: pip install 'biopb-mcp[viewer]' (napari with PyQt6), then restart "
-                "the kernel.")
+        return (
+            f"napari is not installed in this kernel's Python ({sys.executable}). Ask the user to "
+            "install it there: pip install 'biopb-mcp[viewer]' (napari with PyQt6), then restart "
+            "the kernel."
+        )
     if not any(importlib.util.find_spec(name) is not None for name in QT_BINDINGS):
-        return (f"napari is installed in this kernel's Python ({sys.executable}) but no Qt binding is. "
-                "Ask the user to install one there: pip install PyQt6 (or pip install "
-                "'biopb-mcp[viewer]'), then restart the kernel.")
+        return (
+            f"napari is installed in this kernel's Python ({sys.executable}) but no Qt binding is. "
+            "Ask the user to install one there: pip install PyQt6 (or pip install "
+            "'biopb-mcp[viewer]'), then restart the kernel."
+        )
     return None
 
 
@@ -179,12 +183,16 @@ def display_problem() -> str | None:
     """Why no window can be shown from this process, or None (checked without touching Qt here)."""
     facts = display_facts()
     if facts["QT_QPA_PLATFORM"].split(":")[0] in ("offscreen", "minimal"):
-        return (f"QT_QPA_PLATFORM={facts['QT_QPA_PLATFORM']} gives Qt no screen and no OpenGL, which "
-                "napari's canvas needs. " + _WHERE_TO_SHOW)
+        return (
+            f"QT_QPA_PLATFORM={facts['QT_QPA_PLATFORM']} gives Qt no screen and no OpenGL, which "
+            "napari's canvas needs. " + _WHERE_TO_SHOW
+        )
     needs_env = sys.platform.startswith(("linux", "freebsd", "openbsd", "netbsd"))
     if needs_env and not facts["DISPLAY"] and not facts["WAYLAND_DISPLAY"] and not facts["QT_QPA_PLATFORM"]:
-        return ("No display for a napari window: this kernel has neither DISPLAY nor WAYLAND_DISPLAY "
-                "set (it runs outside a desktop session, e.g. on a server or over SSH). " + _WHERE_TO_SHOW)
+        return (
+            "No display for a napari window: this kernel has neither DISPLAY nor WAYLAND_DISPLAY "
+            "set (it runs outside a desktop session, e.g. on a server or over SSH). " + _WHERE_TO_SHOW
+        )
     return None
 
 
@@ -193,8 +201,14 @@ def _probe_display() -> str | None:
     where = display_facts()
     named = ", ".join(f"{k}={v}" for k, v in where.items() if v) or "no display variables"
     try:
-        done = subprocess.run([sys.executable, "-c", _PROBE], capture_output=True, text=True,
-                              timeout=PROBE_TIMEOUT, stdin=subprocess.DEVNULL, check=False)
+        done = subprocess.run(
+            [sys.executable, "-c", _PROBE],
+            capture_output=True,
+            text=True,
+            timeout=PROBE_TIMEOUT,
+            stdin=subprocess.DEVNULL,
+            check=False,
+        )
     except subprocess.TimeoutExpired:
         return f"Qt did not open the display ({named}) within {PROBE_TIMEOUT:g} s. " + _WHERE_TO_SHOW
     except OSError as exc:
@@ -202,8 +216,10 @@ def _probe_display() -> str | None:
     if done.returncode == 0:
         return None
     if done.returncode == 3:
-        return (f"Qt opened the display ({named}, platform {done.stdout.strip()}) but could not create "
-                "an OpenGL context, which napari's canvas needs. " + _WHERE_TO_SHOW)
+        return (
+            f"Qt opened the display ({named}, platform {done.stdout.strip()}) but could not create "
+            "an OpenGL context, which napari's canvas needs. " + _WHERE_TO_SHOW
+        )
     said = [line for line in done.stderr.strip().splitlines() if line.strip()][:4]
     detail = "; ".join(said) if said else f"exit status {done.returncode}"
     return f"Qt cannot open a window on this display ({named}): {detail}. " + _WHERE_TO_SHOW
@@ -270,8 +286,9 @@ def _keep_waking(kernel: Any) -> None:
     from qtpy.QtCore import QTimer
 
     # ipykernel 7 reads requests through a per-subshell stream; earlier versions had one shell stream
-    shell_stream = (eventloops.get_shell_stream(kernel) if hasattr(eventloops, "get_shell_stream")
-                    else kernel.shell_stream)
+    shell_stream = (
+        eventloops.get_shell_stream(kernel) if hasattr(eventloops, "get_shell_stream") else kernel.shell_stream
+    )
 
     def wake() -> None:
         loop = getattr(app, "qt_event_loop", None)
@@ -308,10 +325,15 @@ def look(canvas_only: bool = True) -> dict[str, Any]:
     found = _find_open()
     if found is None:
         return {"state": "no_viewer", **_environment()}
-    out: dict[str, Any] = {"state": "open", "title": str(found.title), "canvas_only": canvas_only,
-                           "opened_by": "viewer()" if found is _own_state().get("viewer") else "napari",
-                           "layers": [_layer_facts(layer, found) for layer in found.layers],
-                           "dims": _dims(found), **_environment()}
+    out: dict[str, Any] = {
+        "state": "open",
+        "title": str(found.title),
+        "canvas_only": canvas_only,
+        "opened_by": "viewer()" if found is _own_state().get("viewer") else "napari",
+        "layers": [_layer_facts(layer, found) for layer in found.layers],
+        "dims": _dims(found),
+        **_environment(),
+    }
     try:
         shot = found.screenshot(canvas_only=canvas_only, flash=False)
         out["png"] = base64.b64encode(_png(shot)).decode("ascii")
@@ -343,16 +365,27 @@ def _png(rgba: Any) -> bytes:
 
 def _dims(shown: Any) -> dict[str, Any]:
     dims = shown.dims
-    sliders = [{"axis": int(axis), "label": str(dims.axis_labels[axis]), "at": int(dims.current_step[axis]),
-                "of": int(dims.nsteps[axis])}
-               for axis in dims.not_displayed if int(dims.nsteps[axis]) > 1]
+    sliders = [
+        {
+            "axis": int(axis),
+            "label": str(dims.axis_labels[axis]),
+            "at": int(dims.current_step[axis]),
+            "of": int(dims.nsteps[axis]),
+        }
+        for axis in dims.not_displayed
+        if int(dims.nsteps[axis]) > 1
+    ]
     return {"ndim": int(dims.ndim), "ndisplay": int(dims.ndisplay), "sliders": sliders}
 
 
 def _layer_facts(layer: Any, shown: Any) -> dict[str, Any]:
     kind = type(layer).__name__.lower()
-    facts: dict[str, Any] = {"name": str(layer.name), "type": kind, "visible": bool(layer.visible),
-                             "selected": layer is shown.layers.selection.active}
+    facts: dict[str, Any] = {
+        "name": str(layer.name),
+        "type": kind,
+        "visible": bool(layer.visible),
+        "selected": layer is shown.layers.selection.active,
+    }
     data = layer.data
     if kind == "points":
         facts["count"] = len(data)

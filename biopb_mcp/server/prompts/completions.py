@@ -115,14 +115,18 @@ class Completions:
             if argument.name == DOC_ID_ARGUMENT:
                 found = await anyio.to_thread.run_sync(doc_id_matches, self.store, argument.value)
         else:
-            raise MCPError(code=INVALID_PARAMS, message=prompt_text.unknown_template(str(getattr(ref, "uri", ref)),
-                                                                                     DOC_URI_TEMPLATE))
-        return CompleteResult(completion=Completion(values=found.values, total=found.total,
-                                                    has_more=found.total > len(found.values)))
+            raise MCPError(
+                code=INVALID_PARAMS,
+                message=prompt_text.unknown_template(str(getattr(ref, "uri", ref)), DOC_URI_TEMPLATE),
+            )
+        return CompleteResult(
+            completion=Completion(values=found.values, total=found.total, has_more=found.total > len(found.values))
+        )
 
 
-def install_completions(mcp: MCPServer[Any], store: DocStore, prompts: ProcedurePrompts,
-                        kernel: KernelHost) -> Completions:
+def install_completions(
+    mcp: MCPServer[Any], store: DocStore, prompts: ProcedurePrompts, kernel: KernelHost
+) -> Completions:
     """Serve ``completion/complete`` on ``mcp`` (which advertises the ``completions`` capability)."""
     completions = Completions(store, prompts, kernel)
     lowlevel_server(mcp).add_request_handler("completion/complete", CompleteRequestParams, completions.complete)

@@ -99,7 +99,9 @@ class ProcedurePrompts:
             before = self._last
         return before is not None and _signature(self.current()) != before
 
-    async def list_prompts(self, ctx: ServerRequestContext[Any, Any], params: PaginatedRequestParams) -> ListPromptsResult:
+    async def list_prompts(
+        self, ctx: ServerRequestContext[Any, Any], params: PaginatedRequestParams
+    ) -> ListPromptsResult:
         """``prompts/list``: every procedure, in index order (at most the index's entry cap: one page)."""
         found = await anyio.to_thread.run_sync(self.current)
         return ListPromptsResult(prompts=[_prompt(name, p) for name, p in found.items()])
@@ -128,8 +130,12 @@ class ProcedurePrompts:
             description=procedure.hook,
             messages=[
                 PromptMessage(role="user", content=TextContent(type="text", text=request)),
-                PromptMessage(role="user", content=EmbeddedResource(
-                    type="resource", resource=TextResourceContents(uri=uri, mime_type=MIME_TYPE, text=text))),
+                PromptMessage(
+                    role="user",
+                    content=EmbeddedResource(
+                        type="resource", resource=TextResourceContents(uri=uri, mime_type=MIME_TYPE, text=text)
+                    ),
+                ),
             ],
         )
 
@@ -160,8 +166,9 @@ def _prompt(name: str, procedure: Procedure) -> Prompt:
         name=name,
         title=procedure.title,
         description=procedure.hook,
-        arguments=[PromptArgument(name=i.name, description=i.description, required=i.required)
-                   for i in procedure.inputs],
+        arguments=[
+            PromptArgument(name=i.name, description=i.description, required=i.required) for i in procedure.inputs
+        ],
     )
 
 

@@ -97,7 +97,9 @@ def install_resources(
 
     listing = Listing(store)  # one per server: its caches are what keep a page cheap
 
-    async def list_resources(ctx: ServerRequestContext[Any, Any], params: PaginatedRequestParams) -> ListResourcesResult:
+    async def list_resources(
+        ctx: ServerRequestContext[Any, Any], params: PaginatedRequestParams
+    ) -> ListResourcesResult:
         try:
             page = await anyio.to_thread.run_sync(listing.page, params.cursor)
         except InvalidCursor as exc:

@@ -133,7 +133,8 @@ class DocNotifier:
             if self._prompts_worker is not None:
                 return
             self._prompts_worker = worker = threading.Thread(
-                target=self._prompts_loop, args=(token,), name="biopb-prompts-check", daemon=True)
+                target=self._prompts_loop, args=(token,), name="biopb-prompts-check", daemon=True
+            )
         worker.start()
 
     def _prompts_loop(self, token: Any) -> None:
@@ -282,8 +283,9 @@ class DocNotifier:
             try:
                 baseline = await anyio.to_thread.run_sync(self.store.shelf.local_state)
             except (OSError, DocError):
-                logger.warning("docs watcher: cannot read the local tier; watching from an empty baseline",
-                               exc_info=True)
+                logger.warning(
+                    "docs watcher: cannot read the local tier; watching from an empty baseline", exc_info=True
+                )
                 baseline = {}
         token = anyio.lowlevel.current_token()
         thread = threading.Thread(
@@ -308,13 +310,15 @@ class DocNotifier:
         try:
             cursor.watch([f for f in folders if f == local or f.startswith(local + os.sep)])
         except WatchUnavailable as exc:
-            logger.info("docs watcher walks the local tier every %.1f s: cannot watch its folders (%s)",
-                        self.poll_interval, exc)
+            logger.info(
+                "docs watcher walks the local tier every %.1f s: cannot watch its folders (%s)", self.poll_interval, exc
+            )
             return False
         return True
 
-    def _watch(self, stop: threading.Event, wake: threading.Event, snapshot: Snapshot, token: Any,
-               cursor: Cursor | None) -> None:
+    def _watch(
+        self, stop: threading.Event, wake: threading.Event, snapshot: Snapshot, token: Any, cursor: Cursor | None
+    ) -> None:
         """Thread body: look every ``poll_interval`` (at once when a write wakes it) and hand each
         write's URIs, then what else differs on disk, to the event loop. A look walks the tier
         only when the change feed reports something there (or cannot watch it)."""
@@ -326,8 +330,9 @@ class DocNotifier:
                 cursor.close()
         logger.debug("docs watcher stopped")
 
-    def _watch_loop(self, stop: threading.Event, wake: threading.Event, snapshot: Snapshot, token: Any,
-                    cursor: Cursor | None) -> None:
+    def _watch_loop(
+        self, stop: threading.Event, wake: threading.Event, snapshot: Snapshot, token: Any, cursor: Cursor | None
+    ) -> None:
         told: Snapshot = {}  # the latest change of each id announced from the disk alone: a write's
         # entry arriving after its change was seen there (however many looks later) is not announced again
         while True:
@@ -384,8 +389,9 @@ class DocNotifier:
             except Exception:  # thread boundary: a failed fan-out must not kill the watcher silently
                 logger.exception("docs watcher: announcing changes failed; watching on")
 
-    async def _publish_changes(self, writes: list[tuple[list[str], bool]], others: list[str], list_changed: bool,
-                               prompts: bool = False) -> None:
+    async def _publish_changes(
+        self, writes: list[tuple[list[str], bool]], others: list[str], list_changed: bool, prompts: bool = False
+    ) -> None:
         for uris, created in writes:  # each write as it would have announced itself
             await self.notify_updated(uris)
             if created:

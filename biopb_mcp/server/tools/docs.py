@@ -56,14 +56,14 @@ def register_doc_tools(mcp: MCPServer, state: AppState) -> None:
         return format_hits(run_search(store, query, max_results), query, FOR_AGENT)
 
     write_description = (
-        "Create or edit a doc in the local docs tier (the index too: id \"index\"). body alone creates or "
+        'Create or edit a doc in the local docs tier (the index too: id "index"). body alone creates or '
         "replaces the whole doc; old+new replaces exactly one occurrence of old (refused when it matches "
         "zero or several times). Writing a shipped id makes a local copy. A new doc gets an index line "
-        "automatically: under the heading section names (e.g. section=\"Lab\"; made if the index has "
+        'automatically: under the heading section names (e.g. section="Lab"; made if the index has '
         "none), else under '## Unfiled'. section is only for creating a doc with body: it is refused "
         "with old/new or for a doc that exists (move an existing line with an old/new edit of "
-        "\"index\"). Returns the diff (of the index too, for a new doc). Nothing is ever deleted; "
-        "earlier versions stay readable with read_doc(\"<id>@history\").\n"
+        '"index"). Returns the diff (of the index too, for a new doc). Nothing is ever deleted; '
+        'earlier versions stay readable with read_doc("<id>@history").\n'
         "Use it when the user confirms a procedure worked, or asks you to remember or correct "
         "something.\n" + AUTHORING_GATE.strip()
     )
@@ -89,4 +89,3 @@ def _note_in_notebook(state: AppState, text: str) -> None:
     recorder = state.kernel.recorder
     if recorder is not None:
         recorder.markdown(text)
-

@@ -111,12 +111,13 @@ def _reread_kernel_name(state: AppState) -> None:
     try:
         settings, changed = reread_kernel_start_keys(state.settings)
     except ConfigError as exc:
-        raise ConfigError(f"{exc} (start_kernel and restart_kernel re-read kernel.name and [compute] from "
-                          "the config file; nothing was started or restarted: fix the file, then call again)",
-                          key=exc.key) from exc
+        raise ConfigError(
+            f"{exc} (start_kernel and restart_kernel re-read kernel.name and [compute] from "
+            "the config file; nothing was started or restarted: fix the file, then call again)",
+            key=exc.key,
+        ) from exc
     if changed:
-        logger.info("%s changed in %s; the kernel start applies them", ", ".join(changed),
-                    state.settings.config_file)
+        logger.info("%s changed in %s; the kernel start applies them", ", ".join(changed), state.settings.config_file)
         state.settings = settings
         state.kernel.reconfigure(settings)
 
@@ -205,8 +206,10 @@ def register_kernel_tools(mcp: MCPServer, state: AppState) -> None:
         # above left them for the next one.
         limit = state.settings.kernel.max_result_bytes
         if promoted and not rendered.done:
-            note = (f"Still running after {promote_after:g} s, so it continues in the background as "
-                    f"{rendered.job_id}; interrupt_kernel stops it.\n")
+            note = (
+                f"Still running after {promote_after:g} s, so it continues in the background as "
+                f"{rendered.job_id}; interrupt_kernel stops it.\n"
+            )
             result = _rendered_result(rendered, limit, prefix=cancelled_prefix() + note)
             result.is_error = False
             return result
@@ -259,9 +262,14 @@ def register_kernel_tools(mcp: MCPServer, state: AppState) -> None:
             "server": {"name": SERVER_NAME, "transport": state.transport, "pid": os.getpid(), **_versions()},
             "kernel": kernel_text.status_json(host.status()),
         }
-        status["compute"] = kernel_text.compute_status(compute.status_section(
-            settings, host.query_when_idle(compute.STATUS_EXPRESSION), status["kernel"]["state"],
-            busy=status["kernel"]["current_job"] is not None))
+        status["compute"] = kernel_text.compute_status(
+            compute.status_section(
+                settings,
+                host.query_when_idle(compute.STATUS_EXPRESSION),
+                status["kernel"]["state"],
+                busy=status["kernel"]["current_job"] is not None,
+            )
+        )
         try:
             status["docs"] = state.store.summary()
         except BiopbMcpError as exc:
@@ -279,4 +287,3 @@ def register_kernel_tools(mcp: MCPServer, state: AppState) -> None:
         if settings.warnings:
             status["config_warnings"] = list(settings.warnings)
         return json.dumps(status, indent=2, default=str)
-

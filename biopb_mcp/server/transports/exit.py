@@ -20,8 +20,14 @@ from biopb_mcp.server.state import AppState
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["SHUTDOWN_GRACE_SECONDS", "exit_on_signal", "kernel_fate", "run_then_exit", "shutdown_and_exit",
-           "stderr_line"]
+__all__ = [
+    "SHUTDOWN_GRACE_SECONDS",
+    "exit_on_signal",
+    "kernel_fate",
+    "run_then_exit",
+    "shutdown_and_exit",
+    "stderr_line",
+]
 
 SHUTDOWN_GRACE_SECONDS = 10.0
 """How long the exit path waits for the kernel to shut down before leaving anyway."""

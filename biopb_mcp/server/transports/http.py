@@ -153,9 +153,7 @@ def client_config_lines(url: str, token: str | None) -> list[str]:
     if token is None:
         entry = {"mcpServers": {"biopb": {"type": "http", "url": url}}}
         return [f"MCP client config: {json.dumps(entry)}"]
-    entry = {
-        "mcpServers": {"biopb": {"type": "http", "url": url, "headers": {"Authorization": f"Bearer {token}"}}}
-    }
+    entry = {"mcpServers": {"biopb": {"type": "http", "url": url, "headers": {"Authorization": f"Bearer {token}"}}}}
     return [
         f"MCP client config: {json.dumps(entry)}",
         f'Claude Code: claude mcp add --transport http biopb {url} --header "Authorization: Bearer {token}"',
@@ -191,15 +189,19 @@ class HttpGuard:
 
 def _token_refusal(sent: str | None, scheme: str) -> str:
     """Why a request's token was refused, and where the right one is."""
-    where = ("The server printed its token when it started; it is kept in the file http-token in its "
-             "state dir (http-token-<pid> in its runtime dir with http.token = \"per-start\"); "
-             "`biopb-mcp config show` prints both dirs.")
+    where = (
+        "The server printed its token when it started; it is kept in the file http-token in its "
+        'state dir (http-token-<pid> in its runtime dir with http.token = "per-start"); '
+        "`biopb-mcp config show` prints both dirs."
+    )
     if sent is None:
         return f"No bearer token: this server needs the header 'Authorization: Bearer <token>'. {where}"
     if scheme.lower() != "bearer":
         return f"The Authorization header is not 'Bearer <token>' (it names {_shown(scheme)}). {where}"
-    return ("Wrong bearer token: it is not this server's (a token from before --rotate-token, or "
-            f"from another server?). {where}")
+    return (
+        "Wrong bearer token: it is not this server's (a token from before --rotate-token, or "
+        f"from another server?). {where}"
+    )
 
 
 def _shown(value: str | None) -> str:
@@ -238,8 +240,11 @@ class RefusalLog:
             else:
                 self._suppressed += 1
         if suppressed:
-            logger.warning("%d more HTTP requests were refused in the last %.0f s (not logged one by one)",
-                           suppressed, self._window)
+            logger.warning(
+                "%d more HTTP requests were refused in the last %.0f s (not logged one by one)",
+                suppressed,
+                self._window,
+            )
         if log_this:
             logger.warning("HTTP request refused (%d): %s", status, reason)
 
@@ -289,8 +294,12 @@ def refusal_headers(status: int, reason: str) -> list[tuple[bytes, bytes]]:
     headers = [(b"content-type", b"application/json"), (b"content-length", str(len(refusal_body(reason))).encode())]
     if status == 401:
         description = reason.replace("\\", "").replace('"', "'").encode("ascii", "replace")
-        headers.append((b"www-authenticate",
-                        b'Bearer realm="biopb-mcp", error="invalid_token", error_description="' + description + b'"'))
+        headers.append(
+            (
+                b"www-authenticate",
+                b'Bearer realm="biopb-mcp", error="invalid_token", error_description="' + description + b'"',
+            )
+        )
     return headers
 
 
@@ -318,7 +327,9 @@ def http_token(settings: Settings, rotate: bool = False) -> tuple[str, Path, tup
             raise ConfigError(
                 f"cannot keep the HTTP token in {settings.state_dir}: {exc.strerror or exc}; set "
                 f"server.state_dir in {settings.config_file} to a writable directory, or "
-                f'http.token = "per-start"', key="server.state_dir") from None
+                f'http.token = "per-start"',
+                key="server.state_dir",
+            ) from None
         stable: tuple[Path, str] | None = (stable_path, how)
     else:
         token, stable = new_token(), None
@@ -336,13 +347,19 @@ def _token_lines(token: str, token_file: Path, stable: tuple[Path, str] | None) 
     """What the person who started the server reads about the token; the token on its own line."""
     if stable is not None:
         path, how = stable
-        kept = {"reused": "the stable token, reused", "rotated": "a new stable token (rotated)"}.get(how, "a new stable token")
+        kept = {"reused": "the stable token, reused", "rotated": "a new stable token (rotated)"}.get(
+            how, "a new stable token"
+        )
         return [f"Bearer token ({kept}; kept in {path}, mode 0600; renew it with --rotate-token):", token]
     return [f"Bearer token (new at every start; also in {token_file}, mode 0600):", token]
 
 
 async def serve_http(
-    mcp: MCPServer, state: AppState, sock: socket.socket, token: str | None, token_file: Path | None,
+    mcp: MCPServer,
+    state: AppState,
+    sock: socket.socket,
+    token: str | None,
+    token_file: Path | None,
     stable: tuple[Path, str] | None = None,
 ) -> None:
     import uvicorn
@@ -366,7 +383,11 @@ async def serve_http(
     )
     guarded = GuardMiddleware(RefuseBatches(app), HttpGuard(allowed_hosts=hosts, allowed_origins=origins, token=token))
     url = f"http://127.0.0.1:{port}/mcp"
-    state.extra_status["http"] = {"url": url, "auth": token is not None, "token_file": str(token_file) if token_file else None}
+    state.extra_status["http"] = {
+        "url": url,
+        "auth": token is not None,
+        "token_file": str(token_file) if token_file else None,
+    }
     stderr_line(f"biopb-mcp serving streamable HTTP at {url} (loopback only)")
     if token_file is not None and token is not None:
         for line in _token_lines(token, token_file, stable):
@@ -402,8 +423,14 @@ async def serve_http(
     loop = asyncio.get_running_loop()
     loop.set_exception_handler(accept_error_handler(loop.get_exception_handler()))
     config = uvicorn.Config(
-        guarded, log_config=None, log_level=log_level(settings).lower(), timeout_graceful_shutdown=2, lifespan="on",
-        access_log=False, http=protocol, backlog=ACCEPT_BACKLOG,
+        guarded,
+        log_config=None,
+        log_level=log_level(settings).lower(),
+        timeout_graceful_shutdown=2,
+        lifespan="on",
+        access_log=False,
+        http=protocol,
+        backlog=ACCEPT_BACKLOG,
     )
     server = uvicorn.Server(config)
     await server.serve(sockets=[sock])

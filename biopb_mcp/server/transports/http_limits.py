@@ -52,12 +52,13 @@ connections overshoots the cap by a few such batches before any is closed."""
 _RESOURCE_ERRNOS = frozenset({errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM})
 
 
-
 def _closing_response(status: str, text: str) -> bytes:
     """A whole HTTP/1.1 response that ends the connection, written before any request was parsed."""
     body = text.encode("ascii")
-    return (f"HTTP/1.1 {status}\r\ncontent-type: text/plain; charset=utf-8\r\nconnection: close\r\n"
-            f"content-length: {len(body)}\r\n\r\n").encode("ascii") + body
+    return (
+        f"HTTP/1.1 {status}\r\ncontent-type: text/plain; charset=utf-8\r\nconnection: close\r\n"
+        f"content-length: {len(body)}\r\n\r\n"
+    ).encode("ascii") + body
 
 
 _REFUSAL_503 = _closing_response("503 Service Unavailable", "Too many open connections; try again later.\n")
@@ -88,8 +89,9 @@ class LimitedH11Protocol(H11Protocol):
         self._waiting_since = self.loop.time()
         super().connection_made(transport)
         if len(self.connections) > self.cap and not self._make_room():
-            logger.warning("HTTP connection refused: %d connections are open, all busy with requests",
-                           len(self.connections) - 1)
+            logger.warning(
+                "HTTP connection refused: %d connections are open, all busy with requests", len(self.connections) - 1
+            )
             self.connections.discard(self)
             transport.write(_REFUSAL_503)
             transport.close()
@@ -151,8 +153,11 @@ class LimitedH11Protocol(H11Protocol):
 
     def _make_room(self) -> bool:
         """Close the connection that has waited longest for a request; False when none waits."""
-        waiting = [c for c in self.connections
-                   if c is not self and isinstance(c, LimitedH11Protocol) and c._waiting_for_request()]
+        waiting = [
+            c
+            for c in self.connections
+            if c is not self and isinstance(c, LimitedH11Protocol) and c._waiting_for_request()
+        ]
         if not waiting:
             return False
         oldest = min(waiting, key=lambda c: c._waiting_since)
@@ -170,8 +175,9 @@ def accept_error_handler(default: Any) -> Any:
     def handler(loop: asyncio.AbstractEventLoop, context: dict[str, Any]) -> None:
         exc = context.get("exception")
         if isinstance(exc, OSError) and exc.errno in _RESOURCE_ERRNOS:
-            logger.warning("HTTP cannot accept connections for now: %s (accepting again in a second)",
-                           exc.strerror or exc)
+            logger.warning(
+                "HTTP cannot accept connections for now: %s (accepting again in a second)", exc.strerror or exc
+            )
             return
         if default is not None:
             default(loop, context)

@@ -223,15 +223,28 @@ def error_reply(exc: Exception, line: str | None = None) -> JSONRPCError | None:
         try:
             message = json.loads(raw, parse_int=_lenient_int)
         except (ValueError, RecursionError) as bad:
-            return JSONRPCError(jsonrpc="2.0", id=None,
-                                error=ErrorData(code=PARSE_ERROR, message=f"Parse error: {_short(bad)}"))
+            return JSONRPCError(
+                jsonrpc="2.0", id=None, error=ErrorData(code=PARSE_ERROR, message=f"Parse error: {_short(bad)}")
+            )
     if isinstance(message, list):
-        return JSONRPCError(jsonrpc="2.0", id=None, error=ErrorData(
-            code=INVALID_REQUEST, message="Invalid Request: batch arrays are not supported; send one message per line"))
+        return JSONRPCError(
+            jsonrpc="2.0",
+            id=None,
+            error=ErrorData(
+                code=INVALID_REQUEST,
+                message="Invalid Request: batch arrays are not supported; send one message per line",
+            ),
+        )
     if isinstance(message, dict) and "method" not in message and ("result" in message or "error" in message):
         return None
-    return JSONRPCError(jsonrpc="2.0", id=_readable_id(message), error=ErrorData(
-        code=INVALID_REQUEST, message=f"Invalid Request: not a JSON-RPC message the server can read ({_reason(exc)})"))
+    return JSONRPCError(
+        jsonrpc="2.0",
+        id=_readable_id(message),
+        error=ErrorData(
+            code=INVALID_REQUEST,
+            message=f"Invalid Request: not a JSON-RPC message the server can read ({_reason(exc)})",
+        ),
+    )
 
 
 def _reason(exc: Exception) -> str:
@@ -276,8 +289,11 @@ class AnsweringReadStream:
             if not isinstance(item, Exception):
                 return item
             reply = error_reply(item, line)
-            logger.warning("unreadable message on stdin%s: %s",
-                           "" if reply is None else f" (answered {reply.error.code})", _short(item))
+            logger.warning(
+                "unreadable message on stdin%s: %s",
+                "" if reply is None else f" (answered {reply.error.code})",
+                _short(item),
+            )
             if reply is not None:
                 await self._write.send(SessionMessage(reply))
 
