@@ -12,8 +12,9 @@ from __future__ import annotations
 import logging
 import queue
 import threading
+import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -24,6 +25,18 @@ logger = logging.getLogger(__name__)
 
 _POLL_MS = 200
 """How often (ms) the IO thread checks the kernel process while no message arrives."""
+
+NUDGE_EVERY_MAX = 2.0
+"""Longest gap between two nudges of a request still unanswered."""
+
+
+def nudge_waits(first: float) -> Iterator[float]:
+    """Seconds to wait before each nudge of an unanswered request: ``first``, then doubling up to
+    ``NUDGE_EVERY_MAX`` (a few cheap kernel_info_requests a second at most, however long it waits)."""
+    wait = first
+    while True:
+        yield wait
+        wait = min(wait * 2, NUDGE_EVERY_MAX)
 
 
 @dataclass
@@ -118,8 +131,10 @@ class KernelChannels:
         With ``want_idle`` the call also waits for the kernel's iopub ``idle`` status for this
         request, which proves the iopub subscription is live (zmq's slow-joiner problem). With
         ``nudge_after``, a request still unanswered after that many seconds is followed by a
-        ``kernel_info_request`` on the same channel: a kernel idling in a GUI toolkit's loop
-        (``%gui qt``) can miss that a request arrived, and the next message wakes it.
+        ``kernel_info_request`` on the same channel, and again at growing intervals
+        (``nudge_waits``): a kernel idling in a GUI toolkit's loop (``%gui qt``) can miss that a
+        request arrived, and the next message wakes it; on a loaded machine a nudge can land in
+        the same gap.
         """
         msg = self.new_msg(msg_type, content)
         msg_id = str(msg["header"]["msg_id"])
@@ -130,10 +145,12 @@ class KernelChannels:
             self._enqueue(channel, msg)
             if self.closed.is_set():
                 return None
-            first = timeout if nudge_after is None else min(nudge_after, timeout)
-            if not pending.event.wait(first) and first < timeout:
+            deadline = time.monotonic() + timeout
+            waits = nudge_waits(nudge_after) if nudge_after is not None else iter(())
+            while not pending.event.wait(min(next(waits, timeout), max(0.0, deadline - time.monotonic()))):
+                if time.monotonic() >= deadline or self.closed.is_set():
+                    break
                 self._enqueue(channel, self.new_msg("kernel_info_request", {}))
-                pending.event.wait(timeout - first)
             return pending.reply if pending.event.is_set() else None
         finally:
             with self._pending_lock:

@@ -19,13 +19,13 @@ import threading
 import time
 import uuid
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from biopb_mcp.errors import JobNotFound, KernelBusy, KernelError
 from biopb_mcp.kernel import image_files, inspection, rendering
-from biopb_mcp.kernel.channels import KernelChannels
+from biopb_mcp.kernel.channels import KernelChannels, nudge_waits
 from biopb_mcp.kernel.executions import Execution, Rendered
 from biopb_mcp.kernel.process import StartFailed
 from biopb_mcp.kernel.states import ExecutionStatus, KernelState
@@ -92,8 +92,8 @@ class KernelClient:
         self._by_msg: dict[str, Execution] = {}
         self._current: Execution | None = None
         self._counter = 0
-        self._nudged: set[str] = set()
-        """msg_ids of executions whose start ``wait`` has watched (each is nudged at most once)."""
+        self._nudges: dict[str, tuple[float, Iterator[float]]] = {}
+        """msg_id -> (when its next nudge is due, the waits after it), for executions not begun."""
         self._image_stem = f"{os.getpid()}-{uuid.uuid4().hex[:6]}"
         """Prefix of saved images: job ids restart at job-1 in every server sharing the state dir."""
 
@@ -137,7 +137,7 @@ class KernelClient:
             self._open = False
             current, self._current = self._current, None
             self._by_msg.clear()
-            self._nudged.clear()
+            self._nudges.clear()
         if current is not None:
             current.finish(status, note=note, kernel_lost=kernel_lost)
 
@@ -271,22 +271,34 @@ class KernelClient:
     def wait(self, ex: Execution, timeout: float) -> bool:
         """Block up to ``timeout`` seconds; True once ``ex`` finished with all its output.
 
-        An execution the kernel has not begun after ``NUDGE_AFTER`` seconds is followed, once,
-        by a ``kernel_info_request``: a kernel idling in Qt's loop (napari in a user's notebook)
-        can miss that a request arrived, and the next message wakes it. A kernel that is merely
-        busy answers it later; its reply is dropped.
+        An execution the kernel has not begun after ``NUDGE_AFTER`` seconds is followed by a
+        ``kernel_info_request``, and again at growing intervals while it has not begun: a kernel
+        idling in Qt's loop (napari in a user's notebook) can miss that a request arrived, and the
+        next message wakes it (on a loaded machine a nudge can land in the same gap). A kernel that
+        is merely busy answers them later; their replies are dropped.
         """
         timeout = max(0.0, timeout)
         deadline = time.monotonic() + timeout
-        if not ex.began.is_set():
+        while not ex.began.is_set() and not ex.done.is_set():
             with self._lock:
-                first = ex.msg_id not in self._nudged
-                self._nudged.add(ex.msg_id)
-            if first and not ex.began.wait(min(max(NUDGE_AFTER - ex.elapsed(), 0.0), timeout)):
-                with self._lock:
-                    channels = self._channels if self._current is ex else None
-                if channels is not None:
-                    channels.send("shell", channels.new_msg("kernel_info_request", {}))
+                if self._current is not ex:
+                    break
+                if ex.msg_id not in self._nudges:
+                    waits = nudge_waits(NUDGE_AFTER)
+                    first = next(waits) - ex.elapsed()
+                    self._nudges[ex.msg_id] = (time.monotonic() + max(first, 0.0), waits)
+                due, waits = self._nudges[ex.msg_id]
+                channels = self._channels
+            now = time.monotonic()
+            if due > now and ex.began.wait(min(due, deadline) - now):
+                break
+            if time.monotonic() >= deadline:
+                return ex.done.is_set()
+            if channels is not None:
+                channels.send("shell", channels.new_msg("kernel_info_request", {}))
+            with self._lock:
+                if ex.msg_id in self._nudges:
+                    self._nudges[ex.msg_id] = (time.monotonic() + next(waits), waits)
         return ex.done.wait(max(0.0, deadline - time.monotonic()))
 
     def render(self, ex: Execution, offset: int = 0) -> Rendered:
@@ -517,7 +529,7 @@ class KernelClient:
             final = ExecutionStatus.OK
         with self._lock:
             self._by_msg.pop(ex.msg_id, None)
-            self._nudged.discard(ex.msg_id)
+            self._nudges.pop(ex.msg_id, None)
             if self._current is ex:
                 self._current = None
         ex.finish(final)
