@@ -423,6 +423,22 @@ DEAD_FACTOR = 1.8
 """The lab calls a nucleus dead at this many times the field's median DAPI above the offset."""
 
 
+def _dead_guesses(image: np.ndarray, labels: np.ndarray, raw: np.ndarray) -> list[int]:
+    """Dead counts by the rules of thumb a capable agent would try on this field."""
+    floor = image[labels == 0].astype(np.float64)
+    guesses = [
+        np.sum(raw > threshold_otsu(raw)),
+        np.sum(raw > 2 * np.median(raw)),
+        np.sum(raw > raw.mean() + 2 * raw.std()),
+    ]
+    # twice the median above a background: the true offset, or the darkest level the image shows
+    # (offset + autofluorescence), read as the cell-free pixels' median or a low percentile
+    for background in (W.offset, np.median(floor), np.percentile(image, 1), np.percentile(floor, 5)):
+        above = raw - background
+        guesses.append(np.sum(above >= 2 * np.median(above)))
+    return [int(g) for g in guesses]
+
+
 def _setup_dead(workdir: Path, rng: np.random.Generator) -> Truth:
     while True:
         labels, _ = W.nuclei(SHAPE, 24, rng, gap=4)
@@ -431,19 +447,24 @@ def _setup_dead(workdir: Path, rng: np.random.Generator) -> Truth:
         above = np.where(
             rng.random(n) < 0.7, rng.uniform(500, 1400, n), np.exp(rng.uniform(np.log(1400), np.log(4000), n))
         )
+        # 1.8x and "2x the median above the background" differ by under 10 %: move two or three
+        # tail nuclei into that band, so the lab's factor is what the count turns on
+        means = _means(W.acquire(_blurred(labels, above), rng), labels) - W.offset
+        median = float(np.median(means))
+        tail = np.flatnonzero(means > 1.2 * median)
+        if len(tail) < 3:
+            continue
+        band = rng.choice(tail, size=int(rng.integers(2, 4)), replace=False)
+        target = rng.uniform(1.86, 1.9, len(band)) * median
+        gain = (means[band] - W.background) / above[band]  # the blur's loss, per nucleus
+        above[band] = (target - W.background) / gain
         image = W.acquire(_blurred(labels, above), rng)
         means = _means(image, labels) - W.offset
         cutoff = DEAD_FACTOR * float(np.median(means))
-        if np.any(np.abs(means / cutoff - 1) < 0.06):
+        if np.any(np.abs(means / cutoff - 1) < 0.03):
             continue
         dead = int(np.sum(means >= cutoff))
-        raw = means + W.offset
-        guesses = (
-            np.sum(raw > threshold_otsu(raw)),
-            np.sum(raw > 2 * np.median(raw)),
-            np.sum(raw > raw.mean() + 2 * raw.std()),
-        )
-        if 2 <= dead and _differs(dead, *(int(g) for g in guesses)):
+        if 2 <= dead and _differs(dead, *_dead_guesses(image, labels, means + W.offset)):
             break
     save_tiff(workdir / "nuclei.tif", image)
     save_tiff(workdir / "labels.tif", labels.astype(np.uint16))
@@ -475,8 +496,10 @@ open("dead.txt", "w").write(str(dead))
         category="lab",
         why_hidden=(
             "There is no viability stain: the lab calls a nucleus dead from its DAPI brightness "
-            "alone, at 1.8x the field's median above the offset (not the 2x of raw counts a rule of thumb uses). Brightness runs continuously into "
-            "a bright tail, with no gap at that line, so a threshold read off the data lands elsewhere."
+            "alone, at 1.8x the field's median above the offset. Brightness runs continuously into "
+            "a bright tail, with no gap at that line, and the field is drawn again until a threshold "
+            "read off the data (Otsu, mean + 2 SD, 2x the raw median, or 2x the median above the "
+            "offset or above the visible background) misses the count by more than one."
         ),
     )
 )
