@@ -21,7 +21,15 @@ from skimage import measure
 from skimage.filters import gaussian, threshold_otsu
 
 from bench.cases import Case, CheckFailed, Truth, register
-from bench.cases._kit import find_artifact, load_tiff, per_label, read_csv, read_number, save_tiff
+from bench.cases._kit import (
+    find_artifact,
+    load_tiff,
+    per_label,
+    read_csv,
+    read_number,
+    save_tiff,
+    threshold_counts,
+)
 from bench.cases.illumination import _flatness
 from bench.cases.scope import (
     PLATE_IMAGER,
@@ -353,17 +361,23 @@ def _setup_positive(workdir: Path, rng: np.random.Generator) -> Truth:
         cells, nuclei, _ = cells_field(W, CELLS_SHAPE, 22, rng)
         n = int(cells.max())
         # GFP above background, continuous from clearly negative to bright, with more dim cells
-        # than bright ones; nothing within 80 counts of the cutoff, so the call is never a coin toss
-        above = np.exp(rng.uniform(np.log(80), np.log(2800), n))
+        # than bright ones; nothing within 80 counts of the cutoff, so the call is never a coin toss.
+        # The bright end reaches 8000, so the cells' mean (and Li, which lands near it) sits well
+        # above the cutoff
+        above = np.exp(rng.uniform(np.log(80), np.log(8000), n))
         image = W.acquire(_blurred(cells, above), rng)
         means = _means(image, cells) - W.offset
         if np.any(np.abs(means - cutoff) < 80):
             continue
         positive = int(np.sum(means >= cutoff))
-        raw = means + W.offset
-        if 2 <= positive <= n - 2 and _differs(
-            positive, int(np.sum(raw > threshold_otsu(raw))), int(np.sum(means > 2 * np.median(means)))
-        ):
+        # per-image thresholds on the raw means, above the offset and above the visible background
+        floor = float(np.median(image[cells == 0]))
+        guesses = [
+            count
+            for values in (means + W.offset, means, means + W.offset - floor)
+            for count in threshold_counts(values).values()
+        ]
+        if 2 <= positive <= n - 2 and _differs(positive, *guesses):
             break
     save_tiff(workdir / "gfp.tif", image)
     save_tiff(workdir / "labels.tif", cells.astype(np.uint16))
@@ -412,8 +426,9 @@ open("positive.txt", "w").write(str(positive))
         category="lab",
         why_hidden=(
             "GFP levels run continuously from clearly negative to bright with no gap at the lab's "
-            "cutoff; any per-image threshold (Otsu, a histogram valley, twice the median) lands "
-            "elsewhere, and nothing in the image says the cutoff is fixed, or where."
+            "cutoff, and the field is drawn again until every per-image threshold (Otsu, Li, Yen, "
+            "triangle, the mean, twice the median) misses the count by more than one; "
+            "nothing in the image says the cutoff is fixed, or where."
         ),
     )
 )
