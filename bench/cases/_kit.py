@@ -7,6 +7,7 @@ under a second. Readers raise :class:`CheckFailed` with a message an agent autho
 from __future__ import annotations
 
 import csv
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -209,7 +210,7 @@ def threshold_counts(values: np.ndarray) -> dict[str, int]:
     from skimage.filters import threshold_li, threshold_mean, threshold_otsu, threshold_triangle, threshold_yen
 
     values = np.asarray(values, dtype=np.float64)
-    rules = {
+    rules: dict[str, Callable[[np.ndarray], float]] = {
         "otsu": threshold_otsu,
         "li": threshold_li,
         "yen": threshold_yen,
