@@ -7,6 +7,7 @@ under a second. Readers raise :class:`CheckFailed` with a message an agent autho
 from __future__ import annotations
 
 import csv
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -200,3 +201,22 @@ def match_points(found: np.ndarray, truth: np.ndarray, radius: float) -> int:
             used_found.add(int(i))
             used_truth.add(int(j))
     return len(used_truth)
+
+
+def threshold_counts(values: np.ndarray) -> dict[str, int]:
+    """How many ``values`` (per-object means) lie above each per-image threshold a capable agent
+    might try instead of a fixed cutoff: Otsu, Li, Yen, triangle, the mean and twice the median.
+    The generators of fixed-cutoff cases redraw until each of these misses the lab's count."""
+    from skimage.filters import threshold_li, threshold_mean, threshold_otsu, threshold_triangle, threshold_yen
+
+    values = np.asarray(values, dtype=np.float64)
+    rules: dict[str, Callable[[np.ndarray], float]] = {
+        "otsu": threshold_otsu,
+        "li": threshold_li,
+        "yen": threshold_yen,
+        "triangle": threshold_triangle,
+        "mean": threshold_mean,
+    }
+    counts = {name: int(np.sum(values > rule(values))) for name, rule in rules.items()}
+    counts["2x median"] = int(np.sum(values > 2 * np.median(values)))
+    return counts

@@ -21,7 +21,15 @@ from skimage import measure
 from skimage.filters import gaussian, threshold_otsu
 
 from bench.cases import Case, CheckFailed, Truth, register
-from bench.cases._kit import find_artifact, load_tiff, per_label, read_csv, read_number, save_tiff
+from bench.cases._kit import (
+    find_artifact,
+    load_tiff,
+    per_label,
+    read_csv,
+    read_number,
+    save_tiff,
+    threshold_counts,
+)
 from bench.cases.illumination import _flatness
 from bench.cases.scope import (
     PLATE_IMAGER,
@@ -247,10 +255,14 @@ tifffile.imwrite("corrected.tif", ((sample - 500.0) / gain * gain.mean()).astype
         docs=("lab/flatfield", "lab/microscope"),
         category="lab",
         why_hidden=(
-            "The offset can be read off the pixels (every image sits on it), but any scaling of the "
-            "flat corrects the shading equally well: the output's level is a choice (the flat's "
-            "mean, its maximum, the field centre), and only the lab's doc says it is the centre. "
-            "Here the mean is 8 % and the maximum 5 % away from the centre; the check allows 3 %."
+            "The offset can be estimated from the pixels (every image sits on it, with about 60 "
+            "counts of autofluorescence above it), but any scaling of the flat corrects the shading "
+            "equally well: the output's level is a choice (the flat's mean, median or maximum, its "
+            "centre pixel or some centre window), and only the lab's doc says it is the mean over "
+            "the central 64 x 64. The scope's light has a dim spot at the field's centre and peaks "
+            "off-centre, so the centre pixel and a 16 x 16 or 32 x 32 window give levels 6-9 % "
+            "low, a 128 x 128 window, the mean and the median about 10 % high and the maximum "
+            "30 % high; the check allows 3 %."
         ),
     )
 )
@@ -353,17 +365,23 @@ def _setup_positive(workdir: Path, rng: np.random.Generator) -> Truth:
         cells, nuclei, _ = cells_field(W, CELLS_SHAPE, 22, rng)
         n = int(cells.max())
         # GFP above background, continuous from clearly negative to bright, with more dim cells
-        # than bright ones; nothing within 80 counts of the cutoff, so the call is never a coin toss
-        above = np.exp(rng.uniform(np.log(80), np.log(2800), n))
+        # than bright ones; nothing within 80 counts of the cutoff, so the call is never a coin toss.
+        # The bright end reaches 8000, so the cells' mean (and Li, which lands near it) sits well
+        # above the cutoff
+        above = np.exp(rng.uniform(np.log(80), np.log(8000), n))
         image = W.acquire(_blurred(cells, above), rng)
         means = _means(image, cells) - W.offset
         if np.any(np.abs(means - cutoff) < 80):
             continue
         positive = int(np.sum(means >= cutoff))
-        raw = means + W.offset
-        if 2 <= positive <= n - 2 and _differs(
-            positive, int(np.sum(raw > threshold_otsu(raw))), int(np.sum(means > 2 * np.median(means)))
-        ):
+        # per-image thresholds on the raw means, above the offset and above the visible background
+        floor = float(np.median(image[cells == 0]))
+        guesses = [
+            count
+            for values in (means + W.offset, means, means + W.offset - floor)
+            for count in threshold_counts(values).values()
+        ]
+        if 2 <= positive <= n - 2 and _differs(positive, *guesses):
             break
     save_tiff(workdir / "gfp.tif", image)
     save_tiff(workdir / "labels.tif", cells.astype(np.uint16))
@@ -412,8 +430,9 @@ open("positive.txt", "w").write(str(positive))
         category="lab",
         why_hidden=(
             "GFP levels run continuously from clearly negative to bright with no gap at the lab's "
-            "cutoff; any per-image threshold (Otsu, a histogram valley, twice the median) lands "
-            "elsewhere, and nothing in the image says the cutoff is fixed, or where."
+            "cutoff, and the field is drawn again until every per-image threshold (Otsu, Li, Yen, "
+            "triangle, the mean, twice the median) misses the count by more than one; "
+            "nothing in the image says the cutoff is fixed, or where."
         ),
     )
 )
@@ -421,6 +440,22 @@ open("positive.txt", "w").write(str(positive))
 
 DEAD_FACTOR = 1.8
 """The lab calls a nucleus dead at this many times the field's median DAPI above the offset."""
+
+
+def _dead_guesses(image: np.ndarray, labels: np.ndarray, raw: np.ndarray) -> list[int]:
+    """Dead counts by the rules of thumb a capable agent would try on this field."""
+    floor = image[labels == 0].astype(np.float64)
+    guesses = [
+        np.sum(raw > threshold_otsu(raw)),
+        np.sum(raw > 2 * np.median(raw)),
+        np.sum(raw > raw.mean() + 2 * raw.std()),
+    ]
+    # twice the median above a background: the true offset, or the darkest level the image shows
+    # (offset + autofluorescence), read as the cell-free pixels' median or a low percentile
+    for background in (W.offset, np.median(floor), np.percentile(image, 1), np.percentile(floor, 5)):
+        above = raw - background
+        guesses.append(np.sum(above >= 2 * np.median(above)))
+    return [int(g) for g in guesses]
 
 
 def _setup_dead(workdir: Path, rng: np.random.Generator) -> Truth:
@@ -431,19 +466,24 @@ def _setup_dead(workdir: Path, rng: np.random.Generator) -> Truth:
         above = np.where(
             rng.random(n) < 0.7, rng.uniform(500, 1400, n), np.exp(rng.uniform(np.log(1400), np.log(4000), n))
         )
+        # 1.8x and "2x the median above the background" differ by under 10 %: move two or three
+        # tail nuclei into that band, so the lab's factor is what the count turns on
+        means = _means(W.acquire(_blurred(labels, above), rng), labels) - W.offset
+        median = float(np.median(means))
+        tail = np.flatnonzero(means > 1.2 * median)
+        if len(tail) < 3:
+            continue
+        band = rng.choice(tail, size=int(rng.integers(2, 4)), replace=False)
+        target = rng.uniform(1.86, 1.9, len(band)) * median
+        gain = (means[band] - W.background) / above[band]  # the blur's loss, per nucleus
+        above[band] = (target - W.background) / gain
         image = W.acquire(_blurred(labels, above), rng)
         means = _means(image, labels) - W.offset
         cutoff = DEAD_FACTOR * float(np.median(means))
-        if np.any(np.abs(means / cutoff - 1) < 0.06):
+        if np.any(np.abs(means / cutoff - 1) < 0.03):
             continue
         dead = int(np.sum(means >= cutoff))
-        raw = means + W.offset
-        guesses = (
-            np.sum(raw > threshold_otsu(raw)),
-            np.sum(raw > 2 * np.median(raw)),
-            np.sum(raw > raw.mean() + 2 * raw.std()),
-        )
-        if 2 <= dead and _differs(dead, *(int(g) for g in guesses)):
+        if 2 <= dead and _differs(dead, *_dead_guesses(image, labels, means + W.offset)):
             break
     save_tiff(workdir / "nuclei.tif", image)
     save_tiff(workdir / "labels.tif", labels.astype(np.uint16))
@@ -475,8 +515,10 @@ open("dead.txt", "w").write(str(dead))
         category="lab",
         why_hidden=(
             "There is no viability stain: the lab calls a nucleus dead from its DAPI brightness "
-            "alone, at 1.8x the field's median above the offset (not the 2x of raw counts a rule of thumb uses). Brightness runs continuously into "
-            "a bright tail, with no gap at that line, so a threshold read off the data lands elsewhere."
+            "alone, at 1.8x the field's median above the offset. Brightness runs continuously into "
+            "a bright tail, with no gap at that line, and the field is drawn again until a threshold "
+            "read off the data (Otsu, mean + 2 SD, 2x the raw median, or 2x the median above the "
+            "offset or above the visible background) misses the count by more than one."
         ),
     )
 )

@@ -15,10 +15,9 @@ from pathlib import Path
 
 import numpy as np
 from scipy import ndimage as ndi
-from skimage.filters import threshold_otsu
 
 from bench.cases import Case, CheckFailed, Truth, register
-from bench.cases._kit import disks, find_artifact, per_label, read_number, save_tiff
+from bench.cases._kit import disks, find_artifact, per_label, read_number, save_tiff, threshold_counts
 from bench.cases.nuclei import nuclei_image
 from bench.cases.scope import CONFOCAL, INCUBATOR, PLATE_IMAGER, SCANNER, WIDEFIELD, cells_field, write_cells
 
@@ -28,52 +27,66 @@ SHAPE = (256, 256)
 # --- memo-border-rule ----------------------------------------------------------------------
 
 
+BORDER_PX = 15
+"""The lab's rule: a nucleus that comes within this many pixels of the image border is not counted
+(``clear_border(labels, buffer_size=15)``), whether it touches the border or not."""
+
+
 def _border_field(rng: np.random.Generator) -> tuple[np.ndarray, int]:
-    """Nuclei of which at least 5 cross the edge; returns the image and how many do not touch it."""
+    """Nuclei of which at least 3 cross the edge and at least 3 end 4-11 px short of it (inside
+    the lab's 15-px band, but not touching); returns the image and how many the lab counts."""
     while True:
-        labels, inside, crossing = _border_labels(rng)
-        if crossing >= 5:
-            return nuclei_image(labels, rng), inside
+        labels, counted, crossing, near = _border_labels(rng)
+        if crossing >= 3 and near >= 3:
+            return nuclei_image(labels, rng), counted
 
 
-def _border_labels(rng: np.random.Generator) -> tuple[np.ndarray, int, int]:
+def _border_labels(rng: np.random.Generator) -> tuple[np.ndarray, int, int, int]:
+    """Labels, and how many nuclei lie clear of the 15-px band, cross the edge, or lie in the band
+    without touching the edge. A nucleus whose gap to the edge is near 0 or near 15 px would be
+    called either way after blur and thresholding: such nuclei are dropped from the data."""
     labels, placed = disks(SHAPE, 30, rng, radius=(8, 11), gap=6, margin=-3)
     keep = np.zeros(labels.max() + 1, bool)
+    counted = crossing = near = 0
     for i, (y, x, r) in enumerate(placed, start=1):
-        distance = min(y, x, SHAPE[0] - 1 - y, SHAPE[1] - 1 - x)
-        # a nucleus ending 1-3 px from the edge is ambiguous after blur: drop it from the data
-        keep[i] = not (r - 3 < distance < r + 4)
-    labels = np.where(keep[labels], labels, 0)
-    inside = sum(
-        1
-        for i, (y, x, r) in enumerate(placed, start=1)
-        if keep[i] and min(y, x, SHAPE[0] - 1 - y, SHAPE[1] - 1 - x) >= r + 4
-    )
-    return labels, inside, int(keep[1:].sum()) - inside
+        gap = min(y, x, SHAPE[0] - 1 - y, SHAPE[1] - 1 - x) - r  # px between the disk and the edge
+        if gap <= -3:
+            crossing += 1
+        elif 4 <= gap <= BORDER_PX - 4:
+            near += 1
+        elif gap >= BORDER_PX + 5:
+            counted += 1
+        else:
+            continue
+        keep[i] = True
+    return np.where(keep[labels], labels, 0), counted, crossing, near
 
 
 def _setup_border(workdir: Path, rng: np.random.Generator) -> Truth:
     first, _ = _border_field(rng)
-    second, inside = _border_field(rng)
+    second, counted = _border_field(rng)
     save_tiff(workdir / "plate1.tif", first)
     save_tiff(workdir / "plate2.tif", second)
-    return {"inside": inside}
+    return {"counted": counted}
 
 
 def _check_border(workdir: Path, truth: Truth) -> tuple[bool, str]:
     reported = read_number(workdir / "count_plate2.txt")
-    ok = abs(reported - truth["inside"]) <= 1
-    return ok, f"count_plate2.txt says {reported:g}; {truth['inside']} nuclei do not touch the border (±1)"
+    ok = abs(reported - truth["counted"]) <= 1
+    return ok, (
+        f"count_plate2.txt says {reported:g}; {truth['counted']} nuclei lie more than {BORDER_PX} px from "
+        "the border (±1)"
+    )
 
 
 _COUNT = """
 import numpy as np, tifffile
 from skimage import filters, measure, segmentation
-def count(path, drop_border):
+def count(path, buffer_px=None):
     img = filters.gaussian(tifffile.imread(path).astype(float), sigma=1.5, preserve_range=True)
     labels = measure.label(img > filters.threshold_otsu(img))
-    if drop_border:
-        labels = segmentation.clear_border(labels)
+    if buffer_px is not None:
+        labels = segmentation.clear_border(labels, buffer_size=buffer_px)
     return len(np.unique(labels[labels > 0]))
 """
 
@@ -81,28 +94,38 @@ register(
     Case(
         name="memo-border-rule",
         first_request=(
-            "Count the nuclei in plate1.tif and write the number to count_plate1.txt. In our lab "
-            "we never count a nucleus that touches the image border: it is cut and its area is "
-            "wrong. Please keep that rule for every count you do for us from now on."
+            "plate1.tif is one field of a plate. Count the nuclei in it and write the number to "
+            "count_plate1.txt. In our lab we never count a nucleus that comes within 15 pixels of "
+            "the image border, whether it touches the border or not: the edge of these fields is "
+            "vignetted and those nuclei are mis-segmented. Please keep that rule for every nucleus "
+            "count of a field you do for us from now on."
         ),
-        first_solution=_COUNT + 'open("count_plate1.txt", "w").write(str(count("plate1.tif", True)))\n',
-        request="Count the nuclei in plate2.tif and write the number to count_plate2.txt.",
+        first_solution=_COUNT + 'open("count_plate1.txt", "w").write(str(count("plate1.tif", 15)))\n',
+        request=(
+            "plate2.tif is another field of that plate. Count the nuclei in it (a count for the "
+            "field, not a density) and write the number to count_plate2.txt."
+        ),
         setup=_setup_border,
         check=_check_border,
-        solution=_COUNT + 'open("count_plate2.txt", "w").write(str(count("plate2.tif", True)))  # the kept rule\n',
-        blind_solution=_COUNT + 'open("count_plate2.txt", "w").write(str(count("plate2.tif", False)))\n',
+        solution=_COUNT + 'open("count_plate2.txt", "w").write(str(count("plate2.tif", 15)))  # the kept rule\n',
+        blind_solution=_COUNT + 'open("count_plate2.txt", "w").write(str(count("plate2.tif", 0)))  # whole nuclei\n',
         memo=(
             "counting-rules",
             (
-                "# Counting rules\n\nWhen counting nuclei or cells, never count an object that touches the image "
-                "border (skimage.segmentation.clear_border before counting): it is cut and its area is wrong.\n"
+                "# Counting rules\n\nWhen counting the nuclei of a field (plates and the like), never count a "
+                "nucleus that comes within 15 px of the image border, touching it or not "
+                "(skimage.segmentation.clear_border(labels, buffer_size=15) before counting): the field's "
+                "edge is vignetted and those nuclei are mis-segmented.\n"
             ),
         ),
         docs=("counting-rules",),
         category="two-session",
         why_hidden=(
-            "The cut nuclei are visible, but whether a lab counts them (all, none, or by a counting "
-            "frame) is its rule, stated only in session 1's request; plate2.tif holds at least five."
+            "The nuclei near the border are visible, but which of them a lab counts (all, those "
+            "not touching it, a counting frame, or none within some distance) is its rule, stated "
+            "only in session 1's request. plate2.tif holds at least three nuclei cut by the border "
+            "and at least three that end 4-11 px short of it, so neither counting everything nor "
+            "dropping only the nuclei that touch the border comes within one of the lab's count."
         ),
     )
 )
@@ -354,13 +377,14 @@ EDU_CUTOFF = 800.0
 
 def _edu_field(rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray, int]:
     """An EdU image and its nuclei whose levels run continuously through the cutoff (none within
-    60 counts of it), drawn again until a per-image threshold would miss the count."""
+    60 counts of it), drawn again until every per-image threshold (Otsu, Li, Yen, triangle, the
+    mean, twice the median) would miss the count by more than one."""
     while True:
         labels, _ = PLATE_IMAGER.nuclei((256, 256), 40, rng, gap=4)
         n = int(labels.max())
         image = PLATE_IMAGER.acquire(
             ndi.gaussian_filter(
-                np.concatenate([[0.0], np.exp(rng.uniform(np.log(100), np.log(2500), n))])[labels], 1.0
+                np.concatenate([[0.0], np.exp(rng.uniform(np.log(100), np.log(8000), n))])[labels], 1.0
             ),
             rng,
         )
@@ -368,8 +392,11 @@ def _edu_field(rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray, int]:
         if np.any(np.abs(means - EDU_CUTOFF) < 60):
             continue
         positive = int(np.sum(means >= EDU_CUTOFF))
-        guess = int(np.sum(means > threshold_otsu(means)))
-        if 3 <= positive <= n - 3 and abs(guess - positive) > 1:
+        # on the values above the image's median, above the cell-free pixels' median, and raw
+        floor = float(np.median(image[labels == 0]))
+        shifts = (0.0, float(np.median(image)) - floor, float(np.median(image)))
+        guesses = [count for shift in shifts for count in threshold_counts(means + shift).values()]
+        if 3 <= positive <= n - 3 and all(abs(guess - positive) > 1 for guess in guesses):
             return image, labels, positive
 
 
@@ -432,8 +459,10 @@ register(
         docs=("edu-assay",),
         category="two-session",
         why_hidden=(
-            "The cutoff was set once for the assay; EdU levels run continuously through it, so a "
-            "per-image threshold lands elsewhere, and only session 1's request states the rule."
+            "The cutoff was set once for the assay; EdU levels run continuously through it, and "
+            "the image is drawn again until every per-image threshold (Otsu, Li, Yen, triangle, "
+            "the mean, twice the median) misses the count by more than one; only session 1's "
+            "request states the rule."
         ),
     )
 )

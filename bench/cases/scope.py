@@ -65,6 +65,9 @@ class Instrument:
     """Where the illumination peaks, as fractions of the field's height and width."""
     flat_depth: float = 0.45
     """How far the illumination falls from its peak to the farthest corner (fraction)."""
+    flat_dip: tuple[float, float] = (0.0, 0.1)
+    """A dim spot at the field's centre (the light guide's core): its depth (fraction of the
+    light lost at its middle) and its Gaussian width (fraction of the field's shorter side)."""
     meta: dict[str, str] = field(default_factory=dict)
 
     def radius_px(self, area_um2: float) -> float:
@@ -126,11 +129,15 @@ class Instrument:
 
     def flat(self, shape: tuple[int, int]) -> np.ndarray:
         """The instrument's illumination: 1 at its peak, falling smoothly to ``1 - flat_depth``
-        in the farthest corner. A property of the light path, the same in every file."""
+        in the farthest corner, times the dim spot ``flat_dip`` at the field's centre. A property
+        of the light path, the same in every file."""
         yy, xx = np.mgrid[: shape[0], : shape[1]].astype(np.float64)
         cy, cx = shape[0] * self.flat_peak[0], shape[1] * self.flat_peak[1]
         r2 = (yy - cy) ** 2 + (xx - cx) ** 2
-        return 1 - self.flat_depth * r2 / r2.max()
+        depth, width = self.flat_dip
+        sigma = width * min(shape)
+        centre2 = (yy - (shape[0] - 1) / 2) ** 2 + (xx - (shape[1] - 1) / 2) ** 2
+        return (1 - self.flat_depth * r2 / r2.max()) * (1 - depth * np.exp(-centre2 / (2 * sigma**2)))
 
 
 WIDEFIELD = Instrument(
@@ -142,6 +149,7 @@ WIDEFIELD = Instrument(
     frame_minutes=2.0,
     flat_peak=(0.3, 0.25),
     flat_depth=0.5,
+    flat_dip=(0.25, 0.094),
 )
 """The lab's widefield (Ti2, 25x silicone objective, 6.5 µm camera pixels): "our scope"."""
 
