@@ -222,6 +222,32 @@ async def test_an_index_edit_that_adds_a_procedure_line_sends_prompts_list_chang
     assert "lab.count-cells" not in before and after == ["lab.count-cells", *before]
 
 
+async def test_a_list_taken_right_after_the_change_does_not_hide_it_from_another_session(built: Any) -> None:
+    """The writer lists prompts at once (inside the window before the change is checked): the
+    other session still hears of the change, and of the next one."""
+    mcp, state = built
+    (state.store.local_dir / "lab").mkdir(parents=True)
+    (state.store.local_dir / "lab" / "count-cells.md").write_text(COUNT_CELLS)
+    add_line = {"id": "index", "old": "## Procedures\n", "new": "## Procedures\n- lab/count-cells: count cells\n"}
+    other = PromptInbox()
+    with anyio.fail_after(WAIT):
+        async with (
+            Client(mcp, mode="legacy", cache=None) as writer,
+            Client(mcp, mode="legacy", cache=None, message_handler=other) as reader,
+        ):
+            assert "lab.count-cells" not in [p.name for p in (await reader.list_prompts()).prompts]
+            assert not (await writer.call_tool("write_doc", add_line)).is_error
+            assert "lab.count-cells" in [p.name for p in (await writer.list_prompts()).prompts]
+            await other.wait(1)
+            assert not (
+                await writer.call_tool(
+                    "write_doc", {"id": "index", "old": "- lab/count-cells: count cells\n", "new": ""}
+                )
+            ).is_error
+            await other.wait(2)
+    assert other.count == 2
+
+
 async def test_a_hand_edit_of_the_index_seen_by_the_watcher_sends_prompts_list_changed(built: Any) -> None:
     """While a client listens, the watcher looks at the disk: a procedure line added by hand (or by
     another server process) changes the prompts, and that is announced too."""

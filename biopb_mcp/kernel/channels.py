@@ -33,6 +33,8 @@ NUDGE_EVERY_MAX = 2.0
 def nudge_waits(first: float) -> Iterator[float]:
     """Seconds to wait before each nudge of an unanswered request: ``first``, then doubling up to
     ``NUDGE_EVERY_MAX`` (a few cheap kernel_info_requests a second at most, however long it waits)."""
+    if first <= 0:
+        raise ValueError(f"the first wait must be positive, got {first}")
     wait = first
     while True:
         yield wait
@@ -148,7 +150,7 @@ class KernelChannels:
             deadline = time.monotonic() + timeout
             waits = nudge_waits(nudge_after) if nudge_after is not None else iter(())
             while not pending.event.wait(min(next(waits, timeout), max(0.0, deadline - time.monotonic()))):
-                if time.monotonic() >= deadline or self.closed.is_set():
+                if nudge_after is None or time.monotonic() >= deadline or self.closed.is_set():
                     break
                 self._enqueue(channel, self.new_msg("kernel_info_request", {}))
             return pending.reply if pending.event.is_set() else None

@@ -342,10 +342,7 @@ class KernelClient:
             if ex.idle_seen and not ex.reply_seen:
                 idle_since = idle_since or now
                 if now - idle_since >= _REPLY_GRACE:
-                    with self._lock:
-                        self._by_msg.pop(ex.msg_id, None)
-                        if self._current is ex:
-                            self._current = None
+                    self._forget(ex)
                     ex.finish(
                         ExecutionStatus.INTERRUPTED,
                         note="The interrupt arrived before the code started: none of it ran.",
@@ -527,12 +524,16 @@ class KernelClient:
             final = ExecutionStatus.ABORTED
         else:
             final = ExecutionStatus.OK
+        self._forget(ex)
+        ex.finish(final)
+
+    def _forget(self, ex: Execution) -> None:
+        """Drop an ended execution from what routes messages and what nudges a kernel."""
         with self._lock:
             self._by_msg.pop(ex.msg_id, None)
             self._nudges.pop(ex.msg_id, None)
             if self._current is ex:
                 self._current = None
-        ex.finish(final)
 
     def _outside_cell(self, msg: dict[str, Any]) -> None:
         """IO thread: a cell another client ran (a console; the notebook of a joined kernel). Its

@@ -73,19 +73,24 @@ def _signature(found: Mapping[str, Procedure]) -> Signature:
 
 
 class ProcedurePrompts:
-    """The prompt set of one store, read fresh per request; remembers the last set it computed
-    so a change can be announced once."""
+    """The prompt set of one store, read fresh per request; remembers the set it last announced
+    (or first served) so each change is announced once, whoever listed prompts meanwhile."""
 
     def __init__(self, store: DocStore) -> None:
         self.store = store
-        self._last: Signature | None = None
+        self._announced: Signature | None = None
+        """The set clients were last told of: the first one served, then each one ``changed`` found.
+        Serving a request does not move it, so a list taken between a change and its check
+        cannot hide the change from the other sessions."""
         self._lock = threading.Lock()
+        self._checking = threading.Lock()  # one check at a time: two cannot both report one change
 
     def current(self) -> dict[str, Procedure]:
         """Prompt name -> procedure, as the index lists them now (blocking: call off the loop)."""
         found = {prompt_name(p.doc_id): p for p in procedures(self.store)}
         with self._lock:
-            self._last = _signature(found)
+            if self._announced is None:
+                self._announced = _signature(found)
         return found
 
     def names(self) -> list[str]:
@@ -93,11 +98,16 @@ class ProcedurePrompts:
         return list(self.current())
 
     def changed(self) -> bool:
-        """Whether the set differs from the one last read (blocking); False when none was read
-        yet: no client has seen a set that could have changed."""
-        with self._lock:
-            before = self._last
-        return before is not None and _signature(self.current()) != before
+        """Whether the set differs from the one last announced (blocking), and if so, that one is
+        now announced; False while none was served yet: no client holds a set that could change."""
+        with self._checking:
+            with self._lock:
+                if self._announced is None:
+                    return False
+            now = _signature({prompt_name(p.doc_id): p for p in procedures(self.store)})
+            with self._lock:
+                differs, self._announced = now != self._announced, now
+            return differs
 
     async def list_prompts(
         self, ctx: ServerRequestContext[Any, Any], params: PaginatedRequestParams

@@ -62,6 +62,9 @@ PROMPTS_SETTLE_S = 0.2
 """Seconds without a write before the prompt set is looked at again: a burst of writes costs one
 look, taken after it rather than beside each write."""
 
+PROMPTS_LATEST_S = 1.0
+"""Seconds after a burst's first write by which the prompt set is looked at even if writes go on."""
+
 CallNext = Callable[[ServerRequestContext[Any, Any]], Awaitable[Any]]
 Snapshot = dict[str, tuple[int, int]]
 
@@ -101,6 +104,7 @@ class DocNotifier:
         event loop; True sends ``prompts/list_changed``."""
         self._prompts_lock = threading.Lock()
         self._prompts_due: float | None = None  # when the prompt set is next looked at
+        self._prompts_deadline = 0.0  # the latest it may be put off to, set by a burst's first write
         self._prompts_worker: threading.Thread | None = None
 
     # -- publishing ---------------------------------------------------------------------------
@@ -127,9 +131,13 @@ class DocNotifier:
 
     def _check_prompts_later(self, token: Any) -> None:
         """Whether writes changed the prompt set is found off the call's path, once a burst of
-        writes has settled: it reads every listed doc, which beside the next write would slow it."""
+        writes has settled (at most ``PROMPTS_LATEST_S`` after its first write): it reads every
+        listed doc, which beside the next write would slow it."""
         with self._prompts_lock:
-            self._prompts_due = time.monotonic() + PROMPTS_SETTLE_S
+            now = time.monotonic()
+            if self._prompts_due is None:
+                self._prompts_deadline = now + PROMPTS_LATEST_S
+            self._prompts_due = min(now + PROMPTS_SETTLE_S, self._prompts_deadline)
             if self._prompts_worker is not None:
                 return
             self._prompts_worker = worker = threading.Thread(
@@ -138,25 +146,29 @@ class DocNotifier:
         worker.start()
 
     def _prompts_loop(self, token: Any) -> None:
-        while True:
-            with self._prompts_lock:
-                due = self._prompts_due
-                if due is None:
-                    self._prompts_worker = None
-                    return
-                wait = due - time.monotonic()
-                if wait <= 0:
-                    self._prompts_due = None
-            if wait > 0:
-                time.sleep(wait)
-                continue
-            if self._prompts_changed():
+        try:
+            while True:
+                with self._prompts_lock:
+                    due = self._prompts_due
+                    if due is None:
+                        return
+                    wait = due - time.monotonic()
+                    if wait <= 0:
+                        self._prompts_due = None
+                if wait > 0:
+                    time.sleep(wait)
+                    continue
+                if not self._prompts_changed():
+                    continue
                 try:
                     anyio.from_thread.run(self.notify_prompts_changed, token=token)
                 except RuntimeError:  # the event loop is gone: the server stopped
-                    with self._prompts_lock:
-                        self._prompts_worker = None
                     return
+                except Exception:  # one lost notice must not end the checks
+                    logger.warning("docs: could not announce that the prompts changed", exc_info=True)
+        finally:
+            with self._prompts_lock:
+                self._prompts_worker = None
 
     def _stamps(self, doc_ids: list[str]) -> Snapshot:
         """What ``local_state`` shows for these ids now (a file missing is left out)."""
