@@ -122,3 +122,13 @@ def test_data_from_a_lab_instrument_obeys_its_lab_doc(case, tmp_path: Path) -> N
             assert len(debris) and debris.max() < stated.debris_below_um2, (
                 f"{item.file}: debris up to {debris.max():.1f} µm²"
             )
+
+
+def test_a_generator_that_cannot_meet_its_conditions_stops_with_its_name() -> None:
+    from bench.cases._kit import redraws
+
+    tries = []
+    with pytest.raises(RuntimeError, match="_setup_x: no draw met the case's conditions in 3 tries"):
+        for attempt in redraws("_setup_x", 3):
+            tries.append(attempt)
+    assert tries == [0, 1, 2]

@@ -7,7 +7,7 @@ under a second. Readers raise :class:`CheckFailed` with a message an agent autho
 from __future__ import annotations
 
 import csv
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import numpy as np
@@ -26,10 +26,23 @@ __all__ = [
     "per_label",
     "read_csv",
     "read_number",
+    "redraws",
     "save_tiff",
     "smooth_texture",
     "to_uint16",
 ]
+
+
+REDRAWS = 500
+"""Draws a case generator may take to meet its conditions; the ones here need at most about 20."""
+
+
+def redraws(what: str, limit: int = REDRAWS) -> Iterator[int]:
+    """The attempts of a generator that redraws until its data meets the case's conditions (a
+    guess that must miss, a gap at a cutoff): bounded, so a change that makes them unmeetable
+    stops with its name instead of hanging the bench."""
+    yield from range(limit)
+    raise RuntimeError(f"{what}: no draw met the case's conditions in {limit} tries")
 
 
 def save_tiff(path: Path, data: np.ndarray, axes: str | None = None) -> None:

@@ -27,6 +27,7 @@ from bench.cases._kit import (
     per_label,
     read_csv,
     read_number,
+    redraws,
     save_tiff,
     threshold_counts,
 )
@@ -361,7 +362,7 @@ def _differs(truth: int, *guesses: int) -> bool:
 
 def _setup_positive(workdir: Path, rng: np.random.Generator) -> Truth:
     cutoff = 1000.0  # the lab's: mean GFP minus the offset
-    while True:
+    for _ in redraws("_setup_positive"):
         cells, nuclei, _ = cells_field(W, CELLS_SHAPE, 22, rng)
         n = int(cells.max())
         # GFP above background, continuous from clearly negative to bright, with more dim cells
@@ -459,7 +460,7 @@ def _dead_guesses(image: np.ndarray, labels: np.ndarray, raw: np.ndarray) -> lis
 
 
 def _setup_dead(workdir: Path, rng: np.random.Generator) -> Truth:
-    while True:
+    for _ in redraws("_setup_dead"):
         labels, _ = W.nuclei(SHAPE, 24, rng, gap=4)
         n = int(labels.max())
         # DAPI above background: most nuclei 500-1400, a continuous tail up to 4000 (condensed chromatin)
@@ -534,7 +535,7 @@ gate (40) must still sort every object the same way. Narrow enough to be one of 
 
 def _setup_debris(workdir: Path, rng: np.random.Generator) -> Truth:
     gate = W.debris_below_um2
-    while True:
+    for _ in redraws("_setup_debris"):
         # areas log-uniform over 6-90 µm² (fragments to large nuclei), one continuous spread
         areas = np.exp(rng.uniform(np.log(6.0), np.log(90.0), 44))
         areas = areas[(areas < GATE_GAP[0]) | (areas > GATE_GAP[1])]
@@ -611,7 +612,7 @@ open("count.txt", "w").write(str(count))
 
 def _setup_density(workdir: Path, rng: np.random.Generator) -> Truth:
     h, w = SHAPE
-    while True:
+    for _ in redraws("_setup_density"):
         labels, placed = W.nuclei(SHAPE, 40, rng, gap=5, margin=-4)
         keep, top_left, bottom_right = [0], 0, 0
         for i, (y, x, r) in enumerate(placed, start=1):
@@ -695,7 +696,7 @@ SITES_PER_WELL = 2
 
 
 def _setup_plate(workdir: Path, rng: np.random.Generator) -> Truth:
-    while True:
+    for _ in redraws("_setup_plate"):
         per_well = rng.choice(np.arange(12, 70, 2), size=len(WELLS), replace=False)
         if np.min(np.diff(np.sort(per_well))) >= 4:
             break

@@ -17,7 +17,7 @@ import numpy as np
 from scipy import ndimage as ndi
 
 from bench.cases import Case, CheckFailed, Truth, register
-from bench.cases._kit import disks, find_artifact, per_label, read_number, save_tiff, threshold_counts
+from bench.cases._kit import disks, find_artifact, per_label, read_number, redraws, save_tiff, threshold_counts
 from bench.cases.nuclei import nuclei_image
 from bench.cases.scope import CONFOCAL, INCUBATOR, PLATE_IMAGER, SCANNER, WIDEFIELD, cells_field, write_cells
 
@@ -35,10 +35,11 @@ BORDER_PX = 15
 def _border_field(rng: np.random.Generator) -> tuple[np.ndarray, int]:
     """Nuclei of which at least 3 cross the edge and at least 3 end 4-11 px short of it (inside
     the lab's 15-px band, but not touching); returns the image and how many the lab counts."""
-    while True:
+    for _ in redraws("_border_field"):
         labels, counted, crossing, near = _border_labels(rng)
         if crossing >= 3 and near >= 3:
             return nuclei_image(labels, rng), counted
+    raise AssertionError("redraws() raises before its loop can end")
 
 
 def _border_labels(rng: np.random.Generator) -> tuple[np.ndarray, int, int, int]:
@@ -379,7 +380,7 @@ def _edu_field(rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray, int]:
     """An EdU image and its nuclei whose levels run continuously through the cutoff (none within
     60 counts of it), drawn again until every per-image threshold (Otsu, Li, Yen, triangle, the
     mean, twice the median) would miss the count by more than one."""
-    while True:
+    for _ in redraws("_edu_field"):
         labels, _ = PLATE_IMAGER.nuclei((256, 256), 40, rng, gap=4)
         n = int(labels.max())
         image = PLATE_IMAGER.acquire(
@@ -398,6 +399,7 @@ def _edu_field(rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray, int]:
         guesses = [count for shift in shifts for count in threshold_counts(means + shift).values()]
         if 3 <= positive <= n - 3 and all(abs(guess - positive) > 1 for guess in guesses):
             return image, labels, positive
+    raise AssertionError("redraws() raises before its loop can end")
 
 
 def _setup_edu(workdir: Path, rng: np.random.Generator) -> Truth:
