@@ -89,15 +89,7 @@ def test_status_and_log_show_what_the_agent_ran(notebook: tuple[NotebookKernel, 
         recorder.code_cell(code, collector, {"job_id": f"job-{n}", "status": "ok", "seconds": 0.1})
     assert recorder.flush()
     recorder.close()
-    link.announce(
-        AgentPresence(
-            server_pid=os.getpid(),
-            transport="stdio",
-            owns_kernel=False,
-            connection_file=str(kernel.connection_file),
-            session_notebook=str(path),
-        )
-    )
+    _announce_agent(link, kernel.connection_file, path)
     link.note_submitted("job-2", "print('agent says hi')\nmean = 41 + a")
     status = kernel.run("%biopb status").stdout
     assert f"biopb-mcp pid {os.getpid()}" in status and "the kernel stays yours" in status
@@ -142,15 +134,7 @@ def test_log_shows_an_agents_image_by_its_size_to_a_text_frontend(
     recorder.code_cell("display(img)", collector, {"job_id": "job-9", "status": "ok"})
     assert recorder.flush()
     recorder.close()
-    link.announce(
-        AgentPresence(
-            server_pid=os.getpid(),
-            transport="stdio",
-            owns_kernel=False,
-            connection_file=str(kernel.connection_file),
-            session_notebook=str(path),
-        )
-    )
+    _announce_agent(link, kernel.connection_file, path)
     ran = kernel.run("%biopb log 1")
     assert ran.error is None, ran
     (shown,) = ran.results
@@ -247,3 +231,16 @@ def test_an_agent_that_left_cleanly_is_reported_as_one_that_was_killed(
     assert cell.metadata.biopb.outside_names == ["nb_value"] and "raises-exception" in cell.metadata.tags
     assert "#   nb_value" in nb.cells[1].source
     assert kernel.run("print(left_cleanly)").stdout == "7\n"  # the kernel and its namespace stay
+
+
+def _announce_agent(link: KernelLink, connection_file: Path | str, notebook: Path) -> None:
+    """What an attached stdio server writes beside the kernel: its presence and its notebook."""
+    link.announce(
+        AgentPresence(
+            server_pid=os.getpid(),
+            transport="stdio",
+            owns_kernel=False,
+            connection_file=str(connection_file),
+            session_notebook=str(notebook),
+        )
+    )
