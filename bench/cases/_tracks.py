@@ -32,6 +32,7 @@ class Scene:
     crossings: int = 0  # pairs sent through one point at one frame
     diameter: float = 8.0
     noise: float = 10.0  # camera noise sd (objects ~ 400 above a background of 100)
+    clearance: float = 1.1  # closest approach of two objects (but a crossing pair), in diameters
 
 
 @dataclass
@@ -71,7 +72,7 @@ def generate(scene: Scene, seen_in: str = "labels") -> tuple[np.ndarray, np.ndar
     margin = vmax * scene.frames + scene.diameter  # a world wide enough that the density holds
     area_world = (h + 2 * margin) * (w + 2 * margin)
     count = max(scene.n, round(scene.n * area_world / (h * w)))
-    sep = 1.2 * scene.diameter
+    sep = (scene.clearance + 0.1) * scene.diameter
     starts: list[tuple[float, float]] = []
     for _ in range(200_000):
         p = (rng.uniform(-margin, h + margin), rng.uniform(-margin, w + margin))
@@ -116,7 +117,7 @@ def generate(scene: Scene, seen_in: str = "labels") -> tuple[np.ndarray, np.ndar
         for i, path in forced.items():
             proposed[i] = path[min(t + 1, scene.frames - 1)]
         for _ in range(20):
-            pairs = cKDTree(proposed).query_pairs(scene.diameter * 1.1, output_type="ndarray")
+            pairs = cKDTree(proposed).query_pairs(scene.diameter * scene.clearance, output_type="ndarray")
             clash = np.zeros(len(starts), bool)
             clash[pairs.ravel()] = True
             clash &= free
