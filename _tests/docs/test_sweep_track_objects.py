@@ -33,7 +33,7 @@ CASES = {
         Scene(42, 40, shape=(224, 224), frames=15, speed=0.4, gaps=0.3, crossings=3),
         "labels",
     ),
-    "movie-5-objects-slow": (Scene(43, 5, shape=(128, 128), speed=0.1, gaps=0.5, crossings=1), "movie"),
+    "movie-5-objects-slow": (Scene(43, 5, shape=(128, 128), speed=0.1, gaps=0.5), "movie"),
 }
 
 

@@ -131,6 +131,11 @@ def generate(scene: Scene, seen_in: str = "labels") -> tuple[np.ndarray, np.ndar
             proposed[clash] = pos[clash]  # boxed in: it waits a frame
         pos = proposed
     inside = (centres[..., 0] >= 0) & (centres[..., 0] <= h - 1) & (centres[..., 1] >= 0) & (centres[..., 1] <= w - 1)
+    # a crossing pair meets only each other: an object its paths run into (a slow one cannot get out
+    # of the way) is left out of the scene
+    for i in forced:
+        near = np.hypot(*(centres - centres[i][None]).transpose(2, 0, 1)).min(axis=1) < scene.diameter * scene.clearance
+        inside[near & free] = False
     drawn = inside.copy()
     gap_objects = rng.choice(len(starts), round(scene.gaps * len(starts)), replace=False)
     for i in gap_objects:
