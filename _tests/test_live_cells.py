@@ -1,0 +1,233 @@
+"""The agent's cells appear live in the scientist's open notebook, end to end.
+
+A real JupyterLab server with real-time collaboration on loopback (one for the module), notebooks
+and kernels made through its REST API as the browser makes them, jupyter-nbmodel-client in the
+browser's place in each notebook's room, ``%load_ext biopb_mcp`` run in the kernel over its
+channels as the scientist's cell would, and biopb-mcp attached with ``--existing`` over real stdio.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import AsyncIterator, Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+from jupyter_client import BlockingKernelClient
+from mcp import Client, StdioServerParameters
+
+from _tests.support.jupyter_rtc import JupyterServer, Notebook, cells_of, require_rtc
+from _tests.support.results import text_of
+from _tests.support.runner import run_to_end
+
+pytestmark = pytest.mark.anyio
+
+SCIENTIST_CELL = {
+    "cell_type": "code",
+    "id": "scientist-1",
+    "source": "threshold = 0.5",
+    "metadata": {"tags": ["mine"]},
+    "outputs": [],
+    "execution_count": None,
+}
+FIGURE = (
+    "import matplotlib\nmatplotlib.use('module://matplotlib_inline.backend_inline')\n"
+    "import matplotlib.pyplot as plt\nplt.plot([1, 3, 2])\nplt.show()"
+)
+
+
+@pytest.fixture(scope="module")
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[JupyterServer]:
+    require_rtc()
+    jupyter = JupyterServer(tmp_path_factory.mktemp("live"))
+    try:
+        yield jupyter
+    finally:
+        jupyter.close()
+
+
+@dataclass
+class Opened:
+    """A notebook as the scientist has it open: its kernel's channels and its room's document."""
+
+    notebook: Notebook
+    kernel: BlockingKernelClient
+    doc: Any  # jupyter_nbmodel_client.NbModelClient, the browser's stand-in
+
+    def run(self, code: str) -> str:
+        """A cell the scientist runs; what it printed."""
+        out: list[str] = []
+        self.kernel.execute_interactive(
+            code, output_hook=lambda m: out.append(str(m["content"].get("text", ""))), timeout=60
+        )
+        return "".join(out)
+
+
+async def open_notebook(server: JupyterServer, name: str, cells: list[dict[str, Any]]) -> AsyncIterator[Opened]:
+    from jupyter_nbmodel_client import NbModelClient
+
+    notebook = server.open_session(server.new_notebook(name, cells))
+    kernel = BlockingKernelClient(connection_file=str(notebook.connection_file))
+    kernel.load_connection_file()
+    kernel.start_channels(hb=False)  # the heartbeat channel reports "dead" until its first beat
+    try:
+        kernel.wait_for_ready(timeout=90)
+        async with NbModelClient(server.room_url(name)) as doc:
+            opened = Opened(notebook, kernel, doc)
+            loaded = opened.run("%load_ext biopb_mcp")
+            assert "Live: the agent's cells will appear in this notebook" in loaded, loaded
+            yield opened
+    finally:
+        kernel.stop_channels()
+
+
+async def attach(server: JupyterServer, notebook: Notebook) -> AsyncIterator[Client]:
+    """biopb-mcp --existing on the notebook's kernel, as the line %load_ext printed launches it."""
+    params = StdioServerParameters(
+        command=sys.executable,
+        args=["-m", "biopb_mcp", "--existing", str(notebook.connection_file)],
+        env={**os.environ, **server.env},
+    )
+    async with Client(params, mode="legacy", read_timeout_seconds=90) as client:
+        started = await client.call_tool("start_kernel", {})
+        assert not started.is_error and "attached" in text_of(started).lower(), text_of(started)
+        yield client
+
+
+@pytest.fixture(scope="module")
+async def opened(server: JupyterServer) -> AsyncIterator[Opened]:
+    async for nb in open_notebook(server, "analysis.ipynb", [SCIENTIST_CELL]):
+        yield nb
+
+
+@pytest.fixture(scope="module")
+async def agent(server: JupyterServer, opened: Opened) -> AsyncIterator[Client]:
+    async for client in attach(server, opened.notebook):
+        yield client
+
+
+async def until(doc: Any, wanted: Callable[[list[dict[str, Any]]], bool], within: float = 60) -> list[dict[str, Any]]:
+    """The room's cells once ``wanted`` holds for them (the test fails after ``within`` s)."""
+    cells = cells_of(doc)
+    with anyio.fail_after(within):
+        while not wanted(cells):
+            await anyio.sleep(0.05)
+            cells = cells_of(doc)
+    return cells
+
+
+def agent_cells(cells: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [c for c in cells if c.get("metadata", {}).get("biopb", {}).get("agent")]
+
+
+def finished(count: int) -> Callable[[list[dict[str, Any]]], bool]:
+    """``count`` agent cells, the last one finished (its execution count set)."""
+
+    def check(cells: list[dict[str, Any]]) -> bool:
+        mine = agent_cells(cells)
+        return len(mine) >= count and mine[count - 1].get("execution_count") is not None
+
+    return check
+
+
+def text_outputs(cell: dict[str, Any]) -> str:
+    return "".join(str(o.get("text", "")) for o in cell["outputs"] if o["output_type"] == "stream")
+
+
+async def test_the_agents_print_error_and_figure_appear_as_its_cells_beside_the_scientists(
+    opened: Opened, agent: Client
+) -> None:
+    doc = opened.doc
+    printed = await run_to_end(agent, "print('cells found:', 12)")
+    assert "cells found: 12" in text_of(printed)
+    cells = await until(doc, finished(1))
+    first = agent_cells(cells)[0]
+    assert first["source"].splitlines()[0].startswith("# [biopb agent] job-")
+    assert first["source"].endswith("print('cells found:', 12)")
+    assert first["metadata"]["biopb"]["job"] in first["source"].splitlines()[0]
+    assert text_outputs(first) == "cells found: 12\n"
+
+    # meanwhile the scientist edits their cell and adds one below the agent's
+    index = next(i for i, c in enumerate(cells) if c["id"] == "scientist-1")
+    doc.set_cell_source(index, "threshold = 0.7  # tuned while the agent works")
+    doc.add_code_cell("summary = 'mine'")
+
+    failed = await run_to_end(agent, "raise ValueError('no nuclei in this field')")
+    assert "no nuclei" in text_of(failed)
+    figure = await run_to_end(agent, FIGURE)
+    assert not figure.is_error, text_of(figure)
+    cells = await until(doc, finished(3))
+
+    mine = agent_cells(cells)
+    errors = [o for o in mine[1]["outputs"] if o["output_type"] == "error"]
+    assert errors and errors[0]["ename"] == "ValueError" and "no nuclei" in errors[0]["evalue"]
+    images = [o for o in mine[2]["outputs"] if "image/png" in o.get("data", {})]
+    assert images and images[0]["output_type"] == "display_data", mine[2]["outputs"]
+    # the scientist's cells: unchanged by the agent, in their places; the agent's go after its last one
+    assert cells[0]["id"] == "scientist-1" and cells[0]["source"] == "threshold = 0.7  # tuned while the agent works"
+    assert cells[0]["metadata"].get("tags") == ["mine"] and cells[0]["outputs"] == []
+    assert [c["id"] for c in cells[1:4]] == [c["id"] for c in mine]
+    assert cells[4]["source"] == "summary = 'mine'" and len(cells) == 5
+    # the scientist's own run is not the agent's: no cell for it
+    assert opened.run("print('scientist ran this')") == "scientist ran this\n"
+    await run_to_end(agent, "print('fourth')")
+    cells = await until(doc, finished(4))
+    assert not any("scientist ran this" in c["source"] for c in cells)
+    assert cells[4]["source"].endswith("print('fourth')") and cells[5]["source"] == "summary = 'mine'"
+
+
+async def test_live_off_stops_the_cells_and_on_brings_them_back(opened: Opened, agent: Client) -> None:
+    doc = opened.doc
+    before = len(agent_cells(cells_of(doc)))
+    assert "Live cells: off" in opened.run("%biopb live off")
+    assert "Live cells: off" in opened.run("%biopb status")
+    await run_to_end(agent, "print('not shown live')")
+    assert "Live cells: on" in opened.run("%biopb live on")
+    await run_to_end(agent, "print('shown again')")
+    cells = await until(doc, finished(before + 1))
+    assert not any("not shown live" in c["source"] for c in cells)
+    assert agent_cells(cells)[before]["source"].endswith("print('shown again')")
+    status = opened.run("%biopb status")
+    assert "Live cells: on: the agent's cells appear in analysis.ipynb" in status, status
+    assert "%biopb live takes on or off" in opened.run("%biopb live maybe")
+
+
+async def test_two_notebooks_two_agents_each_writes_only_its_own(server: JupyterServer) -> None:
+    async for left in open_notebook(server, "left.ipynb", [SCIENTIST_CELL]):
+        async for right in open_notebook(server, "right.ipynb", [SCIENTIST_CELL]):
+            async for left_agent in attach(server, left.notebook):
+                async for right_agent in attach(server, right.notebook):
+                    for i in range(2):
+                        await run_to_end(left_agent, f"print('left agent', {i})")
+                        await run_to_end(right_agent, f"print('right agent', {i})")
+                    left_cells = await until(left.doc, finished(2))
+                    right_cells = await until(right.doc, finished(2))
+    assert [text_outputs(c) for c in agent_cells(left_cells)] == ["left agent 0\n", "left agent 1\n"]
+    assert [text_outputs(c) for c in agent_cells(right_cells)] == ["right agent 0\n", "right agent 1\n"]
+
+
+def test_outside_jupyter_status_says_why_not_live(tmp_path: Path) -> None:
+    """A kernel no Jupyter server started (a console's, VS Code's): nothing changes, status says why."""
+    from _tests.support.notebook_kernel import NotebookKernel, isolated_env
+
+    runtime = tmp_path / "jupyter-runtime"
+    runtime.mkdir(mode=0o700)
+    env = {**isolated_env(tmp_path), "JUPYTER_RUNTIME_DIR": str(runtime)}
+    kernel = NotebookKernel(env, runtime / "kernel-console.json")
+    try:
+        loaded = kernel.run("%load_ext biopb_mcp").stdout
+        assert "Live" not in loaded, loaded
+        status = kernel.run("%biopb status").stdout
+        assert "Live cells: not shown in this notebook" in status, status
+        assert "not started by a Jupyter server for a notebook" in status and "%biopb log" in status
+    finally:
+        kernel.close()
