@@ -8,6 +8,7 @@ channels as the scientist's cell would, and biopb-mcp attached with ``--existing
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
 from collections.abc import AsyncIterator, Callable, Iterator
@@ -26,7 +27,7 @@ from _tests.support.runner import run_to_end
 
 pytestmark = pytest.mark.anyio
 
-SCIENTIST_CELL = {
+SCIENTIST_CELL: dict[str, Any] = {
     "cell_type": "code",
     "id": "scientist-1",
     "source": "threshold = 0.5",
@@ -231,3 +232,82 @@ def test_outside_jupyter_status_says_why_not_live(tmp_path: Path) -> None:
         assert "not started by a Jupyter server for a notebook" in status and "%biopb log" in status
     finally:
         kernel.close()
+
+
+SCREENSHOT = Path(__file__).resolve().parent.parent / "docs" / "notebook-live-screenshot.png"
+"""Where ``BIOPB_UPDATE_SCREENSHOTS=1`` puts the browser's picture (the README shows it)."""
+
+
+def chromium() -> tuple[str, str]:
+    """The system's headless browser and its driver; skip (fail under ``BIOPB_REQUIRE_LIVE=1``) without."""
+    import shutil
+
+    browser = next((p for p in map(shutil.which, ("chromium", "chromium-browser")) if p), None)
+    driver = shutil.which("chromedriver")
+    try:
+        import selenium  # noqa: F401
+    except ImportError:
+        browser = None
+    if browser is None or driver is None:
+        why = (
+            "needs chromium, chromedriver and selenium: apt-get install chromium chromium-driver; pip install selenium"
+        )
+        if os.environ.get("BIOPB_REQUIRE_LIVE") == "1":
+            pytest.fail(why)
+        pytest.skip(why)
+    return browser, driver
+
+
+async def test_jupyterlab_in_a_browser_shows_the_agents_cell_its_output_and_marker(
+    server: JupyterServer, opened: Opened, agent: Client, tmp_path: Path
+) -> None:
+    browser, driver_path = chromium()
+    from selenium import webdriver
+    from selenium.common.exceptions import TimeoutException
+    from selenium.webdriver.chrome.service import Service
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    await run_to_end(agent, "nuclei = [12, 15, 9]\nprint('nuclei per field:', nuclei)\n" + FIGURE.split("\n", 2)[2])
+    count = len(agent_cells(cells_of(opened.doc)))
+    await until(opened.doc, finished(count))
+    options = webdriver.ChromeOptions()
+    options.binary_location = browser
+    for arg in (
+        "--headless",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--no-first-run",
+        "--disable-background-networking",
+        "--disable-component-update",
+        "--disable-sync",
+        "--window-size=1280,1000",
+        f"--user-data-dir={tmp_path / 'chromium-profile'}",
+    ):
+        options.add_argument(arg)
+
+    def look() -> str:
+        driver = webdriver.Chrome(service=Service(driver_path), options=options)
+        try:
+            driver.get(f"{server.url}/lab/tree/{opened.notebook.path}?token={server.token}&reset")
+            wait = WebDriverWait(driver, 120, poll_frequency=0.5)
+            wait.until(lambda d: "nuclei per field: [12, 15, 9]" in d.find_element(By.ID, "main").text)
+            wait.until(lambda d: d.find_elements(By.CSS_SELECTOR, ".jp-Notebook .jp-RenderedImage img"))
+            for button in driver.find_elements(By.XPATH, "//button[normalize-space()='No']"):
+                button.click()  # JupyterLab's "notified about news?" toast would cover the cells
+            with contextlib.suppress(TimeoutException):  # the picture only: the toast slides away
+                WebDriverWait(driver, 10).until(lambda d: not d.find_elements(By.CSS_SELECTOR, ".Toastify__toast"))
+            last = driver.find_elements(By.CSS_SELECTOR, ".jp-Notebook .jp-CodeCell")[-2]
+            driver.execute_script("arguments[0].scrollIntoView({block: 'center'});", last)
+            shot = tmp_path / "notebook-live.png"
+            driver.save_screenshot(str(shot))
+            if os.environ.get("BIOPB_UPDATE_SCREENSHOTS") == "1":
+                SCREENSHOT.write_bytes(shot.read_bytes())
+            return str(driver.find_element(By.ID, "main").text)
+        finally:
+            driver.quit()
+
+    shown = await anyio.to_thread.run_sync(look)
+    assert "# [biopb agent] job-" in shown, shown[-2000:]
+    assert "nuclei per field: [12, 15, 9]" in shown
+    assert "threshold = 0.7  # tuned while the agent works" in shown
