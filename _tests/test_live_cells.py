@@ -216,6 +216,33 @@ async def test_two_notebooks_two_agents_each_writes_only_its_own(server: Jupyter
     assert [text_outputs(c) for c in agent_cells(right_cells)] == ["right agent 0\n", "right agent 1\n"]
 
 
+def test_without_real_time_collaboration_nothing_changes_and_status_says_what_to_install(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> None:
+    require_rtc()
+    plain = JupyterServer(
+        tmp_path_factory.mktemp("plain"), ("--ServerApp.jpserver_extensions={'jupyter_server_ydoc': False}",)
+    )
+    try:
+        notebook = plain.open_session(plain.new_notebook("plain.ipynb", [SCIENTIST_CELL]))
+        kernel = BlockingKernelClient(connection_file=str(notebook.connection_file))
+        kernel.load_connection_file()
+        kernel.start_channels(hb=False)
+        try:
+            kernel.wait_for_ready(timeout=90)
+            opened = Opened(notebook, kernel, None)
+            loaded = opened.run("%load_ext biopb_mcp")
+            assert "--existing" in loaded and "Live" not in loaded, loaded
+            status = opened.run("%biopb status")
+            assert "Live cells: not shown in this notebook: the Jupyter server has no real-time collaboration" in status
+            assert 'pip install "biopb-mcp[live]"' in status, status
+            assert "Live cells: not shown" in opened.run("%biopb live on")
+        finally:
+            kernel.stop_channels()
+    finally:
+        plain.close()
+
+
 def test_outside_jupyter_status_says_why_not_live(tmp_path: Path) -> None:
     """A kernel no Jupyter server started (a console's, VS Code's): nothing changes, status says why."""
     from _tests.support.notebook_kernel import NotebookKernel, isolated_env
