@@ -12,7 +12,6 @@ import contextlib
 import os
 import sys
 from collections.abc import AsyncIterator, Callable, Iterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -21,20 +20,12 @@ import pytest
 from jupyter_client import BlockingKernelClient
 from mcp import Client, StdioServerParameters
 
-from _tests.support.jupyter_rtc import JupyterServer, Notebook, cells_of, require_rtc
+from _tests.support.jupyter_rtc import SCIENTIST_CELL, JupyterServer, Notebook, Opened, cells_of, require_rtc
 from _tests.support.results import text_of
 from _tests.support.runner import run_to_end
 
 pytestmark = pytest.mark.anyio
 
-SCIENTIST_CELL: dict[str, Any] = {
-    "cell_type": "code",
-    "id": "scientist-1",
-    "source": "threshold = 0.5",
-    "metadata": {"tags": ["mine"]},
-    "outputs": [],
-    "execution_count": None,
-}
 FIGURE = (
     "import matplotlib\nmatplotlib.use('module://matplotlib_inline.backend_inline')\n"
     "import matplotlib.pyplot as plt\nplt.plot([1, 3, 2])\nplt.show()"
@@ -54,23 +45,6 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[JupyterServer]:
         yield jupyter
     finally:
         jupyter.close()
-
-
-@dataclass
-class Opened:
-    """A notebook as the scientist has it open: its kernel's channels and its room's document."""
-
-    notebook: Notebook
-    kernel: BlockingKernelClient
-    doc: Any  # jupyter_nbmodel_client.NbModelClient, the browser's stand-in
-
-    def run(self, code: str) -> str:
-        """A cell the scientist runs; what it printed."""
-        out: list[str] = []
-        self.kernel.execute_interactive(
-            code, output_hook=lambda m: out.append(str(m["content"].get("text", ""))), timeout=60
-        )
-        return "".join(out)
 
 
 async def open_notebook(server: JupyterServer, name: str, cells: list[dict[str, Any]]) -> AsyncIterator[Opened]:
@@ -186,6 +160,33 @@ async def test_the_agents_print_error_and_figure_appear_as_its_cells_beside_the_
     assert cells[4]["source"].endswith("print('fourth')") and cells[5]["source"] == "summary = 'mine'"
 
 
+async def test_the_source_shows_first_and_the_output_streams_in_while_the_code_runs(
+    opened: Opened, agent: Client, tmp_path: Path
+) -> None:
+    go_on, finish = tmp_path / "go-on", tmp_path / "finish"
+    code = (
+        "import os, time\n"
+        f"while not os.path.exists({str(go_on)!r}): time.sleep(0.02)\n"
+        "print('tick 0', flush=True)\n"
+        f"while not os.path.exists({str(finish)!r}): time.sleep(0.02)\n"
+        "print('tick 1')"
+    )
+
+    def this(cells: list[dict[str, Any]]) -> dict[str, Any] | None:
+        return next((c for c in agent_cells(cells) if c["source"].endswith(code)), None)
+
+    async with anyio.create_task_group() as tasks:
+        tasks.start_soon(run_to_end, agent, code)
+        cell = this(await until(opened.doc, lambda cells: this(cells) is not None))
+        assert cell is not None and cell["outputs"] == [] and cell["execution_count"] is None
+        go_on.touch()
+        cell = this(await until(opened.doc, lambda cells: bool((this(cells) or {}).get("outputs"))))
+        assert cell is not None and text_outputs(cell) == "tick 0\n" and cell["execution_count"] is None
+        finish.touch()
+    cell = this(await until(opened.doc, lambda cells: (this(cells) or {}).get("execution_count") is not None))
+    assert cell is not None and text_outputs(cell) == "tick 0\ntick 1\n"
+
+
 async def test_live_off_stops_the_cells_and_on_brings_them_back(opened: Opened, agent: Client) -> None:
     doc = opened.doc
     before = len(agent_cells(cells_of(doc)))
@@ -214,51 +215,6 @@ async def test_two_notebooks_two_agents_each_writes_only_its_own(server: Jupyter
                     right_cells = await until(right.doc, finished(2))
     assert [text_outputs(c) for c in agent_cells(left_cells)] == ["left agent 0\n", "left agent 1\n"]
     assert [text_outputs(c) for c in agent_cells(right_cells)] == ["right agent 0\n", "right agent 1\n"]
-
-
-def test_without_real_time_collaboration_nothing_changes_and_status_says_what_to_install(
-    tmp_path_factory: pytest.TempPathFactory,
-) -> None:
-    require_rtc()
-    plain = JupyterServer(
-        tmp_path_factory.mktemp("plain"), ("--ServerApp.jpserver_extensions={'jupyter_server_ydoc': False}",)
-    )
-    try:
-        notebook = plain.open_session(plain.new_notebook("plain.ipynb", [SCIENTIST_CELL]))
-        kernel = BlockingKernelClient(connection_file=str(notebook.connection_file))
-        kernel.load_connection_file()
-        kernel.start_channels(hb=False)
-        try:
-            kernel.wait_for_ready(timeout=90)
-            opened = Opened(notebook, kernel, None)
-            loaded = opened.run("%load_ext biopb_mcp")
-            assert "--existing" in loaded and "Live" not in loaded, loaded
-            status = opened.run("%biopb status")
-            assert "Live cells: not shown in this notebook: the Jupyter server has no real-time collaboration" in status
-            assert 'pip install "biopb-mcp[live]"' in status, status
-            assert "Live cells: not shown" in opened.run("%biopb live on")
-        finally:
-            kernel.stop_channels()
-    finally:
-        plain.close()
-
-
-def test_outside_jupyter_status_says_why_not_live(tmp_path: Path) -> None:
-    """A kernel no Jupyter server started (a console's, VS Code's): nothing changes, status says why."""
-    from _tests.support.notebook_kernel import NotebookKernel, isolated_env
-
-    runtime = tmp_path / "jupyter-runtime"
-    runtime.mkdir(mode=0o700)
-    env = {**isolated_env(tmp_path), "JUPYTER_RUNTIME_DIR": str(runtime)}
-    kernel = NotebookKernel(env, runtime / "kernel-console.json")
-    try:
-        loaded = kernel.run("%load_ext biopb_mcp").stdout
-        assert "Live" not in loaded, loaded
-        status = kernel.run("%biopb status").stdout
-        assert "Live cells: not shown in this notebook" in status, status
-        assert "not started by a Jupyter server for a notebook" in status and "%biopb log" in status
-    finally:
-        kernel.close()
 
 
 SCREENSHOT = Path(__file__).resolve().parent.parent / "docs" / "notebook-live-screenshot.png"

@@ -5,15 +5,17 @@ from __future__ import annotations
 
 import json
 import os
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
+from jupyter_client import BlockingKernelClient
 
 from _tests.support.notebook_kernel import isolated_env
 from bench.jupyter_lab import JupyterLab, Notebook
 
-__all__ = ["REQUIRE_ENV", "JupyterServer", "Notebook", "cells_of", "require_rtc"]
+__all__ = ["REQUIRE_ENV", "SCIENTIST_CELL", "JupyterServer", "Notebook", "Opened", "cells_of", "require_rtc"]
 
 INSTALL = 'pip install "biopb-mcp[live]" (jupyter-collaboration, jupyter-nbmodel-client)'
 REQUIRE_ENV = "BIOPB_REQUIRE_LIVE"
@@ -33,6 +35,33 @@ def require_rtc() -> None:
         if os.environ.get(REQUIRE_ENV) == "1":
             pytest.fail(why)
         pytest.skip(why)
+
+
+SCIENTIST_CELL: dict[str, Any] = {
+    "cell_type": "code",
+    "id": "scientist-1",
+    "source": "threshold = 0.5",
+    "metadata": {"tags": ["mine"]},
+    "outputs": [],
+    "execution_count": None,
+}
+
+
+@dataclass
+class Opened:
+    """A notebook as the scientist has it open: its kernel's channels and its room's document."""
+
+    notebook: Notebook
+    kernel: BlockingKernelClient
+    doc: Any  # jupyter_nbmodel_client.NbModelClient, the browser's stand-in
+
+    def run(self, code: str) -> str:
+        """A cell the scientist runs; what it printed."""
+        out: list[str] = []
+        self.kernel.execute_interactive(
+            code, output_hook=lambda m: out.append(str(m["content"].get("text", ""))), timeout=60
+        )
+        return "".join(out)
 
 
 class JupyterServer(JupyterLab):
