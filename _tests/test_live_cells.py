@@ -205,7 +205,7 @@ async def test_live_off_stops_the_cells_and_on_brings_them_back(opened: Opened, 
 
 async def test_two_notebooks_two_agents_each_writes_only_its_own(server: JupyterServer) -> None:
     async for left in open_notebook(server, "left.ipynb", [SCIENTIST_CELL]):
-        async for right in open_notebook(server, "right.ipynb", [SCIENTIST_CELL]):
+        async for right in open_notebook(server, "project/right.ipynb", [SCIENTIST_CELL]):  # in a folder
             async for left_agent in attach(server, left.notebook):
                 async for right_agent in attach(server, right.notebook):
                     for i in range(2):

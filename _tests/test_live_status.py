@@ -58,3 +58,18 @@ def test_outside_jupyter_status_says_why_not_live(tmp_path: Path) -> None:
         assert "not started by a Jupyter server for a notebook" in status and "%biopb log" in status
     finally:
         kernel.close()
+
+
+def test_the_notebook_path_is_taken_under_the_servers_root(tmp_path: Path) -> None:
+    """JPY_SESSION_NAME is the notebook's absolute path when the session named the file, else the
+    API path (with the "RTC:" drive older collaboration frontends added)."""
+    from biopb_mcp.ipython.jupyter_room import NotLive, _api_path
+
+    root = tmp_path / "root"
+    (root / "project").mkdir(parents=True)
+    assert _api_path(str(root / "project" / "cells.ipynb"), str(root)) == "project/cells.ipynb"
+    assert _api_path("project/cells.ipynb", str(root)) == "project/cells.ipynb"
+    assert _api_path("RTC:project/cells.ipynb", str(root)) == "project/cells.ipynb"
+    assert _api_path("run:1.ipynb", str(root)) == "run:1.ipynb"
+    with pytest.raises(NotLive, match="outside the Jupyter server's root"):
+        _api_path(str(tmp_path / "elsewhere.ipynb"), str(root))

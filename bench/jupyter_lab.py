@@ -108,6 +108,9 @@ class JupyterLab:
             "nbformat": 4,
             "nbformat_minor": 5,
         }
+        parts = name.split("/")[:-1]
+        for depth in range(1, len(parts) + 1):  # its folders first, as the file browser makes them
+            self.http.put(f"/api/contents/{'/'.join(parts[:depth])}", json={"type": "directory"}).raise_for_status()
         answer = self.http.put(f"/api/contents/{name}", json={"type": "notebook", "content": content})
         answer.raise_for_status()
         return name
@@ -115,7 +118,8 @@ class JupyterLab:
     def open_session(self, path: str) -> Notebook:
         """Start the notebook's kernel as JupyterLab does when it opens it (the sessions API)."""
         answer = self.http.post(
-            "/api/sessions", json={"path": path, "name": path, "type": "notebook", "kernel": {"name": "python3"}}
+            "/api/sessions",
+            json={"path": path, "name": path.rsplit("/", 1)[-1], "type": "notebook", "kernel": {"name": "python3"}},
         )
         answer.raise_for_status()
         kernel_id = answer.json()["kernel"]["id"]

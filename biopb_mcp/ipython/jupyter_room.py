@@ -75,7 +75,8 @@ def _api_path(session_name: str, root_dir: str) -> str:
         if relative.startswith(".."):
             raise NotLive(f"the notebook {session_name} is outside the Jupyter server's root {root_dir}.")
         return Path(relative).as_posix()
-    return session_name.lstrip("/")
+    # older collaboration frontends named a session by the "RTC:" drive; it is not part of the path
+    return session_name.removeprefix("RTC:").lstrip("/")
 
 
 def locate_room(env: Mapping[str, str], parent_pid: int, runtime_dir: Path) -> Room:
@@ -101,17 +102,31 @@ def locate_room(env: Mapping[str, str], parent_pid: int, runtime_dir: Path) -> R
     if server is None:
         raise NotLive(
             f"no running Jupyter server started this kernel (none of the servers in {runtime_dir} is "
-            f"its parent, pid {parent_pid}), so the notebook's collaborative document cannot be reached."
+            f"its parent, pid {parent_pid}), so there is no collaborative document to join (VS Code and "
+            "other frontends that start kernels themselves have none); %biopb log shows the agent's cells here."
         )
     url, token = str(server["url"]), str(server.get("token") or "")
     path = _api_path(session_name, str(server.get("root_dir") or "/"))
+    auth = {"Authorization": f"token {token}"} if token else {}
+    opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))  # the server is local: no proxy
+    exists = urllib.request.Request(
+        f"{url.rstrip('/')}/api/contents/{urllib.parse.quote(path)}?content=0", headers=auth
+    )
+    try:
+        with opener.open(exists, timeout=REQUEST_TIMEOUT):
+            pass
+    except urllib.error.HTTPError as exc:
+        raise NotLive(
+            f"the Jupyter server has no notebook {path} (HTTP {exc.code}) to show the agent's cells in."
+        ) from None
+    except OSError as exc:
+        raise NotLive(f"the Jupyter server at {url} did not answer: {exc}.") from None
     request = urllib.request.Request(
         f"{url.rstrip('/')}/api/collaboration/session/{urllib.parse.quote(path)}",
         data=json.dumps({"format": "json", "type": "notebook"}).encode(),
         method="PUT",
-        headers={"Content-Type": "application/json", **({"Authorization": f"token {token}"} if token else {})},
+        headers={"Content-Type": "application/json", **auth},
     )
-    opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))  # the server is local: no proxy
     try:
         with opener.open(request, timeout=REQUEST_TIMEOUT) as response:
             answer = json.loads(response.read().decode("utf-8"))
