@@ -187,6 +187,27 @@ async def test_the_source_shows_first_and_the_output_streams_in_while_the_code_r
     assert cell is not None and text_outputs(cell) == "tick 0\ntick 1\n"
 
 
+async def test_outputs_too_big_for_the_room_are_cut_and_the_room_stays_joined(opened: Opened, agent: Client) -> None:
+    code = (
+        "from IPython.display import display\n"
+        "print('y' * 150_000)\n"
+        "display({'text/html': '<b>' + 'x' * 5_000_000 + '</b>'}, raw=True)\n"
+        "print('after')"
+    )
+    await run_to_end(agent, code)
+    count = len(agent_cells(cells_of(opened.doc)))
+    cell = agent_cells(await until(opened.doc, finished(count)))[-1]
+    assert cell["source"].endswith(code)
+    printed = text_outputs(cell)
+    assert printed.startswith("y" * 1000) and "more output than is shown live" in printed and "after" not in printed
+    assert len(printed) < 101_000
+    rich = [o for o in cell["outputs"] if o["output_type"] == "display_data"]
+    assert rich and "is not shown live; %biopb log shows it" in rich[0]["data"]["text/plain"], rich
+    assert "text/html" not in rich[0]["data"]
+    await run_to_end(agent, "print('still live')")
+    assert agent_cells(await until(opened.doc, finished(count + 1)))[-1]["source"].endswith("print('still live')")
+
+
 async def test_live_off_stops_the_cells_and_on_brings_them_back(opened: Opened, agent: Client) -> None:
     doc = opened.doc
     before = len(agent_cells(cells_of(doc)))

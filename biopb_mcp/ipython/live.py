@@ -49,6 +49,10 @@ MARKER = "# [biopb agent]"
 MAX_STREAM_CHARS = 100_000
 """Printed text shown live per cell; the rest is in ``%biopb log`` and the session notebook."""
 
+MAX_RICH_CHARS = 4_000_000
+"""Largest rich output (an image's base64, HTML) shown live: the room's websocket takes messages of
+about 10 MB, and a bigger one would drop the connection; ``%biopb log`` shows the output."""
+
 MAX_PENDING = 10_000
 """Changes kept while the room is unreachable; older ones are dropped (the agent's work is not)."""
 
@@ -169,11 +173,15 @@ def add_output(doc: Doc[Any], cell: _Cell, msg_type: str, content: dict[str, Any
                     return
             outputs.append(Map({"output_type": "stream", "name": name, "text": Text(text)}))
         elif msg_type in ("display_data", "execute_result"):
-            out: dict[str, Any] = {
-                "output_type": msg_type,
-                "data": content.get("data", {}),
-                "metadata": content.get("metadata", {}),
-            }
+            data, metadata = content.get("data", {}), content.get("metadata", {})
+            size = sum(len(str(value)) for value in data.values())
+            if size > MAX_RICH_CHARS:
+                kinds = ", ".join(sorted(data))
+                data = {
+                    "text/plain": f"[biopb: a {size / 1e6:.0f} MB output ({kinds}) is not shown live; %biopb log shows it]"
+                }
+                metadata = {}
+            out: dict[str, Any] = {"output_type": msg_type, "data": data, "metadata": metadata}
             if msg_type == "execute_result":
                 out["execution_count"] = content.get("execution_count", cell.count)
             outputs.append(Map(out))
