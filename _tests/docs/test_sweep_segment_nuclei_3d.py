@@ -157,7 +157,8 @@ def test_segment_nuclei_3d_sweep_fails_with_cubic_voxels(kernel: seedlib.KernelR
         "distance = ndi.distance_transform_edt(mask, sampling=voxel)", "distance = ndi.distance_transform_edt(mask)"
     )
     edit2 = replace_once(
-        "reach = 0.3 * nucleus_diameter_um / voxel ", "reach = 0.3 * nucleus_diameter_um / voxel[1] + 0 * voxel "
+        "reach = np.maximum(0.3 * nucleus_diameter_um / voxel, 1.0)",
+        "reach = np.maximum(0.3 * nucleus_diameter_um / voxel[1], 1.0) + 0 * voxel",
     )
     case = CASES["n40-z5-stacked40"]
     with pytest.raises((AssertionError, seedlib.KernelError), match=r"nuclei, truth|median volume|odd volumes"):
