@@ -1,4 +1,4 @@
-"""Whole cells around their nuclei (a textbook and a hard case), and nuclei in 3-D stacks (a hard case).
+"""Whole cells around their nuclei, and nuclei in 3-D stacks: a textbook and a hard case each.
 
 The hard cells case is a sheet of cells of unequal size with off-centre nuclei: splitting each
 pixel to its nearest nucleus (a Voronoi split) cuts most cells in the wrong place, the watershed on
@@ -159,15 +159,22 @@ PIXEL_UM = 0.5
 
 
 def nuclei_stack(
-    rng: np.random.Generator, n: int, z_ratio: int, stacked: float, field_px: int = 128
+    rng: np.random.Generator,
+    n: int,
+    z_ratio: int,
+    stacked: float,
+    axial_um: float = 0.8,
+    gap_um: float = 1.0,
+    field_px: int = 128,
 ) -> tuple[np.ndarray, np.ndarray]:
-    """(stack, true volumes in um3): ellipsoids on a fine grid, blurred (axial blur three times
-    the lateral), sampled every ``z_ratio``-th plane; ``stacked`` of them in pairs touching in Z."""
+    """(stack, true volumes in um3): ellipsoids on a fine grid, blurred (``axial_um`` along Z,
+    0.25 um across), sampled every ``z_ratio``-th plane; ``stacked`` of them in pairs touching in Z, the
+    others ``gap_um`` apart at least."""
     size = np.array([30.0, field_px * PIXEL_UM, field_px * PIXEL_UM])
     placed: list[tuple[np.ndarray, np.ndarray]] = []
 
     def fits(c: np.ndarray, r: np.ndarray) -> bool:
-        return all(np.sum(((c - c2) / (r + r2 + 1.0)) ** 2) >= 1 for c2, r2 in placed)
+        return all(np.sum(((c - c2) / (r + r2 + gap_um)) ** 2) >= 1 for c2, r2 in placed)
 
     pairs = round(stacked * n / 2)
     for kind in ["pair"] * pairs + ["single"] * (n - 2 * pairs):
@@ -194,15 +201,17 @@ def nuclei_stack(
         take = (s <= 1) & (s < best)
         owner[take], best[take] = i, s[take]
     bright = np.concatenate([[0.0], rng.uniform(0.8, 1.2, len(placed))])
-    blurred = ndi.gaussian_filter(bright[owner], (0.8 / PIXEL_UM, 0.25 / PIXEL_UM, 0.25 / PIXEL_UM))
+    blurred = ndi.gaussian_filter(bright[owner], (axial_um / PIXEL_UM, 0.25 / PIXEL_UM, 0.25 / PIXEL_UM))
     planes = blurred[z_ratio // 2 :: z_ratio]
     stack = 100 + 800 * planes + rng.normal(0, 15, planes.shape)
     return to_uint16(stack), np.array([4 / 3 * np.pi * np.prod(r) for _, r in placed])
 
 
-def _setup_stack(n: int, z_ratio: int, stacked: float) -> Callable[[Path, np.random.Generator], Truth]:
+def _setup_stack(
+    n: int, z_ratio: int, stacked: float, axial_um: float = 0.8, gap_um: float = 1.0
+) -> Callable[[Path, np.random.Generator], Truth]:
     def setup(workdir: Path, rng: np.random.Generator) -> Truth:
-        stack, volumes = nuclei_stack(rng, n, z_ratio, stacked)
+        stack, volumes = nuclei_stack(rng, n, z_ratio, stacked, axial_um, gap_um)
         save_tiff(workdir / "stack.tif", stack, axes="ZYX")
         return {"count": len(volumes), "median_volume": float(np.median(volumes))}
 
@@ -257,6 +266,29 @@ volumes = areas * 0.25 * planes * {step}
 open("count.txt", "w").write(str(len(ids)))
 np.savetxt("volumes.csv", volumes, header="volume_um3", comments="")
 """
+
+register(
+    Case(
+        name="nuclei-3d-volumes",
+        request=_STACK_REQUEST.format(what="of a few scattered cells", step="1.0"),
+        setup=_setup_stack(n=12, z_ratio=2, stacked=0.0, axial_um=0.3, gap_um=3.0),
+        check=_check_stack,
+        procedure=Procedure(
+            (_STACK_INPUTS.format(step="1.0"), Run("outputs"), Run("segment-nuclei-3d"), _SAVE_STACK_COUNT)
+        ),
+        blind_solution="""
+import numpy as np, tifffile
+from skimage import filters, measure
+stack = tifffile.imread("stack.tif").astype(float)
+labels = measure.label(stack > filters.threshold_otsu(stack))
+volumes = np.bincount(labels.ravel())[1:] * 0.5 * 0.5 * 1.0     # voxel 1.0 x 0.5 x 0.5 um
+volumes = volumes[volumes > 20]                                # noise specks are not nuclei
+open("count.txt", "w").write(str(len(volumes)))
+np.savetxt("volumes.csv", volumes, header="volume_um3", comments="")
+""",
+        docs=("segment-nuclei-3d",),
+    )
+)
 
 register(
     Case(
