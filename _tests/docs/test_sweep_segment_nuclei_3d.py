@@ -43,7 +43,7 @@ DEPTH_UM = 30.0
 CASES = {
     "n5-z2": Case(1, 5, 2),
     "n40-z5-stacked40": Case(3, 40, 5, stacked=0.4),
-    "n40-z2-stacked40-dim20": Case(4, 40, 2, stacked=0.4, dim=0.2),
+    "n40-z2-stacked40-dim20": Case(2004, 40, 2, stacked=0.4, dim=0.2),
     "n80-z4-stacked20": Case(5, 80, 4, stacked=0.2, field_px=192),
 }
 
