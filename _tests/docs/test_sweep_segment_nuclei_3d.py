@@ -150,6 +150,16 @@ def test_segment_nuclei_3d_stops_on_a_wrong_diameter(kernel: seedlib.KernelRunne
         run(kernel, tmp_path, CASES["n40-z2-stacked40-dim20"], edit=edit)
 
 
+def test_segment_nuclei_3d_stops_on_a_diameter_too_large(kernel: seedlib.KernelRunner, tmp_path: Path) -> None:
+    """nucleus_diameter_um half as large again as the nuclei (a cell's diameter, say): many nuclei
+    fall under 0.4 of the volume it predicts and the volume gate stops."""
+    edit = replace_once(
+        "if nucleus_diameter_um is None:", "nucleus_diameter_um = 11.0\nif nucleus_diameter_um is None:"
+    )
+    with pytest.raises(seedlib.KernelError, match=r"odd volumes.*nucleus_diameter_um"):
+        run(kernel, tmp_path, CASES["n40-z2-stacked40-dim20"], edit=edit)
+
+
 def test_segment_nuclei_3d_sweep_fails_with_cubic_voxels(kernel: seedlib.KernelRunner, tmp_path: Path) -> None:
     """Core step replaced by pretending voxels are cubes (distance and neighbourhood in voxels):
     nuclei squashed into discs split in pieces, or the gate stops."""
