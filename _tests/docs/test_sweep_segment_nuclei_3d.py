@@ -147,7 +147,7 @@ def test_segment_nuclei_3d_stops_on_a_wrong_diameter(kernel: seedlib.KernelRunne
         "if nucleus_diameter_um is None:", "nucleus_diameter_um = 24.0\nif nucleus_diameter_um is None:"
     )
     with pytest.raises(seedlib.KernelError, match=r"no object is left.*nucleus_diameter_um"):
-        run(kernel, tmp_path, CASES["n40-z2-stacked40-dim20"], edit=edit)
+        run(kernel, tmp_path, CASES["n5-z2"], edit=edit)
 
 
 def test_segment_nuclei_3d_stops_on_a_diameter_too_large(kernel: seedlib.KernelRunner, tmp_path: Path) -> None:
