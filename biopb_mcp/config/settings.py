@@ -42,6 +42,7 @@ __all__ = [
     "HttpSettings",
     "KernelSettings",
     "Key",
+    "OutputsSettings",
     "RecordSettings",
     "ServerSettings",
     "ServicesSettings",
@@ -307,6 +308,73 @@ class ComputeSettings:
     )
 
 
+_PATTERN_FIELDS = ("stem", "step", "ext", "source_dir")
+
+
+def _pattern_fields(value: str) -> list[str] | str:
+    """The placeholders of a results pattern, or what is wrong with it."""
+    import string
+
+    try:
+        fields = [f for _, f, _, _ in string.Formatter().parse(value) if f is not None]
+    except ValueError as exc:
+        return f"a pattern with balanced braces ({exc})"
+    unknown = [f for f in fields if f not in _PATTERN_FIELDS]
+    if unknown:
+        return f"a pattern using only {{{'}, {'.join(_PATTERN_FIELDS)}}} (not {{{unknown[0]}}})"
+    return fields
+
+
+def _results_pattern(value: str) -> str | None:
+    fields = _pattern_fields(value)
+    if isinstance(fields, str):
+        return fields
+    if "step" not in fields or "ext" not in fields:
+        return "a pattern naming {step} and {ext}, so each step's file is its own"
+    return None
+
+
+def _fixed_names(value: list[str]) -> str | None:
+    for entry in value:
+        step, sep, name = entry.partition("=")
+        step, name = step.strip(), name.strip()
+        if not sep or not step or not name or any(c in step for c in "/\\"):
+            return f'entries "step=file name" such as "nuclei-labels=labels.tif" (not {entry!r})'
+        fields = _pattern_fields(name)
+        if isinstance(fields, str):
+            return f"{fields} in {entry!r}"
+    return None
+
+
+@dataclass(frozen=True)
+class OutputsSettings:
+    """Where the kernel's save helpers (save_labels, save_table, ...) write, and the lab's table format."""
+
+    path: str = field(
+        default="{source_dir}/results/{stem}_{step}.{ext}",
+        metadata=_about(
+            "Results path pattern: {source_dir} (the raw file's folder), {stem} (its name up to the first "
+            "dot), {step}, {ext}; a relative pattern is under {source_dir}.",
+            check=_results_pattern,
+        ),
+    )
+    names: list[str] = field(
+        default_factory=list,
+        metadata=_about(
+            'Fixed file names per step, "step=name" (e.g. "nuclei-labels=labels.tif"), in the pattern\'s '
+            "folder; {stem} and {ext} allowed.",
+            check=_fixed_names,
+        ),
+    )
+    table_delimiter: str = field(
+        default=",", metadata=_about('Table column delimiter: ",", ";" or "\\t".', choices=(",", ";", "\t"))
+    )
+    decimal_mark: str = field(
+        default=".",
+        metadata=_about('Decimal mark in tables: "." or "," (with ";" or tab as delimiter).', choices=(".", ",")),
+    )
+
+
 _SECTION_TYPES: dict[str, type[Any]] = {
     "services": ServicesSettings,
     "server": ServerSettings,
@@ -315,6 +383,7 @@ _SECTION_TYPES: dict[str, type[Any]] = {
     "http": HttpSettings,
     "record": RecordSettings,
     "compute": ComputeSettings,
+    "outputs": OutputsSettings,
 }
 """Section name -> its dataclass, in file order; ``Settings`` has an attribute of each name."""
 
@@ -345,6 +414,7 @@ class Settings:
     server: ServerSettings = field(default_factory=ServerSettings)
     record: RecordSettings = field(default_factory=RecordSettings)
     compute: ComputeSettings = field(default_factory=ComputeSettings)
+    outputs: OutputsSettings = field(default_factory=OutputsSettings)
     services: ServicesSettings = field(default_factory=ServicesSettings)
     sources: dict[str, str] = field(default_factory=dict)
     warnings: list[str] = field(default_factory=list)
@@ -474,6 +544,15 @@ def load_settings(config_dir: Path | None = None) -> Settings:
         return _SECTION_TYPES[name](**values)
 
     sections = {name: section(name) for name in _SECTION_TYPES}
+    outputs: OutputsSettings = sections["outputs"]
+    if outputs.decimal_mark == outputs.table_delimiter:
+        raise ConfigError(
+            f'outputs.decimal_mark "{outputs.decimal_mark}" cannot also be the table delimiter; with a '
+            'decimal comma set table_delimiter = ";"',
+            path=cfile,
+            line=lines.get("outputs.decimal_mark"),
+            key="outputs.decimal_mark",
+        )
     server: ServerSettings = sections["server"]
     own_tree = _is_own_tree(cdir)
     state_dir = server.state_dir or (cdir / STATE_SUBDIR if own_tree else Path(platformdirs.user_state_dir(APP_NAME)))
@@ -725,9 +804,10 @@ def _resolve_path(raw: str, cdir: Path, cfile: Path, dotted: str, line: int | No
     return p if p.is_absolute() else cdir / p
 
 
-KERNEL_START_KEYS = ("kernel.name", "compute")
+KERNEL_START_KEYS = ("kernel.name", "compute", "outputs")
 """What a kernel start applies and so re-reads from the file: the kernel spec and the whole
-``[compute]`` section (the kernel's dask plugin is configured when the kernel starts)."""
+``[compute]`` and ``[outputs]`` sections (the kernel's dask and save helpers are configured when
+the kernel starts)."""
 
 
 def reread_kernel_start_keys(settings: Settings) -> tuple[Settings, list[str]]:
@@ -757,7 +837,10 @@ def reread_kernel_start_keys(settings: Settings) -> tuple[Settings, list[str]]:
     if not changed:
         return settings, []
     sources = {**settings.sources, **{key: fresh.sources[key] for key in changed}}
-    return dataclasses.replace(settings, kernel=kernel, compute=fresh.compute, sources=sources), changed
+    return (
+        dataclasses.replace(settings, kernel=kernel, compute=fresh.compute, outputs=fresh.outputs, sources=sources),
+        changed,
+    )
 
 
 def resolve_user_path(settings: Settings, path: Path | str) -> Path:
