@@ -11,7 +11,7 @@ from pathlib import Path
 
 from mcp import StdioServerParameters
 
-from _tests.support.isolation import isolated_vars, write_config
+from _tests.support.isolation import isolated_vars, without_warm_imports, write_config
 from bench.soak.servers import RawServer, result_text
 
 __all__ = ["RawServer", "make_env", "result_text", "stdio_params"]
@@ -21,7 +21,7 @@ SERVER_ARGS = ["-m", "biopb_mcp"]
 
 def make_env(root: Path, *, config: str = "", plugins: dict[str, str] | None = None) -> dict[str, str]:
     """Env vars that give a spawned server its own config, state, runtime and cache dirs under root."""
-    write_config(root, config or None, plugins=plugins)
+    write_config(root, without_warm_imports(config), plugins=plugins)
     return isolated_vars(root)
 
 

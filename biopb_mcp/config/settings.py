@@ -78,6 +78,22 @@ _TYPE_NAMES = {
 
 _MAX_PORT = 65535
 
+WARM_IMPORTS = (
+    "numpy",
+    "scipy.ndimage",
+    "skimage",
+    "skimage.filters",
+    "skimage.measure",
+    "skimage.morphology",
+    "skimage.segmentation",
+    "skimage.feature",
+    "skimage.exposure",
+    "skimage.transform",
+    "tifffile",
+    "matplotlib.pyplot",
+)
+"""The imports the shipped procedures start with: what a first analysis cell would pay for."""
+
 _MAX_SECONDS = int(threading.TIMEOUT_MAX)
 """Largest float value (every float key is seconds): nan never compares and a bigger timeout
 overflows a lock wait, so either would break a tool call instead of bounding it."""
@@ -214,6 +230,13 @@ class KernelSettings:
         default=False,
         metadata=_about(
             "Load the kernel plugins into a joined kernel too (once per attach); false = leave it as it is."
+        ),
+    )
+    warm_imports: list[str] = field(
+        default_factory=lambda: list(WARM_IMPORTS),
+        metadata=_about(
+            "Modules a started kernel imports in the background, between cells, so a first analysis "
+            "cell finds them loaded; [] = none."
         ),
     )
 
@@ -738,7 +761,7 @@ def _check_type(key: Key, value: Any, cfile: Path, line: int | None, *, shown: s
     else:  # list[str]
         ok = isinstance(value, list) and all(isinstance(v, str) for v in value)
     if not ok:
-        example = tomli_w.dumps({key.name: key.default}).strip()
+        example = _toml_line(key.name, key.default)
         raise ConfigError(
             f"{dotted} must be {_TYPE_NAMES[key.type]}, got {_describe(value)}; e.g. {example}",
             path=cfile,
@@ -804,8 +827,8 @@ def _resolve_path(raw: str, cdir: Path, cfile: Path, dotted: str, line: int | No
     return p if p.is_absolute() else cdir / p
 
 
-KERNEL_START_KEYS = ("kernel.name", "compute", "outputs")
-"""What a kernel start applies and so re-reads from the file: the kernel spec and the whole
+KERNEL_START_KEYS = ("kernel.name", "kernel.warm_imports", "compute", "outputs")
+"""What a kernel start applies and so re-reads from the file: the kernel spec, the warm imports and the whole
 ``[compute]`` and ``[outputs]`` sections (the kernel's dask and save helpers are configured when
 the kernel starts)."""
 
@@ -827,7 +850,7 @@ def reread_kernel_start_keys(settings: Settings) -> tuple[Settings, list[str]]:
     if not settings.config_file.is_file():
         return settings, []
     fresh = load_settings(settings.config_dir)
-    kernel = dataclasses.replace(settings.kernel, name=fresh.kernel.name)
+    kernel = dataclasses.replace(settings.kernel, name=fresh.kernel.name, warm_imports=fresh.kernel.warm_imports)
     changed = [
         k.dotted
         for k in SCHEMA
@@ -863,6 +886,15 @@ _EXAMPLE_HEAD = """\
 """
 
 
+def _toml_line(name: str, value: Any) -> str:
+    """``name = value`` on one line (tomli_w breaks a long list over several, which a commented
+    example line or a one-line message cannot hold)."""
+    if isinstance(value, list):
+        items = ", ".join(tomli_w.dumps({"v": v}).strip()[len("v = ") :] for v in value)
+        return f"{tomli_w.dumps({name: []}).strip()[:-2]}[{items}]"
+    return tomli_w.dumps({name: value}).strip()
+
+
 def render_example() -> str:
     """The commented config file with every default: ``config.example.toml`` and ``config init``."""
     parts = [_EXAMPLE_HEAD]
@@ -871,7 +903,7 @@ def render_example() -> str:
         for key in (k for k in SCHEMA if k.section == section):
             # The value line is a comment too: `config show` then attributes every key the user
             # has not uncommented to its default, not to this file.
-            parts.append(f"# {key.doc}\n# {tomli_w.dumps({key.name: key.default})}")
+            parts.append(f"# {key.doc}\n# {_toml_line(key.name, key.default)}\n")
     return "".join(parts)
 
 
@@ -889,7 +921,7 @@ def render_show(settings: Settings) -> str:
     for section in SECTIONS:
         out.append(f"\n[{section}]")
         for key in (k for k in SCHEMA if k.section == section):
-            line = tomli_w.dumps({key.name: values[key.dotted]}).strip()
+            line = _toml_line(key.name, values[key.dotted])
             out.append(f"{line:<40} # {settings.sources.get(key.dotted, 'default')}")
     out.append("\n# resolved paths")
     for label, path in (

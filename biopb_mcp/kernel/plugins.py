@@ -20,12 +20,13 @@ from biopb_mcp.kernel.inside import INSIDE_DIR
 if TYPE_CHECKING:
     from biopb_mcp.config.settings import Settings
 
-__all__ = ["BUILTIN_FILES", "FIGURES_PLUGIN", "OUTPUTS_PLUGIN", "kernel_env", "outputs_env"]
+__all__ = ["BUILTIN_FILES", "FIGURES_PLUGIN", "OUTPUTS_PLUGIN", "WARM_PLUGIN", "kernel_env", "outputs_env"]
 
 FIGURES_PLUGIN = INSIDE_DIR / "figures.py"
 OUTPUTS_PLUGIN = INSIDE_DIR / "outputs.py"
+WARM_PLUGIN = INSIDE_DIR / "warm.py"
 
-BUILTIN_FILES = (FIGURES_PLUGIN, OUTPUTS_PLUGIN, compute.PLUGIN_FILE, viewer.PLUGIN_FILE)
+BUILTIN_FILES = (FIGURES_PLUGIN, OUTPUTS_PLUGIN, compute.PLUGIN_FILE, viewer.PLUGIN_FILE, WARM_PLUGIN)
 """Every built-in plugin, in the order the bootstrap loads them."""
 
 
@@ -44,5 +45,6 @@ def kernel_env(settings: Settings) -> dict[str, str]:
     """Environment for a kernel start: every built-in plugin's file and what they read."""
     env = compute.kernel_env(settings)
     env.update(outputs_env(settings))
+    env["BIOPB_MCP_WARM_IMPORTS"] = json.dumps(list(settings.kernel.warm_imports))
     env["BIOPB_MCP_BUILTIN_PLUGINS"] = os.pathsep.join(str(path) for path in BUILTIN_FILES)
     return env
