@@ -107,6 +107,7 @@ def save_labels(
         step: the step name, for ``out_path``.
         pixel_size_um: the XY pixel size in µm, or ``(z, y, x)`` with ``None`` where unknown
             (``open_image(...).pixel_size_um``); written into the file so other tools read it.
+            Default: ``pixel_size_um`` from the namespace, when set.
         user_name: the user's own file name for it.
         axes: the axes as letters (``"ZYX"``) when the default is wrong.
 
@@ -143,12 +144,14 @@ def save_image(
     Values are kept as ``float32`` by default (a correction or filter result is not an integer
     image). Axes default to ``YX``, ``CYX``, ``TCYX`` by dimension; say ``axes="ZYX"`` for a
     z-stack. An image above 2 GiB goes to ``<name>.ome.zarr`` instead (unless the user named a
-    ``.tif`` file), written chunk by chunk when it is a dask array.
+    ``.tif`` file, or ome-zarr is not installed: then a BigTIFF), written chunk by chunk when it
+    is a dask array.
 
     Args:
         image: numpy or dask array.
         step: the step name, for ``out_path``.
-        pixel_size_um: the XY pixel size in µm, or ``(z, y, x)`` with ``None`` where unknown.
+        pixel_size_um: the XY pixel size in µm, or ``(z, y, x)`` with ``None`` where unknown;
+            default ``pixel_size_um`` from the namespace, when set.
         user_name: the user's own file name for it.
         axes: the axes as letters, ending in ``YX``.
         dtype: the stored type; ``None`` keeps the image's own.
@@ -241,6 +244,12 @@ def _out_path() -> Any:
     return current if callable(current) else out_path
 
 
+def _have(*modules: str) -> bool:
+    import importlib.util
+
+    return all(importlib.util.find_spec(m) is not None for m in modules)
+
+
 def _place(pattern: str, values: dict[str, str], source_dir: Path) -> Path:
     path = Path(os.path.expanduser(pattern.format(**values)))
     return path if path.is_absolute() else source_dir / path
@@ -298,10 +307,21 @@ def _write(data: Any, step: str, pixel_size_um: Any, user_name: str | None, axes
     shape = tuple(data.shape)
     if len(axes) != len(shape) or not axes.endswith("YX") or len(set(axes)) != len(axes):
         raise OutputsError(f"axes {axes!r} do not fit an image of shape {shape}: one letter per axis, ending in YX")
-    z, y, x = _sizes(pixel_size_um)
+    if pixel_size_um is None and _ns.get("pixel_size_um") is not None:
+        try:  # the procedure's own input: the scale the file should keep
+            z, y, x = _sizes(_ns["pixel_size_um"])
+        except OutputsError as exc:
+            print(f"note: pixel_size_um in the namespace was not used ({exc}); the file has no pixel size")
+            z = y = x = None
+    else:
+        z, y, x = _sizes(pixel_size_um)
     nbytes = math.prod(shape) * data.dtype.itemsize
     named = user_name or ((_ns.get("user_names") or {}).get(step) if isinstance(_ns.get("user_names"), dict) else None)
     as_zarr = str(named).rstrip("/").endswith(".zarr") if named else nbytes > ZARR_ABOVE_BYTES
+    if as_zarr and not _have("ome_zarr", "zarr"):
+        if named:
+            raise OutputsError(f"writing {named} needs the ome-zarr and zarr packages; name a .tif file instead")
+        as_zarr = False  # without them, a BigTIFF holds it
     path = _out_path()(step, "ome.zarr" if as_zarr else "tif", user_name)
     if as_zarr:
         _write_zarr(data, Path(path), axes, (z, y, x))
