@@ -86,6 +86,11 @@ async def test_a_fresh_kernel_has_the_helpers_and_they_follow_the_labs_layout_an
                 ]
                 out = await run(client, "print(read_table(b)['area_um2'].tolist())")
                 assert out.strip() == "[2.5, 10.125]"
+                # a pandas DataFrame is a table too (its index is not written)
+                await run(
+                    client, "import pandas as pd\nsave_table(pd.DataFrame({'a': [1.5], 'b': ['x']}, index=[7]), 'df')"
+                )
+                assert (folder / "df.csv").read_text(encoding="utf-8") == "a;b\n1,5;x\n"
 
                 # a lab (or the agent) redefining out_path moves every save, the helpers included
                 await run(
