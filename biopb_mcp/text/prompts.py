@@ -6,11 +6,15 @@ the server layer (``biopb_mcp.server.prompts``) serves them. Every sentence live
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 
 from biopb_mcp.docs.procedures import Procedure
 
 __all__ = ["follow_request", "missing_arguments", "unknown_arguments", "unknown_prompt", "unknown_template"]
+
+_NAME_ESCAPE = re.compile(r"\\(?:u[dD][89a-fA-F][0-9a-fA-F]{2}|x[0-9a-fA-F]{2}|[nrt\\])")
+"""An escape a shown file name holds (see ``biopb_mcp.fs.names``)."""
 
 
 def follow_request(procedure: Procedure, uri: str, given: Mapping[str, str]) -> str:
@@ -20,6 +24,13 @@ def follow_request(procedure: Procedure, uri: str, given: Mapping[str, str]) -> 
     if given:
         lines += ["", "My inputs:"]
         lines += [f"- {key}: {value}" for key, value in given.items()]
+        if any(_NAME_ESCAPE.search(value) for value in given.values()):
+            lines += [
+                "",
+                "A backslash in a value is an escape (\\udcXX for a byte of a file name that is not "
+                "UTF-8, \\x1b for a control character): put the value in a quoted, not raw, Python "
+                "string as it is, and it names the file.",
+            ]
     left = [i.name for i in procedure.inputs if i.name not in given]
     if left:
         lines += [
