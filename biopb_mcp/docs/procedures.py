@@ -22,16 +22,19 @@ doc says so: a `(required)` mark, or a description that opens with "Required".
 
 from __future__ import annotations
 
-import functools
 import logging
 import re
+import threading
+import weakref
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from biopb_mcp.docs import index as index_mod
 from biopb_mcp.docs.frontmatter import one_line, parse
 from biopb_mcp.docs.search.sections import split_sections
+from biopb_mcp.docs.shelf import Shelf
 from biopb_mcp.errors import DocError
+from biopb_mcp.fs.stamps import FileCache
 
 if TYPE_CHECKING:
     from biopb_mcp.docs.store import DocStore
@@ -121,12 +124,12 @@ def procedures(store: DocStore) -> list[Procedure]:
         if any(is_procedure_heading(h) for h in headings) or not any(is_reference_heading(h) for h in headings)
     ]
     found: list[Procedure] = []
-    for doc_id, read in store.shelf.texts(wanted).items():
+    for doc_id, read in store.shelf.derived(wanted, _read, _cache_of(store.shelf)).items():
         if isinstance(read, DocError):
             logger.warning("Docs: %s is left out of the procedures: %s", doc_id, read)
             continue
         headings, hook = candidates[doc_id]
-        inputs, title, description = _read(read)
+        inputs, title, description = read
         if inputs is None and not any(is_procedure_heading(h) for h in headings):
             continue
         found.append(Procedure(doc_id, hook or description or title or doc_id, title, inputs or ()))
@@ -134,10 +137,35 @@ def procedures(store: DocStore) -> list[Procedure]:
     return sorted(found, key=lambda p: order[p.doc_id])
 
 
-@functools.lru_cache(maxsize=1024)
-def _read(text: str) -> tuple[tuple[Input, ...] | None, str | None, str]:
-    """(inputs, title, description) of a doc text, memoised on the text: the set is read at every
-    handshake and list, and a doc's text rarely changes between two."""
+_Read = tuple[tuple[Input, ...] | None, str | None, str]
+"""What a doc says of itself as a procedure: (inputs, title, description)."""
+
+CACHE_MAX_BYTES = 8 * 1024 * 1024
+"""Bound on what the procedures cache keeps per store (measured as the text it holds)."""
+
+_caches: weakref.WeakKeyDictionary[Shelf, FileCache[str, _Read]] = weakref.WeakKeyDictionary()
+_caches_lock = threading.Lock()
+
+
+def _weight(read: _Read) -> int:
+    """About the bytes a cached read holds: its strings, and a little per input."""
+    inputs, title, description = read
+    held = sum(len(i.name) + len(i.description) + 64 for i in inputs or ())
+    return held + len(title or "") + len(description) + 128
+
+
+def _cache_of(shelf: Shelf) -> FileCache[str, _Read]:
+    """The procedures cache of one shelf: the set is read at every handshake and list, and a
+    doc rarely changes between two; keyed by the doc file and its stamp, bounded by bytes."""
+    with _caches_lock:
+        cache = _caches.get(shelf)
+        if cache is None:
+            cache = _caches[shelf] = FileCache(max_weight=CACHE_MAX_BYTES, weigh=_weight)
+        return cache
+
+
+def _read(text: str) -> _Read:
+    """(inputs, title, description) of a doc text."""
     info = parse(text)
     return parse_inputs(text), info.title, info.description
 
