@@ -11,7 +11,14 @@ from collections.abc import Mapping, Sequence
 
 from biopb_mcp.docs.procedures import Procedure
 
-__all__ = ["follow_request", "missing_arguments", "unknown_arguments", "unknown_prompt", "unknown_template"]
+__all__ = [
+    "follow_request",
+    "missing_arguments",
+    "stale_cursor",
+    "unknown_arguments",
+    "unknown_prompt",
+    "unknown_template",
+]
 
 _NAME_ESCAPE = re.compile(r"\\(?:u[dD][89a-fA-F][0-9a-fA-F]{2}|x[0-9a-fA-F]{2}|[nrt\\])")
 """An escape a shown file name holds (see ``biopb_mcp.fs.names``)."""
@@ -32,6 +39,8 @@ def follow_request(procedure: Procedure, uri: str, given: Mapping[str, str]) -> 
                 "string as it is, and it names the file.",
             ]
     left = [i.name for i in procedure.inputs if i.name not in given]
+    if procedure.inputs_left_out:
+        left.append("the further inputs its Inputs section lists (a prompt carries the first few)")
     if left:
         lines += [
             "",
@@ -64,6 +73,11 @@ def unknown_arguments(name: str, unknown: Sequence[str], inputs: Sequence[str]) 
     noun = "argument" if len(unknown) == 1 else "arguments"
     known = ", ".join(inputs) if inputs else "none"
     return f"Unknown {noun} {', '.join(repr(u) for u in unknown)} for prompt {name}; its arguments: {known}."
+
+
+def stale_cursor(cursor: str) -> str:
+    """A prompts/list cursor naming a prompt that is no longer listed."""
+    return f"Invalid cursor {cursor[:100]!r}: no such prompt is listed now; list the prompts again from the start."
 
 
 def unknown_template(uri: str, template: str) -> str:
