@@ -10,17 +10,21 @@ through) answers that one request with an error and goes on serving.
 from __future__ import annotations
 
 import os
+import subprocess
 import sys
 from pathlib import Path
 
 import anyio
+import httpx2
 import pytest
 from mcp import Client, MCPError, StdioServerParameters
+from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.message import SessionMessage
 from mcp.types import INTERNAL_ERROR, JSONRPCError, JSONRPCResponse, PromptReference, TextContent
 
 from _tests.support.results import text_of
 from _tests.support.stdio_procs import make_env
+from bench.handoff import started
 from biopb_mcp.fs.names import escape_name, unescape_name
 from biopb_mcp.fs.workdir import matching_paths
 from biopb_mcp.server.unsendable import GuardedWriteStream
@@ -36,7 +40,7 @@ import sys
 import biopb_mcp.fs.workdir as workdir
 workdir.escape_name = lambda name: name  # a source that forgets the escape
 from biopb_mcp.cli import main
-sys.exit(main(["serve"]))
+sys.exit(main(["serve", *sys.argv[1:]]))
 """
 
 
@@ -120,3 +124,38 @@ def test_completion_values_are_escaped_and_typed_escapes_are_read(tmp_path: Path
     assert matching_paths(work, "Mess").values == ["Messung_Z\\udcfcrich.tif"]
     assert matching_paths(work, "Ordner_\\udce4/b").values == ["Ordner_\\udce4/bell\\x07\\x1b[31m.tif"]
     assert matching_paths(work, "Ordner_\\").values == []  # a broken escape: still typing
+
+
+async def test_over_http_an_answer_that_cannot_be_encoded_is_an_error_and_the_server_goes_on(tmp_path: Path) -> None:
+    work = _workdir(tmp_path)
+    script = tmp_path / "server_without_escapes.py"
+    script.write_text(SERVER_WITHOUT_ESCAPES)
+    env = {**os.environ, **make_env(tmp_path), "PYTHONPATH": os.pathsep.join(sys.path)}
+    err = tmp_path / "http.err"
+    with err.open("wb") as sink:
+        proc = subprocess.Popen(
+            [sys.executable, str(script), "--transport", "http", "--port", "0"],
+            cwd=work,
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=sink,
+        )
+    try:
+        with anyio.fail_after(WAIT):
+            while (found := started(err.read_text(errors="replace"))) is None:
+                assert proc.poll() is None, err.read_text(errors="replace")
+                await anyio.sleep(0.05)
+            url, token = found
+            async with (
+                httpx2.AsyncClient(headers={"authorization": f"Bearer {token}"}, timeout=60) as http,
+                Client(streamable_http_client(url, http_client=http), mode="legacy") as client,
+            ):
+                with pytest.raises(MCPError) as refused:
+                    await client.complete(FLATFIELD, {"name": "image", "value": "Mess"})
+                listed = await client.list_prompts()
+    finally:
+        proc.terminate()
+        proc.wait(30)
+    assert refused.value.code == INTERNAL_ERROR and "not valid Unicode" in refused.value.error.message
+    assert listed.prompts
