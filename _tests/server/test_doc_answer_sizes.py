@@ -8,7 +8,9 @@ the whole text, a resource read and a prompt are cut with a note. And one proced
 
 from __future__ import annotations
 
+import gc
 import re
+import tracemalloc
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -140,3 +142,29 @@ async def test_prompts_list_pages_by_bytes_in_process(tmp_path: Path, isolated_d
     finally:
         state.kernel.shutdown()
     assert pages > 1 and set(names) <= set(seen) and len(seen) == len(set(seen))
+
+
+async def test_edits_of_a_big_listed_doc_leave_no_memory_behind_in_the_server(isolated_dirs: Path) -> None:
+    """Each write is noted in the session notebook, held in memory until a kernel starts, and the
+    prompt set remembers each procedure: neither may keep a copy per edit."""
+    mcp, state = build_server(load_settings())
+    try:
+        async with Client(mcp, mode="legacy") as client:
+            for tag in ("v0", "v1"):  # caches and first-use allocations settle
+                await client.call_tool("write_doc", {"id": "big", "body": big_procedure(tag, lines=30, width=10_000)})
+                await client.list_prompts()
+            tracemalloc.start()
+            try:
+                base = tracemalloc.get_traced_memory()[0]
+                for n in range(10):
+                    body = big_procedure(f"e{n}", lines=30, width=10_000)
+                    assert not (await client.call_tool("write_doc", {"id": "big", "body": body})).is_error
+                    await client.list_prompts()
+                gc.collect()
+                grown = tracemalloc.get_traced_memory()[0] - base
+            finally:
+                tracemalloc.stop()
+    finally:
+        state.kernel.shutdown()
+    # each edit used to keep its whole diff (a note) and its whole text (the prompt set): 6.9 MB here
+    assert grown < 5 * len(big_procedure("x", lines=30, width=10_000)), f"{grown:,} bytes kept after 10 edits"
