@@ -18,9 +18,9 @@ from typing import Any
 import anyio
 import httpx2
 import pytest
-from mcp import Client
+from mcp import Client, MCPError
 from mcp.client.streamable_http import streamable_http_client
-from mcp.types import EmbeddedResource, TextContent, TextResourceContents
+from mcp.types import INVALID_PARAMS, EmbeddedResource, TextContent, TextResourceContents
 
 from _tests.server.test_http import HttpServer, token_file_of
 from _tests.support.results import text_of
@@ -168,3 +168,16 @@ async def test_edits_of_a_big_listed_doc_leave_no_memory_behind_in_the_server(is
         state.kernel.shutdown()
     # each edit used to keep its whole diff (a note) and its whole text (the prompt set): 6.9 MB here
     assert grown < 5 * len(big_procedure("x", lines=30, width=10_000)), f"{grown:,} bytes kept after 10 edits"
+
+
+async def test_a_prompt_argument_too_long_to_quote_is_refused(isolated_dirs: Path) -> None:
+    mcp, state = build_server(load_settings())
+    try:
+        async with Client(mcp, mode="legacy") as client:
+            with pytest.raises(MCPError) as refused:
+                await client.get_prompt("flatfield", {"image": "x" * 2_000_000})
+            ok = await client.get_prompt("flatfield", {"image": "cells.tif"})
+    finally:
+        state.kernel.shutdown()
+    assert refused.value.code == INVALID_PARAMS and "longer than 4096 characters" in refused.value.error.message
+    assert ok.messages

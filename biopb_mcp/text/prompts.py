@@ -13,6 +13,7 @@ from biopb_mcp.docs.procedures import Procedure
 
 __all__ = [
     "follow_request",
+    "long_arguments",
     "missing_arguments",
     "stale_cursor",
     "unknown_arguments",
@@ -65,6 +66,15 @@ def missing_arguments(name: str, missing: Sequence[str], inputs: Sequence[str]) 
     return (
         f"Missing required {noun} {', '.join(repr(m) for m in missing)} for prompt {name}; "
         f"its arguments: {', '.join(inputs)}."
+    )
+
+
+def long_arguments(name: str, names: Sequence[str], limit: int) -> str:
+    """A get with an argument value longer than the prompt takes."""
+    noun = "argument" if len(names) == 1 else "arguments"
+    return (
+        f"The {noun} {', '.join(repr(n) for n in names)} of prompt {name} is longer than {limit} characters; "
+        "a prompt argument is a short value (a path, a number): give the rest to the agent in the chat."
     )
 
 

@@ -55,7 +55,10 @@ from biopb_mcp.text.docs import FOR_AGENT, refusal
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["ProcedurePrompts", "install_prompts", "prompt_name"]
+__all__ = ["MAX_ARGUMENT_CHARS", "ProcedurePrompts", "install_prompts", "prompt_name"]
+
+MAX_ARGUMENT_CHARS = 4096
+"""Longest prompt argument value taken (a path, a number): each is quoted in the request."""
 
 
 def prompt_name(doc_id: str) -> str:
@@ -153,6 +156,11 @@ class ProcedurePrompts:
         unknown = [k for k in (params.arguments or {}) if k not in inputs]
         if unknown:
             raise MCPError(code=INVALID_PARAMS, message=prompt_text.unknown_arguments(params.name, unknown, inputs))
+        too_long = [k for k, v in given.items() if len(v) > MAX_ARGUMENT_CHARS]
+        if too_long:  # echoed in the request: a long one would push the answer past the size bound
+            raise MCPError(
+                code=INVALID_PARAMS, message=prompt_text.long_arguments(params.name, too_long, MAX_ARGUMENT_CHARS)
+            )
         missing = [i.name for i in procedure.inputs if i.required and i.name not in given]
         if missing:
             raise MCPError(code=INVALID_PARAMS, message=prompt_text.missing_arguments(params.name, missing, inputs))
