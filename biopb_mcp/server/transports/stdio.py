@@ -34,6 +34,7 @@ from pydantic import ValidationError
 from biopb_mcp.server.sdk import lowlevel_server, sender_context
 from biopb_mcp.server.state import AppState
 from biopb_mcp.server.transports.exit import exit_on_signal, kernel_fate, shutdown_and_exit
+from biopb_mcp.server.unsendable import GuardedWriteStream
 
 logger = logging.getLogger(__name__)
 
@@ -101,7 +102,9 @@ async def wire_streams(wire: StdioWire) -> AsyncIterator[tuple[Any, Any]]:
     writer = WireWriter(io.TextIOWrapper(os.fdopen(wire.write_fd, "wb", closefd=False), encoding="utf-8"))
     lines = WireLines(reader, writer)
     async with stdio_server(stdin=lines, stdout=writer) as (read, write):  # type: ignore[arg-type]
-        yield AnsweringReadStream(read, write, lines.passed), write
+        # The SDK's writer task ends the session on a message it cannot encode: none reaches it.
+        guarded = GuardedWriteStream(write)
+        yield AnsweringReadStream(read, guarded, lines.passed), guarded
 
 
 PARSE_ERROR = -32700
