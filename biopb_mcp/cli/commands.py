@@ -195,14 +195,12 @@ def _build_parser() -> _Parser:
         "step that failed.",
         epilog="examples:\n  biopb-mcp demo\n  biopb-mcp demo --image ./nuclei.png\n",
     )
-    from biopb_mcp.server.demo import DEFAULT_IMAGE
-
     demo.add_argument(
         "--image",
         type=Path,
-        default=DEFAULT_IMAGE,
+        default=None,
         metavar="FILE",
-        help=f"where to save the image the kernel returns (default: {DEFAULT_IMAGE})",
+        help="save the image the kernel returns to FILE and keep it (default: into the temporary tree, removed with it)",
     )
     return parser
 
