@@ -37,6 +37,8 @@ class Calls:
     """What writes docs, named in a sentence ("its first write_doc")."""
     reader: str
     """What reads docs, named in a sentence ("copy it from read_doc")."""
+    restore: Callable[[str, int | None], str]
+    """The way to put a kept version back: (id, its number, None for any) -> the call."""
 
 
 FOR_AGENT = Calls(
@@ -44,6 +46,7 @@ FOR_AGENT = Calls(
     write=lambda doc_id, args: f"write_doc({doc_id}, {args})",
     writer="write_doc",
     reader="read_doc",
+    restore=lambda doc_id, n: f'write_doc("{doc_id}", body=<{"its text" if n is None else "the text below"}>)',
 )
 """Tool calls, for the agent."""
 
@@ -52,8 +55,9 @@ FOR_TERMINAL = Calls(
     write=lambda doc_id, args: "the agent's write_doc",
     writer="write_doc (the agent's tool)",
     reader="biopb-mcp docs read",
+    restore=lambda doc_id, n: f"biopb-mcp docs restore {doc_id} v{'<N>' if n is None else n}",
 )
-"""Commands, for a person at a terminal (who cannot write docs from the CLI)."""
+"""Commands, for a person at a terminal (who writes docs only by restoring a kept version)."""
 
 
 def refusal(exc: DocError, calls: Calls) -> str:
