@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import shutil
 import subprocess
 import sys
@@ -123,6 +124,25 @@ def test_wheel_installs_into_a_fresh_venv_and_its_script_runs(wheel: Path, tmp_p
     assert installed.is_relative_to(venv), installed
     for rel in seed_files():
         assert (installed.parent / rel).is_file(), rel
+
+
+def _requirement_name(requirement: str) -> str:
+    return re.split(r"[\[<>=~!; ]", requirement, maxsplit=1)[0]
+
+
+def test_every_dependency_is_named_with_its_reason_in_the_readme() -> None:
+    """A dependency is a decision: the README's Dependencies section names each one. The imaging
+    extra holds what agents reach for in the kernel besides the procedures' own: pandas for tables,
+    scikit-learn for clustering and mixture fits (written by hand when it was missing)."""
+    project = tomllib.loads((REPO / "pyproject.toml").read_text(encoding="utf-8"))["project"]
+    readme = (REPO / "README.md").read_text(encoding="utf-8")
+    section = readme.split("\n## Dependencies\n", 1)[1].split("\n## ", 1)[0]
+    imaging = {_requirement_name(r) for r in project["optional-dependencies"]["imaging"]}
+    assert {"pandas", "scikit-learn"} <= imaging, imaging
+    wanted = [*project["dependencies"], *(r for reqs in project["optional-dependencies"].values() for r in reqs)]
+    names = {_requirement_name(r) for r in wanted} - {project["name"]}
+    missing = sorted(name for name in names if name not in section)
+    assert missing == [], f"not named in the README's Dependencies section: {missing}"
 
 
 def test_ci_fails_on_a_ruff_or_mypy_finding_after_the_suite() -> None:
