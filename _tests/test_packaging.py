@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import re
 import shutil
 import subprocess
@@ -12,8 +13,6 @@ import zipfile
 from pathlib import Path
 
 import pytest
-
-import biopb_mcp
 
 REPO = Path(__file__).resolve().parents[1]
 SEED = REPO / "biopb_mcp" / "_docs_data"
@@ -110,7 +109,8 @@ def test_wheel_installs_into_a_fresh_venv_and_its_script_runs(wheel: Path, tmp_p
         [str(venv / "bin" / "biopb-mcp"), "--version"], capture_output=True, text=True, timeout=60, cwd=tmp_path
     )
     assert done.returncode == 0, done.stderr
-    assert done.stdout.strip() == f"biopb-mcp {biopb_mcp.__version__}"
+    version = tomllib.loads((REPO / "pyproject.toml").read_text(encoding="utf-8"))["project"]["version"]
+    assert done.stdout.strip() == f"biopb-mcp {version}"  # the wheel's, whatever this environment installed
     # the venv imports its own copy (not the editable checkout), and its seed is complete
     done = subprocess.run(
         [str(py), "-c", "import biopb_mcp, pathlib; print(pathlib.Path(biopb_mcp.__file__).parent)"],
@@ -119,6 +119,7 @@ def test_wheel_installs_into_a_fresh_venv_and_its_script_runs(wheel: Path, tmp_p
         timeout=60,
         cwd=tmp_path,
         check=True,
+        env={k: v for k, v in os.environ.items() if k != "PYTHONPATH"},  # a checkout on it would win
     )
     installed = Path(done.stdout.strip())
     assert installed.is_relative_to(venv), installed

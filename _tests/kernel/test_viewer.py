@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+import biopb_mcp
 from _tests.support.isolation import make_settings
 from _tests.support.runner import finish
 from _tests.support.xvfb import require_napari, virtual_display
@@ -22,6 +23,9 @@ from biopb_mcp.text.kernel import rendered_text
 from biopb_mcp.text.viewer import look_text
 
 pytestmark = pytest.mark.slow
+
+CHECKOUT = Path(biopb_mcp.__file__).resolve().parents[1]
+"""The checkout the server runs from, which its install hints name."""
 
 CELL_BOUND = 60.0
 """Seconds any one cell may take here; far more than any needs, yet it ends a hung kernel's test."""
@@ -119,7 +123,7 @@ def test_napari_missing_names_the_extra_to_install(headless: KernelHost) -> None
         ok=False,
     )
     assert "napari is not installed in this kernel's Python" in text, text
-    assert "pip install 'biopb-mcp[viewer]'" in text, text
+    assert f"pip install '{CHECKOUT}[viewer]'" in text, text  # the bare name on PyPI is another project
 
 
 def test_the_look_query_says_why_no_viewer_can_open(headless: KernelHost) -> None:
@@ -132,7 +136,7 @@ def test_the_look_query_says_why_no_viewer_can_open(headless: KernelHost) -> Non
         hidden = parse_look(headless.query(look_expression(canvas_only=True)))
     finally:
         run(headless, "del sys.modules['napari']")
-    assert "pip install 'biopb-mcp[viewer]'" in look_text(hidden), look_text(hidden)
+    assert f"pip install '{CHECKOUT}[viewer]'" in look_text(hidden), look_text(hidden)
 
 
 def test_the_helper_survives_reset_and_never_replaces_a_users_name(headless: KernelHost) -> None:

@@ -22,6 +22,7 @@ from biopb_mcp.cli.serve import TTY_HINT, run_serve
 from biopb_mcp.cli.usage import UsageError
 from biopb_mcp.config.settings import load_settings
 from biopb_mcp.errors import BiopbMcpError, DocError
+from biopb_mcp.text.install import install_command
 
 __all__ = ["TTY_HINT", "main"]
 
@@ -222,7 +223,7 @@ def _add_console_parser(sub: argparse._SubParsersAction[_Parser], fmt: type[argp
         description="Attach a terminal console to the kernel of the running biopb-mcp server: the "
         "agent's code and outputs show up live, marked [agent], and what you type runs in the same "
         "namespace. Leaving the console (exit, quit, Ctrl-D) leaves the kernel running. Needs the "
-        "console extra: pip install 'biopb-mcp[console]'.",
+        f"console extra: {install_command('console')}.",
         epilog="examples:\n"
         "  biopb-mcp console            # the newest running server's kernel\n"
         "  biopb-mcp console --pid 4242 # the kernel of server pid 4242 (server_status shows it)\n",

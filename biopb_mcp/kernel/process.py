@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 from jupyter_client.connect import write_connection_file
 
+from biopb_mcp.fs.install_source import requirement
 from biopb_mcp.fs.runtime import CONFIG_DIR_KEY, kernel_stem
 from biopb_mcp.kernel import lifeline, plugins
 from biopb_mcp.kernel.inside import INSIDE_DIR
@@ -213,6 +214,8 @@ class LaunchedKernel(KernelProcess):
             BIOPB_MCP_UMASK=f"{lifeline.current_umask():o}",
             BIOPB_MCP_PLUGINS_DIR=str(settings.plugins_dir),
             BIOPB_MCP_KERNEL_LOG=str(log_path),
+            # what installs the viewer extra, for the kernel's own hint (it imports nothing of ours)
+            BIOPB_MCP_VIEWER_INSTALL=requirement("viewer"),
         )
         env.update(plugins.kernel_env(settings))
         env.pop("JPY_PARENT_PID", None)

@@ -23,6 +23,7 @@ import importlib.util
 import io
 import json
 import os
+import shlex
 import subprocess
 import sys
 from typing import Any
@@ -134,19 +135,28 @@ def _close_quietly(closed: Any) -> None:
         pass
 
 
+VIEWER_INSTALL_ENV = "BIOPB_MCP_VIEWER_INSTALL"
+"""The pip requirement of biopb-mcp's viewer extra, set by the server that started the kernel:
+the bare name on PyPI is another project's until this one is published."""
+
+
+def _viewer_install() -> str:
+    target = os.environ.get(VIEWER_INSTALL_ENV) or "<your biopb-mcp checkout>[viewer]"
+    return "pip install " + shlex.quote(target)
+
+
 def napari_problem() -> str | None:
     """Why napari cannot run in this Python (not installed, no Qt binding), or None."""
     if importlib.util.find_spec("napari") is None:
         return (
             f"napari is not installed in this kernel's Python ({sys.executable}). Ask the user to "
-            "install it there: pip install 'biopb-mcp[viewer]' (napari with PyQt6), then restart "
-            "the kernel."
+            f"install it there: {_viewer_install()} (napari with PyQt6), then restart the kernel."
         )
     if not any(importlib.util.find_spec(name) is not None for name in QT_BINDINGS):
         return (
             f"napari is installed in this kernel's Python ({sys.executable}) but no Qt binding is. "
-            "Ask the user to install one there: pip install PyQt6 (or pip install "
-            "'biopb-mcp[viewer]'), then restart the kernel."
+            f"Ask the user to install one there: pip install PyQt6 (or {_viewer_install()}), then "
+            "restart the kernel."
         )
     return None
 
