@@ -146,6 +146,16 @@ def test_every_dependency_is_named_with_its_reason_in_the_readme() -> None:
     assert missing == [], f"not named in the README's Dependencies section: {missing}"
 
 
+def test_the_x_libraries_ci_installs_are_those_the_viewer_names_and_the_readme_lists() -> None:
+    from biopb_mcp.kernel.inside.viewer import X_LIBRARIES
+
+    ci = (REPO / ".ci" / "run").read_text(encoding="utf-8")
+    debs = set(ci.split('viewer_debs="', 1)[1].split('"', 1)[0].split()) - {"xvfb"}
+    assert debs == set(X_LIBRARIES.values())
+    readme = " ".join((REPO / "README.md").read_text(encoding="utf-8").split())
+    assert "sudo apt-get install " + " ".join(X_LIBRARIES.values()) in readme
+
+
 def test_ci_fails_on_a_ruff_or_mypy_finding_after_the_suite() -> None:
     ci = (REPO / ".ci" / "run").read_text(encoding="utf-8")
     tests_at, ruff_at, mypy_at = ci.index('"$PY" -m pytest'), ci.index('"$PY" -m ruff check'), ci.index('"$PY" -m mypy')
