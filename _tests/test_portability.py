@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import ast
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -162,3 +163,23 @@ def test_the_docs_store_works_without_the_posix_only_modules(tests: list[str]) -
     )
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-2000:]
     assert " passed" in done.stdout and " failed" not in done.stdout, done.stdout[-1000:]
+
+
+def test_without_process_groups_the_kernel_process_itself_is_ended(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Where os has no process groups (Windows), the seam says so and the kernel's stop signals
+    the process itself, as for a kernel that leads no group."""
+    from biopb_mcp.fs import process_groups
+    from biopb_mcp.kernel import lifeline
+
+    proc = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"])
+    try:
+        for name in ("getpgid", "getpgrp", "killpg"):
+            monkeypatch.delattr(os, name)
+        assert process_groups.group_of(proc.pid) is None and process_groups.own_group() is None
+        lifeline.kill_group(proc, process_groups.group_of(proc.pid), grace=10.0)
+        assert proc.poll() is not None
+    finally:
+        monkeypatch.undo()
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()

@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 from jupyter_client.connect import write_connection_file
 
+from biopb_mcp.fs import process_groups
 from biopb_mcp.fs.install_source import requirement
 from biopb_mcp.fs.runtime import CONFIG_DIR_KEY, kernel_stem
 from biopb_mcp.kernel import lifeline, plugins
@@ -276,7 +277,7 @@ class LaunchedKernel(KernelProcess):
         finally:
             os.close(read_fd)
         self._proc, self._lifeline_w = proc, write_fd
-        self._pgid = os.getpgid(proc.pid)
+        self._pgid = process_groups.group_of(proc.pid)
 
     def post_start(self) -> None:
         """Tighten the sockets to 0600 (bound under umask 0o077 already): agent code may print secrets."""
@@ -307,9 +308,9 @@ class LaunchedKernel(KernelProcess):
     def interrupt(self, send_interrupt_request: Callable[[], None]) -> None:
         if self.interrupt_mode == "message":
             send_interrupt_request()
-        elif self._pgid is not None and self._pgid != os.getpgrp():
+        elif self._pgid is not None and self._pgid != process_groups.own_group():
             with contextlib.suppress(ProcessLookupError):
-                os.killpg(self._pgid, signal.SIGINT)
+                process_groups.signal_group(self._pgid, signal.SIGINT)
         elif self._proc is not None:
             self._proc.send_signal(signal.SIGINT)
 
