@@ -183,3 +183,27 @@ def test_without_process_groups_the_kernel_process_itself_is_ended(monkeypatch: 
         if proc.poll() is None:
             proc.kill()
             proc.wait()
+
+
+@pytest.mark.slow
+def test_where_libzmq_has_no_ipc_the_kernel_runs_on_loopback_tcp(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """Windows builds of libzmq may lack ipc://: the kernel's channels then use tcp on 127.0.0.1,
+    with the connection file's key, and everything else is unchanged."""
+    from _tests.support.isolation import make_settings
+    from _tests.support.runner import finish
+    from biopb_mcp.kernel import KernelHost, process
+    from biopb_mcp.text.kernel import rendered_text
+
+    monkeypatch.setattr(process, "kernel_transport", lambda: "tcp")
+    host = KernelHost(make_settings(tmp_path))
+    try:
+        host.start()
+        status = host.status()
+        info = json.loads(Path(str(status.connection_file)).read_text(encoding="utf-8"))
+        assert (info["transport"], info["ip"], status.transport) == ("tcp", "127.0.0.1", "tcp")
+        _, result = finish(host, "print('over tcp', 6 * 7)")
+        assert rendered_text(result) == "over tcp 42"
+    finally:
+        host.shutdown()

@@ -44,6 +44,15 @@ SOCKETS = range(1, 6)
 """Port numbers of the five IPC sockets ``write_connection_file`` assigns (``<prefix>-<N>``)."""
 
 
+
+def kernel_transport() -> str:
+    """``ipc`` (Unix sockets in the private runtime dir: only this user can connect) where libzmq
+    has it; else ``tcp`` on loopback (Windows builds without it), where any local process can
+    connect and only the connection file's key keeps it out."""
+    import zmq
+
+    return "ipc" if zmq.has("ipc") else "tcp"
+
 class StartFailed(Exception):
     """A kernel start that did not reach ready: the message says why; ``setting`` names the config
     key that fixes it (``wanted``: what it should be); ``joined``: joining the user's kernel failed."""
@@ -193,10 +202,11 @@ class LaunchedKernel(KernelProcess):
             logger.info("runtime dir %s is too long for IPC socket paths; sockets in %s", runtime, sock_dir)
         # `biopb-mcp console` joins only kernels of its own config (Jupyter ignores extra keys)
         own: dict[str, Any] = {CONFIG_DIR_KEY: str(settings.config_dir)}
+        transport = kernel_transport()
         _, info = write_connection_file(
             str(conn),
-            ip=str(prefix),
-            transport="ipc",
+            ip=str(prefix) if transport == "ipc" else "127.0.0.1",
+            transport=transport,
             key=uuid.uuid4().hex.encode(),
             kernel_name=ks.name or "python3",
             **own,
