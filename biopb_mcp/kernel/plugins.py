@@ -11,8 +11,10 @@ from __future__ import annotations
 import os
 from typing import TYPE_CHECKING
 
+from biopb_mcp.fs.install_source import requirement
 from biopb_mcp.kernel import compute, viewer
 from biopb_mcp.kernel.inside import INSIDE_DIR
+from biopb_mcp.kernel.inside.viewer import VIEWER_INSTALL_ENV
 
 if TYPE_CHECKING:
     from biopb_mcp.config.settings import Settings
@@ -29,4 +31,6 @@ def kernel_env(settings: Settings) -> dict[str, str]:
     """Environment for a kernel start: every built-in plugin's file and what they read."""
     env = compute.kernel_env(settings)
     env["BIOPB_MCP_BUILTIN_PLUGINS"] = os.pathsep.join(str(path) for path in BUILTIN_FILES)
+    # what installs the viewer extra, for the viewer's own hint (kernel code imports nothing of ours)
+    env[VIEWER_INSTALL_ENV] = requirement("viewer")
     return env

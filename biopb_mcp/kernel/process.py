@@ -26,7 +26,6 @@ from typing import TYPE_CHECKING, Any
 from jupyter_client.connect import write_connection_file
 
 from biopb_mcp.fs import process_groups
-from biopb_mcp.fs.install_source import requirement
 from biopb_mcp.fs.runtime import CONFIG_DIR_KEY, kernel_stem
 from biopb_mcp.kernel import lifeline, plugins
 from biopb_mcp.kernel.inside import INSIDE_DIR
@@ -44,7 +43,6 @@ SOCKETS = range(1, 6)
 """Port numbers of the five IPC sockets ``write_connection_file`` assigns (``<prefix>-<N>``)."""
 
 
-
 def kernel_transport() -> str:
     """``ipc`` (Unix sockets in the private runtime dir: only this user can connect) where libzmq
     has it; else ``tcp`` on loopback (Windows builds without it), where any local process can
@@ -52,6 +50,7 @@ def kernel_transport() -> str:
     import zmq
 
     return "ipc" if zmq.has("ipc") else "tcp"
+
 
 class StartFailed(Exception):
     """A kernel start that did not reach ready: the message says why; ``setting`` names the config
@@ -225,8 +224,6 @@ class LaunchedKernel(KernelProcess):
             BIOPB_MCP_UMASK=f"{lifeline.current_umask():o}",
             BIOPB_MCP_PLUGINS_DIR=str(settings.plugins_dir),
             BIOPB_MCP_KERNEL_LOG=str(log_path),
-            # what installs the viewer extra, for the kernel's own hint (it imports nothing of ours)
-            BIOPB_MCP_VIEWER_INSTALL=requirement("viewer"),
         )
         env.update(plugins.kernel_env(settings))
         env.pop("JPY_PARENT_PID", None)
