@@ -38,7 +38,7 @@ def test_cases_per_category() -> None:
         category: sum(case.category == category for case in CASES)
         for category in ("textbook", "lab", "hard", "two-session")
     }
-    assert counts["textbook"] == 20 and counts["lab"] >= 12 and counts["hard"] >= 4 and counts["two-session"] >= 6
+    assert counts["textbook"] == 22 and counts["lab"] >= 12 and counts["hard"] >= 4 and counts["two-session"] >= 6
     assert sum(not case.covered for case in CASES) >= 3
 
 

@@ -42,6 +42,16 @@ def test_the_seeded_tree_lists_every_shipped_procedure_and_no_reference(tmp_path
     assert not any(i.name.lower() in ("the", "save") for p in found for i in p.inputs)
 
 
+def test_the_cell_and_3d_procedures_take_the_input_names_other_procedures_hand_them(tmp_path: Path) -> None:
+    """segment-cells takes segment-nuclei's labels as `nuclei`; segment-nuclei-3d takes the voxel size
+    open_image reads from the file: the names a prompt asks for and a hand-off passes."""
+    found = {p.doc_id: p for p in procedures(DocStore(tmp_path / "docs"))}
+    cells, nuclei_3d = found["segment-cells"], found["segment-nuclei-3d"]
+    assert [i.name for i in cells.inputs] == ["nuclei", "cells_image", "stain"]
+    assert [i.name for i in nuclei_3d.inputs] == ["stack", "voxel_size_um", "nucleus_diameter_um"]
+    assert "open_image(path).pixel_size_um" in nuclei_3d.inputs[1].description
+
+
 @pytest.mark.parametrize("bench_docs", [True, False])
 def test_the_bench_docs_off_arm_has_no_procedure_and_the_docs_arm_has_them(tmp_path: Path, bench_docs: bool) -> None:
     tree = prepare_tree(tmp_path / "tree", bench_docs=bench_docs)
