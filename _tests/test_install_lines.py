@@ -32,7 +32,7 @@ EXTRAS = set(PROJECT["optional-dependencies"])
 LAST_EARLIER_RELEASE = (0, 7, 2)
 """The earlier biopb-mcp's last release on PyPI: this project's version must be above it."""
 
-README_LINE = re.compile(r"pip install (?:-e )?'[^']+'")
+README_LINE = re.compile(r"pip install (?:-e )?(?:'[^']+'|\"[^\"]+\")")
 
 pytestmark = pytest.mark.slow
 
@@ -127,7 +127,7 @@ def test_each_readme_install_line_resolves_to_this_project(checkout: Path, tmp_p
     readme = (REPO / "README.md").read_text(encoding="utf-8")
     lines = sorted(set(README_LINE.findall(readme)))
     assert len(lines) >= 5, lines  # the top two commands, the console, notebook and viewer extras
-    assert not [line for line in lines if re.search(r"install '(biopb-mcp|biopb_mcp)\[[^]]*\]'", line)], lines
+    assert not [line for line in lines if re.search(r"install ['\"](biopb-mcp|biopb_mcp)\[[^]]*\]['\"]", line)], lines
     py = fresh_venv(tmp_path / "venv")
     has_git = (checkout / ".git").is_dir()
     for line in lines:
