@@ -152,6 +152,23 @@ async def test_search_docs_finds_a_written_section_and_refuses_an_empty_query(bu
         assert len(text_of(empty)) > len("Error executing tool search_docs: ")
 
 
+async def test_search_docs_says_when_its_matches_are_weak(built: Any) -> None:
+    """A pasted error no shipped doc covers shares only common words with a few sections: the answer
+    says they are weak rather than offering them as "best first"; a topic the docs cover does not."""
+    mcp, _ = built
+    async with Client(mcp, mode="legacy") as client:
+        weak = text_of(
+            await client.call_tool(
+                "search_docs", {"query": "ValueError: Images of type float must be between -1 and 1"}
+            )
+        )
+        strong = text_of(await client.call_tool("search_docs", {"query": "segment nuclei"}))
+    assert weak.startswith("No strong matches for 'ValueError: Images of type float"), weak
+    assert "weak" in weak and "best first" not in weak
+    assert strong.startswith("5 matches for 'segment nuclei', best first"), strong
+    assert "weak" not in strong.lower()
+
+
 async def test_search_keeps_its_index_in_the_state_dir(built: Any) -> None:
     mcp, state = built
     async with Client(mcp, mode="legacy") as client:

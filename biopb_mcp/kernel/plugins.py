@@ -14,8 +14,10 @@ import json
 import os
 from typing import TYPE_CHECKING
 
+from biopb_mcp.fs.install_source import requirement
 from biopb_mcp.kernel import compute, viewer
 from biopb_mcp.kernel.inside import INSIDE_DIR
+from biopb_mcp.kernel.inside.viewer import VIEWER_INSTALL_ENV
 
 if TYPE_CHECKING:
     from biopb_mcp.config.settings import Settings
@@ -47,4 +49,6 @@ def kernel_env(settings: Settings) -> dict[str, str]:
     env.update(outputs_env(settings))
     env["BIOPB_MCP_WARM_IMPORTS"] = json.dumps(list(settings.kernel.warm_imports))
     env["BIOPB_MCP_BUILTIN_PLUGINS"] = os.pathsep.join(str(path) for path in BUILTIN_FILES)
+    # what installs the viewer extra, for the viewer's own hint (kernel code imports nothing of ours)
+    env[VIEWER_INSTALL_ENV] = requirement("viewer")
     return env

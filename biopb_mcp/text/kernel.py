@@ -28,6 +28,7 @@ from biopb_mcp.kernel import (
     Rendered,
     StartOutcome,
 )
+from biopb_mcp.text.install import install_command
 
 __all__ = [
     "JOB_LINE",
@@ -119,10 +120,6 @@ def error_text(exc: KernelError) -> str:
     return str(exc)
 
 
-CONSOLE_EXTRA_INSTALL = "pip install 'biopb-mcp[console]'"
-"""What installs jupyter-console, which ``biopb-mcp console`` runs."""
-
-
 def connect_command(status: KernelStatus) -> str | None:
     """The command that joins the scientist's console to the kernel: ``biopb-mcp console`` for
     this server's own kernel (with the install step first when the ``console`` extra is missing,
@@ -133,7 +130,7 @@ def connect_command(status: KernelStatus) -> str | None:
         return f"jupyter console --existing {status.connection_file}"
     command = f"biopb-mcp console --pid {status.server_pid}"
     if importlib.util.find_spec("jupyter_console") is None:
-        return f"{CONSOLE_EXTRA_INSTALL} && {command}"
+        return f"{install_command('console')} && {command}"
     return command
 
 
