@@ -1,4 +1,4 @@
-"""Every install line the README or a message prints installs this project, with its extras, in a
+"""Every install line the README, the guide or a message prints installs this project, with its extras, in a
 fresh venv: the bare name on PyPI is an earlier project's (0.5.1-0.7.2, without these extras).
 
 Offline: pip runs with ``--no-index`` (a line that needs the index fails), ``--no-deps`` and
@@ -123,9 +123,9 @@ def test_the_version_continues_above_the_earlier_release_of_the_name() -> None:
     assert version > LAST_EARLIER_RELEASE, PROJECT["version"]
 
 
-def test_each_readme_install_line_resolves_to_this_project(checkout: Path, tmp_path: Path) -> None:
-    readme = (REPO / "README.md").read_text(encoding="utf-8")
-    lines = sorted(set(README_LINE.findall(readme)))
+def test_each_install_line_of_the_readme_and_the_guide_resolves_to_this_project(checkout: Path, tmp_path: Path) -> None:
+    pages = [REPO / "README.md", *sorted((REPO / "docs").rglob("*.md"))]
+    lines = sorted({line for page in pages for line in README_LINE.findall(page.read_text(encoding="utf-8"))})
     assert len(lines) >= 5, lines  # the top two commands, the console, notebook and viewer extras
     assert not [line for line in lines if re.search(r"install ['\"](biopb-mcp|biopb_mcp)\[[^]]*\]['\"]", line)], lines
     py = fresh_venv(tmp_path / "venv")

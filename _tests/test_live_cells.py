@@ -239,7 +239,7 @@ async def test_two_notebooks_two_agents_each_writes_only_its_own(server: Jupyter
 
 
 SCREENSHOT = Path(__file__).resolve().parent.parent / "docs" / "notebook-live-screenshot.png"
-"""Where ``BIOPB_UPDATE_SCREENSHOTS=1`` puts the browser's picture (the README shows it)."""
+"""Where ``BIOPB_UPDATE_SCREENSHOTS=1`` puts the browser's picture (the guide's notebook page shows it)."""
 
 
 def chromium() -> tuple[str, str]:

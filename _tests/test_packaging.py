@@ -131,29 +131,28 @@ def _requirement_name(requirement: str) -> str:
     return re.split(r"[\[<>=~!; ]", requirement, maxsplit=1)[0]
 
 
-def test_every_dependency_is_named_with_its_reason_in_the_readme() -> None:
-    """A dependency is a decision: the README's Dependencies section names each one. The imaging
+def test_every_dependency_is_named_with_its_reason_in_the_guide() -> None:
+    """A dependency is a decision: the guide's Dependencies page names each one. The imaging
     extra holds what agents reach for in the kernel besides the procedures' own: pandas for tables,
     scikit-learn for clustering and mixture fits (written by hand when it was missing)."""
     project = tomllib.loads((REPO / "pyproject.toml").read_text(encoding="utf-8"))["project"]
-    readme = (REPO / "README.md").read_text(encoding="utf-8")
-    section = readme.split("\n## Dependencies\n", 1)[1].split("\n## ", 1)[0]
+    section = (REPO / "docs" / "design" / "dependencies.md").read_text(encoding="utf-8")
     imaging = {_requirement_name(r) for r in project["optional-dependencies"]["imaging"]}
     assert {"pandas", "scikit-learn"} <= imaging, imaging
     wanted = [*project["dependencies"], *(r for reqs in project["optional-dependencies"].values() for r in reqs)]
     names = {_requirement_name(r) for r in wanted} - {project["name"]}
     missing = sorted(name for name in names if name not in section)
-    assert missing == [], f"not named in the README's Dependencies section: {missing}"
+    assert missing == [], f"not named on the guide's Dependencies page (docs/design/dependencies.md): {missing}"
 
 
-def test_the_x_libraries_ci_installs_are_those_the_viewer_names_and_the_readme_lists() -> None:
+def test_the_x_libraries_ci_installs_are_those_the_viewer_names_and_its_guide_lists() -> None:
     from biopb_mcp.kernel.inside.viewer import X_LIBRARIES
 
     ci = (REPO / ".ci" / "run").read_text(encoding="utf-8")
     debs = set(ci.split('viewer_debs="', 1)[1].split('"', 1)[0].split()) - {"xvfb"}
     assert debs == set(X_LIBRARIES.values())
-    readme = " ".join((REPO / "README.md").read_text(encoding="utf-8").split())
-    assert "sudo apt-get install " + " ".join(X_LIBRARIES.values()) in readme
+    guide = " ".join((REPO / "docs" / "guides" / "viewer.md").read_text(encoding="utf-8").split())
+    assert "sudo apt-get install " + " ".join(X_LIBRARIES.values()) in guide
 
 
 def test_ci_fails_on_a_ruff_or_mypy_finding_after_the_suite() -> None:

@@ -1,4 +1,4 @@
-"""Re-running a recorded session with the README's command, as written, in a plain kernel.
+"""Re-running a recorded session with the guide's command, as written, in a plain kernel.
 
 The session holds what real ones hold: a cell that used a kernel plugin's name, an error, a job
 the agent interrupted, and a name the scientist typed in a console (another Jupyter client on the
@@ -45,9 +45,9 @@ client.stop_channels()
 """
 
 
-def readme_rerun_command() -> str:
-    """The re-run command exactly as the README shows it (its comment dropped)."""
-    readme = (REPO / "README.md").read_text(encoding="utf-8")
+def guide_rerun_command() -> str:
+    """The re-run command exactly as the guide's kernel page shows it (its comment dropped)."""
+    readme = (REPO / "docs" / "guides" / "kernel.md").read_text(encoding="utf-8")
     lines = [line for line in readme.splitlines() if "jupyter execute" in line and "<file>" in line]
     assert len(lines) == 1, lines
     return lines[0].split("  #")[0].strip()
@@ -83,7 +83,7 @@ def rerun(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     (root / "data").mkdir()
     path = anyio.run(record, root)
     (root / "data" / "stopped-job-ran").unlink()
-    command = readme_rerun_command().replace("<file>", shlex.quote(str(path)))
+    command = guide_rerun_command().replace("<file>", shlex.quote(str(path)))
     done = subprocess.run(["sh", "-c", command], capture_output=True, text=True, timeout=600, cwd=root)
     out = path.with_name(f"{path.stem}-rerun.ipynb")
     return {"root": root, "recorded": read_session(path), "done": done, "out": out, "session": path}
