@@ -1,6 +1,7 @@
-"""Every case's check fails on an empty work dir and passes on its solution run in a real kernel; the
-textbook solution of every lab and two-session case (and of one hard case) fails its check, so each
-needs a doc; a case a shipped procedure covers is solved by that procedure's blocks as written, its
+"""Every case's check fails on an empty work dir (with no score) and passes on its solution run in a
+real kernel, its score within the check's tolerance; the textbook solution of every lab and
+two-session case (and of one hard case) fails its check, its score worse than that tolerance (or
+no readable answer), so each needs a doc; a case a shipped procedure covers is solved by that procedure's blocks as written, its
 own code only loading files, passing inputs and saving."""
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ import pytest
 from jupyter_client.blocking.client import BlockingKernelClient
 from jupyter_client.manager import KernelManager, start_new_kernel
 
-from bench.cases import Case, all_cases, python_blocks, run_check
+from bench.cases import Case, Score, all_cases, python_blocks, scored_check
 from bench.prepare import (
     LAB_DIR,
     LAB_SECTION,
@@ -105,9 +106,10 @@ def test_no_request_states_the_convention_its_case_needs() -> None:
 def test_check_fails_on_an_empty_work_dir(case, tmp_path: Path) -> None:
     truth = case.setup(tmp_path, np.random.default_rng(1))
     inputs = sorted(path.name for path in tmp_path.iterdir())
-    passed, detail = run_check(case, tmp_path, truth)
+    passed, detail, score = scored_check(case, tmp_path, truth)
     assert not passed
     assert "missing" in detail
+    assert score is None  # no answer, no number: it ranks below every scored answer
     assert sorted(path.name for path in tmp_path.iterdir()) == inputs  # a check writes nothing
 
 
@@ -160,8 +162,10 @@ def test_solution_run_in_a_kernel_passes_the_check(case, kernel: BlockingKernelC
     _run(kernel, tmp_path, "")
     for cell in case.solution_cells(shipped):
         _run(kernel, tmp_path, cell, reset=False)
-    passed, detail = run_check(case, tmp_path, truth)
+    passed, detail, score = scored_check(case, tmp_path, truth)
     assert passed, detail
+    assert score is not None and score.limit is not None, f"{case.name} declares no score with its tolerance"
+    assert score.error <= score.limit + 1e-9, f"{case.name}: {score}"
 
 
 PROCEDURES = set(ablate_index(shipped_index_path().read_text(encoding="utf-8")).withheld)
@@ -259,8 +263,28 @@ def test_textbook_solution_fails_every_case_that_needs_a_doc(
     if case.first_solution:
         _run(kernel, tmp_path, case.first_solution)
     _run(kernel, tmp_path, case.textbook_solution)
-    passed, detail = run_check(case, tmp_path, truth)
+    passed, detail, score = scored_check(case, tmp_path, truth)
     assert not passed, detail
+    # worse than the tolerance the case's own solution meets, or no readable answer at all
+    assert score is None or (score.limit is not None and score.error > score.limit), f"{case.name}: {score}"
+
+
+def test_a_check_may_return_its_score_or_declare_it() -> None:
+    """The protocol: a check's third item is its score; else the last one it declared; the error is
+    never negative and defaults to the distance from the truth."""
+    from bench.cases import score
+
+    def declaring(workdir: Path, truth: dict) -> tuple[bool, str]:
+        score(3, 5, "nuclei", limit=1)
+        score(7, 5, "nuclei", limit=1)
+        return False, "off"
+
+    returning = Score(error=0.0, unit="nuclei", reported=5, truth=5, limit=1)
+    case = Case("protocol-probe", "count", lambda workdir, rng: {}, declaring)
+    assert scored_check(case, Path("."), {})[2] == Score(error=2.0, unit="nuclei", reported=7, truth=5, limit=1)
+    case = Case("protocol-probe", "count", lambda workdir, rng: {}, lambda workdir, truth: (True, "ok", returning))
+    assert scored_check(case, Path("."), {}) == (True, "ok", returning)
+    assert score(0.9, 1.0, "1 - r", error=-0.1).error == 0.1
 
 
 def test_the_scripted_agent_can_read_every_doc_a_case_needs_in_the_docs_arm_only(tmp_path: Path) -> None:

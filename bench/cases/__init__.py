@@ -6,7 +6,11 @@ Each case module calls :func:`register` at import. A case is plain data plus two
   check needs (arrays allowed); the truth never goes into the work dir, so the agent cannot read it.
 * ``check(workdir, truth) -> (passed, detail)`` scores the artifacts the request asked for, with
   the tolerances stated in its detail. A missing or malformed artifact is a failed check, never an
-  exception.
+  exception. Beside the verdict the check declares a :class:`Score` (with :func:`score`, as soon
+  as it has read the answer's number, or as a third item of its result): the error against the
+  truth in the case's own unit, the number the answer reported and the truth. A pass/fail check
+  cannot tell a near miss from a wild one, nor an answer at the truth from one at the tolerance's
+  edge; the score can. No score means no readable answer, which ranks below every number.
 
 ``solution`` is Python source the scripted agent runs through ``execute_code`` with the kernel's
 working directory set to the work dir: the known answer, proving that the check can pass.
@@ -41,6 +45,7 @@ from __future__ import annotations
 import importlib
 import re
 from collections.abc import Callable, Sequence
+from contextvars import ContextVar
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -54,17 +59,64 @@ __all__ = [
     "Each",
     "Procedure",
     "Run",
+    "Score",
     "all_cases",
     "get_case",
     "python_blocks",
     "register",
     "run_check",
+    "score",
+    "scored_check",
 ]
 
 CATEGORIES = ("textbook", "lab", "hard", "two-session")
 """Case categories, in report order; see the module docstring."""
 
 Truth = dict[str, Any]
+
+
+@dataclass(frozen=True)
+class Score:
+    """How far an answer is from the truth, in the case's own unit (0 at the truth)."""
+
+    error: float
+    """Distance from the truth, never negative; smaller is better."""
+    unit: str
+    """The unit of ``error`` (e.g. ``nuclei``, ``|ratio - 1|``, ``1 - NCC``)."""
+    reported: float
+    """The answer's number the error is measured on (what repeats should agree on)."""
+    truth: float
+    """That number's true value."""
+    limit: float | None = None
+    """The check's tolerance on ``error``, when it has one: a pass sits at or under it."""
+
+    def as_row(self) -> dict[str, float | str | None]:
+        return {
+            "error": self.error,
+            "unit": self.unit,
+            "reported": self.reported,
+            "truth": self.truth,
+            "limit": self.limit,
+        }
+
+
+_SCORES: ContextVar[list[Score] | None] = ContextVar("bench_case_scores", default=None)
+
+
+def score(reported: float, truth: float, unit: str, *, error: float | None = None, limit: float | None = None) -> Score:
+    """Declare the running check's score (the last declared wins); the error defaults to
+    ``|reported - truth|`` in ``unit``. Called outside a check it only returns the score."""
+    found = Score(
+        error=float(abs(reported - truth) if error is None else abs(error)),
+        unit=unit,
+        reported=float(reported),
+        truth=float(truth),
+        limit=limit,
+    )
+    declared = _SCORES.get()
+    if declared is not None:
+        declared.append(found)
+    return found
 
 
 class CheckFailed(Exception):
@@ -168,7 +220,7 @@ class Case:
     name: str
     request: str
     setup: Callable[[Path, np.random.Generator], Truth]
-    check: Callable[[Path, Truth], tuple[bool, str]]
+    check: Callable[[Path, Truth], tuple[bool, str] | tuple[bool, str, Score]]
     solution: str = ""
     docs: tuple[str, ...] = ()
     category: str = "textbook"
@@ -255,7 +307,19 @@ def get_case(name: str) -> Case:
 
 def run_check(case: Case, workdir: Path, truth: Truth) -> tuple[bool, str]:
     """Run a case's check, turning CheckFailed into a failed result with its message."""
+    passed, detail, _ = scored_check(case, workdir, truth)
+    return passed, detail
+
+
+def scored_check(case: Case, workdir: Path, truth: Truth) -> tuple[bool, str, Score | None]:
+    """Run a case's check: its verdict, detail and the score it declared (None: no readable answer)."""
+    declared: list[Score] = []
+    token = _SCORES.set(declared)
     try:
-        return case.check(workdir, truth)
+        result: tuple[Any, ...] = tuple(case.check(workdir, truth))
     except CheckFailed as exc:
-        return False, str(exc)
+        result = (False, str(exc))
+    finally:
+        _SCORES.reset(token)
+    found = result[2] if len(result) > 2 else (declared[-1] if declared else None)
+    return bool(result[0]), str(result[1]), found
