@@ -105,6 +105,6 @@ def test_scores_agreement_and_cost_sections() -> None:
     assert "| no docs | 0/3 | – (none solved) (4)" in text
     assert sign_test(9, 1) == pytest.approx(0.021484375) and sign_test(0, 0) is None
     # the exact null with tied ranks (scipy's exact test refuses ties; enumeration does not)
-    assert wilcoxon_exact([1, -2, 3, 4, 5, 6, 7, 8]) == (34.0, pytest.approx(0.0234375))
-    assert wilcoxon_exact([1, 1, -1, 2]) == (8.0, pytest.approx(0.5))
+    assert wilcoxon_exact([1, -2, 3, 4, 5, 6, 7, 8]) == pytest.approx((34.0, 0.0234375))
+    assert wilcoxon_exact([1, 1, -1, 2]) == pytest.approx((8.0, 0.5))
     assert wilcoxon_exact([0, 0]) is None
