@@ -304,7 +304,7 @@ def run_one(spec: RunSpec, case: Case, arm: str, repeat: int) -> dict[str, Any]:
         for session in range(1, case.sessions + 1):
             last = session == case.sessions
             session_trace = trace if last else run_dir / f"trace-s{session}.jsonl"
-            request = case.request if last else case.first_request
+            request = case.session_request(session)
             session_dir = workdir if last else run_dir / f"work-s{session}"
             if session > 1 and not shape.memory:
                 # docs off: a later session forgets what earlier ones wrote down, so the pair prices the memory

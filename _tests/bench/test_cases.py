@@ -28,7 +28,7 @@ from bench.prepare import (
 CASES = all_cases()
 # Every lab and two-session case, and one hard case: `python -m bench selftest` runs the textbook
 # solution of every hard case too (as the docs-blind agent); the suite samples those, which are slow.
-NEEDS_DOCS = [case for case in CASES if case.category in ("lab", "two-session")] + [
+NEEDS_DOCS = [case for case in CASES if case.category in ("lab", "two-session", "three-session")] + [
     next(case for case in CASES if case.category == "hard")
 ]
 
@@ -37,8 +37,9 @@ def test_cases_per_category() -> None:
     assert len({case.name for case in CASES}) == len(CASES)
     counts = {
         category: sum(case.category == category for case in CASES)
-        for category in ("textbook", "lab", "hard", "two-session")
+        for category in ("textbook", "lab", "hard", "two-session", "three-session")
     }
+    assert counts["three-session"] >= 1
     assert counts["textbook"] == 22 and counts["lab"] >= 12 and counts["hard"] >= 4 and counts["two-session"] >= 6
     assert sum(not case.covered for case in CASES) >= 3
 
@@ -53,6 +54,10 @@ def test_every_doc_a_case_names_exists_where_its_category_says() -> None:
             )
         elif case.category == "lab":
             assert case.docs and set(case.docs) <= lab, case.name
+        elif case.category == "three-session":
+            # session 3 follows a lab rule; session 1's memo must sit beside it, not in its place
+            assert case.memo is not None and case.docs and set(case.docs) <= lab, case.name
+            assert case.memo[0] not in case.docs, case.name
         else:
             assert case.memo is not None and case.docs == (case.memo[0],), case.name
     assert all(f"- {doc_id}:" in LAB_SECTION for doc_id in lab)
@@ -96,7 +101,7 @@ SECRETS = (
 
 def test_no_request_states_the_convention_its_case_needs() -> None:
     for case in CASES:
-        if case.category in ("lab", "two-session"):
+        if case.category in ("lab", "two-session", "three-session"):
             for secret in SECRETS:
                 assert secret not in case.request, f"{case.name}: the request gives away {secret!r}"
             assert len(case.why_hidden) > 40, f"{case.name}: say why the data cannot reveal what it needs"
@@ -149,7 +154,9 @@ def _run(kernel: BlockingKernelClient, tmp_path: Path, code: str, *, reset: bool
 
 
 def shipped(doc_id: str) -> str:
-    """A shipped doc's text, as the docs arm's server would serve it under its header."""
+    """A shipped doc's text (or a lab doc's, from the lab tier the docs arm installs)."""
+    if doc_id.startswith("lab/"):
+        return (LAB_DIR / f"{doc_id.removeprefix('lab/')}.md").read_text(encoding="utf-8")
     return (shipped_index_path().parent / f"{doc_id}.md").read_text(encoding="utf-8")
 
 
@@ -157,8 +164,9 @@ def shipped(doc_id: str) -> str:
 def test_solution_run_in_a_kernel_passes_the_check(case, kernel: BlockingKernelClient, tmp_path: Path) -> None:
     """The docs arm's solution, in one namespace: a covered case's is its procedure's blocks as written."""
     truth = case.setup(tmp_path, np.random.default_rng(1))
-    if case.first_solution:
-        _run(kernel, tmp_path, case.first_solution)
+    for earlier in (case.first_solution, case.second_solution):
+        if earlier:
+            _run(kernel, tmp_path, earlier)
     _run(kernel, tmp_path, "")
     for cell in case.solution_cells(shipped):
         _run(kernel, tmp_path, cell, reset=False)

@@ -33,6 +33,10 @@ Categories tell what a case needs:
 * ``two-session``: session 1's request states a convention and asks the agent to keep it;
   session 2 (a fresh server: on the same config tree in the docs arm, a fresh one without the
   docs) gets a related request without it.
+* ``three-session``: memory must do no harm. Session 1 states a rule narrower than a lab rule
+  (for one line, one plate), session 2 applies the narrow rule, session 3 needs the lab's
+  original rule: it fails when what session 1 wrote replaced the lab's rule instead of adding a
+  scoped one beside it.
 
 ``why_hidden`` (lab and two-session cases) says why the data cannot reveal what the case needs.
 
@@ -69,7 +73,7 @@ __all__ = [
     "scored_check",
 ]
 
-CATEGORIES = ("textbook", "lab", "hard", "two-session")
+CATEGORIES = ("textbook", "lab", "hard", "two-session", "three-session")
 """Case categories, in report order; see the module docstring."""
 
 Truth = dict[str, Any]
@@ -228,7 +232,11 @@ class Case:
     first_request: str = ""
     first_solution: str = ""
     memo: tuple[str, str] | None = None
-    """Two-session cases: (doc id, body) the scripted agent writes in session 1."""
+    """Two- and three-session cases: (doc id, body) the scripted agent writes in session 1."""
+    second_request: str = ""
+    """Three-session cases: session 2's request."""
+    second_solution: str = ""
+    """Three-session cases: what the scripted agent runs in session 2."""
     procedure: Procedure | None = None
     """Covered cases: the docs-arm solution is this procedure, run from the docs as written."""
     why_hidden: str = ""
@@ -241,7 +249,13 @@ class Case:
 
     @property
     def sessions(self) -> int:
-        return 2 if self.category == "two-session" else 1
+        return {"two-session": 2, "three-session": 3}.get(self.category, 1)
+
+    def session_request(self, session: int) -> str:
+        """The request of session ``session`` (1-based); the last is the scored one."""
+        if session >= self.sessions:
+            return self.request
+        return self.first_request if session == 1 else self.second_request
 
     def solution_cells(self, read: Callable[[str], str]) -> Sequence[str]:
         """What the docs-driven agent runs: the procedure's cells (docs read with ``read``), else
@@ -255,7 +269,7 @@ class Case:
 
 
 _REGISTRY: dict[str, Case] = {}
-_MODULES = ("nuclei", "cells", "illumination", "stacks", "spots", "utility", "lab", "hard", "memo")
+_MODULES = ("nuclei", "cells", "illumination", "stacks", "spots", "utility", "lab", "hard", "memo", "memory")
 
 
 def register(case: Case) -> Case:
@@ -269,9 +283,12 @@ def register(case: Case) -> Case:
         raise ValueError(f"case {case.name!r}: category {case.category!r} is not one of {CATEGORIES}")
     if case.category != "textbook" and case.blind_solution is None:
         raise ValueError(f"case {case.name!r}: a {case.category} case needs the textbook solution that fails it")
-    if (case.category == "two-session") != (case.memo is not None and bool(case.first_request)):
-        raise ValueError(f"case {case.name!r}: two-session cases, and only they, have a first request and a memo")
-    if case.category in ("lab", "two-session") and not case.why_hidden:
+    remembers = case.category in ("two-session", "three-session")
+    if remembers != (case.memo is not None and bool(case.first_request)):
+        raise ValueError(f"case {case.name!r}: multi-session cases, and only they, have a first request and a memo")
+    if (case.category == "three-session") != bool(case.second_request):
+        raise ValueError(f"case {case.name!r}: three-session cases, and only they, have a second request")
+    if case.category in ("lab", "two-session", "three-session") and not case.why_hidden:
         raise ValueError(f"case {case.name!r}: a {case.category} case says why the data cannot reveal what it needs")
     if case.procedure is not None and (case.solution or case.blind_solution is None):
         raise ValueError(
