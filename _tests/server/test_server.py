@@ -61,6 +61,8 @@ async def test_tools_are_listed_with_when_to_use_and_read_only_annotations(built
     assert restart_annotations.destructive_hint is True
     assert "[[" in write and "index" in write and "old" in write
     assert write.count("\n- ") >= 5  # the five authoring bullets
+    # where a standing lab fact goes, and a narrower rule kept beside the old one
+    assert "fact doc" in write and "with its scope" in write and "never replacing it silently" in write
     assert "\n        " not in tools["execute_code"].description  # dedented for the agent
 
 

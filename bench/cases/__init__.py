@@ -269,7 +269,19 @@ class Case:
 
 
 _REGISTRY: dict[str, Case] = {}
-_MODULES = ("nuclei", "cells", "illumination", "stacks", "spots", "utility", "lab", "hard", "memo", "memory")
+_MODULES = (
+    "nuclei",
+    "cells",
+    "illumination",
+    "stacks",
+    "spots",
+    "utility",
+    "tracking",
+    "lab",
+    "hard",
+    "memo",
+    "memory",
+)
 
 
 def register(case: Case) -> Case:

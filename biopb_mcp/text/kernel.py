@@ -160,7 +160,11 @@ def status_json(status: KernelStatus) -> dict[str, Any]:
         "socket_dir": status.socket_dir,
         "kernel_spec": status.kernel_spec,
         "current_job": status.current_job,
-        "plugins": {"loaded": status.plugins_loaded, "failed": status.plugins_failed},
+        "plugins": {
+            "built_in": status.builtin_helpers,
+            "loaded": status.plugins_loaded,
+            "failed": status.plugins_failed,
+        },
         "bootstrap_errors": status.bootstrap_errors,
         "parent_death_watch": status.parent_death_watch,
         "kernel_log": status.kernel_log,
@@ -185,8 +189,10 @@ def summary(status: KernelStatus) -> str:
         parts = [f"Kernel ready (pid {status.pid}, {status.kernel_spec})."]
         parts.append(f"Connection file: {status.connection_file} (share it: {connect_command(status)}).")
     loaded, failed = status.plugins_loaded, status.plugins_failed
+    if status.builtin_helpers:
+        parts.append(f"Built-in helpers (inspect_object reads their docstrings): {', '.join(status.builtin_helpers)}.")
     if loaded:
-        parts.append(f"Plugins loaded: {', '.join(Path(p).name if '/' in p else p for p in loaded)}.")
+        parts.append(f"Lab plugins loaded: {', '.join(Path(p).name if '/' in p else p for p in loaded)}.")
     if failed:
         names = "; ".join(f"{f['plugin']} ({f['error']})" for f in failed)
         parts.append(f"Plugins that failed and were skipped: {names}; see {status.kernel_log}.")

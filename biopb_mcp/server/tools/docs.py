@@ -15,7 +15,7 @@ from biopb_mcp.server.tool import READ_ONLY, tool
 from biopb_mcp.text.doc_views import read_doc as read_text
 from biopb_mcp.text.docs import FOR_AGENT, format_hits, write_report
 
-__all__ = ["AUTHORING_GATE", "register_doc_tools"]
+__all__ = ["AUTHORING_GATE", "LAB_FACTS", "register_doc_tools"]
 
 AUTHORING_GATE = """\
 Before writing, hold the doc to these rules:
@@ -29,6 +29,16 @@ Before writing, hold the doc to these rules:
 - Link with [[id]] what this doc depends on or hands off to, not everything it mentions.
 See the shipped doc "authoring" for checkpoint types and how to write parameter rules."""
 """What keeps the docs store worth reading; the tail of write_doc's description."""
+
+
+LAB_FACTS = (
+    "A standing fact of the lab (an instrument's pixel size, a frame interval, a channel order, a table "
+    "format, where results go) is not a procedure: keep it as a short fact doc of its own, saying what it "
+    "covers and where it came from. A new rule narrower or wider than an existing one is written with its "
+    'scope beside the old rule ("for X, ...; everything else keeps ..."), never replacing it silently. '
+    "A lab doc that disagrees with a shipped procedure wins."
+)
+"""Where lab facts and rules of different scope go; the last paragraph of write_doc's description."""
 
 
 def register_doc_tools(mcp: MCPServer, state: AppState) -> None:
@@ -65,7 +75,7 @@ def register_doc_tools(mcp: MCPServer, state: AppState) -> None:
         '"index"). Returns the diff (of the index too, for a new doc). Nothing is ever deleted; '
         'earlier versions stay readable with read_doc("<id>@history").\n'
         "Use it when the user confirms a procedure worked, or asks you to remember or correct "
-        "something.\n" + AUTHORING_GATE.strip()
+        "something.\n" + AUTHORING_GATE.strip() + "\n" + LAB_FACTS
     )
 
     @tool(mcp, ToolAnnotations(read_only_hint=False, destructive_hint=False, open_world_hint=False), write_description)
