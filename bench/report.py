@@ -257,7 +257,7 @@ def summarize(rows: list[dict[str, Any]], *, agent: str, wall_s: float, cases: i
     if two_session:
         lines += [
             "",
-            "## Two-session cases: did session 1 write a doc, did session 2 read it?",
+            "## Multi-session cases: did session 1 write a doc, did the scored session read it?",
             "",
             "A memo in the index itself counts as written, and as read by every session on the same tree "
             "(the handshake carries the index). Without the docs session 2 starts on a fresh tree: what "
