@@ -90,6 +90,11 @@ def _relative(row: dict[str, Any]) -> float:
     return float(score["error"]) / limit if limit else float(score["error"])
 
 
+def _md(text: str) -> str:
+    """Text for a table cell: a bar would end the cell."""
+    return text.replace("|", "\\|")
+
+
 def _fmt(value: float) -> str:
     if not math.isfinite(value):
         return "–"
@@ -111,9 +116,9 @@ def error_lines(rows: list[dict[str, Any]], arms: list[str], labels: dict[str, s
     for case, per_arm in by_case.items():
         unit = next(
             (
-                f"{r['score']['unit']} (≤ {_fmt(r['score']['limit'])})"
+                f"{_md(r['score']['unit'])} (≤ {_fmt(r['score']['limit'])})"
                 if r["score"].get("limit") is not None
-                else r["score"]["unit"]
+                else _md(r["score"]["unit"])
                 for a in arms
                 for r in per_arm.get(a, [])
                 if isinstance(r.get("score"), dict)
@@ -203,12 +208,13 @@ def agreement_lines(rows: list[dict[str, Any]], arms: list[str], labels: dict[st
         ),
         "Each cell: spread (max − min) of the reported number; of the deviation from the truth; answered repeats.",
         "",
-        "| case | unit | " + " | ".join(labels[arm] for arm in arms) + " |",
+        "| case | unit of the error | " + " | ".join(labels[arm] for arm in arms) + " |",
         "|---|---|" + "---|" * len(arms),
     ]
     for case, per_arm in by_case.items():
         unit = next(
-            (r["score"]["unit"] for a in arms for r in per_arm.get(a, []) if isinstance(r.get("score"), dict)), "–"
+            (_md(r["score"]["unit"]) for a in arms for r in per_arm.get(a, []) if isinstance(r.get("score"), dict)),
+            "–",
         )
         cells = []
         for arm in arms:
