@@ -237,14 +237,26 @@ def _selftest(args: argparse.Namespace) -> int:
     problems: list[str] = []
     for number, name in enumerate(agents, start=1):
         arms = _select_arms(args.arms)
-        print(f"selftest: agent {name} ({number} of {len(agents)}), {len(arms) * len(cases)} runs", flush=True)
+        runs = len(arms) * len(cases) * args.repeat
+        print(f"selftest: agent {name} ({number} of {len(agents)}), {runs} runs", flush=True)
         agent_started = time.monotonic()
         rows = run_bench(
-            RunSpec(make_agent(name), arms, cases, out / name, timeout=args.timeout),
+            # repeats on the same data: the agreement table then shows a built-in agent agreeing with itself
+            RunSpec(
+                make_agent(name),
+                arms,
+                cases,
+                out / name,
+                timeout=args.timeout,
+                repeat=args.repeat,
+                same_data=args.repeat > 1,
+            ),
             progress=_selftest_progress(name),
             jobs=args.jobs,
         )
-        _write_summary(out / name, rows, agent=name, wall=time.monotonic() - started, cases=len(cases), repeat=1)
+        _write_summary(
+            out / name, rows, agent=name, wall=time.monotonic() - started, cases=len(cases), repeat=args.repeat
+        )
         problems += _score_problems(name, rows)
         for r in rows:
             want = _expected(name, r)
@@ -344,6 +356,12 @@ def build_parser() -> tuple[argparse.ArgumentParser, argparse._SubParsersAction]
     )
     selftest.add_argument(
         "--arms", default="all", help="all (docs, procedures-off, nodocs), both, or comma-separated arm names"
+    )
+    selftest.add_argument(
+        "--repeat",
+        type=int,
+        default=1,
+        help="runs per case and arm, on the same data (2 or more adds the agreement table; default 1)",
     )
     selftest.add_argument("--timeout", type=float, default=180.0, help="seconds per run")
     selftest.add_argument("--jobs", type=int, default=1, help="runs at once (default 1)")
