@@ -22,7 +22,7 @@ from enum import StrEnum
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from biopb_mcp.errors import KernelError, KernelNotOwned, KernelNotReady
+from biopb_mcp.errors import KernelError, KernelNotOwned, KernelNotReady, RestartRefused
 from biopb_mcp.kernel import plugins
 from biopb_mcp.kernel.attached import (
     IDENTITY_EXPRESSION,
@@ -197,6 +197,8 @@ class KernelHost:
             ``restarted`` (a namespace was lost) or ``started_by_restart``, with the new kernel's status.
 
         Raises:
+            RestartRefused: the configuration names a kernel that cannot start (a kernel spec
+                that does not exist): checked first, so the running kernel is left as it was.
             KernelNotReady: the new kernel could not start (state ``error``).
         """
         if not self.owns_kernel:
@@ -205,11 +207,26 @@ class KernelHost:
             raise self._not_ready(KernelState.STARTING)
         try:
             had = self._process is not None
+            if had:
+                self._check_next_start()
             self._teardown(note="The kernel was restarted while this ran; its namespace is gone.")
             status = self._launch()
         finally:
             self._life.release()
         return KernelStart(StartOutcome.RESTARTED if had else StartOutcome.STARTED_BY_RESTART, status)
+
+    def _check_next_start(self) -> None:
+        """Refuse a restart whose new kernel cannot start, before the running one is stopped."""
+        try:
+            self._new_process().check()
+        except StartFailed as exc:
+            raise RestartRefused(
+                f"Restart refused: {exc}",
+                reason=str(exc),
+                setting=exc.setting,
+                wanted=exc.wanted,
+                config_file=str(self._settings.config_file),
+            ) from None
 
     def reconfigure(self, settings: Settings) -> None:
         """Use ``settings`` from the next start on (a running kernel keeps running as it is)."""

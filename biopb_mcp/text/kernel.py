@@ -18,6 +18,7 @@ from biopb_mcp.errors import (
     KernelError,
     KernelNotOwned,
     KernelNotReady,
+    RestartRefused,
 )
 from biopb_mcp.kernel import (
     ExecutionStatus,
@@ -44,6 +45,7 @@ __all__ = [
     "notebook_about",
     "parse_job_line",
     "rendered_text",
+    "restart_refused",
     "split_job_line",
     "started",
     "summary",
@@ -106,6 +108,18 @@ def not_owned(exc: KernelNotOwned) -> str:
     )
 
 
+def restart_refused(exc: RestartRefused) -> str:
+    """Why restart_kernel left the running kernel alone, and how to make the restart possible."""
+    advice = ""
+    if exc.setting:
+        where = f" in {exc.config_file}" if exc.config_file else ""
+        advice = f" Set {exc.setting}{where} {exc.wanted}, then call restart_kernel again.".replace(" ,", ",")
+    return (
+        f"Restart refused: the new kernel could not start: {exc.reason} The running kernel was not "
+        f"touched: its namespace is kept and execute_code still runs there.{advice}"
+    )
+
+
 def error_text(exc: KernelError) -> str:
     """The agent's text for any kernel failure."""
     if isinstance(exc, KernelNotReady):
@@ -116,6 +130,8 @@ def error_text(exc: KernelError) -> str:
         return busy(exc)
     if isinstance(exc, JobNotFound):
         return job_not_found(exc)
+    if isinstance(exc, RestartRefused):
+        return restart_refused(exc)
     return str(exc)
 
 
