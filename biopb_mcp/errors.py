@@ -192,12 +192,22 @@ class KernelBusy(KernelError):
 
 
 class JobNotFound(KernelError):
-    """No job by that id; ``recent`` holds the last few ids, ``kept`` how many are kept."""
+    """No job by that id; ``recent`` holds the last few ids, ``kept`` how many are kept;
+    ``notebook`` is the session notebook holding the cell of a job forgotten since."""
 
-    def __init__(self, message: str, *, job_id: str = "", recent: list[str] | None = None, kept: int = 0) -> None:
+    def __init__(
+        self,
+        message: str,
+        *,
+        job_id: str = "",
+        recent: list[str] | None = None,
+        kept: int = 0,
+        notebook: str | None = None,
+    ) -> None:
         self.job_id = job_id
         self.recent = recent or []
         self.kept = kept
+        self.notebook = notebook
         super().__init__(message)
 
 

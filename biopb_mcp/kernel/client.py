@@ -27,6 +27,7 @@ from biopb_mcp.errors import JobNotFound, KernelBusy, KernelError
 from biopb_mcp.kernel import image_files, inspection, rendering
 from biopb_mcp.kernel.channels import KernelChannels, nudge_waits
 from biopb_mcp.kernel.executions import Execution, Rendered
+from biopb_mcp.kernel.output_files import Overflow
 from biopb_mcp.kernel.process import StartFailed
 from biopb_mcp.kernel.states import ExecutionStatus, KernelState
 
@@ -46,8 +47,8 @@ _REPLY_GRACE = 0.5
 MAX_KEPT_EXECUTIONS = 100
 """Finished executions kept for paging; older ones are forgotten (JobNotFound says so)."""
 
-MAX_KEPT_CHARS = 256 * 1024 * 1024
-"""Total transcript characters kept across finished executions."""
+EXECUTION_SHARE = 4
+"""One execution keeps at most ``kernel.max_kept_bytes // EXECUTION_SHARE`` bytes in memory."""
 
 MAX_KEPT_IMAGE_BYTES = 64 * 1024 * 1024
 """Total bytes of inline images kept across finished executions (they stay pageable by job id);
@@ -122,8 +123,10 @@ class KernelClient:
         channels = KernelChannels(dict(info), on_message=on_message, is_alive=is_alive, on_death=on_death)
         with self._lock:
             self._channels, self._open = channels, False
-        # images saved by earlier runs (every server of the state dir saves there): bounded at each start
+        # images and output saved by earlier runs (every server of the state dir saves there):
+        # bounded at each start
         image_files.for_dir(Path(self._settings.state_dir) / "images").sweep()
+        image_files.for_dir(self._outputs_dir()).sweep()
 
     def open(self) -> None:
         """Accept code from now on (the kernel is ready)."""
@@ -140,6 +143,7 @@ class KernelClient:
             self._nudges.clear()
         if current is not None:
             current.finish(status, note=note, kernel_lost=kernel_lost)
+            self._bound_memory()
 
     def disconnect(self) -> None:
         """Close the channels (after ``abandon``)."""
@@ -244,7 +248,14 @@ class KernelClient:
                         "stop_on_error": True,
                     },
                 )
-                ex = Execution(f"job-{self._counter}", code, str(msg["header"]["msg_id"]))
+                job_id = f"job-{self._counter}"
+                ex = Execution(
+                    job_id,
+                    code,
+                    str(msg["header"]["msg_id"]),
+                    max_bytes=self._settings.kernel.max_kept_bytes // EXECUTION_SHARE,
+                    overflow=Overflow(self._outputs_dir(), f"{self._image_stem}-{job_id}.txt"),
+                )
                 if self.recorder is not None:
                     ex.record = self.recorder.collector()
                     ex.on_finish = self._record_finished
@@ -257,15 +268,27 @@ class KernelClient:
         finally:
             self._inspect_lock.release()
 
+    def _outputs_dir(self) -> Path:
+        return Path(self._settings.state_dir) / "outputs"
+
+    def _bound_memory(self) -> None:
+        """After an execution ended: what finished executions hold is bounded at once, not at
+        the next submit (which may never come)."""
+        with self._lock:
+            self._evict()
+
     def _evict(self) -> None:
+        """Forget the oldest finished executions past the count and byte bounds (what each holds
+        in memory, at its real cost); the running one is bounded by its own share."""
+        limit = self._settings.kernel.max_kept_bytes
         finished = [k for k, e in self._executions.items() if e.done.is_set()]
-        total = sum(len(self._executions[k].snapshot()[0]) for k in finished)
+        total = sum(self._executions[k].kept_bytes for k in finished)
         images = sum(self._executions[k].inline_bytes for k in finished)
         while finished and (
-            len(self._executions) > MAX_KEPT_EXECUTIONS or total > MAX_KEPT_CHARS or images > MAX_KEPT_IMAGE_BYTES
+            len(self._executions) > MAX_KEPT_EXECUTIONS or total > limit or images > MAX_KEPT_IMAGE_BYTES
         ):
             old = self._executions.pop(finished.pop(0))
-            total -= len(old.snapshot()[0])
+            total -= old.kept_bytes
             images -= old.inline_bytes
 
     def wait(self, ex: Execution, timeout: float) -> bool:
@@ -316,9 +339,17 @@ class KernelClient:
         with self._lock:
             ex = self._executions.get(job_id.strip())
             known = list(self._executions)[-5:]
+            number = re.fullmatch(r"job-(\d+)", job_id.strip())
+            forgotten = number is not None and 0 < int(number.group(1)) <= self._counter
         if ex is None:
             hint = f" Recent ids: {', '.join(known)}." if known else " No code has run yet."
-            raise JobNotFound(f"No job {job_id!r}.{hint}", job_id=job_id, recent=known, kept=MAX_KEPT_EXECUTIONS)
+            raise JobNotFound(
+                f"No job {job_id!r}.{hint}",
+                job_id=job_id,
+                recent=known,
+                kept=MAX_KEPT_EXECUTIONS,
+                notebook=self.notebook_status() if forgotten else None,
+            )
         if offset < 0:
             raise KernelError(f"offset must be 0 or more, got {offset}.")
         return rendering.render(ex, offset, self._settings.kernel.max_output_chars, header=True)
@@ -347,6 +378,7 @@ class KernelClient:
                         ExecutionStatus.INTERRUPTED,
                         note="The interrupt arrived before the code started: none of it ran.",
                     )
+                    self._bound_memory()
             if now >= deadline:
                 break
         return ex.done.is_set()
@@ -482,8 +514,11 @@ class KernelClient:
             elif kind == "status" and content.get("execution_state") == "idle":
                 ex.idle_seen = True
         elif channel == "shell" and kind == "execute_reply":
+            if content.get("status") == "error":  # usually on iopub already; kept once, bounded
+                ex.add_error(content.get("ename", ""), content.get("evalue", ""), content.get("traceback", []))
             ex.reply_seen = True
-            ex.reply_content = content
+            # only what ending the execution needs: a reply repeats the whole error
+            ex.reply_content = {k: content[k] for k in ("status", "execution_count") if k in content}
         if ex.reply_seen and ex.idle_seen:
             self._complete(ex)
 
@@ -511,8 +546,6 @@ class KernelClient:
         content = ex.reply_content
         status = content.get("status", "ok")
         if status == "error":
-            if ex.error is None:
-                ex.add_error(content.get("ename", ""), content.get("evalue", ""), content.get("traceback", []))
             ename = ex.error[0] if ex.error else ""
             final = ExecutionStatus.INTERRUPTED if ename == "KeyboardInterrupt" else ExecutionStatus.ERROR
             if ename == "StdinNotImplementedError":
@@ -526,6 +559,7 @@ class KernelClient:
             final = ExecutionStatus.OK
         self._forget(ex)
         ex.finish(final)
+        self._bound_memory()
 
     def _forget(self, ex: Execution) -> None:
         """Drop an ended execution from what routes messages and what nudges a kernel."""

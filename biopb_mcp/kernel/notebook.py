@@ -51,6 +51,7 @@ from typing import Any
 
 from biopb_mcp.fs.notebook_file import SLOT_BYTES, NotebookFile, mend_torn
 from biopb_mcp.kernel.cell_names import cell_names
+from biopb_mcp.kernel.lines import collapse
 
 logger = logging.getLogger(__name__)
 
@@ -213,10 +214,15 @@ class OutputCollector:
         self._room -= used
         if cut:
             self._stream_full.add(name)
+        # a progress bar's redraws (carriage returns) keep only the line's last state
         if last is not None and last["output_type"] == "stream" and last["name"] == name:
-            last["text"] += text
+            if "\r" in text:
+                start = last["text"].rfind("\n") + 1  # only the last line can be redrawn
+                last["text"] = last["text"][:start] + collapse(last["text"][start:] + text)
+            else:
+                last["text"] += text
         else:
-            self._outputs.append({"output_type": "stream", "name": name, "text": text})
+            self._outputs.append({"output_type": "stream", "name": name, "text": collapse(text)})
 
     def _bounded_error(self, content: dict[str, Any]) -> dict[str, Any]:
         """An error output cut like a stream: the message and the traceback share one unit, the

@@ -102,8 +102,16 @@ def image_factory(
     return make
 
 
+TAIL_SHARE = 0.5
+"""Share of a first page given to the output's end when it does not fit whole: the summary or
+the error a long run ends with is shown with its start, and the middle is paged."""
+
+
 def render(ex: Execution, offset: int, max_chars: int, *, header: bool) -> Rendered:
     """One page of an execution's transcript, at most ``max_chars`` of output, with its facts.
+
+    The first page (``offset`` 0) of output longer than ``max_chars`` shows its head and its
+    tail; ``next_offset`` then points at the middle, where paging continues.
 
     Args:
         ex: the execution.
@@ -119,13 +127,31 @@ def render(ex: Execution, offset: int, max_chars: int, *, header: bool) -> Rende
     total = len(text)
     start = min(offset, total)
     end = min(total, start + max_chars)
+    tail_start = total
+    if offset == 0 and end < total:
+        tail_len = int(max_chars * TAIL_SHARE)
+        end = max_chars - tail_len
+        tail_start = total - tail_len
+        newline = text.find("\n", tail_start, min(total, tail_start + 200))
+        if 0 <= newline < total - 1:  # the tail starts at a line's start when one is near
+            tail_start = newline + 1
     page = text[start:end]
-    next_offset = end if end < total or status == ExecutionStatus.RUNNING else None
-    shown = [img.data for img in images if img.data is not None and start <= img.offset < max(end, start + 1)]
+    tail = text[tail_start:]
+    running = status == ExecutionStatus.RUNNING
+    next_offset = end if end < total or running else None
+    shown = [
+        img.data
+        for img in images
+        if img.data is not None and (start <= img.offset < max(end, start + 1) or img.offset >= tail_start)
+    ]
+    overflow = ex.overflow
+    finished_end = (tail_start < total or end == total) and not running
     return Rendered(
         # Pages are exact slices (only the very end of a finished execution loses its newline),
         # so they concatenate: a running job's page may be followed by more of the same line.
-        output=page.rstrip("\n") if end == total and status != ExecutionStatus.RUNNING else page,
+        output=page.rstrip("\n") if end == total and not running else page,
+        tail=tail.rstrip("\n") if finished_end else tail,
+        tail_offset=tail_start,
         images=shown,
         job_id=ex.job_id,
         status=status,
@@ -139,6 +165,9 @@ def render(ex: Execution, offset: int, max_chars: int, *, header: bool) -> Rende
         or offset > 0,
         elapsed=ex.elapsed(),
         dropped=dropped,
+        overflow_path=overflow.path if overflow is not None and overflow.chars else None,
+        overflow_lost=overflow.lost if overflow is not None else dropped,
+        open_line=ex.open_line() if running and (end == total or tail_start < total) and not dropped else "",
         note=ex.note,
         kernel_lost=ex.kernel_lost,
     )

@@ -43,6 +43,7 @@ __all__ = [
     "job_line",
     "not_owned",
     "notebook_about",
+    "overflow_note",
     "parse_job_line",
     "rendered_text",
     "restart_refused",
@@ -93,9 +94,14 @@ def busy(exc: KernelBusy) -> str:
 def job_not_found(exc: JobNotFound) -> str:
     """What a job id looks like, and the ones that exist."""
     hint = f" Recent ids: {', '.join(exc.recent)}." if exc.recent else " No code has run yet."
+    if exc.notebook:
+        hint += (
+            f" {exc.job_id} itself was forgotten to bound memory (kernel.max_kept_bytes); its cell, with "
+            f"its output as recorded, is in the session notebook {exc.notebook}."
+        )
     return (
         f"No job {exc.job_id!r} (ids have the form job-<N>, as execute_code returns them; only the "
-        f"last {exc.kept} executions are kept).{hint}"
+        f"last {exc.kept} executions are kept, within kernel.max_kept_bytes).{hint}"
     )
 
 
@@ -357,6 +363,22 @@ def cut_note(limit: int) -> str:
     )
 
 
+def overflow_note(r: Rendered) -> str:
+    """Where the output past an execution's memory bound is: its file, or nowhere."""
+    span = f"chars {r.total_chars}-{r.total_chars + r.dropped} of the output ({r.dropped} chars)"
+    if r.overflow_path is None:
+        return (
+            f"[{span} were not kept in memory (kernel.max_kept_bytes bounds what an execution keeps) "
+            "and could not be saved]"
+        )
+    lost = f"; the last {r.overflow_lost} of them could not be saved" if r.overflow_lost else ""
+    return (
+        f"[{span} were not kept in memory (kernel.max_kept_bytes bounds what an execution keeps): "
+        f"they are saved in {r.overflow_path}{lost}; read them there (e.g. with execute_code), "
+        "poll_job pages only what is kept]"
+    )
+
+
 def rendered_text(r: Rendered) -> str:
     """One page of an execution as the agent reads it: a status line when due, the output, and
     notes on where the rest is (the poll_job offset), what was dropped and why it ended."""
@@ -371,7 +393,16 @@ def rendered_text(r: Rendered) -> str:
         parts.append(r.output)
     elif r.total_chars == 0 and r.status != ExecutionStatus.RUNNING:
         parts.append("(no output)")
-    if r.truncated:
+    if r.tail:
+        parts.append(
+            f"[output truncated: showing chars {r.offset}-{r.end} and {r.tail_offset}-{r.total_chars} of "
+            f"{r.total_chars}; the {r.middle} chars between are not shown: "
+            f'poll_job("{r.job_id}", offset={r.end}) pages them.]'
+        )
+        parts.append(r.tail)
+    if r.open_line:
+        parts.append(r.open_line)
+    if r.truncated and not r.tail:
         parts.append(
             f"[output truncated: showing chars {r.offset}-{r.end} of {r.total_chars}; "
             f'{r.total_chars - r.end} more chars. Read on with poll_job("{r.job_id}", offset={r.end}).]'
@@ -379,10 +410,7 @@ def rendered_text(r: Rendered) -> str:
     elif r.status == ExecutionStatus.RUNNING:
         parts.append(f'[still running: poll_job("{r.job_id}", offset={r.end}) shows what follows.]')
     if r.dropped:
-        parts.append(
-            f"[a further {r.dropped} chars of output were dropped: only the first "
-            f"{r.total_chars} chars of an execution are kept]"
-        )
+        parts.append(overflow_note(r))
     if r.status != ExecutionStatus.RUNNING:
         parts.append(ending_note(r))
     return "\n".join(p for p in parts if p)
