@@ -88,7 +88,11 @@ def busy(exc: KernelBusy) -> str:
     job = exc.job_id
     if not job:
         return "inspect_object is running; retry in a moment."
-    return f"{exc} ({job} is running: poll_job('{job}') to follow it, interrupt_kernel to stop it.)"
+    # ends with the job line, as every answer about a job does: a client follows the running job by it
+    return (
+        f"{exc} ({job} is running: poll_job('{job}') to follow it, interrupt_kernel to stop it.)\n"
+        f"[{job}: {ExecutionStatus.RUNNING}]"
+    )
 
 
 def job_not_found(exc: JobNotFound) -> str:
@@ -250,7 +254,12 @@ def interrupted(result: Interruption) -> str:
 
 
 JOB_LINE = re.compile(r"^\[(?P<job_id>job-\d+): (?P<status>[a-z]+)(?:, next_offset=(?P<next_offset>\d+))?\]$")
-"""The last line of every execute_code and poll_job text: ``[job-3: running, next_offset=1200]``.
+"""The last line of every execute_code and poll_job text about a job: ``[job-3: running, next_offset=1200]``.
+
+Every answer that ran, queued or pages code has it, and so does a busy answer (the running job,
+without an offset). An answer about no job has none: no kernel (not started, starting, dead,
+error), the scientist's pause (nothing was sent), an unknown or forgotten job id, a busy answer
+while an inspection (not a job) holds the kernel.
 
 The facts a client follows a job by (its id, its status, where the next page starts) live in
 the text itself, in this fixed form, because several hosts show the model only the structured
