@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any
 from biopb_mcp.errors import JobNotFound, KernelBusy, KernelError
 from biopb_mcp.kernel import image_files, inspection, rendering
 from biopb_mcp.kernel.channels import KernelChannels, nudge_waits
-from biopb_mcp.kernel.executions import Execution, Rendered
+from biopb_mcp.kernel.executions import Execution, ForeignCell, Rendered
 from biopb_mcp.kernel.output_files import Overflow
 from biopb_mcp.kernel.process import StartFailed
 from biopb_mcp.kernel.states import ExecutionStatus, KernelState
@@ -53,6 +53,12 @@ EXECUTION_SHARE = 4
 MAX_KEPT_IMAGE_BYTES = 64 * 1024 * 1024
 """Total bytes of inline images kept across finished executions (they stay pageable by job id);
 past it the oldest executions are forgotten, as for text."""
+
+_FOREIGN_CODE_CHARS = 80
+"""Characters of another client's cell shown to the agent (its first line)."""
+
+_HELD_POLL = 0.1
+"""Seconds between checks of an execution held behind another client's cell."""
 
 NUDGE_AFTER = 0.25
 """Seconds after which an unanswered query is followed by a message that wakes a kernel idling in
@@ -93,6 +99,11 @@ class KernelClient:
         self._by_msg: dict[str, Execution] = {}
         self._current: Execution | None = None
         self._counter = 0
+        self._foreign: ForeignCell | None = None
+        """The other client's cell the kernel runs now, as last seen on iopub; None when idle or
+        running ours (a cell that began before this server connected is not known)."""
+        self._held_msg: dict[str, Any] | None = None
+        """The request of an execution held while a foreign cell runs: sent when it ends."""
         self._nudges: dict[str, tuple[float, Iterator[float]]] = {}
         """msg_id -> (when its next nudge is due, the waits after it), for executions not begun."""
         self._image_stem = f"{os.getpid()}-{uuid.uuid4().hex[:6]}"
@@ -141,6 +152,7 @@ class KernelClient:
             current, self._current = self._current, None
             self._by_msg.clear()
             self._nudges.clear()
+            self._foreign, self._held_msg = None, None
         if current is not None:
             current.finish(status, note=note, kernel_lost=kernel_lost)
             self._bound_memory()
@@ -263,7 +275,10 @@ class KernelClient:
                 self._executions[ex.job_id] = ex
                 self._current = ex
                 self._evict()
-                channels.send("shell", msg)
+                if self._foreign is not None:  # sent once the other cell ends: withdrawable till then
+                    ex.held, self._held_msg = True, msg
+                else:
+                    channels.send("shell", msg)
             return ex
         finally:
             self._inspect_lock.release()
@@ -306,13 +321,20 @@ class KernelClient:
             with self._lock:
                 if self._current is not ex:
                     break
-                if ex.msg_id not in self._nudges:
-                    waits = nudge_waits(NUDGE_AFTER)
-                    first = next(waits) - ex.elapsed()
-                    self._nudges[ex.msg_id] = (time.monotonic() + max(first, 0.0), waits)
-                due, waits = self._nudges[ex.msg_id]
+                held = ex.held
+                if not held:
+                    if ex.msg_id not in self._nudges:
+                        waits = nudge_waits(NUDGE_AFTER)
+                        first = next(waits) - ex.elapsed()
+                        self._nudges[ex.msg_id] = (time.monotonic() + max(first, 0.0), waits)
+                    due, waits = self._nudges[ex.msg_id]
                 channels = self._channels
             now = time.monotonic()
+            if held:  # nothing sent yet (another client's cell runs): nothing to nudge
+                ex.done.wait(min(_HELD_POLL, max(0.0, deadline - now)))
+                if time.monotonic() >= deadline:
+                    return ex.done.is_set()
+                continue
             if due > now and ex.began.wait(min(due, deadline) - now):
                 break
             if time.monotonic() >= deadline:
@@ -328,7 +350,15 @@ class KernelClient:
         """Bounded text and images of ``ex`` from ``offset``; see ``Rendered``."""
         if offset < 0:
             raise KernelError(f"offset must be 0 or more, got {offset}.")
-        return rendering.render(ex, offset, self._settings.kernel.max_output_chars, header=ex.promoted)
+        return self._page(ex, offset, header=ex.promoted)
+
+    def _page(self, ex: Execution, offset: int, *, header: bool) -> Rendered:
+        """A page of ``ex``, saying which other client's cell it waits behind when it has not begun."""
+        page = rendering.render(ex, offset, self._settings.kernel.max_output_chars, header=header)
+        foreign = self._foreign
+        if foreign is not None and not ex.began.is_set() and not ex.done.is_set():
+            page = dataclasses.replace(page, waiting_behind=foreign)
+        return page
 
     def poll(self, job_id: str, offset: int = 0) -> Rendered:
         """Status and output of any execution by id (``job-N``), from ``offset``.
@@ -352,7 +382,7 @@ class KernelClient:
             )
         if offset < 0:
             raise KernelError(f"offset must be 0 or more, got {offset}.")
-        return rendering.render(ex, offset, self._settings.kernel.max_output_chars, header=True)
+        return self._page(ex, offset, header=True)
 
     def send_interrupt_request(self) -> None:
         """``interrupt_request`` on control, for kernels whose spec asks for message interrupts."""
@@ -481,6 +511,13 @@ class KernelClient:
         except (ValueError, KeyError, SyntaxError):
             return None
 
+    def other_cell(self) -> dict[str, Any] | None:
+        """The other client's cell the kernel runs, for status: source, code, seconds."""
+        cell = self._foreign
+        if cell is None:
+            return None
+        return {"source": cell.source, "code": cell.code, "seconds": round(time.monotonic() - cell.since, 1)}
+
     def current_job(self) -> dict[str, Any] | None:
         """The running execution for status: job_id, status, seconds, promoted."""
         ex = self._current
@@ -496,6 +533,9 @@ class KernelClient:
         if ex is None:
             if channel == "iopub" and msg.get("msg_type") == "execute_input":
                 self._outside_cell(msg)
+                self._foreign_began(msg)
+            elif channel == "iopub" and msg.get("msg_type") == "status":
+                self._foreign_status(msg)
             else:
                 logger.debug("kernel %s message %s outside any execution dropped", channel, msg.get("msg_type"))
             return
@@ -568,6 +608,56 @@ class KernelClient:
             self._nudges.pop(ex.msg_id, None)
             if self._current is ex:
                 self._current = None
+
+    def _foreign_began(self, msg: dict[str, Any]) -> None:
+        """IO thread: another client's cell began (a status idle with its parent ends it)."""
+        channels = self._channels
+        parent = msg.get("parent_header", {})
+        if channels is None or parent.get("session") == channels.session.session or not parent.get("msg_id"):
+            return
+        code = str(msg.get("content", {}).get("code", ""))
+        first = next((line.strip() for line in code.splitlines() if line.strip()), "")
+        cell = ForeignCell(
+            msg_id=str(parent["msg_id"]),
+            source="notebook" if self._settings.kernel.existing else "console",
+            code=first if len(first) <= _FOREIGN_CODE_CHARS else first[:_FOREIGN_CODE_CHARS] + "…",
+            since=time.monotonic(),
+        )
+        with self._lock:
+            self._foreign = cell
+
+    def _foreign_status(self, msg: dict[str, Any]) -> None:
+        """IO thread: the other client's cell went idle: the agent's held request goes now."""
+        if msg.get("content", {}).get("execution_state") != "idle":
+            return
+        parent = msg.get("parent_header", {}).get("msg_id")
+        with self._lock:
+            if self._foreign is None or parent != self._foreign.msg_id:
+                return
+            self._foreign = None
+            held, self._held_msg = self._held_msg, None
+            current, channels = self._current, self._channels
+            if held is not None and current is not None and current.held:
+                current.held = False
+                if channels is not None:
+                    channels.send("shell", held)
+
+    def withdraw(self, ex: Execution, note: str) -> bool:
+        """End ``ex`` unsent if it is still held (another client's cell runs); False when it was
+        sent already (then only the kernel can start or skip it)."""
+        with self._lock:
+            if not ex.held or self._current is not ex:
+                return False
+            ex.held, self._held_msg = False, None
+        self._forget(ex)
+        ex.finish(ExecutionStatus.INTERRUPTED, note=note)
+        self._bound_memory()
+        return True
+
+    @property
+    def foreign(self) -> ForeignCell | None:
+        """The other client's cell the kernel runs now, when known."""
+        return self._foreign
 
     def _outside_cell(self, msg: dict[str, Any]) -> None:
         """IO thread: a cell another client ran (a console; the notebook of a joined kernel). Its

@@ -45,6 +45,20 @@ def char_width(text: str) -> int:
     return 1 if top < 0x100 else 2 if top < 0x10000 else 4
 
 
+@dataclass(frozen=True)
+class ForeignCell:
+    """A cell another client runs in the kernel (the scientist's console or notebook), as seen on
+    iopub: while it runs, the agent's code waits."""
+
+    msg_id: str
+    source: str
+    """Where it came from, in a word: ``console`` or ``notebook``."""
+    code: str
+    """Its first line, bounded."""
+    since: float
+    """``time.monotonic()`` when it began."""
+
+
 @dataclass
 class ImageRecord:
     """One ``image/png`` display: kept inline when small enough, else saved to ``path``."""
@@ -84,6 +98,7 @@ class Rendered:
         overflow_lost: how many of them could not be saved either.
         open_line: the line still being drawn (a progress bar), shown after a running
             execution's last page; not part of the transcript until a newline ends it.
+        waiting_behind: the other client's cell this execution waits behind (not begun yet).
         note: why it ended as it did (restart, kernel death with its log tail, stdin); shown
             once it finished.
         kernel_lost: ``dead`` or ``gone`` when the kernel was lost under it (``gone``: a joined
@@ -107,6 +122,7 @@ class Rendered:
     overflow_path: Path | None = None
     overflow_lost: int = 0
     open_line: str = ""
+    waiting_behind: ForeignCell | None = None
     note: str = ""
     kernel_lost: KernelState | None = None
 
@@ -152,6 +168,9 @@ class Execution:
         self.started = time.monotonic()
         self.finished: float | None = None
         self.done = threading.Event()
+        self.held = False
+        """True while the request is kept here, unsent, because another client's cell runs:
+        interrupt_kernel then withdraws it without touching that cell."""
         self.began = threading.Event()
         """Set once the kernel announced it is running this code (``execute_input``) or it ended:
         ipykernel ignores SIGINT while a request is still queued, so an interrupt must wait for it."""

@@ -30,7 +30,7 @@ from biopb_mcp.kernel.attached import (
     bootstrap_code,
 )
 from biopb_mcp.kernel.client import KernelClient
-from biopb_mcp.kernel.executions import Execution, Rendered
+from biopb_mcp.kernel.executions import Execution, ForeignCell, Rendered
 from biopb_mcp.kernel.link import KernelLink, link_id
 from biopb_mcp.kernel.process import (
     BOOTSTRAP_FILE,
@@ -69,13 +69,29 @@ class KernelStart:
 
 @dataclass(frozen=True)
 class Interruption:
-    """The result of ``interrupt``: the job it targeted (None: nothing ran) and whether it stopped
-    within ``waited`` seconds (``status`` is its status then)."""
+    """The result of ``interrupt``: the job it targeted (None: none of the agent's ran) and whether
+    it stopped within ``waited`` seconds (``status`` is its status then).
+
+    ``withdrawn``: the job was held, unsent, behind another client's cell and was ended without
+    running. ``refused``: the job was sent but has not started, so a signal would have hit the
+    cell the kernel runs instead (nothing was sent). ``behind``: that other client's cell, when
+    known; the kernel never interrupts it for the agent.
+    """
 
     job_id: str | None
     status: ExecutionStatus | None = None
     stopped: bool = False
     waited: float = 0.0
+    withdrawn: bool = False
+    refused: bool = False
+    behind: ForeignCell | None = None
+
+
+WITHDRAWN_NOTE = (
+    "Withdrawn by interrupt_kernel before it was sent: it was waiting behind another client's cell, "
+    "which was not touched. None of this code ran."
+)
+"""The ending note of an execution withdrawn while held."""
 
 
 class KernelHost:
@@ -406,15 +422,29 @@ class KernelHost:
             process = self._process
             ex = self._client.current
         if ex is None or process is None:
-            return Interruption(None)
+            return Interruption(None, behind=self._client.foreign)
+        behind = self._client.foreign
+        if self._client.withdraw(ex, note=WITHDRAWN_NOTE):
+            self._note_withdrawn(ex)
+            return Interruption(ex.job_id, ex.status, stopped=True, withdrawn=True, behind=behind)
         wait = min(10.0, self._settings.kernel.request_timeout)
         # ipykernel ignores SIGINT until it starts handling a request, so a signal sent while the
         # request is still queued (a loaded machine) is dropped and the code runs on: send it once
-        # the kernel has announced the code; a kernel that never announces gets it after the wait.
-        ex.began.wait(wait)
+        # the kernel has announced the code. Queued behind another client's cell (one that began
+        # as ours was sent, or before this server joined), a signal would stop that cell: refused.
+        if not ex.began.wait(0.0 if behind is not None else wait):
+            behind = self._client.foreign
+            if behind is not None or not process.owned:
+                return Interruption(ex.job_id, ex.status, refused=True, behind=behind)
         process.interrupt(self._client.send_interrupt_request)
         stopped = self._client.wait_interrupted(ex, wait)
         return Interruption(ex.job_id, ex.status, stopped, wait)
+
+    def _note_withdrawn(self, ex: Execution) -> None:
+        """Tell the scientist's side (their console or notebook shows it after their cell)."""
+        link = self._link
+        if link is not None:
+            link.note_withdrawn(ex.job_id, ex.code)
 
     def inspect(self, path: str) -> dict[str, Any]:
         """Describe ``path`` (a dotted name like ``img`` or ``np.ndarray.shape``) from the kernel.
@@ -480,6 +510,7 @@ class KernelHost:
                 session_notebook=self._client.notebook_status(),
                 server_pid=os.getpid(),
                 existing=proc.get("existing"),
+                other_cell=self._client.other_cell(),
             )
 
 

@@ -17,11 +17,14 @@ from biopb_mcp.kernel.inside import INSIDE_DIR
 if TYPE_CHECKING:
     from biopb_mcp.config.settings import Settings
 
-__all__ = ["BUILTIN_FILES", "FIGURES_PLUGIN", "kernel_env"]
+__all__ = ["AGENT_NOTES_PLUGIN", "BUILTIN_FILES", "FIGURES_PLUGIN", "kernel_env"]
 
 FIGURES_PLUGIN = INSIDE_DIR / "figures.py"
 
-BUILTIN_FILES = (FIGURES_PLUGIN, compute.PLUGIN_FILE, viewer.PLUGIN_FILE)
+AGENT_NOTES_PLUGIN = INSIDE_DIR / "agent_notes.py"
+"""Tells the scientist, after their cell, what the agent withdrew while it ran."""
+
+BUILTIN_FILES = (FIGURES_PLUGIN, compute.PLUGIN_FILE, viewer.PLUGIN_FILE, AGENT_NOTES_PLUGIN)
 """Every built-in plugin, in the order the bootstrap loads them."""
 
 

@@ -28,6 +28,7 @@ from jupyter_client.connect import write_connection_file
 from biopb_mcp.fs.runtime import CONFIG_DIR_KEY, kernel_stem
 from biopb_mcp.kernel import lifeline, plugins
 from biopb_mcp.kernel.inside import INSIDE_DIR
+from biopb_mcp.kernel.link import link_id
 
 if TYPE_CHECKING:
     from biopb_mcp.config.settings import Settings
@@ -220,6 +221,8 @@ class LaunchedKernel(KernelProcess):
             BIOPB_MCP_KERNEL_LOG=str(log_path),
         )
         env.update(plugins.kernel_env(settings))
+        # the presence file the server shares with this kernel: its cell hook reads it
+        env["BIOPB_MCP_AGENT_FILE"] = str(runtime / f"agent-{link_id(dict(info), conn)}.json")
         env.pop("JPY_PARENT_PID", None)
         if is_python and "MPLBACKEND" not in spec_env:
             # figures must come back to the agent as PNGs, whatever backend the user's shell

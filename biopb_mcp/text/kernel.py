@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import importlib.util
 import re
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -186,6 +187,7 @@ def status_json(status: KernelStatus) -> dict[str, Any]:
         "socket_dir": status.socket_dir,
         "kernel_spec": status.kernel_spec,
         "current_job": status.current_job,
+        "other_cell": status.other_cell,
         "plugins": {"loaded": status.plugins_loaded, "failed": status.plugins_failed},
         "bootstrap_errors": status.bootstrap_errors,
         "parent_death_watch": status.parent_death_watch,
@@ -239,11 +241,40 @@ def started(start: KernelStart) -> str:
     return _START_LEADS[start.outcome] + summary(start.status)
 
 
+def _behind(cell: Any) -> str:
+    """``a cell from the console (running for 12 s: time.sleep(30))``."""
+    seconds = max(0.0, time.monotonic() - cell.since)
+    code = f": {cell.code}" if cell.code else ""
+    return f"a cell from the {cell.source} (running for {seconds:.0f} s{code})"
+
+
 def interrupted(result: Interruption) -> str:
-    """Whether the interrupt stopped the job, and where to look next."""
+    """Whether the interrupt stopped the job, withdrew it or was refused, and where to look next."""
     job = result.job_id
+    behind = result.behind
     if job is None:
+        if behind is not None:
+            return (
+                f"None of your code is running. The kernel is running {_behind(behind)}, which is the "
+                "scientist's: interrupt_kernel never interrupts it. Ask the user if it should stop."
+            )
         return "No code is running; nothing to interrupt."
+    if result.withdrawn:
+        where = _behind(behind) if behind is not None else "another client's cell"
+        side = behind.source if behind is not None else "console or notebook"
+        return (
+            f"Withdrew {job}: it was waiting behind {where} and had not been sent, so none of it ran; "
+            f"that cell was not touched, and the scientist's {side} says so after it. Run your code "
+            "again once their cell has finished (execute_code answers busy or waits while it runs)."
+        )
+    if result.refused:
+        where = _behind(behind) if behind is not None else "another client's cell (from the notebook, most likely)"
+        return (
+            f"Not interrupted: {job} has not started. It waits in the kernel behind {where}, and an "
+            "interrupt now would stop that cell instead of your code, so nothing was sent. Your code "
+            f'runs when that cell ends: poll_job("{job}") follows it, and interrupt_kernel stops it once '
+            "it runs. Ask the user to stop their cell if it should not finish."
+        )
     if result.stopped:
         return f'Interrupted {job}: it ended as {result.status}. poll_job("{job}") shows its output.'
     return (
@@ -304,6 +335,11 @@ def parse_job_line(text: str) -> JobLine | None:
 
 def _status_header(r: Rendered) -> str:
     secs = f"{r.elapsed:.1f} s"
+    if r.status == ExecutionStatus.RUNNING and r.waiting_behind is not None:
+        return (
+            f"{r.job_id}: waiting behind {_behind(r.waiting_behind)} for {secs}; your code has not "
+            "started. interrupt_kernel withdraws it without touching that cell."
+        )
     if r.status == ExecutionStatus.RUNNING:
         return f"{r.job_id}: running for {secs}; output so far:"
     if r.status == ExecutionStatus.OK:
