@@ -9,7 +9,7 @@ keep counting and finished executions stay pageable after a restart.
 
 from __future__ import annotations
 
-import base64
+import binascii
 import contextlib
 import dataclasses
 import logging
@@ -565,18 +565,28 @@ class KernelClient:
     def _add_display(self, ex: Execution, data: dict[str, Any]) -> None:
         png = data.get("image/png")
         if isinstance(png, str):
-            try:
-                raw = base64.b64decode(png)
-            except ValueError:
-                ex.add_text("[an image/png display could not be decoded]")
-                return
             ks = self._settings.kernel
             image_dir = Path(self._settings.state_dir) / "images"
             stem = f"{self._image_stem}-{ex.job_id}"
             full = ex.inline_images >= ks.max_images  # only this IO thread adds images
+            source: bytes | Path
+            try:
+                if len(png) // 4 * 3 <= rendering.IN_MEMORY_IMAGE_BYTES:
+                    source = binascii.a2b_base64(png)  # reads the ASCII text in place (b64decode copies it)
+                else:  # decoded piece by piece into its file, then its text is let go
+                    name = f"{stem}-image{len(ex.images) + 1}.png"
+                    source = image_files.for_dir(image_dir).save(name, rendering.b64_chunks(png))
+                    data.pop("image/png", None)
+                    del png
+            except (binascii.Error, ValueError):
+                ex.add_text("[an image/png display could not be decoded]")
+                return
+            except OSError as exc:
+                ex.add_text(f"[an image/png display could not be saved: {exc}]")
+                return
             ex.add_image(
                 rendering.image_factory(
-                    raw, stem, ks.max_image_bytes, image_dir, max_images=ks.max_images if full else None
+                    source, stem, ks.max_image_bytes, image_dir, max_images=ks.max_images if full else None
                 )
             )
         elif "text/plain" in data:

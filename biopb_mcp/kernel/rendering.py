@@ -8,11 +8,12 @@ whose path is shown instead of the pixels.
 
 from __future__ import annotations
 
+import binascii
 import io
 import json
 import logging
 import struct
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -33,14 +34,14 @@ def png_size(data: bytes) -> tuple[int, int] | None:
     return None
 
 
-def downscale_png(data: bytes, max_bytes: int) -> bytes | None:
-    """Shrink a PNG under ``max_bytes`` with Pillow when available; None otherwise."""
+def downscale_png(data: bytes | Path, max_bytes: int) -> bytes | None:
+    """Shrink a PNG (bytes, or a file) under ``max_bytes`` with Pillow when available; None otherwise."""
     try:
         from PIL import Image  # optional: not a dependency of biopb-mcp
     except ImportError:
         return None
     try:
-        with Image.open(io.BytesIO(data)) as img:
+        with Image.open(data if isinstance(data, Path) else io.BytesIO(data)) as img:
             img.load()
             scale = 0.7
             while scale > 0.02:
@@ -55,8 +56,23 @@ def downscale_png(data: bytes, max_bytes: int) -> bytes | None:
     return None
 
 
+IN_MEMORY_IMAGE_BYTES = 16 * 1024 * 1024
+"""A PNG display bigger than this (decoded) is decoded piece by piece straight into its file and
+downscaled from there: never whole in memory beside its base64 text."""
+
+_B64_CHUNK = 4 * 1024 * 1024
+"""Base64 characters decoded at a time (a multiple of 4)."""
+
+
+def b64_chunks(text: str) -> Iterator[bytes]:
+    """The bytes of base64 ``text``, a piece at a time (whitespace inside is not expected: Jupyter
+    sends one line)."""
+    for start in range(0, len(text), _B64_CHUNK):
+        yield binascii.a2b_base64(text[start : start + _B64_CHUNK])
+
+
 def image_factory(
-    data: bytes, job_id: str, max_bytes: int, image_dir: Path, *, max_images: int | None = None
+    data: bytes | Path, job_id: str, max_bytes: int, image_dir: Path, *, max_images: int | None = None
 ) -> Callable[[int, int], tuple[ImageRecord, str]]:
     """Build the callback ``Execution.add_image`` uses to record one PNG and its placeholder.
 
@@ -64,39 +80,45 @@ def image_factory(
     the model only text still lets it reach the picture, and one cut from a result to fit a
     client's limit is never lost. ``max_images`` set means the execution already holds that many
     inline images: this one is saved only, so neither a result nor the server's memory grows
-    with the count.
+    with the count. ``data`` given as a path is an image saved already (a big one, decoded
+    straight into its file): it is attached downscaled from there.
     """
 
     def make(index: int, offset: int) -> tuple[ImageRecord, str]:
-        size = png_size(data)
+        if isinstance(data, Path):
+            path: Path | None = data
+            with open(data, "rb") as fh:
+                head = fh.read(24)
+            nbytes, size = data.stat().st_size, png_size(head)
+            saved = f"saved to {data}"
+        else:
+            nbytes, size = len(data), png_size(data)
+            try:
+                path = image_files.for_dir(image_dir).save(f"{job_id}-image{index}.png", data)
+                saved = f"saved to {path}"
+            except OSError as exc:
+                path, saved = None, f"could not be saved ({exc})"
         dims = f"{size[0]}x{size[1]} " if size else ""
-        record = ImageRecord(index=index, nbytes=len(data), offset=offset, size=size)
-        try:
-            path = image_files.for_dir(image_dir).save(f"{job_id}-image{index}.png", data)
-            record.path = path
-            saved = f"saved to {path}"
-        except OSError as exc:
-            saved = f"could not be saved ({exc})"
+        record = ImageRecord(index=index, nbytes=nbytes, offset=offset, size=size, path=path)
         if max_images is not None:
             return record, (
-                f"[image {index}: {dims}PNG, {len(data)} bytes; not attached (max_images={max_images} "
+                f"[image {index}: {dims}PNG, {nbytes} bytes; not attached (max_images={max_images} "
                 f"per execution reached); full size {saved}]"
             )
-        if len(data) <= max_bytes:
-            record.data = data
-            return record, f"[image {index}: {dims}PNG, {len(data)} bytes, attached; {saved}]"
+        if nbytes <= max_bytes:
+            record.data = data if isinstance(data, bytes) else data.read_bytes()
+            return record, f"[image {index}: {dims}PNG, {nbytes} bytes, attached; {saved}]"
         small = downscale_png(data, max_bytes)
         if small is not None:
             record.data = small
             small_size = png_size(small)
             sdims = f"{small_size[0]}x{small_size[1]}" if small_size else "smaller"
             return record, (
-                f"[image {index}: {dims}PNG, {len(data)} bytes > max_image_bytes={max_bytes}; "
+                f"[image {index}: {dims}PNG, {nbytes} bytes > max_image_bytes={max_bytes}; "
                 f"attached downscaled to {sdims}; full size {saved}]"
             )
         return record, (
-            f"[image {index}: {dims}PNG, {len(data)} bytes > max_image_bytes={max_bytes}; "
-            f"not attached; full size {saved}]"
+            f"[image {index}: {dims}PNG, {nbytes} bytes > max_image_bytes={max_bytes}; not attached; full size {saved}]"
         )
 
     return make
