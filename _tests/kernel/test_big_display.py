@@ -8,8 +8,7 @@ from pathlib import Path
 import pytest
 
 from _tests.support.runner import finish
-from biopb_mcp.kernel import KernelHost
-from biopb_mcp.kernel import rendering
+from biopb_mcp.kernel import KernelHost, rendering
 
 MAKE = (
     "import io, numpy as np\n"
