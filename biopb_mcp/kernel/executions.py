@@ -24,6 +24,9 @@ MAX_TRANSCRIPT_BYTES = 32 * 1024 * 1024
 """Bytes of output one execution keeps in memory, counted at Python's cost for its text (1, 2
 or 4 bytes a character, by its widest character); what follows goes to its overflow file."""
 
+_JOIN_LIMIT = 1024 * 1024
+"""Characters of a traceback joined in one piece; a bigger one is appended line by line."""
+
 MAX_ERROR_VALUE_CHARS = 2000
 """Characters of an exception's message kept in the error record (the transcript, under its
 bound, holds the traceback)."""
@@ -278,12 +281,17 @@ class Execution:
                 return
             self.error = (ename[:200], evalue[:MAX_ERROR_VALUE_CHARS], [])
             self._end_line()
-            tb = [strip_ansi(line) for line in traceback]
-            body = "\n".join(tb).strip("\n") if tb else ""
-            del tb
-            if f"{ename}" not in body:
-                body = (body + "\n" if body else "") + f"{ename}: {evalue}"
-            self._append(body + "\n")
+            # line by line, without a joined copy: an exception's message may be huge
+            lines = [strip_ansi(line) if "\x1b" in line else line for line in traceback]
+            text = "\n".join(lines) if sum(map(len, lines)) <= _JOIN_LIMIT else None
+            if text is not None:  # the common, small traceback: exactly as the kernel joined it
+                self._append(text.strip("\n") + "\n")
+            else:
+                for line in lines:
+                    self._append(line)
+                    self._append("\n")
+            if not any(ename in line for line in lines):
+                self._append(f"{ename}: {evalue}\n")
             self._last_stream = None if self._last_stream is None else "error"
 
     def add_image(self, record_factory: Callable[[int, int], tuple[ImageRecord, str]]) -> None:
