@@ -227,8 +227,11 @@ def register_kernel_tools(mcp: MCPServer, state: AppState) -> None:
 
     @tool(mcp, ToolAnnotations(read_only_hint=False, destructive_hint=False))
     def interrupt_kernel() -> str:
-        """Stop the code running in the kernel (like Ctrl-C; raises KeyboardInterrupt in it). Use
-        it when a job runs too long or was started by mistake. The namespace is kept."""
+        """Stop your code running in the kernel (like Ctrl-C; raises KeyboardInterrupt in it). Use
+        it when a job runs too long or was started by mistake. The namespace is kept. It never
+        interrupts a cell the user runs in their console or notebook: your code waiting behind
+        one is withdrawn unsent (none of it runs), or, if already queued in the kernel, left to
+        run after it, and the answer says which."""
         return cancelled_prefix() + kernel_text.interrupted(host.interrupt())
 
     @tool(mcp, ToolAnnotations(read_only_hint=False, destructive_hint=True))
