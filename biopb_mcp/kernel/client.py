@@ -564,7 +564,7 @@ class KernelClient:
 
     def _add_display(self, ex: Execution, data: dict[str, Any]) -> None:
         png = data.get("image/png")
-        if isinstance(png, str):
+        if isinstance(png, (str, memoryview)):  # a view of the received bytes when big (see wire)
             ks = self._settings.kernel
             image_dir = Path(self._settings.state_dir) / "images"
             stem = f"{self._image_stem}-{ex.job_id}"

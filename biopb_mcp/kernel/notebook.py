@@ -256,7 +256,7 @@ class OutputCollector:
         kept: dict[str, Any] = {}
         notes: list[str] = []
         for mime, value in data.items():
-            if mime.startswith("image/") and isinstance(value, str) and not mime.endswith("+xml"):
+            if mime.startswith("image/") and isinstance(value, (str, memoryview)) and not mime.endswith("+xml"):
                 if len(value) > self._image_room:
                     notes.append(
                         f"[biopb-mcp: a {mime} image of {len(value) * 3 // 4} bytes is not "
@@ -264,7 +264,7 @@ class OutputCollector:
                     )
                     continue
                 self._image_room -= len(value)
-                kept[mime] = value
+                kept[mime] = value if isinstance(value, str) else bytes(value).decode("ascii", "replace")
             elif isinstance(value, str):
                 room = min(self._max, self._room)
                 text, cut = _truncated(value, room)

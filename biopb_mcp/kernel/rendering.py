@@ -64,7 +64,7 @@ _B64_CHUNK = 4 * 1024 * 1024
 """Base64 characters decoded at a time (a multiple of 4)."""
 
 
-def b64_chunks(text: str) -> Iterator[bytes]:
+def b64_chunks(text: str | memoryview) -> Iterator[bytes]:
     """The bytes of base64 ``text``, a piece at a time (whitespace inside is not expected: Jupyter
     sends one line)."""
     for start in range(0, len(text), _B64_CHUNK):
