@@ -27,6 +27,7 @@ from biopb_mcp.errors import JobNotFound, KernelBusy, KernelError
 from biopb_mcp.kernel import image_files, inspection, rendering
 from biopb_mcp.kernel.channels import KernelChannels, nudge_waits
 from biopb_mcp.kernel.executions import Execution, ForeignCell, Rendered
+from biopb_mcp.kernel.link import AGENT_REQUEST_KEY
 from biopb_mcp.kernel.output_files import Overflow
 from biopb_mcp.kernel.process import StartFailed
 from biopb_mcp.kernel.states import ExecutionStatus, KernelState
@@ -261,6 +262,9 @@ class KernelClient:
                     },
                 )
                 job_id = f"job-{self._counter}"
+                # the request says it is the agent's (and which job): a %load_ext biopb_mcp in the
+                # kernel tells the agent's cells from the scientist's by it (live notebook cells)
+                msg["metadata"] = {**msg.get("metadata", {}), AGENT_REQUEST_KEY: {"agent": True, "job": job_id}}
                 ex = Execution(
                     job_id,
                     code,
