@@ -88,7 +88,7 @@ class Interruption:
 
 
 WITHDRAWN_NOTE = (
-    "Withdrawn by interrupt_kernel before it was sent: it was waiting behind another client's cell, "
+    "Withdrawn before it was sent: it was waiting behind another client's cell, "
     "which was not touched. None of this code ran."
 )
 """The ending note of an execution withdrawn while held."""
