@@ -14,19 +14,39 @@ import json
 import os
 from typing import TYPE_CHECKING
 
+from biopb_mcp.fs.install_source import requirement
 from biopb_mcp.kernel import compute, viewer
 from biopb_mcp.kernel.inside import INSIDE_DIR
+from biopb_mcp.kernel.inside.viewer import VIEWER_INSTALL_ENV
 
 if TYPE_CHECKING:
     from biopb_mcp.config.settings import Settings
 
-__all__ = ["BUILTIN_FILES", "FIGURES_PLUGIN", "OUTPUTS_PLUGIN", "WARM_PLUGIN", "kernel_env", "outputs_env"]
+__all__ = [
+    "AGENT_NOTES_PLUGIN",
+    "BUILTIN_FILES",
+    "FIGURES_PLUGIN",
+    "OUTPUTS_PLUGIN",
+    "WARM_PLUGIN",
+    "kernel_env",
+    "outputs_env",
+]
 
 FIGURES_PLUGIN = INSIDE_DIR / "figures.py"
 OUTPUTS_PLUGIN = INSIDE_DIR / "outputs.py"
 WARM_PLUGIN = INSIDE_DIR / "warm.py"
 
-BUILTIN_FILES = (FIGURES_PLUGIN, OUTPUTS_PLUGIN, compute.PLUGIN_FILE, viewer.PLUGIN_FILE, WARM_PLUGIN)
+AGENT_NOTES_PLUGIN = INSIDE_DIR / "agent_notes.py"
+"""Tells the scientist, after their cell, what the agent withdrew while it ran."""
+
+BUILTIN_FILES = (
+    FIGURES_PLUGIN,
+    OUTPUTS_PLUGIN,
+    compute.PLUGIN_FILE,
+    viewer.PLUGIN_FILE,
+    WARM_PLUGIN,
+    AGENT_NOTES_PLUGIN,
+)
 """Every built-in plugin, in the order the bootstrap loads them."""
 
 
@@ -47,4 +67,6 @@ def kernel_env(settings: Settings) -> dict[str, str]:
     env.update(outputs_env(settings))
     env["BIOPB_MCP_WARM_IMPORTS"] = json.dumps(list(settings.kernel.warm_imports))
     env["BIOPB_MCP_BUILTIN_PLUGINS"] = os.pathsep.join(str(path) for path in BUILTIN_FILES)
+    # what installs the viewer extra, for the viewer's own hint (kernel code imports nothing of ours)
+    env[VIEWER_INSTALL_ENV] = requirement("viewer")
     return env
