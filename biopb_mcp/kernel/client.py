@@ -563,7 +563,7 @@ class KernelClient:
 
             setup = dataclasses.replace(
                 setup,
-                plugins=("show, dask_client (built in)", *_plugin_labels(Path(settings.plugins_dir))),
+                plugins=("show, dask_client, open_image (built in)", *_plugin_labels(Path(settings.plugins_dir))),
                 load={"plugins_dir": str(settings.plugins_dir), "compute": kernel_env(settings)["BIOPB_MCP_COMPUTE"]},
             )
         self.recorder.start_notebook(kernel_name=name, display_name=f"Python ({name})", about=about, setup=setup)
