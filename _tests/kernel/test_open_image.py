@@ -55,6 +55,7 @@ def write_files(root: Path) -> dict[str, dict[str, Any]]:
             "pixel_size_um": [0.5, 0.1083, 0.1083],
             "channel_names": ["DAPI", "GFP"],
             "time_interval_s": 2.5,
+            "sum": int(tczyx.sum()),
         }
 
     ome("um.ome.tif", "µm", 1.0, "s", 2.5)
@@ -69,6 +70,7 @@ def write_files(root: Path) -> dict[str, dict[str, Any]]:
             "pixel_size_um": [0.3, 0.108, 0.108],
             "channel_names": [],
             "time_interval_s": 1.5,
+            "sum": int(tzyx.sum()),
         }
 
     imagej("imagej_um.tif", "um")
@@ -90,6 +92,7 @@ def write_files(root: Path) -> dict[str, dict[str, Any]]:
         "pixel_size_um": [None, None, None],
         "channel_names": [],
         "time_interval_s": None,
+        "sum": int(yx.sum()),
     }
 
     with tifffile.TiffWriter(root / "scenes.ome.tif", ome=True) as w:
@@ -121,7 +124,27 @@ def write_files(root: Path) -> dict[str, dict[str, Any]]:
             "channel_names": ["DAPI", "GFP"],
             "time_interval_s": 4.0,
             "levels": 3,
+            "sum": int(zdata.sum()),
         }
+    # Zeiss's own CZI writer (pylibCZIrw, which bioio-czi reads with): scaling in metres
+    from pylibCZIrw import czi as pyczi
+
+    with pyczi.create_czi(str(root / "zeiss.czi"), exist_ok=True) as w:
+        for c in range(2):
+            for z in range(3):
+                w.write(tczyx[0, c, z], plane={"C": c, "Z": z, "T": 0})
+        w.write_metadata(channel_names={0: "DAPI", 1: "GFP"}, scale_x=0.1083e-6, scale_y=0.1083e-6, scale_z=0.5e-6)
+    want["zeiss.czi"] = {
+        "dims": "TCZYX",
+        "shape": [1, 2, 3, 16, 24],
+        "pixel_size_um": [0.5, 0.1083, 0.1083],
+        "channel_names": ["DAPI", "GFP"],
+        "time_interval_s": None,
+        "sum": int(tczyx[0, :, :3].sum()),
+    }
+    with pyczi.create_czi(str(root / "uncalibrated.czi"), exist_ok=True) as w:
+        w.write(yx.astype(np.uint16), plane={"C": 0, "Z": 0, "T": 0})
+    want["uncalibrated.czi"] = {"pixel_size_um": [None, None, None], "channel_names": []}
     # a store whose writer was given no scale: ome-zarr writes 1.0 with no unit, which is no size
     group = zarr.open_group(root / "unitless.ome.zarr", mode="w", zarr_format=2)
     write_image(zdata[0, 0], group, scale_factors=(2,), axes="zyx", fmt=FormatV04())
@@ -136,7 +159,8 @@ def _facts(path, **kw):
     return {"dims": im.dims, "shape": list(im.shape), "pixel_size_um": list(im.pixel_size_um),
             "channel_names": im.channel_names, "time_interval_s": im.time_interval_s,
             "scenes": len(im.scenes), "levels": len(im.level_shapes), "lazy": im.lazy,
-            "data": [type(im.data).__module__.split(".")[0], list(im.data.shape)], "repr": repr(im)}
+            "data": [type(im.data).__module__.split(".")[0], list(im.data.shape)], "repr": repr(im),
+            "sum": int(im.data.sum())}
 """
 
 

@@ -599,7 +599,7 @@ def _reader_facts(image: Any, facts: dict[str, Any], plugin: str) -> None:
     names = [str(n) for n in (image.channel_names or [])]
     if names and not all(_PLACEHOLDER_CHANNEL.match(n) for n in names):
         facts["channel_names"] = names
-        facts["sources"]["channel_names"] = plugin
+        facts["sources"]["channel_names"] = f"{plugin} channel names"
 
 
 def _nd2_calibrated(path: str, size: list[float | None]) -> list[float | None]:
@@ -658,7 +658,7 @@ def _describe(im: ImageFile) -> str:
         "  channels: " + (", ".join(repr(n) for n in im.channel_names) if im.channel_names else "not named in the file")
     )
     t = "not recorded" if im.time_interval_s is None else f"{im.time_interval_s:g} s"
-    if "T" in im.dims or im.time_interval_s is not None:
+    if ("T" in im.dims and im.shape[im.dims.index("T")] > 1) or im.time_interval_s is not None:
         lines.append(f"  time interval: {t}")
     missing = [f"{a} pixel size" for a, v in zip("yx", (y, x), strict=True) if v is None]
     if "Z" in im.dims and im.shape[im.dims.index("Z")] > 1 and z is None:
