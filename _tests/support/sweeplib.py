@@ -18,10 +18,20 @@ import pytest
 from scipy import ndimage as ndi
 
 from _tests.support import seedlib
+from biopb_mcp.kernel.plugins import IMAGES_PLUGIN
 
 DOCS_ENV = "BIOPB_SWEEP_DOCS"
 """Optional folder to read the procedure docs from instead of the package (e.g. an older release's
 docs, to tabulate old against new on the same conditions)."""
+
+PRELOAD = (
+    "import importlib.util as _u, sys as _s\n"
+    f"_spec = _u.spec_from_file_location('biopb_mcp_builtin_images', {str(IMAGES_PLUGIN)!r})\n"
+    "_m = _u.module_from_spec(_spec); _s.modules[_spec.name] = _m; _spec.loader.exec_module(_m)\n"
+    "_m.install(globals())\n"
+    "del _u, _s, _spec, _m"
+)
+"""Loads the built-in ``open_image`` plugin as the kernel bootstrap does (it outlives %reset)."""
 
 Inputs = dict[str, Any]
 Outputs = dict[str, np.ndarray]
@@ -39,6 +49,8 @@ def kernel(tmp_path_factory: pytest.TempPathFactory) -> Iterator[seedlib.KernelR
             "_w.simplefilter('error', FutureWarning)\n"
             "del _w"
         )
+        # the docs call open_image, which every kernel the server starts has preloaded
+        runner.run(PRELOAD)
         yield runner
     finally:
         runner.shutdown()

@@ -155,6 +155,44 @@ class ImageFile:
             self._data = self._reader.dask_data if self.lazy else self._reader.data
         return self._data
 
+    def get(self, **index: int | str) -> Any:
+        """The pixels with some axes fixed: ``im.get(T=0, C="DAPI", Z=3)`` is one (Y, X) plane.
+
+        Each keyword is an axis letter and an index (for C, also a channel name). A fixed axis is
+        dropped, and so is every other axis of size 1 except Y and X; the rest keep their order
+        in ``dims``. Naming an axis the image lacks is fine with index 0 (so one call fits files
+        with and without Z or T). Lazy stays lazy: nothing is read until you compute.
+
+        Raises:
+            ValueError: an axis the image lacks with an index other than 0, or an unknown
+                channel name.
+            IndexError: an index past the axis' size.
+        """
+        fixed: dict[str, int] = {}
+        for key, value in index.items():
+            axis = key.upper()
+            if isinstance(value, str):
+                if axis != "C" or value not in self.channel_names:
+                    raise ValueError(f"{value!r} is not a channel of this image; channel_names = {self.channel_names}")
+                value = self.channel_names.index(value)
+            if axis not in self.dims:
+                if value:
+                    raise ValueError(f"this image has no {axis} axis (dims {self.dims!r}, shape {self.shape})")
+                continue
+            size = self.shape[self.dims.index(axis)]
+            if not -size <= value < size:
+                raise IndexError(f"{axis}={value} is outside this image's {size} {axis} positions")
+            fixed[axis] = int(value)
+        where: list[Any] = []
+        for axis, size in zip(self.dims, self.shape, strict=True):
+            if axis in fixed:
+                where.append(fixed[axis])
+            elif size == 1 and axis not in "YX":
+                where.append(0)
+            else:
+                where.append(slice(None))
+        return self.data[tuple(where)]
+
     def to_dask(self) -> Any:
         """The pixels as a lazy dask array, whatever their size (nothing is read)."""
         return self._reader.dask_data
@@ -209,12 +247,20 @@ def open_image(
     if index:
         image.set_scene(index)
     levels = list(getattr(image, "resolution_levels", (0,)) or (0,))
+    module = type(image.reader).__module__.split(".")[0]
+    tiff_levels = _tiff_level_shapes(p, index, image.reader) if module in _TIFF_READERS and levels == [0] else []
+    if len(tiff_levels) > 1:
+        levels = list(range(len(tiff_levels)))
     if level not in levels:
         raise ValueError(f"{os.path.basename(p)} has pyramid levels {levels}; level {level} is not one of them.")
-    level_shapes = _level_shapes(image, levels)
-    if level:
-        image.set_resolution_level(level)
-    reader = image.reader
+    level_shapes = tiff_levels if len(tiff_levels) > 1 else _level_shapes(image, levels)
+    reader: Any
+    if level and tiff_levels:
+        reader = _TiffLevel(p, index, level, "".join(str(d) for d in image.reader.dims.order), level_shapes[level])
+    else:
+        if level:
+            image.set_resolution_level(level)
+        reader = image.reader
     dims = "".join(str(d) for d in reader.dims.order)
     shape = tuple(int(n) for n in reader.shape)
     facts: dict[str, Any] = {
@@ -233,9 +279,8 @@ def open_image(
         "sources": {},
         "notes": [],
     }
-    module = type(reader).__module__.split(".")[0]
     plugin = module.replace("_", "-")
-    if module in ("bioio_ome_tiff", "bioio_tifffile"):
+    if module in _TIFF_READERS:
         _tiff_facts(p, index, facts, plugin)
     elif module == "bioio_ome_zarr":
         _zarr_facts(p, index, level, facts, plugin)
@@ -246,6 +291,8 @@ def open_image(
         _reader_facts(image, facts, plugin)
     if level and module != "bioio_ome_zarr":
         facts["pixel_size_um"] = _scaled_to_level(facts["pixel_size_um"], level_shapes[0], shape, dims)
+        if any(v is not None for v in facts["pixel_size_um"]):
+            facts["notes"].append(f"pixel size of level 0 scaled to level {level} by the ratio of their shapes")
     if lazy is None:
         lazy = math.prod(shape) * _itemsize(facts["dtype"]) > int(_config["lazy_above_bytes"])
     return ImageFile(reader, facts, bool(lazy))
@@ -358,6 +405,65 @@ def _level_shapes(image: Any, levels: list[int]) -> list[tuple[int, ...]]:
             out.append(tuple(int(full.get(a, n)) for a, n in zip(native, image.reader.shape, strict=True)))
         return out
     return [tuple(int(n) for n in image.reader.shape)]
+
+
+_TIFF_READERS = ("bioio_ome_tiff", "bioio_tifffile")
+
+
+def _tiff_level_shapes(path: str, series: int, reader: Any) -> list[tuple[int, ...]]:
+    """Every level of a pyramidal TIFF (SubIFDs or tifffile's series levels), in the axes bioio
+    gives level 0; bioio's TIFF readers see only the full resolution."""
+    import tifffile
+
+    dims = "".join(str(d) for d in reader.dims.order)
+    try:
+        with tifffile.TiffFile(path) as tif:
+            if series >= len(tif.series):
+                return []
+            found = [(lv.axes, lv.shape) for lv in tif.series[series].levels]
+    except (tifffile.TiffFileError, OSError, ValueError):
+        return []
+    shapes = []
+    for axes, shape in found:
+        sizes = dict(zip(axes, shape, strict=True))
+        if not set(axes) <= set(dims):
+            return []
+        shapes.append(tuple(int(sizes.get(a, 1)) for a in dims))
+    return shapes if shapes and shapes[0] == tuple(int(n) for n in reader.shape) else []
+
+
+class _TiffLevel:
+    """One reduced level of a pyramidal TIFF, in level 0's axes: read by tifffile (numpy) or,
+    lazily, through tifffile's zarr view (which needs zarr)."""
+
+    def __init__(self, path: str, series: int, level: int, dims: str, shape: tuple[int, ...]) -> None:
+        self.path, self.series, self.level, self.shape = path, series, level, shape
+        self.dims = type("Dims", (), {"order": dims})()
+        import tifffile
+
+        with tifffile.TiffFile(path) as tif:
+            self.dtype = tif.series[series].levels[level].dtype
+
+    @property
+    def data(self) -> Any:
+        import tifffile
+
+        with tifffile.TiffFile(self.path) as tif:
+            return tif.series[self.series].levels[self.level].asarray().reshape(self.shape)
+
+    @property
+    def dask_data(self) -> Any:
+        if importlib.util.find_spec("zarr") is None:
+            raise ReaderMissing(
+                "A lazy read of a pyramid level of a TIFF needs zarr: install it with "
+                "pip install 'biopb-mcp[distributed]', or pass lazy=False for numpy."
+            )
+        import dask.array as da
+        import tifffile
+        import zarr
+
+        store = tifffile.imread(self.path, aszarr=True, series=self.series, level=self.level)
+        return da.from_zarr(zarr.open_array(store, mode="r")).reshape(self.shape)
 
 
 def _scaled_to_level(
