@@ -124,7 +124,9 @@ class ImageFile:
     """
 
     def __init__(self, reader: Any, facts: dict[str, Any], lazy: bool) -> None:
-        self._reader = reader
+        # a reader, or a function that makes one when the pixels are first asked for (an
+        # OME-Zarr's facts come from its JSON alone, so opening one imports nothing heavy)
+        self._source = reader
         self._data: Any = None
         self.path: str = facts["path"]
         self.format: str = facts["format"]
@@ -152,7 +154,7 @@ class ImageFile:
         """The pixels in the file's axis order (``dims``): a numpy array read on first use, or a
         lazy dask array when ``lazy`` (compute only what you need: a crop, a projection)."""
         if self._data is None:
-            self._data = self._reader.dask_data if self.lazy else self._reader.data
+            self._data = self._reader().dask_data if self.lazy else self._reader().data
         return self._data
 
     def get(self, **index: int | str) -> Any:
@@ -195,7 +197,12 @@ class ImageFile:
 
     def to_dask(self) -> Any:
         """The pixels as a lazy dask array, whatever their size (nothing is read)."""
-        return self._reader.dask_data
+        return self._reader().dask_data
+
+    def _reader(self) -> Any:
+        if callable(self._source):
+            self._source = self._source()
+        return self._source
 
     def axis(self, letter: str) -> int:
         """The index of axis ``letter`` (``"Z"``, ``"C"``…) in ``data``.
@@ -241,6 +248,10 @@ def open_image(
     if not os.path.exists(p):
         raise FileNotFoundError(f"No such file: {p}")
     suffix = _suffix(p)
+    if _zarr_root(p):
+        opened = _open_zarr(p, scene, level, lazy)
+        if opened is not None:
+            return opened
     image = _bioimage(p, suffix)
     scenes = [str(s) for s in image.scenes]
     index = _scene_index(scene, scenes, p)
@@ -620,6 +631,94 @@ def _resolution_tag_facts(page: Any, facts: dict[str, Any]) -> None:
         if value is not None:
             facts["sources"][f"pixel_size_{axis.lower()}"] = f"TIFF {axis}Resolution {tag.value} per {per}"
     facts["pixel_size_um"] = (None, sizes[0], sizes[1])
+
+
+def _zarr_root(path: str) -> bool:
+    return os.path.isdir(path) and (
+        os.path.isfile(os.path.join(path, "zarr.json")) or os.path.isfile(os.path.join(path, ".zattrs"))
+    )
+
+
+def _array_meta(path: str) -> tuple[tuple[int, ...], str] | None:
+    """Shape and dtype of the zarr array at ``path``, from its JSON (v3 ``zarr.json``, v2 ``.zarray``)."""
+    try:
+        v3 = os.path.join(path, "zarr.json")
+        if os.path.isfile(v3):
+            with open(v3, encoding="utf-8") as fh:
+                meta = json.load(fh)
+            return tuple(int(n) for n in meta["shape"]), str(meta["data_type"])
+        with open(os.path.join(path, ".zarray"), encoding="utf-8") as fh:
+            meta = json.load(fh)
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    typestr = str(meta.get("dtype", ""))
+    kinds = {"u": "uint", "i": "int", "f": "float", "c": "complex"}
+    if typestr[1:2] == "b":
+        return tuple(int(n) for n in meta["shape"]), "bool"
+    if typestr[1:2] not in kinds or not typestr[2:].isdigit():
+        return None
+    return tuple(int(n) for n in meta["shape"]), f"{kinds[typestr[1]]}{8 * int(typestr[2:])}"
+
+
+def _open_zarr(path: str, scene: int | str | None, level: int, lazy: bool | None) -> ImageFile | None:
+    """An OME-Zarr opened from its JSON alone; bioio reads the pixels when they are first asked
+    for. None when the store is not a plain multiscales image (bioio then tries it whole)."""
+    if importlib.util.find_spec("bioio_ome_zarr") is None or importlib.util.find_spec("bioio") is None:
+        raise _missing("bioio-ome-zarr", "OME-Zarr")
+    attrs, _ = _zarr_attrs(path)
+    multiscales = [m for m in attrs.get("multiscales") or [] if isinstance(m, dict)]
+    if not multiscales:
+        return None
+    scenes = [str(m.get("name") or f"Image:{i}") for i, m in enumerate(multiscales)]
+    index = _scene_index(scene, scenes, path)
+    ms = multiscales[index]
+    axes = [a if isinstance(a, dict) else {"name": a} for a in ms.get("axes", [])]
+    dims = "".join(str(a.get("name", "?")).upper() for a in axes)
+    metas = [_array_meta(os.path.join(path, str(d.get("path", "")))) for d in ms.get("datasets", [])]
+    if not metas or any(m is None or len(m[0]) != len(dims) for m in metas):
+        return None
+    levels = list(range(len(metas)))
+    if level not in levels:
+        raise ValueError(f"{os.path.basename(path)} has pyramid levels {levels}; level {level} is not one of them.")
+    chosen = metas[level]
+    assert chosen is not None  # every level was checked above
+    shape, dtype = chosen
+    facts: dict[str, Any] = {
+        "path": path,
+        "format": "",
+        "dims": dims,
+        "shape": shape,
+        "dtype": dtype,
+        "pixel_size_um": (None, None, None),
+        "channel_names": [],
+        "time_interval_s": None,
+        "scenes": scenes,
+        "scene": scenes[index],
+        "level": level,
+        "level_shapes": [m[0] for m in metas if m is not None],  # all of them: checked above
+        "sources": {},
+        "notes": [],
+    }
+    _zarr_facts(path, index, level, facts, "bioio-ome-zarr")
+    if lazy is None:
+        lazy = math.prod(shape) * _itemsize(dtype) > int(_config["lazy_above_bytes"])
+
+    def reader() -> Any:
+        import warnings
+
+        import bioio
+        from bioio_ome_zarr import Reader as ZarrReader
+
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            image = bioio.BioImage(path, reader=ZarrReader)
+        if index:
+            image.set_scene(index)
+        if level:
+            image.set_resolution_level(level)
+        return image.reader
+
+    return ImageFile(reader, facts, bool(lazy))
 
 
 def _zarr_facts(path: str, scene: int, level: int, facts: dict[str, Any], plugin: str) -> None:
