@@ -143,7 +143,7 @@ def test_ci_runs_exactly_the_readme_test_command() -> None:
     install_run, test = blocks[1].split("\n```")[0].strip(), blocks[2].split("\n```")[0].strip()
     assert install_run == "pip install -e '.[imaging]' && biopb-mcp demo"
     pip_part, pytest_part = test.split(" && ")
-    assert pip_part == "pip install -e '.[imaging,console,distributed,dev,viewer]'"
+    assert pip_part == "pip install -e '.[imaging,console,distributed,dev,viewer,live]'"
     ci = (REPO / ".ci" / "run").read_text(encoding="utf-8")
     assert "set -euo pipefail" in ci
     # .ci/run pins the interpreter: `"$PY" -m pip …` / `"$PY" -m pytest …` for `pip …` / `python -m pytest …`

@@ -3,7 +3,9 @@
 Loaded in a notebook or console kernel, the extension prints, for this very kernel, the command
 that attaches an agent's MCP server to it and the client config lines that launch that command.
 The ``%biopb`` magics then show whether an agent is attached and what it ran, replay its recent
-cells (with their outputs) in this frontend, and pause or resume it. The server and the magics
+cells (with their outputs) in this frontend, and pause or resume it. In a notebook served with
+real-time collaboration the agent's cells also appear in the notebook itself as they run
+(:mod:`biopb_mcp.ipython.live`); ``%biopb live off|on`` stops and restarts that. The server and the magics
 meet through the files of :mod:`biopb_mcp.kernel.link`, in the runtime dir of the biopb config
 both read.
 
@@ -13,18 +15,23 @@ to the frontend.
 
 from __future__ import annotations
 
+import contextlib
 import datetime as _dt
 import json
 import shlex
 import shutil
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from biopb_mcp.kernel.link import AgentPresence, KernelLink, Pause, link_id
+if TYPE_CHECKING:
+    from biopb_mcp.ipython.live import LiveCells, LiveState
+
+from biopb_mcp.ipython.jupyter_room import NotLive
+from biopb_mcp.kernel.link import AGENT_REQUEST_KEY, AgentPresence, KernelLink, Pause, link_id
 from biopb_mcp.kernel.notebook import image_label
 
-__all__ = ["attach_text", "load", "server_command", "status_text", "unload"]
+__all__ = ["attach_text", "live_text", "load", "server_command", "status_text", "unload"]
 
 DEFAULT_LOG_CELLS = 3
 """Cells ``%biopb log`` replays without a count."""
@@ -36,6 +43,7 @@ USAGE = (
     "%biopb log [N]         the agent's last N cells (default 3) with their outputs\n"
     "%biopb pause [reason]  the agent's next code is refused (it is told you paused it)\n"
     "%biopb resume          let the agent run code again\n"
+    "%biopb live [on|off]   show the agent's cells in this notebook as they run, or stop\n"
 )
 
 
@@ -106,8 +114,23 @@ def _one_line(code: str, limit: int = 80) -> str:
     return first + (f"  (+{len(lines) - 1} lines)" if len(lines) > 1 else "")
 
 
-def status_text(presence: AgentPresence | None, pause: Pause | None) -> str:
-    """What ``%biopb status`` prints."""
+def live_text(state: LiveState | None, problem: str | None) -> str:
+    """The live-cells line of ``%biopb status`` and ``%biopb live``."""
+    if state is None:
+        return f"Live cells: not shown in this notebook: {problem or 'the extension is not loaded'}\n"
+    if not state.enabled:
+        return f"Live cells: off (%biopb live on shows the agent's cells in {state.path} again).\n"
+    if state.joined:
+        return (
+            f"Live cells: on: the agent's cells appear in {state.path} as it runs them "
+            f"({state.cells} so far; %biopb live off stops it).\n"
+        )
+    why = f" ({state.problem}; retrying)" if state.problem else ""
+    return f"Live cells: on, joining the collaborative room of {state.path}{why}.\n"
+
+
+def status_text(presence: AgentPresence | None, pause: Pause | None, live: str = "") -> str:
+    """What ``%biopb status`` prints (``live``: the :func:`live_text` line, if any)."""
     if presence is None:
         agent = "No agent has attached to this kernel yet (%load_ext biopb_mcp printed the command)."
     elif not presence.alive:
@@ -137,7 +160,7 @@ def status_text(presence: AgentPresence | None, pause: Pause | None) -> str:
     else:
         why = f": {pause.reason}" if pause.reason else ""
         lines.append(f"Paused by you since {_clock(pause.since)}{why} (%biopb resume lets it run again).")
-    return "\n".join(lines) + "\n"
+    return "\n".join(lines) + "\n" + live
 
 
 def pause_text(pause: Pause) -> str:
@@ -244,9 +267,12 @@ def _replay(ip: Any, cells: list[Any]) -> None:
 
 
 def biopb_magic(ip: Any, line: str) -> None:
-    """%biopb status | log [N] | pause [reason] | resume — the agent working in this kernel."""
+    """%biopb status | log [N] | pause [reason] | resume | live [on|off] — the agent working in this kernel."""
     words = line.split(None, 1)
     command, rest = (words[0].lower(), words[1] if len(words) > 1 else "") if words else ("status", "")
+    if command == "live":
+        _write(_live_command(ip, rest.strip().lower()))
+        return
     if command not in ("status", "log", "pause", "resume"):
         _write(f"%biopb: unknown command {command!r}.\n{USAGE}", err=True)
         return
@@ -256,7 +282,7 @@ def biopb_magic(ip: Any, line: str) -> None:
         return
     try:
         if command == "status":
-            _write(status_text(link.presence(), link.paused()))
+            _write(status_text(link.presence(), link.paused(), _live_status()))
         elif command == "log":
             count = DEFAULT_LOG_CELLS
             if rest.strip():
@@ -278,8 +304,84 @@ def biopb_magic(ip: Any, line: str) -> None:
         _write(f"%biopb {command}: cannot use the runtime dir {link.runtime_dir}: {exc}\n", err=True)
 
 
+# --------------------------------------------------------------------------- live notebook cells
+
+
+class _Live:
+    """The kernel's live-cells client (one per kernel), or why there is none."""
+
+    cells: LiveCells | None = None
+    problem: str | None = None
+    hook: Any = None
+
+
+def _live_status() -> str:
+    return live_text(_Live.cells.state() if _Live.cells is not None else None, _Live.problem)
+
+
+def _start_live(ip: Any) -> None:
+    """Join this notebook's room when the kernel is a notebook's under RTC; else note why not."""
+    import os
+
+    from jupyter_core.paths import jupyter_runtime_dir
+
+    from biopb_mcp.ipython.jupyter_room import locate_room
+    from biopb_mcp.ipython.live import LiveCells, require_client
+
+    _stop_live(ip)
+    try:
+        room = locate_room(os.environ, os.getppid(), Path(jupyter_runtime_dir()))
+        require_client()
+        from ipykernel.connect import get_connection_file
+
+        info = json.loads(Path(get_connection_file()).read_text(encoding="utf-8"))
+        if not isinstance(info, dict):
+            raise ValueError("the connection file holds no JSON object")
+    except NotLive as exc:
+        _Live.problem = str(exc)
+        return
+    except (ImportError, RuntimeError, OSError, ValueError) as exc:  # not an ipykernel, or its file is gone
+        _Live.problem = f"this kernel's connection info cannot be read ({exc})."
+        return
+    cells = LiveCells(room, info)
+
+    def pre_run_cell(run: Any) -> None:
+        kernel = getattr(ip, "kernel", None)
+        parent: dict[str, Any] = (kernel.get_parent("shell") if kernel is not None else None) or {}
+        mark = parent.get("metadata", {}).get(AGENT_REQUEST_KEY)
+        if isinstance(mark, dict) and mark.get("agent") is True:
+            code = getattr(run, "raw_cell", "") or ""
+            cells.agent_cell_started(
+                str(parent["header"]["msg_id"]), str(mark.get("job", "")), code, ip.execution_count
+            )
+
+    ip.events.register("pre_run_cell", pre_run_cell)
+    cells.start()
+    _Live.cells, _Live.problem, _Live.hook = cells, None, pre_run_cell
+
+
+def _stop_live(ip: Any) -> None:
+    if _Live.hook is not None:
+        with contextlib.suppress(ValueError):
+            ip.events.unregister("pre_run_cell", _Live.hook)
+    if _Live.cells is not None:
+        _Live.cells.stop()
+    _Live.cells, _Live.problem, _Live.hook = None, None, None
+
+
+def _live_command(ip: Any, word: str) -> str:
+    """``%biopb live [on|off]``."""
+    if word not in ("", "on", "off"):
+        return f"%biopb live takes on or off, got {word!r}.\n"
+    if word == "on" and _Live.cells is None:
+        _start_live(ip)  # RTC may have been installed since the extension was loaded
+    elif word and _Live.cells is not None:
+        _Live.cells.set_enabled(word == "on")
+    return _live_status()
+
+
 def load(ip: Any) -> None:
-    """Register ``%biopb`` and print how to attach an agent to this kernel."""
+    """Register ``%biopb``, print how to attach an agent to this kernel, and go live when it can."""
 
     def biopb(line: str) -> None:
         biopb_magic(ip, line)
@@ -293,9 +395,16 @@ def load(ip: Any) -> None:
     import os
 
     _write(attach_text(conn, server_command(), os.environ.get(CONFIG_ENV)))
+    _start_live(ip)
+    if _Live.cells is not None:
+        _write(
+            f"Live: the agent's cells will appear in this notebook ({_Live.cells.room.path}) as it runs "
+            "them, marked as its own; %biopb live off stops that.\n"
+        )
 
 
 def unload(ip: Any) -> None:
-    """Remove ``%biopb`` (``%unload_ext biopb_mcp``)."""
+    """Remove ``%biopb`` and leave the notebook's room (``%unload_ext biopb_mcp``)."""
+    _stop_live(ip)
     magics = ip.magics_manager.magics.get("line", {})
     magics.pop("biopb", None)

@@ -27,6 +27,7 @@ from biopb_mcp.errors import JobNotFound, KernelBusy, KernelError
 from biopb_mcp.kernel import image_files, inspection, rendering
 from biopb_mcp.kernel.channels import KernelChannels, nudge_waits
 from biopb_mcp.kernel.executions import Execution, Rendered
+from biopb_mcp.kernel.link import AGENT_REQUEST_KEY
 from biopb_mcp.kernel.process import StartFailed
 from biopb_mcp.kernel.states import ExecutionStatus, KernelState
 
@@ -244,7 +245,11 @@ class KernelClient:
                         "stop_on_error": True,
                     },
                 )
-                ex = Execution(f"job-{self._counter}", code, str(msg["header"]["msg_id"]))
+                job_id = f"job-{self._counter}"
+                # the request says it is the agent's (and which job): a %load_ext biopb_mcp in the
+                # kernel tells the agent's cells from the scientist's by it (live notebook cells)
+                msg["metadata"] = {**msg.get("metadata", {}), AGENT_REQUEST_KEY: {"agent": True, "job": job_id}}
+                ex = Execution(job_id, code, str(msg["header"]["msg_id"]))
                 if self.recorder is not None:
                     ex.record = self.recorder.collector()
                     ex.on_finish = self._record_finished

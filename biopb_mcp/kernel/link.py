@@ -12,6 +12,10 @@ same kernel gets the same name whatever path its connection file was reached by)
   agent's code in that kernel. Its presence is the whole signal; the content (when, why) is
   shown to the agent.
 
+Besides the files, each of the agent's execute requests carries ``AGENT_REQUEST_KEY`` in its
+message metadata, so code in the kernel can tell the agent's cells from the scientist's as they
+run (the live notebook cells of ``%load_ext biopb_mcp``).
+
 One writer per file, each write atomic (a random temp name made ``O_EXCL|O_NOFOLLOW``, 0600,
 renamed into place): a reader sees the previous file or the new one, never half of one. Anyone
 who can write the runtime dir can also plant files there, so every read is checked: no link
@@ -39,7 +43,10 @@ from biopb_mcp.fs.runtime import pid_alive, private_runtime_dir
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["AgentPresence", "KernelLink", "Pause", "link_id"]
+__all__ = ["AGENT_REQUEST_KEY", "AgentPresence", "KernelLink", "Pause", "link_id"]
+
+AGENT_REQUEST_KEY = "biopb"
+"""Key of the agent's execute requests' metadata: ``{"agent": True, "job": "job-3"}``."""
 
 MAX_REASON_CHARS = 500
 """A pause reason longer than this is cut: it is shown to the agent, not stored as a document."""
