@@ -61,6 +61,15 @@ def write_files(root: Path) -> dict[str, dict[str, Any]]:
     ome("um.ome.tif", "µm", 1.0, "s", 2.5)
     ome("nm.ome.tif", "nm", 1000.0, "ms", 2500.0)
 
+    # no TimeIncrement, only each plane's DeltaT (in ms), as many converters write it
+    deltas = [t * 1500.0 + c * 100.0 for t in range(3) for c in range(2) for _ in range(4)]
+    tifffile.imwrite(
+        root / "deltat.ome.tif",
+        tczyx,
+        metadata={"axes": "TCZYX", "Plane": {"DeltaT": deltas, "DeltaTUnit": ["ms"] * len(deltas)}},
+    )
+    want["deltat.ome.tif"] = {"dims": "TCZYX", "time_interval_s": 1.5, "pixel_size_um": [None, None, None]}
+
     def imagej(name: str, unit: str) -> None:
         meta = {"axes": "TZYX", "spacing": 0.3, "unit": unit, "finterval": 1.5}
         tifffile.imwrite(root / name, tzyx, imagej=True, resolution=(1 / 0.108, 1 / 0.108), metadata=meta)

@@ -19,6 +19,7 @@ The host passes ``{"lazy_above_bytes": N}`` as JSON in ``BIOPB_MCP_IMAGES``.
 from __future__ import annotations
 
 import importlib.util
+import itertools
 import json
 import math
 import os
@@ -585,10 +586,33 @@ def _ome_xml_facts(xml: str, scene: int, facts: dict[str, Any]) -> None:
         facts["time_interval_s"] = time_s(raw_t, unit)
         if facts["time_interval_s"] is not None:
             facts["sources"]["time_interval"] = f"OME-XML TimeIncrement={raw_t} {unit}"
+    if facts["time_interval_s"] is None:
+        _delta_t_facts(pixels, facts)
     names = [el.get("Name") for el in pixels if el.tag.rsplit("}", 1)[-1] == "Channel"]
     if any(names):
         facts["channel_names"] = [n or "" for n in names]
         facts["sources"]["channel_names"] = "OME-XML Channel Name"
+
+
+def _delta_t_facts(pixels: Any, facts: dict[str, Any]) -> None:
+    """The frame interval from the planes' ``DeltaT`` (what many converters write instead of
+    ``TimeIncrement``): the median step between time points of the first channel and z plane."""
+    times: dict[int, float] = {}
+    unit = "s"
+    for el in pixels:
+        if el.tag.rsplit("}", 1)[-1] != "Plane" or el.get("DeltaT") is None:
+            continue
+        if el.get("TheC", "0") != "0" or el.get("TheZ", "0") != "0":
+            continue
+        unit = el.get("DeltaTUnit", "s")
+        seconds = time_s(el.get("DeltaT"), unit) if float(el.get("DeltaT", "0")) > 0 else 0.0
+        if seconds is not None:
+            times[int(el.get("TheT", "0"))] = seconds
+    ordered = [times[t] for t in sorted(times)]
+    steps = sorted(b - a for a, b in itertools.pairwise(ordered) if b > a)
+    if len(steps) == len(ordered) - 1 and steps:
+        facts["time_interval_s"] = _tidy(steps[len(steps) // 2])
+        facts["sources"]["time_interval"] = f"OME-XML Plane DeltaT ({len(ordered)} time points, {unit}; median step)"
 
 
 def _imagej_facts(meta: dict[str, Any], page: Any, facts: dict[str, Any]) -> None:
