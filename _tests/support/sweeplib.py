@@ -18,20 +18,10 @@ import pytest
 from scipy import ndimage as ndi
 
 from _tests.support import seedlib
-from biopb_mcp.kernel.plugins import IMAGES_PLUGIN
 
 DOCS_ENV = "BIOPB_SWEEP_DOCS"
 """Optional folder to read the procedure docs from instead of the package (e.g. an older release's
 docs, to tabulate old against new on the same conditions)."""
-
-PRELOAD = (
-    "import importlib.util as _u, sys as _s\n"
-    f"_spec = _u.spec_from_file_location('biopb_mcp_builtin_images', {str(IMAGES_PLUGIN)!r})\n"
-    "_m = _u.module_from_spec(_spec); _s.modules[_spec.name] = _m; _spec.loader.exec_module(_m)\n"
-    "_m.install(globals())\n"
-    "del _u, _s, _spec, _m"
-)
-"""Loads the built-in ``open_image`` plugin as the kernel bootstrap does (it outlives %reset)."""
 
 Inputs = dict[str, Any]
 Outputs = dict[str, np.ndarray]
@@ -49,8 +39,6 @@ def kernel(tmp_path_factory: pytest.TempPathFactory) -> Iterator[seedlib.KernelR
             "_w.simplefilter('error', FutureWarning)\n"
             "del _w"
         )
-        # the docs call open_image, which every kernel the server starts has preloaded
-        runner.run(PRELOAD)
         yield runner
     finally:
         runner.shutdown()
@@ -66,8 +54,8 @@ def run_doc(
 ) -> Outputs:
     """Set `inputs` in a fresh namespace, run the doc's blocks in order, return `produces`.
 
-    A procedure saves through the helpers of the outputs reference, so its blocks run first, as a
-    stranger following the procedure would run them (`source_path` defaults to a file in `workdir`).
+    A procedure saves through the kernel's preloaded helpers (no other doc runs first), which put
+    files beside `source_path` (default: a file in `workdir`).
     """
     kernel.reset()
     if doc_id != "outputs":
@@ -86,8 +74,6 @@ def run_doc(
         text = edit(text)
     blocks = seedlib.code_blocks(text)
     assert blocks, f"{doc_id} has no python blocks"
-    if doc_id != "outputs":
-        blocks = seedlib.code_blocks(seedlib.read("outputs")) + blocks
     images = 0
     for block in blocks:
         kernel.run(block)

@@ -92,7 +92,7 @@ IMAGE = (
 
 async def test_console_keeps_the_prompt_whole_and_in_step_with_the_agents_cells(tmp_path: Path) -> None:
     """Attached after the agent ran two cells, the prompt says In [3]; the agent's result is its own
-    line; output arriving while the scientist types is printed above the prompt, which comes back
+    line, every line of its code marked; output arriving while the scientist types is printed above the prompt, which comes back
     with what was typed; an image is shown by its size."""
     env = make_env(tmp_path, config=f'[server]\nruntime_dir = "{tmp_path / "rt"}"\n')
     console_env = {**os.environ, **env, "TERM": "xterm", "COLUMNS": "200", "LINES": "50"}
@@ -111,6 +111,10 @@ async def test_console_keeps_the_prompt_whole_and_in_step_with_the_agents_cells(
                 await run(client, "print('agent printed', a + b)\na + b")
                 seen = await anyio.to_thread.run_sync(
                     lambda: console.wait_for(r"\[agent\] In \[3\]: print\('agent printed', a \+ b\)", after=seen)
+                )
+                # its second line is marked as the agent's too, aligned as IPython aligns continuations
+                seen = await anyio.to_thread.run_sync(
+                    lambda: console.wait_for(r"\n\[agent\]    \.\.\.: a \+ b\n", after=seen)
                 )
                 seen = await anyio.to_thread.run_sync(lambda: console.wait_for(r"agent printed 3\n", after=seen))
                 out_at = await anyio.to_thread.run_sync(

@@ -36,6 +36,15 @@ COUNT_TIMEOUT = 2.0
 answers only when the job ends, and the console must not wait that long to show its prompt."""
 
 
+def _agent_cell(prefix: str, count: object, code: str) -> str:
+    """The agent's cell as IPython echoes one, ``In [n]:`` then ``...:`` aligned under it, with
+    every line marked: unmarked, its second line reads like the scientist's own code."""
+    head = f"In [{count}]: "
+    more = " " * (len(head) - len("...: ")) + "...: "
+    lines = code.rstrip("\n").split("\n")
+    return "".join(f"{prefix}{head if n == 0 else more}{line}\n" for n, line in enumerate(lines))
+
+
 class AgentConsoleShell(ZMQTerminalInteractiveShell):  # type: ignore[misc]
     """jupyter-console's shell with the agent's cells shown in order and the prompt kept whole."""
 
@@ -92,8 +101,8 @@ class AgentConsoleShell(ZMQTerminalInteractiveShell):  # type: ignore[misc]
             elif kind == "execute_input":
                 if not mine:
                     sys.stdout.write(
-                        f"\n{self.other_output_prefix}In [{content.get('execution_count')}]: "
-                        f"{content.get('code', '')}\n"
+                        "\n"
+                        + _agent_cell(self.other_output_prefix, content.get("execution_count"), content.get("code", ""))
                     )
             elif kind == "stream":
                 out = sys.stderr if content.get("name") == "stderr" else sys.stdout

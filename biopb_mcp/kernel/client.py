@@ -564,12 +564,20 @@ class KernelClient:
         about = self.recorder.about(pid, desc)
         setup = KernelSetup(cwd=None if joined else os.getcwd(), joined=str(joined) if joined else None)
         if not joined or settings.kernel.existing_plugins:  # the bootstrap ran: the plugins are there
-            from biopb_mcp.kernel.compute import kernel_env
+            from biopb_mcp.kernel.plugins import kernel_env
 
+            env = kernel_env(settings)
             setup = dataclasses.replace(
                 setup,
-                plugins=("show, dask_client, open_image (built in)", *_plugin_labels(Path(settings.plugins_dir))),
-                load={"plugins_dir": str(settings.plugins_dir), "compute": kernel_env(settings)["BIOPB_MCP_COMPUTE"]},
+                plugins=(
+                    "show, out_path, save_labels, save_image, save_table, read_table, dask_client, viewer, open_image (built in)",
+                    *_plugin_labels(Path(settings.plugins_dir)),
+                ),
+                load={
+                    "plugins_dir": str(settings.plugins_dir),
+                    "compute": env["BIOPB_MCP_COMPUTE"],
+                    "outputs": env["BIOPB_MCP_OUTPUTS"],
+                },
             )
         self.recorder.start_notebook(kernel_name=name, display_name=f"Python ({name})", about=about, setup=setup)
 

@@ -452,6 +452,9 @@ class KernelHost:
                 kernel_spec=self._spec_desc or (self._settings.kernel.name or "this server's Python"),
                 current_job=self._client.current_job(),
                 plugins_loaded=[p.get("source", p.get("name")) for p in boot.get("loaded", [])],
+                builtin_helpers=[
+                    name for p in boot.get("builtin", []) if isinstance(p, dict) for name in p.get("names", [])
+                ],
                 plugins_failed=[
                     {"plugin": p.get("source", p.get("name")), "error": p.get("error", "")}
                     for p in boot.get("failed", [])

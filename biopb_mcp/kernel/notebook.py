@@ -69,6 +69,9 @@ MAX_SESSION_BYTES = 128 * 1024 * 1024
 """Size of one notebook past which cells are still recorded (code, status) but without outputs:
 a notebook much bigger than this no longer opens comfortably in JupyterLab."""
 
+NOTE_MAX_CHARS = 10_000
+"""Most characters a markdown note (a doc read or write) keeps."""
+
 MAX_EARLY_CELLS = 200
 """Doc notes kept from before the first kernel start (they open its notebook)."""
 
@@ -380,7 +383,13 @@ class SessionRecorder:
         self._put("code", (code, collector, dict(meta), time.time()))
 
     def markdown(self, text: str) -> None:
-        """Record a short note (a doc read or write) as a markdown cell."""
+        """Record a short note (a doc read or write) as a markdown cell, cut to
+        :data:`NOTE_MAX_CHARS`: a write's note quotes its diff, and before the kernel starts the
+        notes wait in memory, so an unbounded note made every edit of a big doc stay there (the
+        doc's history keeps every text)."""
+        room = min(self.max_output_chars, NOTE_MAX_CHARS)
+        if len(text) > room:
+            text = _truncated(text, room)[0]
         self._put("markdown", (text, time.time()))
 
     def outside_code(self, code: str) -> None:

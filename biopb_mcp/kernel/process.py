@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 from jupyter_client.connect import write_connection_file
 
+from biopb_mcp.fs import process_groups
 from biopb_mcp.fs.runtime import CONFIG_DIR_KEY, kernel_stem
 from biopb_mcp.kernel import lifeline, plugins
 from biopb_mcp.kernel.inside import INSIDE_DIR
@@ -40,6 +41,15 @@ BOOTSTRAP_FILE = INSIDE_DIR / "bootstrap.py"
 
 SOCKETS = range(1, 6)
 """Port numbers of the five IPC sockets ``write_connection_file`` assigns (``<prefix>-<N>``)."""
+
+
+def kernel_transport() -> str:
+    """``ipc`` (Unix sockets in the private runtime dir: only this user can connect) where libzmq
+    has it; else ``tcp`` on loopback (Windows builds without it), where any local process can
+    connect and only the connection file's key keeps it out."""
+    import zmq
+
+    return "ipc" if zmq.has("ipc") else "tcp"
 
 
 class StartFailed(Exception):
@@ -191,10 +201,11 @@ class LaunchedKernel(KernelProcess):
             logger.info("runtime dir %s is too long for IPC socket paths; sockets in %s", runtime, sock_dir)
         # `biopb-mcp console` joins only kernels of its own config (Jupyter ignores extra keys)
         own: dict[str, Any] = {CONFIG_DIR_KEY: str(settings.config_dir)}
+        transport = kernel_transport()
         _, info = write_connection_file(
             str(conn),
-            ip=str(prefix),
-            transport="ipc",
+            ip=str(prefix) if transport == "ipc" else "127.0.0.1",
+            transport=transport,
             key=uuid.uuid4().hex.encode(),
             kernel_name=ks.name or "python3",
             **own,
@@ -273,7 +284,7 @@ class LaunchedKernel(KernelProcess):
         finally:
             os.close(read_fd)
         self._proc, self._lifeline_w = proc, write_fd
-        self._pgid = os.getpgid(proc.pid)
+        self._pgid = process_groups.group_of(proc.pid)
 
     def post_start(self) -> None:
         """Tighten the sockets to 0600 (bound under umask 0o077 already): agent code may print secrets."""
@@ -304,9 +315,9 @@ class LaunchedKernel(KernelProcess):
     def interrupt(self, send_interrupt_request: Callable[[], None]) -> None:
         if self.interrupt_mode == "message":
             send_interrupt_request()
-        elif self._pgid is not None and self._pgid != os.getpgrp():
+        elif self._pgid is not None and self._pgid != process_groups.own_group():
             with contextlib.suppress(ProcessLookupError):
-                os.killpg(self._pgid, signal.SIGINT)
+                process_groups.signal_group(self._pgid, signal.SIGINT)
         elif self._proc is not None:
             self._proc.send_signal(signal.SIGINT)
 

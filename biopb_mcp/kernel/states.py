@@ -65,6 +65,7 @@ class KernelStatus:
     kernel_spec: str
     current_job: dict[str, Any] | None
     plugins_loaded: list[str]
+    builtin_helpers: list[str]
     plugins_failed: list[dict[str, str]]
     bootstrap_errors: list[str]
     parent_death_watch: bool

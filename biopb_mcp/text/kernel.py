@@ -28,6 +28,7 @@ from biopb_mcp.kernel import (
     Rendered,
     StartOutcome,
 )
+from biopb_mcp.text.install import install_command
 
 __all__ = [
     "JOB_LINE",
@@ -119,10 +120,6 @@ def error_text(exc: KernelError) -> str:
     return str(exc)
 
 
-CONSOLE_EXTRA_INSTALL = "pip install 'biopb-mcp[console]'"
-"""What installs jupyter-console, which ``biopb-mcp console`` runs."""
-
-
 def connect_command(status: KernelStatus) -> str | None:
     """The command that joins the scientist's console to the kernel: ``biopb-mcp console`` for
     this server's own kernel (with the install step first when the ``console`` extra is missing,
@@ -133,7 +130,7 @@ def connect_command(status: KernelStatus) -> str | None:
         return f"jupyter console --existing {status.connection_file}"
     command = f"biopb-mcp console --pid {status.server_pid}"
     if importlib.util.find_spec("jupyter_console") is None:
-        return f"{CONSOLE_EXTRA_INSTALL} && {command}"
+        return f"{install_command('console')} && {command}"
     return command
 
 
@@ -160,7 +157,11 @@ def status_json(status: KernelStatus) -> dict[str, Any]:
         "socket_dir": status.socket_dir,
         "kernel_spec": status.kernel_spec,
         "current_job": status.current_job,
-        "plugins": {"loaded": status.plugins_loaded, "failed": status.plugins_failed},
+        "plugins": {
+            "built_in": status.builtin_helpers,
+            "loaded": status.plugins_loaded,
+            "failed": status.plugins_failed,
+        },
         "bootstrap_errors": status.bootstrap_errors,
         "parent_death_watch": status.parent_death_watch,
         "kernel_log": status.kernel_log,
@@ -185,8 +186,10 @@ def summary(status: KernelStatus) -> str:
         parts = [f"Kernel ready (pid {status.pid}, {status.kernel_spec})."]
         parts.append(f"Connection file: {status.connection_file} (share it: {connect_command(status)}).")
     loaded, failed = status.plugins_loaded, status.plugins_failed
+    if status.builtin_helpers:
+        parts.append(f"Built-in helpers (inspect_object reads their docstrings): {', '.join(status.builtin_helpers)}.")
     if loaded:
-        parts.append(f"Plugins loaded: {', '.join(Path(p).name if '/' in p else p for p in loaded)}.")
+        parts.append(f"Lab plugins loaded: {', '.join(Path(p).name if '/' in p else p for p in loaded)}.")
     if failed:
         names = "; ".join(f"{f['plugin']} ({f['error']})" for f in failed)
         parts.append(f"Plugins that failed and were skipped: {names}; see {status.kernel_log}.")
