@@ -345,3 +345,29 @@ def test_a_2gb_ome_zarr_opens_lazily_in_little_kernel_memory(module_root: Path) 
         assert lazy.split()[0].startswith("dask") and "(1, 1, 2048, 2048)" in lazy
     finally:
         host.shutdown()
+
+
+def test_what_the_save_helpers_write_reopens_with_its_units(image_host: KernelHost, module_root: Path) -> None:
+    """save_labels and save_image (the built-in save helpers) write OME-TIFF with the pixel size,
+    given as a number or as open_image's (z, y, x): open_image reads it back in µm."""
+    work = module_root / "saved"
+    work.mkdir()
+    code = (
+        "import numpy as np, json\n"
+        f"source_path = {str(work / 'raw.ome.tif')!r}\n"
+        "labels = np.zeros((32, 40), np.uint16); labels[4:10, 5:12] = 1\n"
+        "stack = np.arange(3 * 32 * 40, dtype=np.uint16).reshape(3, 32, 40)\n"
+        "a = save_labels(labels, 'nuclei', pixel_size_um=0.1083)\n"
+        "b = save_image(stack, 'stack', pixel_size_um=(0.5, 0.1083, 0.1083), axes='ZYX')\n"
+        "got = {}\n"
+        "for p, arr in ((a, labels), (b, stack)):\n"
+        "    im = open_image(p)\n"
+        "    got[str(p)] = {'px': list(im.pixel_size_um), 'same': bool((np.asarray(im.get(T=0, C=0)) == arr).all())}\n"
+        "print(json.dumps(got))\n"
+    )
+    text = rendered_text(finish_ok(image_host, code))
+    got = json.loads(text[text.index("{") : text.rindex("}") + 1])
+    (labels_file, labels_facts), (_, stack_facts) = got.items()
+    assert labels_file.endswith(".tif") and labels_facts["same"]
+    assert labels_facts["px"][1:] == [0.1083, 0.1083]
+    assert stack_facts["px"] == [0.5, 0.1083, 0.1083] and stack_facts["same"]
