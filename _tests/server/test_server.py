@@ -308,6 +308,33 @@ async def test_start_kernel_takes_a_fixed_kernel_name_without_a_server_restart(i
         state.kernel.shutdown()
 
 
+async def test_restart_with_a_kernel_name_that_does_not_exist_leaves_the_running_kernel_alone(
+    isolated_dirs: Path,
+) -> None:
+    """The spec is checked before the working kernel is stopped: refused, saying why, namespace kept."""
+    isolated_dirs.mkdir()
+    config = isolated_dirs / "config.toml"
+    mcp, state = build_server(load_settings())
+    try:
+        with anyio.fail_after(90):
+            async with Client(mcp, mode="legacy") as client:
+                assert not (await client.call_tool("start_kernel", {})).is_error
+                pid = json.loads(text_of(await client.call_tool("server_status", {})))["kernel"]["pid"]
+                await client.call_tool("execute_code", {"code": "kept = 41"})
+                config.write_text('[kernel]\nname = "nosuchkernel"\n', encoding="utf-8")
+                refused = await client.call_tool("restart_kernel", {})
+                text = text_of(refused)
+                assert refused.is_error, text
+                assert "'nosuchkernel'" in text and "not touched" in text and "kernel.name" in text, text
+                assert "Traceback" not in text
+                after = await client.call_tool("execute_code", {"code": "kept + 1"})
+                assert "42" in text_of(after), text_of(after)
+                status = json.loads(text_of(await client.call_tool("server_status", {})))
+        assert status["kernel"]["state"] == "ready" and status["kernel"]["pid"] == pid
+    finally:
+        state.kernel.shutdown()
+
+
 async def test_a_relative_trace_path_lands_under_the_config_dir_and_status_shows_it_absolute(
     isolated_dirs: Path,
 ) -> None:

@@ -24,6 +24,7 @@ if TYPE_CHECKING:
     from biopb_mcp.config.settings import Settings
 
 __all__ = [
+    "AGENT_NOTES_PLUGIN",
     "BUILTIN_FILES",
     "FIGURES_PLUGIN",
     "IMAGES_ENV",
@@ -43,7 +44,18 @@ IMAGES_PLUGIN = INSIDE_DIR / "images.py"
 
 IMAGES_ENV = "BIOPB_MCP_IMAGES"
 
-BUILTIN_FILES = (FIGURES_PLUGIN, OUTPUTS_PLUGIN, compute.PLUGIN_FILE, viewer.PLUGIN_FILE, IMAGES_PLUGIN, WARM_PLUGIN)
+AGENT_NOTES_PLUGIN = INSIDE_DIR / "agent_notes.py"
+"""Tells the scientist, after their cell, what the agent withdrew while it ran."""
+
+BUILTIN_FILES = (
+    FIGURES_PLUGIN,
+    OUTPUTS_PLUGIN,
+    compute.PLUGIN_FILE,
+    viewer.PLUGIN_FILE,
+    IMAGES_PLUGIN,
+    WARM_PLUGIN,
+    AGENT_NOTES_PLUGIN,
+)
 """Every built-in plugin, in the order the bootstrap loads them."""
 
 
