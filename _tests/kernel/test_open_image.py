@@ -265,21 +265,23 @@ def test_a_missing_vendor_reader_is_one_sentence_naming_the_extra(image_host: Ke
     fake = module_root / "scope.nd2"
     fake.write_bytes(b"not really an nd2 file")
     # a kernel without bioio-nd2: importing it fails, as in an environment without the extra
-    ex, _ = finish(
+    ex, page = finish(
         image_host,
         "import sys\n_saved = sys.modules.get('bioio_nd2')\nsys.modules['bioio_nd2'] = None\n"
         f"try:\n    open_image({str(fake)!r})\nfinally:\n    sys.modules.pop('bioio_nd2')\n"
         "    if _saved is not None: sys.modules['bioio_nd2'] = _saved",
     )
-    assert ex.status == "error"
-    error = ex.reply_content
-    assert error["ename"] == "ReaderMissing"
-    assert error["evalue"] == (
+    assert ex.status == "error" and ex.error is not None
+    ename, evalue, traceback = ex.error
+    assert ename == "ReaderMissing"
+    assert evalue == (
         "Reading Nikon ND2 files needs the bioio-nd2 reader, which this kernel's Python does not have: "
         "install it with pip install 'biopb-mcp[formats]' (or pip install bioio-nd2) and restart the kernel."
     )
-    # the agent's traceback ends in that sentence, with no plugin or bioio frames
-    assert "bioio" not in "".join(error["traceback"]).replace("bioio-nd2", "").replace("bioio_nd2", "")
+    # what the agent reads ends in that sentence, with no plugin or bioio frames
+    shown = rendered_text(page) + "".join(traceback)
+    assert shown.rstrip().endswith("and restart the kernel.") and "ReaderMissing" in shown
+    assert "bioio" not in shown.replace("bioio-nd2", "").replace("bioio_nd2", "")
 
 
 def test_opening_through_an_mcp_session_shows_the_facts_at_a_glance(
