@@ -17,7 +17,8 @@ from jupyter_client.blocking.client import BlockingKernelClient
 from jupyter_client.manager import KernelManager, start_new_kernel
 
 from _tests.support.seedlib import builtin_plugins
-from bench.cases import Case, Score, all_cases, python_blocks, scored_check
+from bench.cases import Case, Score, all_cases, get_case, python_blocks, run_check, scored_check
+from bench.cases._kit import read_number
 from bench.prepare import (
     LAB_DIR,
     LAB_SECTION,
@@ -41,7 +42,7 @@ def test_cases_per_category() -> None:
         for category in ("textbook", "lab", "hard", "two-session", "three-session")
     }
     assert counts["three-session"] >= 1
-    assert counts["textbook"] == 23 and counts["lab"] >= 12 and counts["hard"] >= 4 and counts["two-session"] >= 6
+    assert counts["textbook"] == 26 and counts["lab"] >= 12 and counts["hard"] >= 4 and counts["two-session"] >= 6
     assert sum(not case.covered for case in CASES) >= 3
 
 
@@ -316,3 +317,32 @@ def test_the_scripted_agent_can_read_every_doc_a_case_needs_in_the_docs_arm_only
         assert needed - memo <= served[True], case.name
         if case.category != "textbook":
             assert not (set(case.docs) - memo) & served[False], case.name
+
+
+@pytest.mark.parametrize(
+    ("name", "answer", "wrong"),
+    [
+        ("nucleus-area-um2", "area_px", "an area in pixels (1 µm per pixel assumed)"),
+        ("bleach-rate-per-second", "per_frame", "a rate per frame (the interval ignored)"),
+        ("count-in-named-channel", "channel_0", "the count of channel 0 (the names ignored)"),
+    ],
+)
+def test_a_file_metadata_case_fails_an_answer_that_ignores_the_file(
+    tmp_path: Path, name: str, answer: str, wrong: str
+) -> None:
+    """The answer an agent gives without reading the file's pixel size, interval or channel names fails."""
+    from skimage import filters, measure
+
+    case = get_case(name)
+    truth = case.setup(tmp_path, np.random.default_rng(1))
+    if answer == "area_px":
+        artifact, value = "nucleus_area_um2.txt", truth["area_px"]
+    elif answer == "per_frame":
+        artifact, value = "bleach_rate.txt", truth["rate"] * 2.5
+    else:
+        first = __import__("tifffile").imread(tmp_path / "cells.ome.tif")[0].astype(float)
+        artifact, value = "nuclei_count.txt", measure.label(first > filters.threshold_otsu(first)).max()
+    (tmp_path / artifact).write_text(f"{value}\n", encoding="utf-8")
+    passed, detail = run_check(case, tmp_path, truth)
+    assert not passed, f"{wrong} passed: {detail}"
+    assert read_number(tmp_path / artifact) == pytest.approx(float(value))

@@ -276,6 +276,7 @@ _MODULES = (
     "stacks",
     "spots",
     "utility",
+    "files",
     "tracking",
     "lab",
     "hard",
