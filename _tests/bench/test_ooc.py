@@ -24,3 +24,15 @@ def test_the_throughput_line_carries_the_load_and_the_meter_keeps_the_peak() -> 
     figures = {"cluster_mb_s": 10.2, "with_copy_mb_s": 9.1, "numpy_mb_s": 16.0, "numpy_crop_mb": 16.8}
     line = throughput_line(figures, 6, 59.2, now)
     assert line.startswith("throughput: cluster 10.20 MB/s") and line.endswith(f"({now})")
+
+
+def test_the_open_image_run_measures_both_rates_beside_the_load_and_checks_the_projection(tmp_path) -> None:
+    """``ooc --open-image`` at a tiny size: it runs, its figures have their shape, its check holds."""
+    from bench.ooc_open import run
+
+    lines: list[str] = []
+    figures = run(512, 16, tmp_path, rounds=1, out=lines.append)
+    assert figures["mip_equal"] is True
+    assert len(figures["raw_read_mb_s"]) == len(figures["mip_mb_s"]) == 1 and figures["mip_vs_raw_median"] > 0
+    assert figures["open_repr_cold_mb"] < 100
+    assert all("(load " in line for line in lines if "MB/s" in line and not line.startswith("WARNING"))

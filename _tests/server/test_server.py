@@ -206,7 +206,7 @@ async def test_trace_has_one_line_per_call_without_code_or_bodies(built: Any, tm
     mcp, _ = built
     async with Client(mcp, mode=mode) as client:
         await client.call_tool("write_doc", {"id": "traced", "body": "# T\n\nsecret-body-text\n"})
-        await client.call_tool("read_doc", {"id": "traced"})
+        read = await client.call_tool("read_doc", {"id": "traced"})
         await client.call_tool("read_doc", {"id": "missing-one"})
         await client.call_tool("execute_code", {"code": "secret_code_text = 1"})
     records = [json.loads(line) for line in (tmp_path / "trace.jsonl").read_text().splitlines()]
@@ -217,6 +217,10 @@ async def test_trace_has_one_line_per_call_without_code_or_bodies(built: Any, tm
     raw = (tmp_path / "trace.jsonl").read_text()
     assert "secret-body-text" not in raw and "secret_code_text" not in raw
     assert all(r["duration_ms"] >= 0 for r in records)
+    # what each answer cost the agent's context: its length, never its text
+    text = "".join(part.text for part in read.content if hasattr(part, "text"))
+    assert records[1]["answer_chars"] >= len(text) > 0
+    assert all(r["answer_chars"] > 0 for r in records)
 
 
 # ----------------------------------------------------------------------------- with a kernel
@@ -304,6 +308,33 @@ async def test_start_kernel_takes_a_fixed_kernel_name_without_a_server_restart(i
                 assert not started.is_error, text_of(started)
                 status = json.loads(text_of(await client.call_tool("server_status", {})))
         assert status["kernel"]["state"] == "ready"
+    finally:
+        state.kernel.shutdown()
+
+
+async def test_restart_with_a_kernel_name_that_does_not_exist_leaves_the_running_kernel_alone(
+    isolated_dirs: Path,
+) -> None:
+    """The spec is checked before the working kernel is stopped: refused, saying why, namespace kept."""
+    isolated_dirs.mkdir()
+    config = isolated_dirs / "config.toml"
+    mcp, state = build_server(load_settings())
+    try:
+        with anyio.fail_after(90):
+            async with Client(mcp, mode="legacy") as client:
+                assert not (await client.call_tool("start_kernel", {})).is_error
+                pid = json.loads(text_of(await client.call_tool("server_status", {})))["kernel"]["pid"]
+                await client.call_tool("execute_code", {"code": "kept = 41"})
+                config.write_text('[kernel]\nname = "nosuchkernel"\n', encoding="utf-8")
+                refused = await client.call_tool("restart_kernel", {})
+                text = text_of(refused)
+                assert refused.is_error, text
+                assert "'nosuchkernel'" in text and "not touched" in text and "kernel.name" in text, text
+                assert "Traceback" not in text
+                after = await client.call_tool("execute_code", {"code": "kept + 1"})
+                assert "42" in text_of(after), text_of(after)
+                status = json.loads(text_of(await client.call_tool("server_status", {})))
+        assert status["kernel"]["state"] == "ready" and status["kernel"]["pid"] == pid
     finally:
         state.kernel.shutdown()
 

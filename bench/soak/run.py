@@ -21,7 +21,7 @@ from pathlib import Path
 from random import Random
 from typing import Any
 
-from bench.soak import bounds, http_flood, search_cost, servers, size_caps
+from bench.soak import bounds, http_flood, kernel_output, search_cost, servers, size_caps
 from bench.soak import crash as crashes
 from bench.soak import hostile_ids as hostile
 from bench.soak import noise as noisy
@@ -58,6 +58,11 @@ class SoakScale:
     edits: int = 60
     edit_doc_bytes: int = 4_500_000
     seed: int = 0
+    # kernel output (bench/soak/kernel_output.py)
+    big_prints: int = 8
+    print_mb: int = 70
+    error_mb: int = 50
+    layer_name_chars: int = 2_000_000
 
 
 FULL = SoakScale()
@@ -82,6 +87,10 @@ QUICK = SoakScale(
     wide_inputs=2_000,
     edits=2,
     edit_doc_bytes=300_000,
+    big_prints=1,
+    print_mb=1,
+    error_mb=1,
+    layer_name_chars=10_000,
 )
 """Seconds of each phase: the suite runs it so the soak cannot rot; it checks the harness, not the product at scale."""
 
@@ -108,6 +117,7 @@ FOUND = {
     "search: ordinary long queries refused as too costly": "a pasted passage of a doc refused instead of answered",
     "search: plain queries refused": "a plain query refused while a costly one ran",
     "size caps: docs or index left past a cap or unreadable": "a write that left a file no read can take back",
+    **kernel_output.FOUND,
 }
 FOUND.update(bounds.FOUND)
 """What the soak looks for, each a count that must be 0."""
@@ -370,7 +380,18 @@ def bounded(root: Path, scale: SoakScale, out: SoakResult, phase: str) -> None:
 
 BOUNDED_PHASES = ("names", "doc-answers", "wide-inputs", "edit-memory")
 
-PHASES = ("hostile-store", "hostile-mcp", "crash", "writers", "noise", "http", "search", "caps", *BOUNDED_PHASES)
+PHASES = (
+    "hostile-store",
+    "hostile-mcp",
+    "crash",
+    "writers",
+    "noise",
+    "http",
+    "search",
+    "caps",
+    *BOUNDED_PHASES,
+    *kernel_output.PHASES,
+)
 
 
 def run_soak(scale: SoakScale, workdir: Path | None = None, phases: tuple[str, ...] = PHASES) -> SoakResult:
@@ -409,6 +430,8 @@ def _run_phases(root: Path, scale: SoakScale, phases: tuple[str, ...], out: Soak
                 caps(root, scale, out)
             elif phase in BOUNDED_PHASES:
                 bounded(root, scale, out, phase)
+            elif phase in kernel_output.PHASES:
+                kernel_output.run_phase(phase, root, scale, out)
             else:
                 raise ValueError(f"unknown phase {phase!r}; the phases are {', '.join(PHASES)}")
             out.seconds[phase] = round(time.monotonic() - t0, 1)

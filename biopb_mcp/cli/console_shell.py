@@ -27,6 +27,7 @@ from jupyter_console.app import ZMQTerminalIPythonApp  # type: ignore[import-unt
 from jupyter_console.ptshell import ZMQTerminalInteractiveShell  # type: ignore[import-untyped]
 from jupyter_console.utils import ensure_async, run_sync  # type: ignore[import-untyped]
 
+from biopb_mcp.kernel.lines import LineEditor
 from biopb_mcp.kernel.notebook import image_label
 
 __all__ = ["AgentConsoleApp", "AgentConsoleShell"]
@@ -53,6 +54,9 @@ class AgentConsoleShell(ZMQTerminalInteractiveShell):  # type: ignore[misc]
 
     def __init__(self, **kwargs: Any) -> None:
         super().__init__(**kwargs)
+        self._drawn: dict[str, LineEditor] = {}
+        """Per stream of the agent's cells: a line a progress bar is still redrawing, shown once
+        settled (the prompt drawn again between batches would give every redraw a line)."""
         count = self._kernel_execution_count()
         if count is not None:
             self.execution_count = count + 1
@@ -95,6 +99,8 @@ class AgentConsoleShell(ZMQTerminalInteractiveShell):  # type: ignore[misc]
                 self.execution_count = int(content["execution_count"]) + 1
             if not mine and not self.include_other_output:
                 continue
+            if kind != "stream" and not mine:
+                self._settle_drawn()
             if kind == "status":
                 if mine:  # another client's idle must not end the wait for this one's cell
                     self._execution_state = content["execution_state"]
@@ -109,7 +115,12 @@ class AgentConsoleShell(ZMQTerminalInteractiveShell):  # type: ignore[misc]
                 if self._pending_clearoutput:
                     out.write("\r")
                     self._pending_clearoutput = False
-                out.write(str(content.get("text", "")))
+                text = str(content.get("text", ""))
+                if not mine:  # a progress bar of the agent's: only its last state
+                    name = str(content.get("name"))
+                    self._settle_drawn(but=name)
+                    text = self._drawn.setdefault(name, LineEditor()).feed(text)
+                out.write(text)
             elif kind == "clear_output":
                 if content.get("wait"):
                     self._pending_clearoutput = True
@@ -121,6 +132,13 @@ class AgentConsoleShell(ZMQTerminalInteractiveShell):  # type: ignore[misc]
                 (self._show_own if mine else self._show_other)(kind, content)
             sys.stdout.flush()
             sys.stderr.flush()
+
+    def _settle_drawn(self, but: str = "") -> None:
+        """Write the last state of the agent's lines still being redrawn (except stream ``but``'s):
+        its cell moved on."""
+        for name, editor in self._drawn.items():
+            if name != but:
+                (sys.stderr if name == "stderr" else sys.stdout).write(editor.settle())
 
     def _show_own(self, kind: str, content: dict[str, Any]) -> None:
         """A result or display of the scientist's own cell, as jupyter-console shows it."""

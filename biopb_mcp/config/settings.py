@@ -212,12 +212,28 @@ class KernelSettings:
             minimum=65536,
         ),
     )
+    max_kept_bytes: int = field(
+        default=128 * 1024 * 1024,
+        metadata=_about(
+            "Memory for executions' output kept for paging (text at Python's cost, up to 4 bytes a "
+            "character; errors; inline images), across executions: the oldest are forgotten past it, "
+            "and one execution keeps a quarter of it, saving the rest of its output to a file it names.",
+            minimum=65536,
+        ),
+    )
     startup_timeout: float = field(
         default=60.0, metadata=_about("Seconds start_kernel waits for the kernel to become ready.", minimum=0.1)
     )
     request_timeout: float = field(
         default=30.0,
         metadata=_about("Seconds to wait for a kernel reply (inspect, interrupt) before giving up.", minimum=0.1),
+    )
+    lazy_image_mb: float = field(
+        default=512.0,
+        metadata=_about(
+            "open_image() gives a lazy dask array for an image bigger than this (MB), numpy below it.",
+            minimum=0.0,
+        ),
     )
     existing: str = field(
         default="",

@@ -24,7 +24,7 @@ import os
 import secrets
 import stat
 import sys
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from pathlib import Path
@@ -247,13 +247,16 @@ def _exchange(dir_fd: int, a: str, b: str) -> bool:
 def write_atomic(
     root: Path,
     rel: str,
-    data: bytes,
+    data: bytes | Iterable[bytes],
     *,
     durable: bool = True,
     mode: int | None = None,
     around_replace: Callable[[Replacing], AbstractContextManager[object]] | None = None,
 ) -> None:
     """Replace `root/rel` with `data` through a temp file renamed over it, all relative to one dir fd.
+
+    `data` may be an iterable of chunks, written as they come (a big image decoded piece by
+    piece is never whole in memory).
 
     Missing parent folders are made. A link at `rel` itself is replaced (the rename swaps the
     name, never writes through it); a link among the parents refuses the write. A new file gets
@@ -280,7 +283,11 @@ def write_atomic(
         fd = open_file(dir_fd, tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL)
         try:
             with os.fdopen(fd, "wb") as fh:
-                fh.write(data)
+                if isinstance(data, (bytes, bytearray, memoryview)):
+                    fh.write(data)
+                else:
+                    for chunk in data:
+                        fh.write(chunk)
                 fh.flush()
                 if kept is not None:
                     os.fchmod(fh.fileno(), kept)

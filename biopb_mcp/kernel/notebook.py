@@ -51,6 +51,7 @@ from typing import Any
 
 from biopb_mcp.fs.notebook_file import SLOT_BYTES, NotebookFile, mend_torn
 from biopb_mcp.kernel.cell_names import cell_names
+from biopb_mcp.kernel.lines import collapse
 
 logger = logging.getLogger(__name__)
 
@@ -216,10 +217,15 @@ class OutputCollector:
         self._room -= used
         if cut:
             self._stream_full.add(name)
+        # a progress bar's redraws (carriage returns) keep only the line's last state
         if last is not None and last["output_type"] == "stream" and last["name"] == name:
-            last["text"] += text
+            if "\r" in text:
+                start = last["text"].rfind("\n") + 1  # only the last line can be redrawn
+                last["text"] = last["text"][:start] + collapse(last["text"][start:] + text)
+            else:
+                last["text"] += text
         else:
-            self._outputs.append({"output_type": "stream", "name": name, "text": text})
+            self._outputs.append({"output_type": "stream", "name": name, "text": collapse(text)})
 
     def _bounded_error(self, content: dict[str, Any]) -> dict[str, Any]:
         """An error output cut like a stream: the message and the traceback share one unit, the
@@ -253,7 +259,7 @@ class OutputCollector:
         kept: dict[str, Any] = {}
         notes: list[str] = []
         for mime, value in data.items():
-            if mime.startswith("image/") and isinstance(value, str) and not mime.endswith("+xml"):
+            if mime.startswith("image/") and isinstance(value, (str, memoryview)) and not mime.endswith("+xml"):
                 if len(value) > self._image_room:
                     notes.append(
                         f"[biopb-mcp: a {mime} image of {len(value) * 3 // 4} bytes is not "
@@ -261,7 +267,7 @@ class OutputCollector:
                     )
                     continue
                 self._image_room -= len(value)
-                kept[mime] = value
+                kept[mime] = value if isinstance(value, str) else bytes(value).decode("ascii", "replace")
             elif isinstance(value, str):
                 room = min(self._max, self._room)
                 text, cut = _truncated(value, room)

@@ -75,3 +75,5 @@ class KernelStatus:
     server_pid: int
     existing: str | None = None
     """The ``kernel.existing`` spec a joined kernel was found by."""
+    other_cell: dict[str, Any] | None = None
+    """A cell another client (the scientist's console or notebook) runs now: source, code, seconds."""
