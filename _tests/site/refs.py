@@ -296,7 +296,13 @@ def generated() -> dict[Path, Callable[[], str]]:
 def render_all() -> dict[Path, str]:
     pages = {path: render() for path, render in generated().items()}
     pages.update({REF / name: text for name, text in mcp_pages().items()})
-    return pages
+    return {path: portable(text) for path, text in pages.items()}
+
+
+def portable(text: str) -> str:
+    """The page as any checkout renders it: an install line names this checkout's path, the
+    guide the placeholder its readers replace."""
+    return text.replace(str(REPO), "/path/to/checkout")
 
 
 def main() -> int:
