@@ -151,6 +151,37 @@ def test_docs_index_read_and_missing_doc(isolated_dirs: Path, capsys: pytest.Cap
     assert_one_error_line(err)
 
 
+def test_docs_restore_puts_a_version_back_and_history_keeps_the_replaced_text(
+    isolated_dirs: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """What @history tells a scientist to type works: the version comes back through the store's
+    ordinary write, so the text it replaced is a version too and can itself be restored."""
+    from biopb_mcp.config.settings import load_settings
+    from biopb_mcp.docs.store import DocStore
+
+    store = DocStore(load_settings().docs_local_dir)
+    store.write_doc("probe", body="# Probe\n\nfirst text\n")
+    store.write_doc("probe", body="# Probe\n\nsecond text\n")
+    code, out, _ = run(["docs", "read", "probe@history"], capsys)
+    assert code == 0 and "restore one with biopb-mcp docs restore probe v<N>" in out, out
+    assert "the agent's write_doc" not in out
+    code, out, _ = run(["docs", "read", "probe@v1"], capsys)
+    assert code == 0 and "Restore it with biopb-mcp docs restore probe v1." in out, out
+
+    code, out, err = run(["docs", "restore", "probe", "v1"], capsys)
+    assert code == 0, err
+    assert "Restored 'probe' to v1" in out and "-second text" in out and "+first text" in out, out
+    assert store.doc_text("probe")[0].endswith("first text\n")
+    versions = store.history.versions("probe")
+    assert [store.history.read("probe", v.n)[1].endswith("second text\n") for v in versions].count(True) == 1
+
+    code, out, err = run(["docs", "restore", "probe", "v9"], capsys)
+    assert code == 2 and out == ""
+    assert_one_error_line(err, "No version 9 of 'probe'", "biopb-mcp docs read probe@history")
+    code, out, err = run(["docs", "restore", "probe", "nine"], capsys)
+    assert code == 2 and "v<N>" in err and store.doc_text("probe")[0].endswith("first text\n")
+
+
 def test_docs_commands_follow_the_old_key_and_warn_about_it(
     isolated_dirs: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

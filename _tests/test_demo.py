@@ -56,15 +56,19 @@ def _no_process_left(root: str) -> list[psutil.Process]:
 
 
 def test_demo_runs_every_step_cleans_up_and_leaves_the_users_config_alone(tmp_path: Path) -> None:
+    """Nothing outlives the run outside the temp tree (its image included: it goes with the tree
+    unless ``--image`` names a place); the transcript reads as sentences, and names no console
+    command for a kernel and runtime dir that are gone when it ends."""
     user_config = tmp_path / "user-config"
     (user_config / "docs").mkdir(parents=True)
     (user_config / "config.toml").write_text('[kernel]\nname = "the-users-own-kernel"\n', encoding="utf-8")
     (user_config / "docs" / "index.md").write_text("# my lab\n\n- mine: my own doc\n", encoding="utf-8")
     before = _snapshot(user_config)
-    image = tmp_path / "nuclei.png"
-    env = {**os.environ, **isolated_vars(tmp_path), "BIOPB_CONFIG_DIR": str(user_config)}
+    temp = tmp_path / "tmp"
+    temp.mkdir()
+    env = {**os.environ, **isolated_vars(tmp_path), "BIOPB_CONFIG_DIR": str(user_config), "TMPDIR": str(temp)}
     proc = subprocess.run(
-        [sys.executable, "-m", "biopb_mcp", "demo", "--image", str(image)],
+        [sys.executable, "-m", "biopb_mcp", "demo"],
         env=env,
         capture_output=True,
         text=True,
@@ -76,9 +80,13 @@ def test_demo_runs_every_step_cleans_up_and_leaves_the_users_config_alone(tmp_pa
     for n, name in enumerate(STEP_NAMES, 1):
         assert re.search(rf"^\[{n}/{len(STEP_NAMES)}\] {re.escape(name)}", out, re.MULTILINE), (name, out)
     assert "placed 15 nuclei, found 15" in out and "ok: every step passed" in out
-    assert image.read_bytes().startswith(b"\x89PNG")
+    assert "(15, 15," not in out, "a raw tuple in the transcript"
+    assert "console --pid" not in out, out
     root = re.search(r"temporary config tree (\S+)", out)
     assert root is not None and not Path(root.group(1)).exists()
+    assert Path(root.group(1)).parent == temp
+    assert list(temp.iterdir()) == [], "the demo left files outside its temp tree"
+    assert "--image" in out, "the transcript says how to keep the image"
     assert _no_process_left(root.group(1)) == []
     assert _snapshot(user_config) == before
     assert not (tmp_path / "state").exists() and not (tmp_path / "runtime").exists()
@@ -128,4 +136,20 @@ async def test_the_demo_follows_an_analysis_that_outlives_promote_after(tmp_path
     finally:
         state.kernel.shutdown()
     assert "placed 15 nuclei, found 15" in out.getvalue(), out.getvalue()
-    assert (tmp_path / "nuclei.png").read_bytes().startswith(b"\x89PNG")
+    _assert_image_with_outlines(tmp_path / "nuclei.png")
+
+
+def _assert_image_with_outlines(path: Path) -> None:
+    """The returned image is the analysed image in grey with the found nuclei outlined in colour,
+    big enough to see, rather than a small black-and-white mask."""
+    from PIL import Image
+
+    with Image.open(path) as image:
+        assert image.format == "PNG" and image.mode == "RGB", (image.format, image.mode)
+        assert min(image.size) >= 192, image.size
+        rgb = image.tobytes()
+    pixels = [tuple(rgb[i : i + 3]) for i in range(0, len(rgb), 3)]
+    grey = {p for p in pixels if p[0] == p[1] == p[2]}
+    outline = [p for p in pixels if p[0] > 200 and p[1] < 80 and p[2] < 80]
+    assert len(grey) > 20, "the image itself, in many grey levels"
+    assert len(outline) > 15 * 40, "every nucleus outlined"

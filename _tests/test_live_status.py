@@ -13,6 +13,7 @@ import pytest
 from jupyter_client import BlockingKernelClient
 
 from _tests.support.jupyter_rtc import SCIENTIST_CELL, JupyterServer, Opened, require_rtc
+from biopb_mcp.text.install import install_command
 
 
 def test_without_real_time_collaboration_nothing_changes_and_status_says_what_to_install(
@@ -34,7 +35,7 @@ def test_without_real_time_collaboration_nothing_changes_and_status_says_what_to
             assert "--existing" in loaded and "Live" not in loaded, loaded
             status = opened.run("%biopb status")
             assert "Live cells: not shown in this notebook: the Jupyter server has no real-time collaboration" in status
-            assert 'pip install "biopb-mcp[live]"' in status, status
+            assert install_command("live") in status, status  # this checkout: the bare name is another project's
             assert "Live cells: not shown" in opened.run("%biopb live on")
         finally:
             kernel.stop_channels()

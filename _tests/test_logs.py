@@ -66,3 +66,14 @@ def test_stderr_takes_at_most_its_cap_then_says_where_the_rest_goes(
     assert err.rstrip().endswith(f"see {settings.log_file} for the rest)")
     assert "distinct line 0 " in err and "distinct line 49 " not in err
     assert "distinct line 49 " in settings.log_file.read_text(encoding="utf-8")
+
+
+def test_a_path_that_is_not_utf8_is_logged_as_its_escape(
+    root_handlers: None, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    settings = _logging_with(monkeypatch, stderr=False)
+    logging.getLogger("biopb_mcp.test_names").warning("opened %s", "/data/Z\udcfcrich/cells.tif")
+    for handler in logging.getLogger().handlers:
+        handler.flush()
+    assert "opened /data/Z\\udcfcrich/cells.tif" in settings.log_file.read_text(encoding="utf-8")
+    assert "Logging error" not in capsys.readouterr().err

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import re
 import shutil
 import subprocess
 import sys
@@ -11,8 +13,6 @@ import zipfile
 from pathlib import Path
 
 import pytest
-
-import biopb_mcp
 
 REPO = Path(__file__).resolve().parents[1]
 SEED = REPO / "biopb_mcp" / "_docs_data"
@@ -109,7 +109,8 @@ def test_wheel_installs_into_a_fresh_venv_and_its_script_runs(wheel: Path, tmp_p
         [str(venv / "bin" / "biopb-mcp"), "--version"], capture_output=True, text=True, timeout=60, cwd=tmp_path
     )
     assert done.returncode == 0, done.stderr
-    assert done.stdout.strip() == f"biopb-mcp {biopb_mcp.__version__}"
+    version = tomllib.loads((REPO / "pyproject.toml").read_text(encoding="utf-8"))["project"]["version"]
+    assert done.stdout.strip() == f"biopb-mcp {version}"  # the wheel's, whatever this environment installed
     # the venv imports its own copy (not the editable checkout), and its seed is complete
     done = subprocess.run(
         [str(py), "-c", "import biopb_mcp, pathlib; print(pathlib.Path(biopb_mcp.__file__).parent)"],
@@ -118,11 +119,41 @@ def test_wheel_installs_into_a_fresh_venv_and_its_script_runs(wheel: Path, tmp_p
         timeout=60,
         cwd=tmp_path,
         check=True,
+        env={k: v for k, v in os.environ.items() if k != "PYTHONPATH"},  # a checkout on it would win
     )
     installed = Path(done.stdout.strip())
     assert installed.is_relative_to(venv), installed
     for rel in seed_files():
         assert (installed.parent / rel).is_file(), rel
+
+
+def _requirement_name(requirement: str) -> str:
+    return re.split(r"[\[<>=~!; ]", requirement, maxsplit=1)[0]
+
+
+def test_every_dependency_is_named_with_its_reason_in_the_readme() -> None:
+    """A dependency is a decision: the README's Dependencies section names each one. The imaging
+    extra holds what agents reach for in the kernel besides the procedures' own: pandas for tables,
+    scikit-learn for clustering and mixture fits (written by hand when it was missing)."""
+    project = tomllib.loads((REPO / "pyproject.toml").read_text(encoding="utf-8"))["project"]
+    readme = (REPO / "README.md").read_text(encoding="utf-8")
+    section = readme.split("\n## Dependencies\n", 1)[1].split("\n## ", 1)[0]
+    imaging = {_requirement_name(r) for r in project["optional-dependencies"]["imaging"]}
+    assert {"pandas", "scikit-learn"} <= imaging, imaging
+    wanted = [*project["dependencies"], *(r for reqs in project["optional-dependencies"].values() for r in reqs)]
+    names = {_requirement_name(r) for r in wanted} - {project["name"]}
+    missing = sorted(name for name in names if name not in section)
+    assert missing == [], f"not named in the README's Dependencies section: {missing}"
+
+
+def test_the_x_libraries_ci_installs_are_those_the_viewer_names_and_the_readme_lists() -> None:
+    from biopb_mcp.kernel.inside.viewer import X_LIBRARIES
+
+    ci = (REPO / ".ci" / "run").read_text(encoding="utf-8")
+    debs = set(ci.split('viewer_debs="', 1)[1].split('"', 1)[0].split()) - {"xvfb"}
+    assert debs == set(X_LIBRARIES.values())
+    readme = " ".join((REPO / "README.md").read_text(encoding="utf-8").split())
+    assert "sudo apt-get install " + " ".join(X_LIBRARIES.values()) in readme
 
 
 def test_ci_fails_on_a_ruff_or_mypy_finding_after_the_suite() -> None:

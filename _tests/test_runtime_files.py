@@ -7,11 +7,13 @@ import stat
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 
+import psutil
 import pytest
 
-from biopb_mcp.fs.runtime import private_runtime_dir, sweep_stale
+from biopb_mcp.fs.runtime import pid_alive, private_runtime_dir, sweep_stale
 from biopb_mcp.server.transports.http import write_token_file
 
 
@@ -106,3 +108,27 @@ def test_sweep_removes_only_files_of_dead_servers(tmp_path: Path) -> None:
 def test_sweep_of_a_runtime_dir_that_does_not_exist_creates_nothing(tmp_path: Path) -> None:
     assert sweep_stale(tmp_path / "nowhere") == []
     assert not (tmp_path / "nowhere").exists()
+
+
+def test_liveness_is_asked_without_signalling_the_process(monkeypatch: pytest.MonkeyPatch) -> None:
+    """os.kill(pid, 0) is POSIX's question, and Windows' os.kill terminates the process: the
+    answer comes from psutil, with no signal sent (an os.kill that would end the test is never called)."""
+
+    done = subprocess.Popen([sys.executable, "-c", "pass"])
+    done.wait()
+    zombie = subprocess.Popen([sys.executable, "-c", "pass"])  # exited, not reaped: still a pid
+    deadline = time.monotonic() + 30
+    while psutil.Process(zombie.pid).status() != psutil.STATUS_ZOMBIE and time.monotonic() < deadline:
+        time.sleep(0.01)
+
+    def no_signals(pid: int, sig: int) -> None:
+        raise AssertionError(f"os.kill({pid}, {sig}) was called")
+
+    monkeypatch.setattr(os, "kill", no_signals)
+    assert pid_alive(os.getpid()) and pid_alive(os.getpid(), mine=True)
+    assert not pid_alive(done.pid) and not pid_alive(0) and not pid_alive(-1)
+    assert pid_alive(zombie.pid)
+    if os.getuid() != 0:  # pid 1 belongs to root: alive, and not this user's
+        assert pid_alive(1) and not pid_alive(1, mine=True)
+    monkeypatch.undo()
+    zombie.wait()

@@ -17,12 +17,14 @@ import subprocess
 import sys
 import threading
 import time
+import urllib.error
+import urllib.request
 from pathlib import Path
 
 from bench.agents import AgentRun, kill_tree
 from bench.prepare import ConfigTree, child_env, server_command
 
-__all__ = ["HandoffFiles", "handoff_files", "run_handoff"]
+__all__ = ["HandoffFiles", "handoff_files", "run_handoff", "started", "token_accepted"]
 
 _SERVING = re.compile(r"serving streamable HTTP at (http://\S+)")
 _BEARER = re.compile(r"Bearer ([A-Za-z0-9_\-.~+/=]{16,})")
@@ -47,14 +49,42 @@ def handoff_files(run_dir: Path, session: int = 1, sessions: int = 1) -> Handoff
     return HandoffFiles(run_dir, session, sessions)
 
 
-def _token(stderr: str, tree: ConfigTree, pid: int) -> str | None:
-    found = _BEARER.search(stderr)
-    if found:
-        return found.group(1)
-    for path in (tree.runtime_dir / "biopb" / f"http-token-{pid}", tree.runtime_dir / "biopb" / "http-token"):
-        if path.is_file():
-            return path.read_text(encoding="utf-8").strip()
-    return None
+def started(stderr: str) -> tuple[str, str] | None:
+    """(url, token) once the server's stderr holds both its serving line and its bearer token.
+
+    The serving line comes first and the token lines after it, so a reader that stops at the
+    serving line can miss the token (under load, many servers starting at once): wait for both.
+    The token is read from stderr only; nothing else says which token this server holds.
+    """
+    serving = _SERVING.search(stderr)
+    bearer = _BEARER.search(stderr, serving.end()) if serving else None
+    return (serving.group(1), bearer.group(1)) if serving and bearer else None
+
+
+def token_accepted(url: str, token: str, timeout: float = 10.0) -> bool:
+    """Whether the server at ``url`` takes ``token``: a request with it is not refused 401/403.
+
+    The body is no MCP message (the server answers it 400 without a session), so nothing is
+    started; only the guard in front of the MCP app judges the token.
+    """
+    request = urllib.request.Request(
+        url,
+        data=b"{}",
+        method="POST",
+        headers={
+            "Authorization": f"Bearer {token}",
+            "Content-Type": "application/json",
+            "Accept": "application/json, text/event-stream",
+        },
+    )
+    try:
+        # no proxy: the server is on loopback, and a proxy from the environment must not answer for it
+        with urllib.request.build_opener(urllib.request.ProxyHandler({})).open(request, timeout=timeout) as reply:
+            return reply.status < 400
+    except urllib.error.HTTPError as refused:
+        return refused.code not in (401, 403)
+    except OSError:
+        return False
 
 
 def run_handoff(
@@ -81,27 +111,25 @@ def run_handoff(
         )
     marker = ("BIOPB_CONFIG_DIR", str(tree.root))
     try:
-        url = token = None
+        found = None
         while time.monotonic() - start < START_TIMEOUT:
-            text = files.stderr.read_text(encoding="utf-8", errors="replace")
-            serving = _SERVING.search(text)
-            if serving:
-                url, token = serving.group(1), _token(text, tree, proc.pid)
-                break
-            if proc.poll() is not None:
+            found = started(files.stderr.read_text(encoding="utf-8", errors="replace"))
+            if found is not None or proc.poll() is not None:
                 break
             time.sleep(0.05)
-        if url is None:
-            raise RuntimeError(f"the HTTP server did not start; see {files.stderr}")
-        headers = {"Authorization": f"Bearer {token}"} if token else {}
+        if found is None:
+            raise RuntimeError(f"the HTTP server did not start (no serving and token lines); see {files.stderr}")
+        url, token = found
+        if not token_accepted(url, token):
+            raise RuntimeError(f"the HTTP server at {url} refuses the token it printed; see {files.stderr}")
+        headers = {"Authorization": f"Bearer {token}"}
         info = {
             "run": label,
             "url": url,
             "token": token,
             "headers": headers,
             "mcpServers": {"biopb": {"type": "http", "url": url, "headers": headers}},
-            "claude_code": f"claude mcp add --transport http biopb {url}"
-            + (f' --header "Authorization: Bearer {token}"' if token else ""),
+            "claude_code": f'claude mcp add --transport http biopb {url} --header "Authorization: Bearer {token}"',
             "prompt": prompt,
             "workdir": str(workdir),
             "done_file": str(files.done),
@@ -111,7 +139,7 @@ def run_handoff(
         with _print_lock:
             print(
                 f"\n=== handoff: {label} ===\nMCP server: {url}\n"
-                + (f"Authorization: Bearer {token}\n" if token else "")
+                + f"Authorization: Bearer {token}\n"
                 + f"client config: {json.dumps(info['mcpServers'])}\nwork dir: {workdir}\nprompt:\n{prompt}\n"
                 f"when finished: touch {files.done}   (details: {files.json}; timeout {timeout:g} s)\n",
                 file=sys.stdout,

@@ -16,6 +16,7 @@ reaches the agent, the CLI into one ``error: …`` line and an exit code.
     + KernelBusy         code is already running (carries its job id)
     + JobNotFound        no job by that id
     + KernelNotOwned     restart/shutdown of a kernel the server joined but does not own
+    + RestartRefused     a restart whose new kernel could not start: the running one is kept
 """
 
 from __future__ import annotations
@@ -191,12 +192,22 @@ class KernelBusy(KernelError):
 
 
 class JobNotFound(KernelError):
-    """No job by that id; ``recent`` holds the last few ids, ``kept`` how many are kept."""
+    """No job by that id; ``recent`` holds the last few ids, ``kept`` how many are kept;
+    ``notebook`` is the session notebook holding the cell of a job forgotten since."""
 
-    def __init__(self, message: str, *, job_id: str = "", recent: list[str] | None = None, kept: int = 0) -> None:
+    def __init__(
+        self,
+        message: str,
+        *,
+        job_id: str = "",
+        recent: list[str] | None = None,
+        kept: int = 0,
+        notebook: str | None = None,
+    ) -> None:
         self.job_id = job_id
         self.recent = recent or []
         self.kept = kept
+        self.notebook = notebook
         super().__init__(message)
 
 
@@ -206,4 +217,19 @@ class KernelNotOwned(KernelError):
 
     def __init__(self, message: str, *, action: str) -> None:
         self.action = action
+        super().__init__(message)
+
+
+class RestartRefused(KernelError):
+    """A restart refused before the running kernel was touched: the new kernel could not start
+    (``reason``; ``setting`` names the config key that fixes it, ``wanted`` what it should be,
+    ``config_file`` where it is set). The running kernel and its namespace are kept."""
+
+    def __init__(
+        self, message: str, *, reason: str, setting: str | None = None, wanted: str = "", config_file: str = ""
+    ) -> None:
+        self.reason = reason
+        self.setting = setting
+        self.wanted = wanted
+        self.config_file = config_file
         super().__init__(message)

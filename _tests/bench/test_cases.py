@@ -15,6 +15,7 @@ import pytest
 from jupyter_client.blocking.client import BlockingKernelClient
 from jupyter_client.manager import KernelManager, start_new_kernel
 
+from _tests.support.seedlib import builtin_plugins
 from bench.cases import Case, all_cases, python_blocks, run_check
 from bench.prepare import (
     LAB_DIR,
@@ -38,7 +39,7 @@ def test_cases_per_category() -> None:
         category: sum(case.category == category for case in CASES)
         for category in ("textbook", "lab", "hard", "two-session")
     }
-    assert counts["textbook"] == 20 and counts["lab"] >= 12 and counts["hard"] >= 4 and counts["two-session"] >= 6
+    assert counts["textbook"] == 23 and counts["lab"] >= 12 and counts["hard"] >= 4 and counts["two-session"] >= 6
     assert sum(not case.covered for case in CASES) >= 3
 
 
@@ -113,16 +114,19 @@ def test_check_fails_on_an_empty_work_dir(case, tmp_path: Path) -> None:
 
 @pytest.fixture(scope="module")
 def kernel(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BlockingKernelClient]:
-    """One real kernel for all solutions (this Python), its IPython dir kept in a tmp dir."""
+    """One real kernel for all solutions (this Python), its IPython dir kept in a tmp dir, with the
+    built-in plugins (the save helpers, show) every kernel the server starts has."""
     home = tmp_path_factory.mktemp("kernel")
+    plugin_env, plugin_args = builtin_plugins()
     env = {
         **os.environ,
+        **plugin_env,
         "IPYTHONDIR": str(home / "ipython"),
         "JUPYTER_RUNTIME_DIR": str(home / "rt"),
         "MPLBACKEND": "Agg",
     }
     manager: KernelManager
-    manager, client = start_new_kernel(kernel_name="python3", env=env, startup_timeout=60)
+    manager, client = start_new_kernel(kernel_name="python3", env=env, startup_timeout=60, extra_arguments=plugin_args)
     try:
         yield client
     finally:

@@ -16,10 +16,12 @@ from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.types import TextContent
 
+from _tests.server.test_http import HttpServer
 from _tests.support.results import text_of
 from _tests.support.runner import run_to_end
 from bench.agents import make_agent
 from bench.cases import get_case
+from bench.handoff import started, token_accepted
 from bench.run import RunSpec, run_one
 
 
@@ -72,3 +74,29 @@ def test_handoff_run_passes_is_traced_and_its_server_stops_after_done(tmp_path: 
 
 
 pytestmark = pytest.mark.timeout(240)
+
+
+def test_the_start_is_read_only_once_the_token_line_follows_the_serving_line() -> None:
+    """Under load the serving line can be on stderr before the token lines: reading then gave a
+    run with "token": null (or a stale file's token), which the server refused."""
+    serving = "biopb-mcp serving streamable HTTP at http://127.0.0.1:4321/mcp (loopback only)\n"
+    token = (
+        "Bearer token (new at every start; also in /x/http-token-1, mode 0600):\nAbCdEfGhIjKlMnOpQrStUv123\n"
+        'MCP client config: {"mcpServers": {"biopb": {"type": "http", "url": "http://127.0.0.1:4321/mcp", '
+        '"headers": {"Authorization": "Bearer AbCdEfGhIjKlMnOpQrStUv123"}}}}\n'
+    )
+    assert started(serving) is None
+    assert started(token + serving) is None  # a token printed before this server's serving line is not its own
+    assert started(serving + token) == ("http://127.0.0.1:4321/mcp", "AbCdEfGhIjKlMnOpQrStUv123")
+
+
+def test_a_handed_out_token_is_checked_against_the_server(tmp_path: Path) -> None:
+    server = HttpServer(tmp_path)
+    try:
+        found = started(server.stderr())
+        assert found is not None
+        url, token = found
+        assert token_accepted(url, token)
+        assert not token_accepted(url, "not-" + token)
+    finally:
+        server.stop()

@@ -73,3 +73,17 @@ def test_a_value_over_several_files_and_a_missing_one(tmp_path: Path) -> None:
     assert cache.get("ids", stamps(paths)) is None
     cache.put("other", stamps([str(d)]), ["y"], time.time_ns())
     assert len(cache) == 1  # the bound drops the oldest
+
+
+def test_a_weighed_cache_keeps_its_values_under_the_bound(tmp_path: Path) -> None:
+    f = tmp_path / "f"
+    f.write_text("x")
+    _age(f, 10)
+    settled = (stamp(f),)
+    cache: FileCache[str, str] = FileCache(max_weight=10, weigh=len)
+    assert cache.put("a", settled, "aaaa", time.time_ns()) and cache.put("b", settled, "bbbb", time.time_ns())
+    assert cache.put("c", settled, "cccc", time.time_ns())  # 12 > 10: the oldest goes
+    assert cache.get("a", settled) is None and cache.get("c", settled) == "cccc" and cache.weight == 8
+    assert cache.put("b", settled, "b", time.time_ns()) and cache.weight == 5  # a new value replaces its weight
+    assert not cache.put("d", settled, "d" * 11, time.time_ns())  # alone over the bound: not kept
+    assert cache.get("d", settled) is None and cache.weight == 5

@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import gc
+import os
+import time
+import tracemalloc
 from pathlib import Path
 
 import pytest
@@ -9,6 +13,7 @@ import pytest
 from bench.prepare import prepare_tree
 from biopb_mcp.docs.procedures import Input, parse_inputs, procedures, takes_file
 from biopb_mcp.docs.store import DocStore
+from biopb_mcp.fs.stamps import RACY_NS
 
 PROCEDURE = "# Count cells\n\nCount cells.\n\n## Inputs\n- `image`: a 2-D plane.\n\n## Steps\n1. count\n"
 REFERENCE_WITH_INPUTS = "# Scope\n\nOur scope.\n\n## Inputs\n- `channel`: which channel.\n"
@@ -40,6 +45,16 @@ def test_the_seeded_tree_lists_every_shipped_procedure_and_no_reference(tmp_path
     assert not any(i.required for p in found for i in p.inputs)  # no shipped doc marks one required
     # the save-helpers item of every shipped Inputs list is prose, not an input
     assert not any(i.name.lower() in ("the", "save") for p in found for i in p.inputs)
+
+
+def test_the_cell_and_3d_procedures_take_the_input_names_other_procedures_hand_them(tmp_path: Path) -> None:
+    """segment-cells takes segment-nuclei's labels as `nuclei`; segment-nuclei-3d takes the voxel size
+    open_image reads from the file: the names a prompt asks for and a hand-off passes."""
+    found = {p.doc_id: p for p in procedures(DocStore(tmp_path / "docs"))}
+    cells, nuclei_3d = found["segment-cells"], found["segment-nuclei-3d"]
+    assert [i.name for i in cells.inputs] == ["nuclei", "cells_image", "stain"]
+    assert [i.name for i in nuclei_3d.inputs] == ["stack", "voxel_size_um", "nucleus_diameter_um"]
+    assert "open_image(path).pixel_size_um" in nuclei_3d.inputs[1].description
 
 
 @pytest.mark.parametrize("bench_docs", [True, False])
@@ -159,3 +174,31 @@ def test_an_input_takes_a_file_by_its_name_or_the_opening_of_its_description(
     name: str, description: str, expected: bool
 ) -> None:
     assert takes_file(name, description) is expected
+
+
+def _big_procedure(edit: int, lines: int = 100, width: int = 3000) -> str:
+    """A procedure of about ``lines * width`` bytes in few lines (inside the write caps)."""
+    filler = "\n".join(f"{n} {edit} " + "x" * width for n in range(lines))
+    return f"# Big\n\nA big one.\n\n## Inputs\n- `image`: the image file.\n\n## Steps\n{filler}\n"
+
+
+def test_edits_of_a_listed_procedure_do_not_grow_what_is_kept(tmp_path: Path) -> None:
+    """What the prompt set remembers is keyed by the doc's file and stamp, not by its text:
+    each edit replaces the entry. (Keyed on the whole text, every version stayed in memory.)"""
+    store = _store(tmp_path, "# i\n\n## Procedures\n- big: a big one\n", {"big": _big_procedure(0)})
+    path = tmp_path / "local" / "big.md"
+    procedures(store)
+    tracemalloc.start()
+    try:
+        base = tracemalloc.get_traced_memory()[0]
+        for edit in range(1, 11):
+            store.write_doc("big", _big_procedure(edit))
+            assert [p.doc_id for p in procedures(store)] == ["big"]  # just written: read, not kept
+            old = time.time_ns() - 10 * RACY_NS
+            os.utime(path, ns=(old, old))
+            procedures(store)  # settled: kept
+        gc.collect()
+        grown = tracemalloc.get_traced_memory()[0] - base
+    finally:
+        tracemalloc.stop()
+    assert grown < len(_big_procedure(0)), f"{grown} bytes kept after 10 edits"

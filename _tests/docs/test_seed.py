@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ast
 from pathlib import Path
 
 import pytest
@@ -100,3 +101,16 @@ def test_seed_gate_parser_catches_a_broken_index(tmp_path: Path) -> None:
     assert [d for d in ids if not seedlib.is_banked(d) and d not in entry_ids] == ["b"]
     assert [d for d in entry_ids if d not in ids] == ["gone"]
     assert seedlib.links(seedlib.read("a", tmp_path)) == ["nope"]
+
+
+PRELOADED_HELPERS = {"out_path", "save_labels", "save_image", "save_table", "read_table", "show"}
+
+
+@pytest.mark.parametrize("doc_id", seedlib.shipped_ids())
+def test_no_shipped_doc_defines_a_preloaded_helper(doc_id: str) -> None:
+    """The kernel preloads the save helpers and show(): a doc calls them, never carries their code
+    for an agent to paste (a pasted copy would ignore the lab's [outputs] config)."""
+    for block in seedlib.code_blocks(seedlib.read(doc_id)):
+        for node in ast.walk(ast.parse(block)):
+            if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+                assert node.name not in PRELOADED_HELPERS, f"{doc_id} defines {node.name}()"

@@ -33,6 +33,7 @@ class Case:
     low_texture: tuple[int, int] | None = None  # one tile whose texture sits at the noise level
     dtype: str = "uint16"
     faint: float = 0.0  # every tile's contrast scaled by this (a faint sample: texture below the noise)
+    pinned: tuple[tuple[int, int, int, int], ...] = ()  # (row, col, dy, dx): a tile's stage error, set
 
 
 CASES = {
@@ -46,6 +47,9 @@ CASES = {
     "faint-3x3-overlap30-nominal5-stage8": Case(115, (3, 3), 0.30, 0.05, 8, faint=0.05),
     "faint-2x3-overlap10-unknown-stage5": Case(114, (2, 3), 0.10, None, 5, faint=0.05),
     "3x3-overlap8-nominal33-stage3": Case(112, (3, 3), 0.08, 0.33, 3),
+    # two neighbours off by the stated 8 px in opposite directions: 16 px apart sideways, inside the
+    # validated range (a window of ±10 % of a 128 px tile, 13 px, stopped here: pair 6-7 "on the edge")
+    "3x3-overlap14-nominal20-stage8-opposite": Case(123, (3, 3), 0.14, 0.20, 8, pinned=((2, 0, 8, 0), (2, 1, -8, 0))),
 }
 
 
@@ -63,6 +67,8 @@ def make_tiles(
     if flat_overlap:  # every overlap featureless: the sample has nothing to match on
         world[:] = 500
     jitter = rng.integers(-case.stage_px, case.stage_px + 1, size=(n_rows, n_cols, 2))
+    for r, c, dy, dx in case.pinned:
+        jitter[r, c] = (dy, dx)
     tiles = np.zeros((n_rows, n_cols, TILE, TILE))
     truth = []
     for r in range(n_rows):
@@ -165,20 +171,23 @@ def test_stitch_sweep_fails_when_the_search_is_replaced_by_the_nominal_offset(
 def test_stitch_stops_when_the_overlap_lies_beyond_the_search(kernel: seedlib.KernelRunner, tmp_path: Path) -> None:
     """A real overlap of 50 % for a nominal 10 % (window up to 45 %): the best match sits on the
     window's edge; the procedure names the setting to widen instead of accepting it."""
-    inputs, _ = make_tiles(Case(116, (2, 2), 0.50, 0.10, 3))
+    inputs, _ = make_tiles(Case(132, (2, 2), 0.50, 0.10, 3))
     with pytest.raises(seedlib.KernelError, match=r"edge of its search window \(overlap.*widen overlap_slack"):
         run_doc(kernel, "stitch-tiles", inputs, PRODUCES, tmp_path)
 
 
 def test_stitch_stops_when_the_stage_error_lies_beyond_the_search(kernel: seedlib.KernelRunner, tmp_path: Path) -> None:
-    inputs, _ = make_tiles(Case(117, (2, 2), 0.20, 0.20, 16))
-    with pytest.raises(seedlib.KernelError, match=r"edge of its search window \(stage.*widen stage_slack"):
+    """Every tile 9-10 px off its place, the rows in opposite directions: 19 px between vertical
+    neighbours, beyond the window (±17 px, for the stated ±8 px per tile)."""
+    rows_apart = ((0, 0, 0, -9), (0, 1, 0, -9), (1, 0, 0, 10), (1, 1, 0, 10))
+    inputs, _ = make_tiles(Case(117, (2, 2), 0.20, 0.20, 10, pinned=rows_apart))
+    with pytest.raises(seedlib.KernelError, match=r"edge of its search window \(stage.*widen stage_error_px"):
         run_doc(kernel, "stitch-tiles", inputs, PRODUCES, tmp_path)
 
 
 def test_stitch_sweep_fails_when_an_edge_optimum_is_accepted(kernel: seedlib.KernelRunner, tmp_path: Path) -> None:
     """Core step removed (an optimum on the window's edge accepted): the tiles are placed wrong."""
-    inputs, truth = make_tiles(Case(116, (2, 2), 0.50, 0.10, 3))
+    inputs, truth = make_tiles(Case(132, (2, 2), 0.50, 0.10, 3))
     edit = replace_once("    if trusted[k] and (i, j) in on_edge:", "    if False:")
     try:
         out = run_doc(kernel, "stitch-tiles", inputs, PRODUCES, tmp_path, edit=edit)

@@ -95,3 +95,13 @@ def test_section_for_an_id_the_index_lists_already_is_refused(store: DocStore) -
     assert exc_info.value.kind is DocProblem.SECTION_EXISTING and "lists 'planned' already" in str(exc_info.value)
     assert snapshot(store.local_dir) == before
     assert store.write_doc("planned", body="# Planned\n").created  # without section it is written, line kept
+
+
+def test_section_with_a_withheld_id_writes_a_new_doc_and_reveals_no_shipped_one(tmp_path: Path) -> None:
+    """In the docs-off arm a withheld doc is not shipped to any reader, this refusal included:
+    an answer "exists already (a shipped doc)" would tell the agent it is there."""
+    shipped = make_shipped(tmp_path / "shipped")
+    store = DocStore(tmp_path / "local", shipped_dir=shipped, version="1.0", withhold=["flatfield"])
+    result = as_agent_reads(store.write_doc("flatfield", body="# Mine\n\nMy own notes.\n", section="Lab"))
+    assert result.created and "shipped" not in result.text
+    assert "## Lab\n- flatfield:" in (store.local_dir / "index.md").read_text()

@@ -26,8 +26,8 @@ def test_short_output_is_shown_whole_without_notes() -> None:
 
 def test_long_output_is_cut_with_a_note_naming_the_next_offset() -> None:
     r = rendering.render(finished("x" * 250), 0, 100, header=False)
-    assert rendered_text(r).startswith("x" * 100 + "\n[output truncated: showing chars 0-100 of 250; 150 more chars.")
-    assert 'poll_job("job-7", offset=100)' in rendered_text(r) and r.next_offset == 100
+    assert rendered_text(r).startswith("x" * 50 + "\n[output truncated: showing chars 0-50 and 200-250 of 250;")
+    assert 'poll_job("job-7", offset=50)' in rendered_text(r) and r.next_offset == 50
     last = rendering.render(finished("x" * 250), 200, 100, header=False)
     text = rendered_text(last)
     assert text.splitlines()[:2] == [
@@ -35,6 +35,21 @@ def test_long_output_is_cut_with_a_note_naming_the_next_offset() -> None:
         "[showing chars 200-250 of 250]",
     ]
     assert last.next_offset is None
+
+
+def test_a_long_first_page_shows_head_and_tail_and_where_the_middle_is() -> None:
+    """The end of a long run (its summary, its error) is on the first page, not many polls away."""
+    text = "".join(f"line {i:04d}\n" for i in range(1000)) + "Traceback: the end\n"
+    r = rendering.render(finished(text), 0, 200, header=False)
+    shown = rendered_text(r)
+    assert shown.startswith("line 0000\nline 0001\n") and shown.endswith("line 0999\nTraceback: the end")
+    assert r.next_offset == 100 and r.tail_offset > 100 and r.middle == r.tail_offset - 100
+    assert f"the {r.middle} chars between are not shown" in shown
+    assert 'poll_job("job-7", offset=100) pages them' in shown
+    assert len(shown) < 200 + 300
+    # paging from the middle offset goes on in order to the end
+    page = rendering.render(finished(text), r.next_offset or 0, 200, header=True)
+    assert page.output == text[100:300] and not page.tail
 
 
 def test_a_page_is_data_naming_no_tool_and_the_server_words_it() -> None:

@@ -7,21 +7,28 @@ display of its own, where napari really opens.
 
 from __future__ import annotations
 
+import os
+import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
+import biopb_mcp
 from _tests.support.isolation import make_settings
 from _tests.support.runner import finish
-from _tests.support.xvfb import require_napari, virtual_display
+from _tests.support.xvfb import qt_xcb_problem, require_napari, require_qt_xcb, virtual_display
 from biopb_mcp.kernel import KernelHost
+from biopb_mcp.kernel.inside.viewer import missing_x_packages
 from biopb_mcp.kernel.viewer import ViewerState, look_expression, parse_look
 from biopb_mcp.text.kernel import rendered_text
 from biopb_mcp.text.viewer import look_text
 
 pytestmark = pytest.mark.slow
+
+CHECKOUT = Path(biopb_mcp.__file__).resolve().parents[1]
+"""The checkout the server runs from, which its install hints name."""
 
 CELL_BOUND = 60.0
 """Seconds any one cell may take here; far more than any needs, yet it ends a hung kernel's test."""
@@ -90,6 +97,7 @@ def test_no_display_is_a_clear_message_naming_the_ways_to_get_one(headless: Kern
 def test_a_display_qt_cannot_open_is_reported_and_does_not_kill_the_kernel(headless: KernelHost) -> None:
     # Qt aborts the whole process when it cannot connect: the check happens in a child process
     require_napari()
+    require_qt_xcb()  # else Qt fails to load before it tries the display
     text, _ = run(
         headless,
         "import os\nos.environ['DISPLAY'] = ':4091'\ntry:\n    viewer()\nfinally:\n    del os.environ['DISPLAY']",
@@ -97,6 +105,49 @@ def test_a_display_qt_cannot_open_is_reported_and_does_not_kill_the_kernel(headl
     )
     assert "ViewerUnavailable" in text and "Qt cannot open a window on this display (DISPLAY=:4091)" in text, text
     assert "could not connect to display" in text, text
+    assert run(headless, "print('alive')")[0] == "alive"
+
+
+def _without_library(where: Path, soname: str = "libxcb-icccm.so.4") -> dict[str, str]:
+    """An environment whose processes cannot load ``soname``: an empty file of that name comes
+    first on the loader's path, so the loader finds it and fails, as if the package were not
+    installed (a test cannot remove the machine's packages)."""
+    where.mkdir(exist_ok=True)
+    (where / soname).write_bytes(b"")
+    before = os.environ.get("LD_LIBRARY_PATH")
+    return {**os.environ, "LD_LIBRARY_PATH": str(where) + (os.pathsep + before if before else "")}
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="Qt's xcb platform and its libraries are Linux's")
+def test_missing_x_libraries_are_detected_as_qt_loads_them(tmp_path: Path) -> None:
+    """The rule the viewer tests skip by (the README's test command on a machine without the X
+    libraries): Qt itself fails to load its xcb plugin, and the missing package is named."""
+    require_napari()
+    with virtual_display() as display:  # skips here (or fails under CI) when the libraries are missing
+        assert qt_xcb_problem(display) is None
+        assert missing_x_packages() == []
+        env = _without_library(tmp_path / "lib")
+        assert missing_x_packages(env) == ["libxcb-icccm4"]
+        problem = qt_xcb_problem(display, env)
+    assert problem is not None and "apt-get install libxcb-icccm4" in problem, problem
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="Qt's xcb platform and its libraries are Linux's")
+def test_a_missing_x_library_names_the_packages_not_a_virtual_display(headless: KernelHost, tmp_path: Path) -> None:
+    """Under xvfb-run on a fresh Debian the display is there and Qt's xcb plugin cannot load: the
+    advice is the packages to install, not another xvfb-run."""
+    require_napari()
+    env = _without_library(tmp_path / "lib")
+    with virtual_display() as display:
+        code = (
+            "import os\n"
+            f"saved = dict(os.environ)\nos.environ.update(DISPLAY={display!r}, LD_LIBRARY_PATH={env['LD_LIBRARY_PATH']!r})\n"
+            "try:\n    viewer()\nfinally:\n    os.environ.clear()\n    os.environ.update(saved)"
+        )
+        text, _ = run(headless, code, ok=False)
+    assert "ViewerUnavailable" in text and "xcb) cannot load" in text, text
+    assert "missing: libxcb-icccm4" in text and "sudo apt-get install libxcb-icccm4" in text, text
+    assert "xvfb-run -a biopb-mcp" not in text, text
     assert run(headless, "print('alive')")[0] == "alive"
 
 
@@ -119,7 +170,7 @@ def test_napari_missing_names_the_extra_to_install(headless: KernelHost) -> None
         ok=False,
     )
     assert "napari is not installed in this kernel's Python" in text, text
-    assert "pip install 'biopb-mcp[viewer]'" in text, text
+    assert f"pip install '{CHECKOUT}[viewer]'" in text, text  # the bare name on PyPI is another project
 
 
 def test_the_look_query_says_why_no_viewer_can_open(headless: KernelHost) -> None:
@@ -132,7 +183,7 @@ def test_the_look_query_says_why_no_viewer_can_open(headless: KernelHost) -> Non
         hidden = parse_look(headless.query(look_expression(canvas_only=True)))
     finally:
         run(headless, "del sys.modules['napari']")
-    assert "pip install 'biopb-mcp[viewer]'" in look_text(hidden), look_text(hidden)
+    assert f"pip install '{CHECKOUT}[viewer]'" in look_text(hidden), look_text(hidden)
 
 
 def test_the_helper_survives_reset_and_never_replaces_a_users_name(headless: KernelHost) -> None:

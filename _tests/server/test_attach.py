@@ -16,6 +16,7 @@ import time
 from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import anyio
 import pytest
@@ -71,8 +72,10 @@ async def agent(world: World) -> AsyncIterator[Client]:
     printed = world.notebook.run("%load_ext biopb_mcp").stdout
     entry = json.loads(next(line for line in printed.splitlines() if line.strip().startswith("{")))
     entry = entry["mcpServers"]["biopb"]
+    # a checkout run with PYTHONPATH (a worktree beside an installed copy) serves that checkout
+    path = {"PYTHONPATH": os.environ["PYTHONPATH"]} if os.environ.get("PYTHONPATH") else {}
     params = StdioServerParameters(
-        command=entry["command"], args=entry["args"], env={**world.env, **entry.get("env", {})}
+        command=entry["command"], args=entry["args"], env={**world.env, **path, **entry.get("env", {})}
     )
     async with Client(params, mode="legacy", read_timeout_seconds=90) as client:
         yield client
@@ -163,6 +166,33 @@ async def test_interrupt_stops_the_agents_job_and_keeps_the_kernel(world: World,
     assert world.notebook.run("print(sum(cells))").stdout == "12\n"
     ran = await run_to_end(agent, "print('still here')")
     assert "still here" in text_of(ran)
+
+
+async def test_interrupt_withdraws_the_agents_request_and_leaves_the_notebooks_cell(
+    world: World, agent: Client
+) -> None:
+    """While the scientist's cell runs, the agent is told it waits behind it; interrupt_kernel
+    withdraws the agent's request, and the notebook cell ends normally, saying so."""
+    flag = world.root / "release-notebook-cell"
+    code = f"import os, time\nwhile not os.path.exists({str(flag)!r}):\n    time.sleep(0.05)\nprint('scientist done')"
+    cell: list[Any] = []
+    scientist = threading.Thread(target=lambda: cell.append(world.notebook.run(code, timeout=120)))
+    scientist.start()
+    try:
+        with anyio.fail_after(60):
+            while (await status(agent)).get("other_cell") is None:  # the server saw the cell begin
+                await anyio.sleep(0.05)
+        waiting = text_of(await call(agent, "execute_code", code="withdrawn_value = 1"))
+        assert "waiting behind a cell from the notebook" in waiting and "import os, time" in waiting, waiting
+        stopped = text_of(await call(agent, "interrupt_kernel"))
+        assert "Withdrew job-" in stopped and "none of it ran" in stopped, stopped
+    finally:
+        flag.touch()
+        await anyio.to_thread.run_sync(scientist.join, 60)
+    ran = cell[0]
+    assert ran.error is None, ran.error  # no KeyboardInterrupt in the scientist's cell
+    assert "scientist done" in ran.stdout and "(withdrawn_value = 1) waited behind it" in ran.stdout, ran.stdout
+    assert "NameError" in str(world.notebook.run("withdrawn_value").error)
 
 
 def test_a_copied_connection_file_found_by_lookup_and_sigkill_leaves_the_kernel(world: World) -> None:

@@ -197,6 +197,9 @@ async def test_busy_paused_and_error_answers_name_the_next_step(
     busy = await call(client, "execute_code", code="1")
     assert busy.is_error
     assert_seen(busy, line.job_id, "poll_job", "interrupt_kernel")
+    # the README's promise: an answer about a job ends with its job line (a busy one names the running job)
+    busy_line = parse_job_line(text_only_reading(busy))
+    assert busy_line is not None and (busy_line.job_id, busy_line.status) == (line.job_id, "running")
     assert_seen(await call(client, "inspect_object", path="os"), line.job_id)
     stopped = await call(client, "interrupt_kernel")
     assert_seen(stopped, line.job_id)
@@ -207,11 +210,13 @@ async def test_busy_paused_and_error_answers_name_the_next_step(
         paused = await call(client, "execute_code", code="x = 1")
         assert paused.is_error
         assert_seen(paused, "Paused by the scientist", "checking the masks", "%biopb resume")
+        assert parse_job_line(text_only_reading(paused)) is None  # nothing was sent: no job, no line
     finally:
         link.resume()
     unknown = await call(client, "poll_job", job_id="job-999")
     assert unknown.is_error
     assert_seen(unknown, "job-999", "job-<N>")
+    assert parse_job_line(text_only_reading(unknown)) is None  # no such job: no line to follow
 
 
 async def test_doc_and_status_tools_are_text_in_every_reading(served: tuple[Client, AppState]) -> None:

@@ -45,16 +45,23 @@ class HttpServer:
                 stderr=err,
                 env=env,
             )
-        deadline = time.monotonic() + 60
-        while not (match := re.search(r"serving streamable HTTP at (http://\S+)", self.stderr())):
-            assert self.proc.poll() is None, self.stderr()
-            assert time.monotonic() < deadline, self.stderr()
-            time.sleep(0.05)
+        # The start block ends with the client config line (after the token or the --no-auth
+        # warning): wait for the whole line, not for the serving line and a moment.
+        match = self.wait_for(r"serving streamable HTTP at (http://\S+)[^\n]*\n(?:.*\n)*?MCP client config: [^\n]*\n")
         self.url = match.group(1)
         self.port = int(self.url.rsplit(":", 1)[1].split("/")[0])
 
     def stderr(self) -> str:
         return self.stderr_path.read_text(errors="replace")
+
+    def wait_for(self, pattern: str, timeout: float = 60.0) -> re.Match[str]:
+        """The first match of ``pattern`` in the server's stderr, once it is there."""
+        deadline = time.monotonic() + timeout
+        while not (match := re.search(pattern, self.stderr())):
+            assert self.proc.poll() is None, self.stderr()
+            assert time.monotonic() < deadline, self.stderr()
+            time.sleep(0.05)
+        return match
 
     def stop(self) -> int:
         if self.proc.poll() is None:

@@ -282,7 +282,9 @@ async def test_completion_offers_doc_ids_listed_first_at_most_100_with_total(bui
                     ResourceTemplateReference(type="ref/resource", uri="file:///{path}"), {"name": "path", "value": ""}
                 )
             assert exc_info.value.error.code == -32602
-    assert seg.values == ["segment-nuclei"] and seg.total == 1 and not seg.has_more
+    assert (
+        seg.values == ["segment-nuclei", "segment-cells", "segment-nuclei-3d"] and seg.total == 3 and not seg.has_more
+    )
     assert every.values[:3] == ["index", "kernel", "data"]  # the index, then its entries in order
     assert every.values.index("large-image") < every.values.index("notes/n000")  # listed before unlisted
     assert len(every.values) == 100 and every.total == 1 + len(state.store.shelf.doc_ids()) > 150 and every.has_more

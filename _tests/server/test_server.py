@@ -61,6 +61,8 @@ async def test_tools_are_listed_with_when_to_use_and_read_only_annotations(built
     assert restart_annotations.destructive_hint is True
     assert "[[" in write and "index" in write and "old" in write
     assert write.count("\n- ") >= 5  # the five authoring bullets
+    # where a standing lab fact goes, and a narrower rule kept beside the old one
+    assert "fact doc" in write and "with its scope" in write and "never replacing it silently" in write
     assert "\n        " not in tools["execute_code"].description  # dedented for the agent
 
 
@@ -148,6 +150,23 @@ async def test_search_docs_finds_a_written_section_and_refuses_an_empty_query(bu
         empty = await client.call_tool("search_docs", {"query": "   "})
         assert empty.is_error and "Error executing tool search_docs" in text_of(empty)
         assert len(text_of(empty)) > len("Error executing tool search_docs: ")
+
+
+async def test_search_docs_says_when_its_matches_are_weak(built: Any) -> None:
+    """A pasted error no shipped doc covers shares only common words with a few sections: the answer
+    says they are weak rather than offering them as "best first"; a topic the docs cover does not."""
+    mcp, _ = built
+    async with Client(mcp, mode="legacy") as client:
+        weak = text_of(
+            await client.call_tool(
+                "search_docs", {"query": "ValueError: Images of type float must be between -1 and 1"}
+            )
+        )
+        strong = text_of(await client.call_tool("search_docs", {"query": "segment nuclei"}))
+    assert weak.startswith("No strong matches for 'ValueError: Images of type float"), weak
+    assert "weak" in weak and "best first" not in weak
+    assert strong.startswith("5 matches for 'segment nuclei', best first"), strong
+    assert "weak" not in strong.lower()
 
 
 async def test_search_keeps_its_index_in_the_state_dir(built: Any) -> None:
@@ -285,6 +304,33 @@ async def test_start_kernel_takes_a_fixed_kernel_name_without_a_server_restart(i
                 assert not started.is_error, text_of(started)
                 status = json.loads(text_of(await client.call_tool("server_status", {})))
         assert status["kernel"]["state"] == "ready"
+    finally:
+        state.kernel.shutdown()
+
+
+async def test_restart_with_a_kernel_name_that_does_not_exist_leaves_the_running_kernel_alone(
+    isolated_dirs: Path,
+) -> None:
+    """The spec is checked before the working kernel is stopped: refused, saying why, namespace kept."""
+    isolated_dirs.mkdir()
+    config = isolated_dirs / "config.toml"
+    mcp, state = build_server(load_settings())
+    try:
+        with anyio.fail_after(90):
+            async with Client(mcp, mode="legacy") as client:
+                assert not (await client.call_tool("start_kernel", {})).is_error
+                pid = json.loads(text_of(await client.call_tool("server_status", {})))["kernel"]["pid"]
+                await client.call_tool("execute_code", {"code": "kept = 41"})
+                config.write_text('[kernel]\nname = "nosuchkernel"\n', encoding="utf-8")
+                refused = await client.call_tool("restart_kernel", {})
+                text = text_of(refused)
+                assert refused.is_error, text
+                assert "'nosuchkernel'" in text and "not touched" in text and "kernel.name" in text, text
+                assert "Traceback" not in text
+                after = await client.call_tool("execute_code", {"code": "kept + 1"})
+                assert "42" in text_of(after), text_of(after)
+                status = json.loads(text_of(await client.call_tool("server_status", {})))
+        assert status["kernel"]["state"] == "ready" and status["kernel"]["pid"] == pid
     finally:
         state.kernel.shutdown()
 

@@ -181,6 +181,23 @@ async def test_with_no_viewer_it_says_how_to_open_one(agent: tuple[Client, Any])
     assert "No napari viewer is open in the kernel" in text and "v = viewer()" in text, text
 
 
+async def test_a_huge_layer_name_is_shortened_and_the_screenshot_kept(agent: tuple[Client, Any]) -> None:
+    """A name is free text: a long one is cut in the answer (saying how to read it whole), and
+    the whole answer fits max_result_bytes with the screenshot attached."""
+    client, state = agent
+    await call(client, "start_kernel")
+    await run_code(
+        client, "import numpy as np\nvn = viewer()\nvn.add_image(np.zeros((32, 32)), name='n' * 100_000 + ' end')"
+    )
+    result = await call(client, "look_at_viewer")
+    text = text_of(result)
+    assert len(text) < 5000, len(text)
+    assert "(100004 characters)" in text and ".layers[i].name" in text, text
+    assert screenshot(result).size > 0
+    assert encoded_size(result) <= state.settings.kernel.max_result_bytes
+    await run_code(client, "vn.layers.clear()")  # (Qt in the kernel has crashed on such a name later on)
+
+
 async def test_the_screenshot_shows_each_layer_in_its_colour_where_it_lies(agent: tuple[Client, Any]) -> None:
     client, state = agent
     await run_code(

@@ -12,17 +12,31 @@ from pathlib import Path
 
 from biopb_mcp.config.settings import Settings, load_settings
 
-__all__ = ["config_text", "isolated_vars", "make_settings", "write_config"]
+__all__ = ["NO_WARM_IMPORTS", "config_text", "isolated_vars", "make_settings", "without_warm_imports", "write_config"]
+
+
+NO_WARM_IMPORTS = "warm_imports = []\n"
+"""The suite's kernels skip the background imports (a second of CPU each, hundreds of kernels);
+the tests of the warm-up itself set them."""
 
 
 def config_text(root: Path, extra: str = "", *, kernel: str = "", runtime_dir: Path | None = None) -> str:
     """A config.toml whose state and runtime dirs sit under ``root``; ``extra`` is more TOML, and
-    ``kernel`` the body of a ``[kernel]`` table."""
+    ``kernel`` the body of a ``[kernel]`` table (``warm_imports = []`` unless it sets them)."""
     runtime = runtime_dir or root / "rt"
     text = f'[server]\nstate_dir = "{root / "state"}"\nruntime_dir = "{runtime}"\n' + extra
     if kernel:
         text += ("" if text.endswith("\n") else "\n") + "[kernel]\n" + kernel
-    return text
+    return without_warm_imports(text)
+
+
+def without_warm_imports(text: str) -> str:
+    """``text`` (a config.toml) with ``warm_imports = []`` in its ``[kernel]`` table, unless it sets them."""
+    if "warm_imports" in text:
+        return text
+    if "[kernel]\n" in text:
+        return text.replace("[kernel]\n", "[kernel]\n" + NO_WARM_IMPORTS, 1)
+    return text + ("" if text.endswith("\n") or not text else "\n") + "[kernel]\n" + NO_WARM_IMPORTS
 
 
 def write_config(root: Path, text: str | None = None, *, plugins: dict[str, str] | None = None) -> Path:

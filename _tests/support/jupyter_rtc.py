@@ -17,7 +17,7 @@ from bench.jupyter_lab import JupyterLab, Notebook
 
 __all__ = ["REQUIRE_ENV", "SCIENTIST_CELL", "JupyterServer", "Notebook", "Opened", "cells_of", "require_rtc"]
 
-INSTALL = 'pip install "biopb-mcp[live]" (jupyter-collaboration, jupyter-nbmodel-client)'
+INSTALL = "pip install -e '.[live]' (jupyter-collaboration, jupyter-nbmodel-client)"
 REQUIRE_ENV = "BIOPB_REQUIRE_LIVE"
 """Set (CI does) to make a missing jupyter-collaboration or chromium fail the tests instead of skipping them."""
 

@@ -31,6 +31,10 @@ def isolated_env(root: Path, runtime_dir: Path | None = None, extra_config: str 
     write_config(root, config_text(root, extra_config, runtime_dir=runtime_dir))
     env = isolated_vars(root)
     del env["XDG_RUNTIME_DIR"]  # the notebook's own runtime dir is Jupyter's, set by the caller
+    if os.environ.get("PYTHONPATH"):
+        # a server spawned with this env (an MCP client passes only the env it is given) runs the
+        # checkout under test, not whatever copy of the package is installed
+        env["PYTHONPATH"] = os.environ["PYTHONPATH"]
     return env
 
 

@@ -227,13 +227,25 @@ class KernelError(AssertionError):
     """A code block failed in the kernel; carries the traceback text."""
 
 
+def builtin_plugins() -> tuple[dict[str, str], list[str]]:
+    """(env, kernel arguments) that give a kernel the server's built-in plugins (``show``, the save
+    helpers, ...) through the same bootstrap file, as every kernel the server starts has them."""
+    from biopb_mcp.kernel.plugins import BUILTIN_FILES
+    from biopb_mcp.kernel.process import BOOTSTRAP_FILE
+
+    env = {"BIOPB_MCP_BUILTIN_PLUGINS": os.pathsep.join(str(p) for p in BUILTIN_FILES)}
+    return env, [f"--IPKernelApp.exec_files={BOOTSTRAP_FILE}"]
+
+
 class KernelRunner:
-    """A real IPython kernel driven through jupyter-client's blocking client."""
+    """A real IPython kernel driven through jupyter-client's blocking client, with the built-in
+    plugins a kernel the server starts has (no doc has to define a helper first)."""
 
     def __init__(self, workdir: Path) -> None:
         from jupyter_client.manager import KernelManager
 
         self.km = KernelManager(kernel_name="python3", connection_file=str(workdir / "kernel.json"))
+        plugin_env, plugin_args = builtin_plugins()
         # keep IPython's profile, history and runtime files out of the user's home
         env = dict(
             os.environ,
@@ -241,8 +253,11 @@ class KernelRunner:
             JUPYTER_RUNTIME_DIR=str(workdir / "runtime"),
             JUPYTER_DATA_DIR=str(workdir / "data"),
             JUPYTER_CONFIG_DIR=str(workdir / "config"),
+            **plugin_env,
         )
-        self.km.start_kernel(cwd=str(workdir), env=env, extra_arguments=["--HistoryManager.enabled=False"])
+        self.km.start_kernel(
+            cwd=str(workdir), env=env, extra_arguments=["--HistoryManager.enabled=False", *plugin_args]
+        )
         self.kc = self.km.client()
         self.kc.start_channels()
         self.kc.wait_for_ready(timeout=60)

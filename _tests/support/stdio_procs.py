@@ -11,7 +11,7 @@ from pathlib import Path
 
 from mcp import StdioServerParameters
 
-from _tests.support.isolation import isolated_vars, write_config
+from _tests.support.isolation import isolated_vars, without_warm_imports, write_config
 from bench.soak.servers import RawServer, result_text
 
 __all__ = ["RawServer", "make_env", "result_text", "stdio_params"]
@@ -20,8 +20,11 @@ SERVER_ARGS = ["-m", "biopb_mcp"]
 
 
 def make_env(root: Path, *, config: str = "", plugins: dict[str, str] | None = None) -> dict[str, str]:
-    """Env vars that give a spawned server its own config, state, runtime and cache dirs under root."""
-    write_config(root, config or None, plugins=plugins)
+    """Env vars that give a spawned server its own config, state, runtime and cache dirs under root.
+
+    No ``config`` keeps a config file already there (a test may have written its own first)."""
+    keep = not config and (root / "config" / "config.toml").exists()
+    write_config(root, None if keep else without_warm_imports(config), plugins=plugins)
     return isolated_vars(root)
 
 

@@ -54,8 +54,8 @@ def run_doc(
 ) -> Outputs:
     """Set `inputs` in a fresh namespace, run the doc's blocks in order, return `produces`.
 
-    A procedure saves through the helpers of the outputs reference, so its blocks run first, as a
-    stranger following the procedure would run them (`source_path` defaults to a file in `workdir`).
+    A procedure saves through the kernel's preloaded helpers (no other doc runs first), which put
+    files beside `source_path` (default: a file in `workdir`).
     """
     kernel.reset()
     if doc_id != "outputs":
@@ -74,8 +74,6 @@ def run_doc(
         text = edit(text)
     blocks = seedlib.code_blocks(text)
     assert blocks, f"{doc_id} has no python blocks"
-    if doc_id != "outputs":
-        blocks = seedlib.code_blocks(seedlib.read("outputs")) + blocks
     images = 0
     for block in blocks:
         kernel.run(block)

@@ -2,8 +2,9 @@
 
 Each test module starts its own Xvfb on a display number the server picks itself
 (``-displayfd``: no race with another worker or a desktop's ``:0``) and gives its kernels that
-``DISPLAY``. Without Xvfb or napari the tests skip, saying why, unless ``BIOPB_REQUIRE_VIEWER=1``
-(as ``.ci/run`` sets it), where that is a failure: CI must not pass by skipping them.
+``DISPLAY``. Without Xvfb, napari, or the X libraries Qt's xcb platform loads (a fresh Debian
+lacks some), the tests skip, saying why and what installs it, unless ``BIOPB_REQUIRE_VIEWER=1`` (as
+``.ci/run`` sets it, after installing them), where that is a failure: CI must not pass by skipping.
 """
 
 from __future__ import annotations
@@ -15,10 +16,13 @@ import select
 import shutil
 import signal
 import subprocess
-from collections.abc import Iterator
+import sys
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 
 import pytest
+
+from biopb_mcp.kernel.inside.viewer import missing_x_packages, xcb_load_problem
 
 REQUIRE_ENV = "BIOPB_REQUIRE_VIEWER"
 
@@ -36,6 +40,37 @@ def skip_or_fail(reason: str) -> None:
 def require_napari() -> None:
     if importlib.util.find_spec("napari") is None:
         skip_or_fail("napari is not installed (pip install -e '.[viewer]')")
+
+
+_QT_CHECK = "from qtpy.QtWidgets import QApplication\nQApplication(['biopb-test-probe'])\n"
+"""Start Qt on the display, as a napari window does (in a child: Qt aborts a process it cannot start in)."""
+
+_xcb_verdict: list[str | None] = []
+"""This worker's verdict, once: the libraries do not change while the suite runs."""
+
+
+def qt_xcb_problem(display: str, env: Mapping[str, str] | None = None) -> str | None:
+    """Why Qt's xcb platform cannot load in a process started with ``env`` (default: this one's)
+    on ``display``: the X libraries missing and what installs them; None when it loads (or when Qt
+    itself is not installed, which `require_napari` reports)."""
+    child = {**(env if env is not None else os.environ), "DISPLAY": display, "QT_QPA_PLATFORM": "xcb"}
+    child.pop("WAYLAND_DISPLAY", None)
+    done = subprocess.run(
+        [sys.executable, "-c", _QT_CHECK], env=child, capture_output=True, text=True, timeout=START_TIMEOUT
+    )
+    if done.returncode == 0 or xcb_load_problem(done.stderr, child) is None:
+        return None
+    packages = " ".join(missing_x_packages(child)) or "(see .ci/run for the list)"
+    return f"Qt's xcb platform plugin cannot load its X libraries here: apt-get install {packages}"
+
+
+def require_qt_xcb(display: str = ":4091") -> None:
+    """Skip (or fail under CI) unless Qt's xcb plugin loads its libraries; ``display`` need not
+    exist (Qt loads them before it connects)."""
+    if not _xcb_verdict:
+        _xcb_verdict.append(qt_xcb_problem(display))
+    if _xcb_verdict[0] is not None:
+        skip_or_fail(_xcb_verdict[0])
 
 
 def _die_with_parent() -> None:
@@ -67,6 +102,7 @@ def virtual_display() -> Iterator[str]:
         number = os.read(read_fd, 32).decode().strip() if ready else ""
         if not number.isdigit():
             pytest.fail(f"Xvfb did not announce a display within {START_TIMEOUT:g} s (exit status {proc.poll()})")
+        require_qt_xcb(f":{number}")
         yield f":{number}"
     finally:
         os.close(read_fd)

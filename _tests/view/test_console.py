@@ -90,9 +90,17 @@ IMAGE = (
 )
 
 
+BAR = (
+    "import sys\n"
+    "for i in range(51):\n"
+    "    sys.stderr.write(f'\\rprogress {i}/50'); sys.stderr.flush()\n"
+    "sys.stderr.write('\\n')"
+)
+
+
 async def test_console_keeps_the_prompt_whole_and_in_step_with_the_agents_cells(tmp_path: Path) -> None:
     """Attached after the agent ran two cells, the prompt says In [3]; the agent's result is its own
-    line; output arriving while the scientist types is printed above the prompt, which comes back
+    line, every line of its code marked; output arriving while the scientist types is printed above the prompt, which comes back
     with what was typed; an image is shown by its size."""
     env = make_env(tmp_path, config=f'[server]\nruntime_dir = "{tmp_path / "rt"}"\n')
     console_env = {**os.environ, **env, "TERM": "xterm", "COLUMNS": "200", "LINES": "50"}
@@ -112,6 +120,10 @@ async def test_console_keeps_the_prompt_whole_and_in_step_with_the_agents_cells(
                 seen = await anyio.to_thread.run_sync(
                     lambda: console.wait_for(r"\[agent\] In \[3\]: print\('agent printed', a \+ b\)", after=seen)
                 )
+                # its second line is marked as the agent's too, aligned as IPython aligns continuations
+                seen = await anyio.to_thread.run_sync(
+                    lambda: console.wait_for(r"\n\[agent\]    \.\.\.: a \+ b\n", after=seen)
+                )
                 seen = await anyio.to_thread.run_sync(lambda: console.wait_for(r"agent printed 3\n", after=seen))
                 out_at = await anyio.to_thread.run_sync(
                     lambda: console.wait_for(r"\[agent\] Out\[3\]: 3\n", after=seen)
@@ -128,6 +140,11 @@ async def test_console_keeps_the_prompt_whole_and_in_step_with_the_agents_cells(
                     lambda: console.wait_for(r"\[agent\] \[image 556×413\]\n", after=seen)
                 )
                 assert "IPython.core.display.Image object" not in console.screen
+
+                # a progress bar of the agent's: only its last state reaches the terminal
+                await run(client, BAR)
+                seen = await anyio.to_thread.run_sync(lambda: console.wait_for(r"progress 50/50\n", after=seen))
+                assert "progress 25/50" not in console.screen and "\rprogress" not in console.screen
 
                 console.type("\r")  # the typed line, intact, runs in the shared namespace
                 await until_in_namespace(client, console, "typed_here", "3")

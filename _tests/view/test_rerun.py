@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import re
 import shlex
+import stat
 import subprocess
 import sys
 from pathlib import Path
@@ -47,7 +48,7 @@ client.stop_channels()
 def readme_rerun_command() -> str:
     """The re-run command exactly as the README shows it (its comment dropped)."""
     readme = (REPO / "README.md").read_text(encoding="utf-8")
-    lines = [line for line in readme.splitlines() if line.startswith("jupyter ") and "<file>" in line]
+    lines = [line for line in readme.splitlines() if "jupyter execute" in line and "<file>" in line]
     assert len(lines) == 1, lines
     return lines[0].split("  #")[0].strip()
 
@@ -82,10 +83,10 @@ def rerun(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     (root / "data").mkdir()
     path = anyio.run(record, root)
     (root / "data" / "stopped-job-ran").unlink()
-    argv = [str(path) if arg == "<file>" else arg for arg in shlex.split(readme_rerun_command())]
-    done = subprocess.run(argv, capture_output=True, text=True, timeout=600, cwd=root)
+    command = readme_rerun_command().replace("<file>", shlex.quote(str(path)))
+    done = subprocess.run(["sh", "-c", command], capture_output=True, text=True, timeout=600, cwd=root)
     out = path.with_name(f"{path.stem}-rerun.ipynb")
-    return {"root": root, "recorded": read_session(path), "done": done, "out": out}
+    return {"root": root, "recorded": read_session(path), "done": done, "out": out, "session": path}
 
 
 def stdout_of(cell: Any) -> str:
@@ -120,6 +121,13 @@ def test_the_readme_command_re_runs_the_whole_session_in_a_plain_kernel(rerun: d
     assert reads.metadata.biopb.outside_names == ["z"] and "raises-exception" in reads.metadata.tags
     assert [o.get("ename") for o in reads.outputs] == ["NameError"]
     assert stdout_of(cells[LAST]) == "the end\n"
+
+
+def test_the_re_run_is_private_as_the_session_is(rerun: dict[str, Any]) -> None:
+    """The re-run holds the session's data and outputs: as readable to others as the session, no more."""
+    assert rerun["done"].returncode == 0, rerun["done"].stderr[-3000:]
+    assert stat.S_IMODE(rerun["session"].stat().st_mode) == 0o600
+    assert stat.S_IMODE(rerun["out"].stat().st_mode) == 0o600
 
 
 def test_the_recorded_session_ran_as_the_agent_saw_it(rerun: dict[str, Any]) -> None:

@@ -203,7 +203,7 @@ class Case:
 
 
 _REGISTRY: dict[str, Case] = {}
-_MODULES = ("nuclei", "illumination", "stacks", "spots", "utility", "lab", "hard", "memo")
+_MODULES = ("nuclei", "cells", "illumination", "stacks", "spots", "utility", "tracking", "lab", "hard", "memo")
 
 
 def register(case: Case) -> Case:

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import asyncio
 import os
-import re
 import resource
 import socket
 import subprocess
@@ -21,6 +20,7 @@ import time
 from collections import Counter
 from pathlib import Path
 
+from bench.handoff import started
 from bench.soak.servers import write_config
 
 __all__ = ["LOG_GROWTH_BOUND", "HttpServer", "malformed_flood", "slowloris"]
@@ -57,13 +57,12 @@ class HttpServer:
                 preexec_fn=limit,
             )
         deadline = time.monotonic() + 120
-        while not (found := re.search(r"serving streamable HTTP at http://127\.0\.0\.1:(\d+)/mcp", self.stderr())):
+        while (found := started(self.stderr())) is None:  # the token line follows the serving line
             if self.proc.poll() is not None or time.monotonic() > deadline:
                 raise RuntimeError(f"the HTTP server did not start: {self.stderr()[-2000:]}")
             time.sleep(0.05)
-        self.port = int(found.group(1))
-        lines = self.stderr().splitlines()
-        self.token = next(lines[i + 1].strip() for i, line in enumerate(lines) if line.startswith("Bearer token"))
+        url, self.token = found
+        self.port = int(url.rsplit(":", 1)[1].split("/")[0])
 
     def stderr(self) -> str:
         return self.stderr_path.read_text(errors="replace")

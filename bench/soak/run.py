@@ -21,9 +21,9 @@ from pathlib import Path
 from random import Random
 from typing import Any
 
+from bench.soak import bounds, http_flood, kernel_output, search_cost, servers, size_caps
 from bench.soak import crash as crashes
 from bench.soak import hostile_ids as hostile
-from bench.soak import http_flood, search_cost, servers, size_caps
 from bench.soak import noise as noisy
 from bench.soak import writers as writing
 from biopb_mcp.docs.limits import FILE_MAX_BYTES
@@ -53,7 +53,16 @@ class SoakScale:
     one_word_bytes: int = FILE_MAX_BYTES
     costly_rounds: int = 3
     size_writes: int = 200
+    hostile_names: int = 1_000
+    wide_inputs: int = 100_000
+    edits: int = 60
+    edit_doc_bytes: int = 4_500_000
     seed: int = 0
+    # kernel output (bench/soak/kernel_output.py)
+    big_prints: int = 8
+    print_mb: int = 70
+    error_mb: int = 50
+    layer_name_chars: int = 2_000_000
 
 
 FULL = SoakScale()
@@ -74,6 +83,14 @@ QUICK = SoakScale(
     one_word_bytes=200_000,
     costly_rounds=1,
     size_writes=10,
+    hostile_names=30,
+    wide_inputs=2_000,
+    edits=2,
+    edit_doc_bytes=300_000,
+    big_prints=1,
+    print_mb=1,
+    error_mb=1,
+    layer_name_chars=10_000,
 )
 """Seconds of each phase: the suite runs it so the soak cannot rot; it checks the harness, not the product at scale."""
 
@@ -100,7 +117,9 @@ FOUND = {
     "search: ordinary long queries refused as too costly": "a pasted passage of a doc refused instead of answered",
     "search: plain queries refused": "a plain query refused while a costly one ran",
     "size caps: docs or index left past a cap or unreadable": "a write that left a file no read can take back",
+    **kernel_output.FOUND,
 }
+FOUND.update(bounds.FOUND)
 """What the soak looks for, each a count that must be 0."""
 
 _KIND = {
@@ -342,7 +361,37 @@ def caps(root: Path, scale: SoakScale, out: SoakResult) -> None:
 # --------------------------------------------------------------------------- the run
 
 
-PHASES = ("hostile-store", "hostile-mcp", "crash", "writers", "noise", "http", "search", "caps")
+def bounded(root: Path, scale: SoakScale, out: SoakResult, phase: str) -> None:
+    """The phases of ``bench.soak.bounds``: names, doc-answers, wide-inputs, edit-memory."""
+    import anyio
+
+    if phase == "names":
+        counts, problems = bounds.names(root, scale.hostile_names, scale.seed + 7)
+    elif phase == "doc-answers":
+        counts, problems = anyio.run(bounds.doc_answers, root)
+    elif phase == "wide-inputs":
+        counts, problems = anyio.run(bounds.wide_inputs, root, scale.wide_inputs)
+    else:
+        counts, problems = bounds.edit_memory(root, scale.edits, scale.edit_doc_bytes)
+    out.counts.update(counts)
+    for kind, what in problems:
+        out.found(kind, what)
+
+
+BOUNDED_PHASES = ("names", "doc-answers", "wide-inputs", "edit-memory")
+
+PHASES = (
+    "hostile-store",
+    "hostile-mcp",
+    "crash",
+    "writers",
+    "noise",
+    "http",
+    "search",
+    "caps",
+    *BOUNDED_PHASES,
+    *kernel_output.PHASES,
+)
 
 
 def run_soak(scale: SoakScale, workdir: Path | None = None, phases: tuple[str, ...] = PHASES) -> SoakResult:
@@ -379,6 +428,10 @@ def _run_phases(root: Path, scale: SoakScale, phases: tuple[str, ...], out: Soak
                 search(root, scale, out)
             elif phase == "caps":
                 caps(root, scale, out)
+            elif phase in BOUNDED_PHASES:
+                bounded(root, scale, out, phase)
+            elif phase in kernel_output.PHASES:
+                kernel_output.run_phase(phase, root, scale, out)
             else:
                 raise ValueError(f"unknown phase {phase!r}; the phases are {', '.join(PHASES)}")
             out.seconds[phase] = round(time.monotonic() - t0, 1)

@@ -22,6 +22,7 @@ from biopb_mcp.cli.serve import TTY_HINT, run_serve
 from biopb_mcp.cli.usage import UsageError
 from biopb_mcp.config.settings import load_settings
 from biopb_mcp.errors import BiopbMcpError, DocError
+from biopb_mcp.text.install import install_command
 
 __all__ = ["TTY_HINT", "main"]
 
@@ -131,9 +132,10 @@ def _build_parser() -> _Parser:
         "  biopb-mcp docs read segment-nuclei@diff\n"
         "  biopb-mcp docs check\n"
         "  biopb-mcp docs search 'otsu threshold' --max 3\n"
-        "  biopb-mcp docs pack --out docs-pack.md\n",
+        "  biopb-mcp docs pack --out docs-pack.md\n"
+        "  biopb-mcp docs restore segment-nuclei v3\n",
     )
-    dsub = docs.add_subparsers(dest="docs_command", metavar="{index,read,check,search,pack}", required=True)
+    dsub = docs.add_subparsers(dest="docs_command", metavar="{index,read,check,search,pack,restore}", required=True)
     dsub.add_parser(
         "index",
         help="print the rendered index (what the agent sees at start)",
@@ -162,6 +164,14 @@ def _build_parser() -> _Parser:
         description="Example: biopb-mcp docs pack --out docs-pack.md",
     )
     pack.add_argument("--out", type=Path, default=None, metavar="FILE", help="write to FILE instead of stdout")
+    restore = dsub.add_parser(
+        "restore",
+        help="put a kept version of a local doc back (the replaced text is kept as a version too)",
+        description="Write version N of a doc (see biopb-mcp docs read <id>@history) back as its "
+        "text, through the same write the agent's write_doc makes. Example: biopb-mcp docs restore segment-nuclei v3",
+    )
+    restore.add_argument("id", help="doc id, as the index lists it")
+    restore.add_argument("version", type=_version, metavar="v<N>", help="the version to restore, e.g. v3")
 
     config = sub.add_parser(
         "config",
@@ -195,14 +205,12 @@ def _build_parser() -> _Parser:
         "step that failed.",
         epilog="examples:\n  biopb-mcp demo\n  biopb-mcp demo --image ./nuclei.png\n",
     )
-    from biopb_mcp.server.demo import DEFAULT_IMAGE
-
     demo.add_argument(
         "--image",
         type=Path,
-        default=DEFAULT_IMAGE,
+        default=None,
         metavar="FILE",
-        help=f"where to save the image the kernel returns (default: {DEFAULT_IMAGE})",
+        help="save the image the kernel returns to FILE and keep it (default: into the temporary tree, removed with it)",
     )
     return parser
 
@@ -215,7 +223,7 @@ def _add_console_parser(sub: argparse._SubParsersAction[_Parser], fmt: type[argp
         description="Attach a terminal console to the kernel of the running biopb-mcp server: the "
         "agent's code and outputs show up live, marked [agent], and what you type runs in the same "
         "namespace. Leaving the console (exit, quit, Ctrl-D) leaves the kernel running. Needs the "
-        "console extra: pip install 'biopb-mcp[console]'.",
+        f"console extra: {install_command('console')}.",
         epilog="examples:\n"
         "  biopb-mcp console            # the newest running server's kernel\n"
         "  biopb-mcp console --pid 4242 # the kernel of server pid 4242 (server_status shows it)\n",
@@ -237,6 +245,14 @@ def _port(text: str) -> int:
     if not 0 <= value <= 65535:
         raise argparse.ArgumentTypeError(f"port must be 0-65535, got {value}")
     return value
+
+
+def _version(text: str) -> int:
+    """``v3`` (as @history lists it) or ``3``."""
+    digits = text[1:] if text[:1] in ("v", "V") else text
+    if not digits.isdigit() or int(digits) < 1:
+        raise argparse.ArgumentTypeError(f"expected a version as @history lists it, v<N> (e.g. v3), got {text!r}")
+    return int(digits)
 
 
 def _positive_int(text: str) -> int:

@@ -19,6 +19,7 @@ from typing import NoReturn
 
 from biopb_mcp.errors import KernelError
 from biopb_mcp.fs.runtime import CONFIG_DIR_KEY, connection_file_pid, pid_alive, private_runtime_dir
+from biopb_mcp.text.install import install_command
 
 __all__ = ["AGENT_PREFIX", "ServerKernel", "console_argv", "find_kernel", "running_kernels"]
 
@@ -127,7 +128,7 @@ def run(
     server of ``config_dir`` is joined (see ``find_kernel``)."""
     kernel = find_kernel(runtime_dir, pid, config_dir)
     if importlib.util.find_spec("jupyter_console") is None:
-        raise KernelError("biopb-mcp console needs jupyter-console: pip install 'biopb-mcp[console]'")
+        raise KernelError(f"biopb-mcp console needs jupyter-console: {install_command('console')}")
     announce(
         f"Attached to the kernel of biopb-mcp server pid {kernel.server_pid} "
         f"({kernel.connection_file}).\nThe agent's code and outputs appear marked "

@@ -27,6 +27,7 @@ from jupyter_console.app import ZMQTerminalIPythonApp  # type: ignore[import-unt
 from jupyter_console.ptshell import ZMQTerminalInteractiveShell  # type: ignore[import-untyped]
 from jupyter_console.utils import ensure_async, run_sync  # type: ignore[import-untyped]
 
+from biopb_mcp.kernel.lines import LineEditor
 from biopb_mcp.kernel.notebook import image_label
 
 __all__ = ["AgentConsoleApp", "AgentConsoleShell"]
@@ -34,6 +35,15 @@ __all__ = ["AgentConsoleApp", "AgentConsoleShell"]
 COUNT_TIMEOUT = 2.0
 """Seconds to wait for the kernel's execution count on attach: a kernel busy with the agent's job
 answers only when the job ends, and the console must not wait that long to show its prompt."""
+
+
+def _agent_cell(prefix: str, count: object, code: str) -> str:
+    """The agent's cell as IPython echoes one, ``In [n]:`` then ``...:`` aligned under it, with
+    every line marked: unmarked, its second line reads like the scientist's own code."""
+    head = f"In [{count}]: "
+    more = " " * (len(head) - len("...: ")) + "...: "
+    lines = code.rstrip("\n").split("\n")
+    return "".join(f"{prefix}{head if n == 0 else more}{line}\n" for n, line in enumerate(lines))
 
 
 class AgentConsoleShell(ZMQTerminalInteractiveShell):  # type: ignore[misc]
@@ -44,6 +54,9 @@ class AgentConsoleShell(ZMQTerminalInteractiveShell):  # type: ignore[misc]
 
     def __init__(self, **kwargs: Any) -> None:
         super().__init__(**kwargs)
+        self._drawn: dict[str, LineEditor] = {}
+        """Per stream of the agent's cells: a line a progress bar is still redrawing, shown once
+        settled (the prompt drawn again between batches would give every redraw a line)."""
         count = self._kernel_execution_count()
         if count is not None:
             self.execution_count = count + 1
@@ -86,21 +99,28 @@ class AgentConsoleShell(ZMQTerminalInteractiveShell):  # type: ignore[misc]
                 self.execution_count = int(content["execution_count"]) + 1
             if not mine and not self.include_other_output:
                 continue
+            if kind != "stream" and not mine:
+                self._settle_drawn()
             if kind == "status":
                 if mine:  # another client's idle must not end the wait for this one's cell
                     self._execution_state = content["execution_state"]
             elif kind == "execute_input":
                 if not mine:
                     sys.stdout.write(
-                        f"\n{self.other_output_prefix}In [{content.get('execution_count')}]: "
-                        f"{content.get('code', '')}\n"
+                        "\n"
+                        + _agent_cell(self.other_output_prefix, content.get("execution_count"), content.get("code", ""))
                     )
             elif kind == "stream":
                 out = sys.stderr if content.get("name") == "stderr" else sys.stdout
                 if self._pending_clearoutput:
                     out.write("\r")
                     self._pending_clearoutput = False
-                out.write(str(content.get("text", "")))
+                text = str(content.get("text", ""))
+                if not mine:  # a progress bar of the agent's: only its last state
+                    name = str(content.get("name"))
+                    self._settle_drawn(but=name)
+                    text = self._drawn.setdefault(name, LineEditor()).feed(text)
+                out.write(text)
             elif kind == "clear_output":
                 if content.get("wait"):
                     self._pending_clearoutput = True
@@ -112,6 +132,13 @@ class AgentConsoleShell(ZMQTerminalInteractiveShell):  # type: ignore[misc]
                 (self._show_own if mine else self._show_other)(kind, content)
             sys.stdout.flush()
             sys.stderr.flush()
+
+    def _settle_drawn(self, but: str = "") -> None:
+        """Write the last state of the agent's lines still being redrawn (except stream ``but``'s):
+        its cell moved on."""
+        for name, editor in self._drawn.items():
+            if name != but:
+                (sys.stderr if name == "stderr" else sys.stdout).write(editor.settle())
 
     def _show_own(self, kind: str, content: dict[str, Any]) -> None:
         """A result or display of the scientist's own cell, as jupyter-console shows it."""

@@ -1,4 +1,5 @@
-"""``biopb-mcp docs …``: the docs store from a terminal (index, read, check, search, pack), read-only."""
+"""``biopb-mcp docs …``: the docs store from a terminal (index, read, check, search, pack), read-only
+but for ``restore``, which puts a kept version back through the store's ordinary write."""
 
 from __future__ import annotations
 
@@ -24,7 +25,7 @@ def run_docs(args: argparse.Namespace) -> int:
     store = DocStore(
         settings.docs_local_dir,
         history_keep=settings.docs.history_keep,
-        read_only=True,
+        read_only=args.docs_command != "restore",
         withhold=settings.docs.withhold,
     )
     # the store logs skipped files (unreadable, bad frontmatter): show them as warning lines
@@ -68,6 +69,13 @@ def _docs_command(args: argparse.Namespace, store: DocStore) -> int:
 
         hits = search_docs(store, args.query, max_results=args.max)
         print_text(format_hits(hits, args.query, FOR_TERMINAL))
+    elif cmd == "restore":
+        from biopb_mcp.text.docs import FOR_TERMINAL, write_report
+
+        result = store.restore(args.id, args.version)
+        if result.changed:
+            print(f"Restored {args.id!r} to v{args.version}.")
+        print_text(write_report(result, FOR_TERMINAL))
     else:  # pack
         from biopb_mcp.text.pack import build_pack
 

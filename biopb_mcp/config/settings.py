@@ -42,6 +42,7 @@ __all__ = [
     "HttpSettings",
     "KernelSettings",
     "Key",
+    "OutputsSettings",
     "RecordSettings",
     "ServerSettings",
     "ServicesSettings",
@@ -76,6 +77,22 @@ _TYPE_NAMES = {
 }
 
 _MAX_PORT = 65535
+
+WARM_IMPORTS = (
+    "numpy",
+    "scipy.ndimage",
+    "skimage",
+    "skimage.filters",
+    "skimage.measure",
+    "skimage.morphology",
+    "skimage.segmentation",
+    "skimage.feature",
+    "skimage.exposure",
+    "skimage.transform",
+    "tifffile",
+    "matplotlib.pyplot",
+)
+"""The imports the shipped procedures start with: what a first analysis cell would pay for."""
 
 _MAX_SECONDS = int(threading.TIMEOUT_MAX)
 """Largest float value (every float key is seconds): nan never compares and a bigger timeout
@@ -195,6 +212,15 @@ class KernelSettings:
             minimum=65536,
         ),
     )
+    max_kept_bytes: int = field(
+        default=128 * 1024 * 1024,
+        metadata=_about(
+            "Memory for executions' output kept for paging (text at Python's cost, up to 4 bytes a "
+            "character; errors; inline images), across executions: the oldest are forgotten past it, "
+            "and one execution keeps a quarter of it, saving the rest of its output to a file it names.",
+            minimum=65536,
+        ),
+    )
     startup_timeout: float = field(
         default=60.0, metadata=_about("Seconds start_kernel waits for the kernel to become ready.", minimum=0.1)
     )
@@ -213,6 +239,13 @@ class KernelSettings:
         default=False,
         metadata=_about(
             "Load the kernel plugins into a joined kernel too (once per attach); false = leave it as it is."
+        ),
+    )
+    warm_imports: list[str] = field(
+        default_factory=lambda: list(WARM_IMPORTS),
+        metadata=_about(
+            "Modules a started kernel imports in the background, between cells, so a first analysis "
+            "cell finds them loaded; [] = none."
         ),
     )
 
@@ -307,6 +340,73 @@ class ComputeSettings:
     )
 
 
+_PATTERN_FIELDS = ("stem", "step", "ext", "source_dir")
+
+
+def _pattern_fields(value: str) -> list[str] | str:
+    """The placeholders of a results pattern, or what is wrong with it."""
+    import string
+
+    try:
+        fields = [f for _, f, _, _ in string.Formatter().parse(value) if f is not None]
+    except ValueError as exc:
+        return f"a pattern with balanced braces ({exc})"
+    unknown = [f for f in fields if f not in _PATTERN_FIELDS]
+    if unknown:
+        return f"a pattern using only {{{'}, {'.join(_PATTERN_FIELDS)}}} (not {{{unknown[0]}}})"
+    return fields
+
+
+def _results_pattern(value: str) -> str | None:
+    fields = _pattern_fields(value)
+    if isinstance(fields, str):
+        return fields
+    if "step" not in fields or "ext" not in fields:
+        return "a pattern naming {step} and {ext}, so each step's file is its own"
+    return None
+
+
+def _fixed_names(value: list[str]) -> str | None:
+    for entry in value:
+        step, sep, name = entry.partition("=")
+        step, name = step.strip(), name.strip()
+        if not sep or not step or not name or any(c in step for c in "/\\"):
+            return f'entries "step=file name" such as "nuclei-labels=labels.tif" (not {entry!r})'
+        fields = _pattern_fields(name)
+        if isinstance(fields, str):
+            return f"{fields} in {entry!r}"
+    return None
+
+
+@dataclass(frozen=True)
+class OutputsSettings:
+    """Where the kernel's save helpers (save_labels, save_table, ...) write, and the lab's table format."""
+
+    path: str = field(
+        default="{source_dir}/results/{stem}_{step}.{ext}",
+        metadata=_about(
+            "Results path pattern: {source_dir} (the raw file's folder), {stem} (its name up to the first "
+            "dot), {step}, {ext}; a relative pattern is under {source_dir}.",
+            check=_results_pattern,
+        ),
+    )
+    names: list[str] = field(
+        default_factory=list,
+        metadata=_about(
+            'Fixed file names per step, "step=name" (e.g. "nuclei-labels=labels.tif"), in the pattern\'s '
+            "folder; {stem} and {ext} allowed.",
+            check=_fixed_names,
+        ),
+    )
+    table_delimiter: str = field(
+        default=",", metadata=_about('Table column delimiter: ",", ";" or "\\t".', choices=(",", ";", "\t"))
+    )
+    decimal_mark: str = field(
+        default=".",
+        metadata=_about('Decimal mark in tables: "." or "," (with ";" or tab as delimiter).', choices=(".", ",")),
+    )
+
+
 _SECTION_TYPES: dict[str, type[Any]] = {
     "services": ServicesSettings,
     "server": ServerSettings,
@@ -315,6 +415,7 @@ _SECTION_TYPES: dict[str, type[Any]] = {
     "http": HttpSettings,
     "record": RecordSettings,
     "compute": ComputeSettings,
+    "outputs": OutputsSettings,
 }
 """Section name -> its dataclass, in file order; ``Settings`` has an attribute of each name."""
 
@@ -345,6 +446,7 @@ class Settings:
     server: ServerSettings = field(default_factory=ServerSettings)
     record: RecordSettings = field(default_factory=RecordSettings)
     compute: ComputeSettings = field(default_factory=ComputeSettings)
+    outputs: OutputsSettings = field(default_factory=OutputsSettings)
     services: ServicesSettings = field(default_factory=ServicesSettings)
     sources: dict[str, str] = field(default_factory=dict)
     warnings: list[str] = field(default_factory=list)
@@ -474,6 +576,15 @@ def load_settings(config_dir: Path | None = None) -> Settings:
         return _SECTION_TYPES[name](**values)
 
     sections = {name: section(name) for name in _SECTION_TYPES}
+    outputs: OutputsSettings = sections["outputs"]
+    if outputs.decimal_mark == outputs.table_delimiter:
+        raise ConfigError(
+            f'outputs.decimal_mark "{outputs.decimal_mark}" cannot also be the table delimiter; with a '
+            'decimal comma set table_delimiter = ";"',
+            path=cfile,
+            line=lines.get("outputs.decimal_mark"),
+            key="outputs.decimal_mark",
+        )
     server: ServerSettings = sections["server"]
     own_tree = _is_own_tree(cdir)
     state_dir = server.state_dir or (cdir / STATE_SUBDIR if own_tree else Path(platformdirs.user_state_dir(APP_NAME)))
@@ -659,7 +770,7 @@ def _check_type(key: Key, value: Any, cfile: Path, line: int | None, *, shown: s
     else:  # list[str]
         ok = isinstance(value, list) and all(isinstance(v, str) for v in value)
     if not ok:
-        example = tomli_w.dumps({key.name: key.default}).strip()
+        example = _toml_line(key.name, key.default)
         raise ConfigError(
             f"{dotted} must be {_TYPE_NAMES[key.type]}, got {_describe(value)}; e.g. {example}",
             path=cfile,
@@ -725,9 +836,10 @@ def _resolve_path(raw: str, cdir: Path, cfile: Path, dotted: str, line: int | No
     return p if p.is_absolute() else cdir / p
 
 
-KERNEL_START_KEYS = ("kernel.name", "compute")
-"""What a kernel start applies and so re-reads from the file: the kernel spec and the whole
-``[compute]`` section (the kernel's dask plugin is configured when the kernel starts)."""
+KERNEL_START_KEYS = ("kernel.name", "kernel.warm_imports", "compute", "outputs")
+"""What a kernel start applies and so re-reads from the file: the kernel spec, the warm imports and the whole
+``[compute]`` and ``[outputs]`` sections (the kernel's dask and save helpers are configured when
+the kernel starts)."""
 
 
 def reread_kernel_start_keys(settings: Settings) -> tuple[Settings, list[str]]:
@@ -747,7 +859,7 @@ def reread_kernel_start_keys(settings: Settings) -> tuple[Settings, list[str]]:
     if not settings.config_file.is_file():
         return settings, []
     fresh = load_settings(settings.config_dir)
-    kernel = dataclasses.replace(settings.kernel, name=fresh.kernel.name)
+    kernel = dataclasses.replace(settings.kernel, name=fresh.kernel.name, warm_imports=fresh.kernel.warm_imports)
     changed = [
         k.dotted
         for k in SCHEMA
@@ -757,7 +869,10 @@ def reread_kernel_start_keys(settings: Settings) -> tuple[Settings, list[str]]:
     if not changed:
         return settings, []
     sources = {**settings.sources, **{key: fresh.sources[key] for key in changed}}
-    return dataclasses.replace(settings, kernel=kernel, compute=fresh.compute, sources=sources), changed
+    return (
+        dataclasses.replace(settings, kernel=kernel, compute=fresh.compute, outputs=fresh.outputs, sources=sources),
+        changed,
+    )
 
 
 def resolve_user_path(settings: Settings, path: Path | str) -> Path:
@@ -780,6 +895,15 @@ _EXAMPLE_HEAD = """\
 """
 
 
+def _toml_line(name: str, value: Any) -> str:
+    """``name = value`` on one line (tomli_w breaks a long list over several, which a commented
+    example line or a one-line message cannot hold)."""
+    if isinstance(value, list):
+        items = ", ".join(tomli_w.dumps({"v": v}).strip()[len("v = ") :] for v in value)
+        return f"{tomli_w.dumps({name: []}).strip()[:-2]}[{items}]"
+    return tomli_w.dumps({name: value}).strip()
+
+
 def render_example() -> str:
     """The commented config file with every default: ``config.example.toml`` and ``config init``."""
     parts = [_EXAMPLE_HEAD]
@@ -788,7 +912,7 @@ def render_example() -> str:
         for key in (k for k in SCHEMA if k.section == section):
             # The value line is a comment too: `config show` then attributes every key the user
             # has not uncommented to its default, not to this file.
-            parts.append(f"# {key.doc}\n# {tomli_w.dumps({key.name: key.default})}")
+            parts.append(f"# {key.doc}\n# {_toml_line(key.name, key.default)}\n")
     return "".join(parts)
 
 
@@ -806,7 +930,7 @@ def render_show(settings: Settings) -> str:
     for section in SECTIONS:
         out.append(f"\n[{section}]")
         for key in (k for k in SCHEMA if k.section == section):
-            line = tomli_w.dumps({key.name: values[key.dotted]}).strip()
+            line = _toml_line(key.name, values[key.dotted])
             out.append(f"{line:<40} # {settings.sources.get(key.dotted, 'default')}")
     out.append("\n# resolved paths")
     for label, path in (

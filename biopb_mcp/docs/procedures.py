@@ -22,16 +22,19 @@ doc says so: a `(required)` mark, or a description that opens with "Required".
 
 from __future__ import annotations
 
-import functools
 import logging
 import re
+import threading
+import weakref
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from biopb_mcp.docs import index as index_mod
 from biopb_mcp.docs.frontmatter import one_line, parse
 from biopb_mcp.docs.search.sections import split_sections
+from biopb_mcp.docs.shelf import Shelf
 from biopb_mcp.errors import DocError
+from biopb_mcp.fs.stamps import FileCache
 
 if TYPE_CHECKING:
     from biopb_mcp.docs.store import DocStore
@@ -50,6 +53,17 @@ logger = logging.getLogger(__name__)
 
 INPUT_DESCRIPTION_MAX_CHARS = 160
 """An input's description is one line; a longer item is cut here (the doc holds the rest)."""
+
+MAX_INPUTS = 32
+"""Most inputs a procedure carries as prompt arguments: a host shows each as a field to fill,
+and a doc listing thousands (a hostile or runaway `## Inputs`) must not make every prompt list
+huge and slow. The doc keeps the rest; :attr:`Procedure.inputs_left_out` says there were more."""
+
+MAX_NAME_CHARS = 64
+"""Longest input name taken as an argument; a longer one is no identifier anybody types."""
+
+TITLE_MAX_CHARS = 200
+"""A procedure's title and hook are one line each, cut here (a prompt list shows them)."""
 
 
 @dataclass(frozen=True)
@@ -71,6 +85,8 @@ class Procedure:
     hook: str
     title: str | None
     inputs: tuple[Input, ...]
+    inputs_left_out: bool = False
+    """The doc lists more inputs than :data:`MAX_INPUTS` (only the first are carried)."""
 
 
 _PROCEDURE_WORDS = re.compile(r"\b(procedures?|protocols?)\b", re.IGNORECASE)
@@ -121,25 +137,54 @@ def procedures(store: DocStore) -> list[Procedure]:
         if any(is_procedure_heading(h) for h in headings) or not any(is_reference_heading(h) for h in headings)
     ]
     found: list[Procedure] = []
-    for doc_id, read in store.shelf.texts(wanted).items():
+    for doc_id, read in store.shelf.derived(wanted, _read, _cache_of(store.shelf)).items():
         if isinstance(read, DocError):
             logger.warning("Docs: %s is left out of the procedures: %s", doc_id, read)
             continue
         headings, hook = candidates[doc_id]
-        inputs, title, description = _read(read)
+        inputs, more, title, description = read
         if inputs is None and not any(is_procedure_heading(h) for h in headings):
             continue
-        found.append(Procedure(doc_id, hook or description or title or doc_id, title, inputs or ()))
+        hook = one_line(hook or description or title or doc_id, TITLE_MAX_CHARS)
+        found.append(Procedure(doc_id, hook, title, inputs or (), more))
     order = {doc_id: n for n, doc_id in enumerate(wanted)}
     return sorted(found, key=lambda p: order[p.doc_id])
 
 
-@functools.lru_cache(maxsize=1024)
-def _read(text: str) -> tuple[tuple[Input, ...] | None, str | None, str]:
-    """(inputs, title, description) of a doc text, memoised on the text: the set is read at every
-    handshake and list, and a doc's text rarely changes between two."""
+_Read = tuple[tuple[Input, ...] | None, bool, str | None, str]
+"""What a doc says of itself as a procedure: (inputs, more inputs left out, title, description)."""
+
+CACHE_MAX_BYTES = 8 * 1024 * 1024
+"""Bound on what the procedures cache keeps per store (measured as the text it holds)."""
+
+_caches: weakref.WeakKeyDictionary[Shelf, FileCache[str, _Read]] = weakref.WeakKeyDictionary()
+_caches_lock = threading.Lock()
+
+
+def _weight(read: _Read) -> int:
+    """About the bytes a cached read holds: its strings, and a little per input."""
+    inputs, _, title, description = read
+    held = sum(len(i.name) + len(i.description) + 64 for i in inputs or ())
+    return held + len(title or "") + len(description) + 128
+
+
+def _cache_of(shelf: Shelf) -> FileCache[str, _Read]:
+    """The procedures cache of one shelf: the set is read at every handshake and list, and a
+    doc rarely changes between two; keyed by the doc file and its stamp, bounded by bytes."""
+    with _caches_lock:
+        cache = _caches.get(shelf)
+        if cache is None:
+            cache = _caches[shelf] = FileCache(max_weight=CACHE_MAX_BYTES, weigh=_weight)
+        return cache
+
+
+def _read(text: str) -> _Read:
+    """(inputs, more left out, title, description) of a doc text, each bounded."""
     info = parse(text)
-    return parse_inputs(text), info.title, info.description
+    found = _inputs(text, MAX_INPUTS)
+    inputs, more = found if found is not None else (None, False)
+    title = one_line(info.title, TITLE_MAX_CHARS) if info.title is not None else None
+    return inputs, more, title, info.description
 
 
 _ITEM = re.compile(r"^(?P<indent>\s{0,3})(?:[-*+]|\d{1,3}[.)])\s+(?P<text>.*)$")
@@ -161,6 +206,13 @@ _NOT_REQUIRED = re.compile(r"\b(not required|optional)\b", re.IGNORECASE)
 
 def parse_inputs(text: str) -> tuple[Input, ...] | None:
     """The inputs a doc's `## Inputs` section lists; None when the doc has no such section."""
+    found = _inputs(text, None)
+    return None if found is None else found[0]
+
+
+def _inputs(text: str, limit: int | None) -> tuple[tuple[Input, ...], bool] | None:
+    """The first ``limit`` inputs (all when None), and whether the list holds more; None when
+    the doc has no `## Inputs` section. Reading stops at the first input past the limit."""
     section = next(
         (body for heading, body in split_sections("", text) if index_mod.heading_title(heading).startswith("input")),
         None,
@@ -175,12 +227,15 @@ def parse_inputs(text: str) -> tuple[Input, ...] | None:
         marks, rest = head.group("marks"), head.group("rest")
         required = bool(re.search(r"\brequired\b", marks, re.IGNORECASE) and not _NOT_REQUIRED.search(marks))
         required = required or (bool(_REQUIRED.match(rest)) and not _NOT_REQUIRED.match(rest))
-        description = one_line(_LINK.sub(r"\1", rest), INPUT_DESCRIPTION_MAX_CHARS)
+        # cut before collapsing: one item may be megabytes on one line
+        description = one_line(_LINK.sub(r"\1", rest[: 4 * INPUT_DESCRIPTION_MAX_CHARS]), INPUT_DESCRIPTION_MAX_CHARS)
         for name in _NAMES.findall(head.group("names").replace("**", " ")):
-            if name in ("and", "or") or name in found:
+            if name in ("and", "or") or name in found or len(name) > MAX_NAME_CHARS:
                 continue
+            if limit is not None and len(found) >= limit:
+                return tuple(found.values()), True
             found[name] = Input(name, description, required, takes_file(name, description))
-    return tuple(found.values())
+    return tuple(found.values()), False
 
 
 def _items(lines: list[str]) -> list[str]:

@@ -16,6 +16,7 @@ import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TypeVar
 
 from biopb_mcp.docs import views
 from biopb_mcp.docs.frontmatter import Parsed, parse
@@ -34,6 +35,8 @@ INDEX_FILE = "index.md"
 
 WITHHELD_LINK = "[[…]]"
 """What a link to a withheld doc shows instead of its target: that a link was there, not where."""
+
+_V = TypeVar("_V")
 
 _LINK = re.compile(r"\[\[([^\[\]\s|#]+)\]\]")
 
@@ -301,6 +304,46 @@ class Shelf:
                 found[peek] = exc
             except (OSError, UnicodeError) as exc:
                 found[peek] = DocUnreadable(f"Cannot read doc {peek!r}: {exc}.", doc_id=peek)
+        return found
+
+    def derived(
+        self, doc_ids: Sequence[str], derive: Callable[[str], _V], cache: FileCache[str, _V]
+    ) -> dict[str, _V | DocError]:
+        """``derive(text)`` of the doc that wins for each id, or why it cannot be read; an id
+        with no doc is left out.
+
+        Kept in ``cache`` under the file's path and stamp, so a doc is read again only once it
+        changed (an edit replaces its entry: nothing grows with edits), and the caller's cache
+        bounds what is kept. The cache must belong to this shelf (withholding shapes the text).
+        """
+        found: dict[str, _V | DocError] = {}
+        cached: dict[str, _V] = {}
+
+        def want_text(path: str, st: Stamp) -> bool:
+            hit = cache.get(path, (st,))
+            if hit is not None:
+                cached[path] = hit
+            return hit is None
+
+        read_from = time.time_ns()  # before any read: a change during one is never cached
+        for peek in self.winners(doc_ids, want_text):
+            if not isinstance(peek, Peeked):  # a link below a tier root: the one-doc path decides
+                try:
+                    found[peek] = derive(self.doc_text(peek)[0])
+                except DocNotFound:
+                    continue
+                except DocError as exc:
+                    found[peek] = exc
+                except (OSError, UnicodeError) as exc:
+                    found[peek] = DocUnreadable(f"Cannot read doc {peek!r}: {exc}.", doc_id=peek)
+            elif peek.error is not None:
+                found[peek.doc_id] = peek.error
+            elif peek.text is not None:
+                assert peek.stamp is not None
+                found[peek.doc_id] = value = derive(peek.text)
+                cache.put(peek.path, (peek.stamp,), value, read_from)
+            else:
+                found[peek.doc_id] = cached[peek.path]
         return found
 
     def summaries(self, doc_ids: Sequence[str]) -> dict[str, Parsed | DocError]:

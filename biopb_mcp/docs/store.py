@@ -169,6 +169,20 @@ class DocStore:
                 f"Cannot write {doc_id!r} in {self.local_dir}: {exc}.", kind=DocProblem.WRITE_FAILED, doc_id=doc_id
             ) from exc
 
+    def restore(self, doc_id: str, n: int) -> WriteResult:
+        """Put version ``n`` of ``doc_id`` back as its text, by an ordinary write: the text it
+        replaces is kept as a version too, so a restore is undone the same way.
+
+        Raises:
+            DocNotFound: no such version kept (the message says which are).
+            DocUnreadable: the version file is damaged.
+            WriteRefused: as `write_doc` refuses (a cap, a failed write).
+        """
+        check_write_id(doc_id)
+        self._prepare()
+        _, text = self.history.read(doc_id, n)
+        return self.write_doc(doc_id, body=text)
+
     def check(self) -> list[str]:
         """Lint both tiers: ids, readability, caps, index entries that do not resolve, shipped links."""
         self._prepare()

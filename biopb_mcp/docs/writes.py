@@ -288,7 +288,8 @@ def write_doc(
         raise store.shelf.not_found(
             doc_id, " to edit with old/new; create it with body=…", kind=DocProblem.NO_DOC_TO_EDIT
         )
-    if section is not None and (base is not None or os.path.lexists(shipped_path)):
+    # the shelf decides what is shipped: a withheld doc is not, and must not show through here
+    if section is not None and (base is not None or store.shelf.has_shipped(doc_id)):
         where = "a local doc" if current is not None else "a shipped doc"
         raise WriteRefused(
             f"{doc_id!r} exists already ({where}): section only files the index line of a new doc, "

@@ -3,14 +3,13 @@
 A write goes to a temp file in the target's own directory (named with a leading `.`, so it is
 never an id and never listed), is fsynced, then renamed over the target: a crash leaves the old
 file or the new one, never half of either. Two server processes (one per agent host under stdio)
-may write the same local tier, so every read-modify-write holds an exclusive `flock` on
-`<local>/.lock`.
+may write the same local tier, so every read-modify-write holds an exclusive lock on
+`<local>/.lock` (`file_locks`: flock on POSIX, msvcrt's on Windows).
 """
 
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import os
 import re
 import threading
@@ -19,7 +18,7 @@ from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager
 from pathlib import Path
 
-from biopb_mcp.fs import nofollow
+from biopb_mcp.fs import file_locks, nofollow
 
 LOCK_NAME = ".lock"
 
@@ -43,6 +42,8 @@ def sweep_stale_temps(root: Path, *, older_than: float = STALE_TEMP_SECONDS) -> 
     crashes would otherwise fill the disk slowly.
     """
     removed = 0
+    if not hasattr(os, "fwalk"):  # Windows: the store does not run there (see `nofollow`)
+        return removed
     cutoff = time.time() - older_than
     # fwalk hands each directory as an fd it opened without following links, and the unlink is
     # relative to that fd: a folder swapped for a link mid-walk cannot steer it outside the tier
@@ -105,13 +106,13 @@ def tier_lock(local_dir: Path) -> Iterator[None]:
         with nofollow.open_dir(local_dir, create=True) as dir_fd:
             fd = nofollow.open_file(dir_fd, LOCK_NAME, os.O_RDWR | os.O_CREAT)
         try:
-            fcntl.flock(fd, fcntl.LOCK_EX)
+            file_locks.lock(fd)
             state[key] = 1
             try:
                 yield
             finally:
                 state[key] = 0
-                fcntl.flock(fd, fcntl.LOCK_UN)
+                file_locks.unlock(fd)
         finally:
             os.close(fd)
 

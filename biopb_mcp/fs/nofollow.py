@@ -5,6 +5,13 @@ opened `O_NOFOLLOW` relative to the one before (`openat`-style). A symlink plant
 the root, or a directory swapped for one between a check and a write, then makes the open fail
 instead of leading out of the tier: a shared or synced docs folder can hold links its owner did
 not make. The root itself is the user's configured location and may be a link.
+
+Per platform: on Linux every guarantee holds, and a swap of a file for another at the instant of
+a write is detected with ``renameat2(RENAME_EXCHANGE)``; on macOS and the BSDs the walk holds (they
+have ``O_NOFOLLOW``, ``O_DIRECTORY`` and ``dir_fd``) and the exchange falls back to a plain rename;
+on Windows there is no ``dir_fd`` (``os.supports_dir_fd`` is empty), so the store cannot walk a
+tier without following links and does not run there: it imports (the CLI and the server load),
+and its first open says so.
 """
 
 from __future__ import annotations
@@ -17,16 +24,21 @@ import os
 import secrets
 import stat
 import sys
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from pathlib import Path
+
+from biopb_mcp.fs.descriptors import data_sync
 
 DIR_MODE = 0o700
 FILE_MODE = 0o600
 TEMP_SUFFIX = ".tmp"
 
-_DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+_DIR_FLAGS = os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
+"""Windows has none of the three (this module imports there, but its walk needs ``dir_fd``)."""
+_ROOT_FLAGS = os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) | getattr(os, "O_CLOEXEC", 0)
+"""The root may be a link (the user's configured location): no O_NOFOLLOW."""
 _LINK_ERRNOS = (errno.ELOOP, errno.ENOTDIR)
 
 
@@ -82,9 +94,15 @@ def open_dir(root: Path, parts: Sequence[str] = (), *, create: bool = False) -> 
         LinkRefused: a component is a symlink (or not a directory).
         FileNotFoundError: a component is missing and `create` is false.
     """
+    if os.open not in os.supports_dir_fd:
+        raise OSError(
+            errno.ENOSYS,
+            "The docs store opens its files relative to a folder (dir_fd), which this platform "
+            "lacks, so it cannot refuse links: on Windows, run biopb-mcp under WSL2",
+        )
     if create:
         make_dirs(root)
-    fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    fd = os.open(root, _ROOT_FLAGS)
     try:
         for i, part in enumerate(parts):
             if create:
@@ -229,13 +247,16 @@ def _exchange(dir_fd: int, a: str, b: str) -> bool:
 def write_atomic(
     root: Path,
     rel: str,
-    data: bytes,
+    data: bytes | Iterable[bytes],
     *,
     durable: bool = True,
     mode: int | None = None,
     around_replace: Callable[[Replacing], AbstractContextManager[object]] | None = None,
 ) -> None:
     """Replace `root/rel` with `data` through a temp file renamed over it, all relative to one dir fd.
+
+    `data` may be an iterable of chunks, written as they come (a big image decoded piece by
+    piece is never whole in memory).
 
     Missing parent folders are made. A link at `rel` itself is replaced (the rename swaps the
     name, never writes through it); a link among the parents refuses the write. A new file gets
@@ -262,12 +283,16 @@ def write_atomic(
         fd = open_file(dir_fd, tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL)
         try:
             with os.fdopen(fd, "wb") as fh:
-                fh.write(data)
+                if isinstance(data, (bytes, bytearray, memoryview)):
+                    fh.write(data)
+                else:
+                    for chunk in data:
+                        fh.write(chunk)
                 fh.flush()
                 if kept is not None:
                     os.fchmod(fh.fileno(), kept)
                 if durable:
-                    os.fdatasync(fh.fileno())  # data + size: enough for rename-over safety
+                    data_sync(fh.fileno())  # data + size: enough for rename-over safety
             if around_replace is None:
                 os.rename(tmp, name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
             else:

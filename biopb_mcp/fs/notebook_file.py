@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import contextlib
 import errno
-import fcntl
 import json
 import logging
 import os
@@ -30,7 +29,7 @@ import re
 import stat
 from pathlib import Path
 
-from biopb_mcp.fs import nofollow
+from biopb_mcp.fs import file_locks, nofollow
 
 logger = logging.getLogger(__name__)
 
@@ -84,7 +83,7 @@ class NotebookFile:
                 or os.pread(fd, len(body), 0) != body
             ):
                 raise OSError(errno.EEXIST, f"{name} in {directory} changed under the writer")
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            file_locks.lock(fd, wait=False)
         except BaseException:
             os.close(fd)
             raise
@@ -167,7 +166,7 @@ def _mend(fd: int) -> bool:
     if os.pread(fd, len(TAIL), st.st_size - len(TAIL)) == TAIL:
         return False
     try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        file_locks.lock(fd, wait=False)
     except OSError:  # its writer is alive and mid-write
         return False
     size = os.fstat(fd).st_size

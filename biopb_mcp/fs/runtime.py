@@ -22,6 +22,8 @@ import stat
 import tempfile
 from pathlib import Path
 
+from biopb_mcp.fs.processes import pid_alive
+
 logger = logging.getLogger(__name__)
 
 __all__ = [
@@ -167,22 +169,6 @@ def read_private_text(path: Path, max_bytes: int) -> str:
         return os.read(fd, max_bytes + 1)[:max_bytes].decode("ascii", "replace")
     finally:
         os.close(fd)
-
-
-def pid_alive(pid: int, *, mine: bool = False) -> bool:
-    """Whether ``pid`` is a live process; with ``mine``, a live process of this user.
-
-    Another user's process counts as alive by default (a sweep must not take files of a pid
-    that may still be their server's); ``mine`` asks whether it can be this user's server, as
-    a console attaching to it must (another user's process there is a reused pid).
-    """
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:  # another user's live process
-        return not mine
-    return True
 
 
 def sweep_stale(runtime_dir: Path) -> list[Path]:

@@ -12,7 +12,7 @@ from __future__ import annotations
 import os
 import threading
 import time
-from collections.abc import Hashable, Iterable
+from collections.abc import Callable, Hashable, Iterable
 from typing import Generic, TypeVar
 
 __all__ = ["RACY_NS", "FileCache", "Stamp", "is_settled", "stamp", "stamp_of", "stamps"]
@@ -62,12 +62,18 @@ class FileCache(Generic[K, V]):
     The cache saves work and never decides an answer: a caller stamps the files now, asks for
     the value at those stamps, and on a miss computes it and offers it back with the stamps and
     the time taken before the files were read; values derived from racy stamps are dropped.
-    Thread-safe; at most `max_entries` values, the oldest dropped first.
+    Thread-safe; at most `max_entries` values and, when `weigh` is given, at most `max_weight`
+    of their summed weights (bytes, say), the oldest dropped first.
     """
 
-    def __init__(self, max_entries: int = 50_000) -> None:
+    def __init__(
+        self, max_entries: int = 50_000, *, max_weight: int | None = None, weigh: Callable[[V], int] | None = None
+    ) -> None:
         self.max_entries = max_entries
-        self._data: dict[K, tuple[tuple[Stamp | None, ...], V]] = {}
+        self.max_weight = max_weight
+        self._weigh = weigh
+        self._data: dict[K, tuple[tuple[Stamp | None, ...], V, int]] = {}
+        self._weight = 0
         self._lock = threading.Lock()
 
     def get(self, key: K, stamps: tuple[Stamp | None, ...]) -> V | None:
@@ -79,17 +85,33 @@ class FileCache(Generic[K, V]):
         return None
 
     def put(self, key: K, stamps: tuple[Stamp | None, ...], value: V, now_ns: int) -> bool:
-        """Keep `value` for `key` unless any of `stamps` is racy at `now_ns`; True when kept."""
-        if not all(is_settled(st, now_ns) for st in stamps):
-            with self._lock:
-                self._data.pop(key, None)
-            return False
+        """Keep `value` for `key` unless any of `stamps` is racy at `now_ns`, or it alone
+        outweighs the bound; True when kept."""
+        weight = self._weigh(value) if self._weigh is not None else 0
+        keep = all(is_settled(st, now_ns) for st in stamps)
+        keep = keep and (self.max_weight is None or weight <= self.max_weight)
         with self._lock:
-            self._data.pop(key, None)
-            self._data[key] = (stamps, value)
-            while len(self._data) > self.max_entries:
-                del self._data[next(iter(self._data))]
+            self._drop(key)
+            if not keep:
+                return False
+            self._data[key] = (stamps, value, weight)
+            self._weight += weight
+            while len(self._data) > self.max_entries or (
+                self.max_weight is not None and self._weight > self.max_weight
+            ):
+                self._drop(next(iter(self._data)))
         return True
+
+    def _drop(self, key: K) -> None:
+        gone = self._data.pop(key, None)
+        if gone is not None:
+            self._weight -= gone[2]
+
+    @property
+    def weight(self) -> int:
+        """The summed weight of the values kept."""
+        with self._lock:
+            return self._weight
 
     def __len__(self) -> int:
         with self._lock:

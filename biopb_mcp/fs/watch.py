@@ -45,8 +45,10 @@ IN_IGNORED = 0x00008000
 IN_ONLYDIR = 0x01000000
 IN_DONT_FOLLOW = 0x02000000
 IN_ISDIR = 0x40000000
-IN_NONBLOCK = os.O_NONBLOCK
-IN_CLOEXEC = os.O_CLOEXEC
+# inotify's flags are the open flags of the same names (Linux only); read where present, so that
+# importing this module needs no POSIX name
+IN_NONBLOCK = getattr(os, "O_NONBLOCK", 0o4000)
+IN_CLOEXEC = getattr(os, "O_CLOEXEC", 0o2000000)
 
 # No IN_DONT_FOLLOW: a tier root may be a link (the user's configured place); the folders below
 # it are watched only when the walk found no link among them.

@@ -304,6 +304,10 @@ def biopb_magic(ip: Any, line: str) -> None:
         _write(f"%biopb {command}: cannot use the runtime dir {link.runtime_dir}: {exc}\n", err=True)
 
 
+_hooks: list[Any] = []
+"""The cell hooks ``load`` registered (``unload`` removes them)."""
+
+
 # --------------------------------------------------------------------------- live notebook cells
 
 
@@ -388,10 +392,17 @@ def load(ip: Any) -> None:
 
     biopb.__doc__ = biopb_magic.__doc__
     ip.register_magic_function(biopb, "line", "biopb")
-    conn, _link, problem = _kernel_link(ip)
+    conn, link, problem = _kernel_link(ip)
     if conn is None or problem:
         _write(problem or "", err=True)
         return
+    if link is not None:  # after each of the scientist's cells: what the agent withdrew meanwhile
+        from biopb_mcp.kernel.inside import agent_notes
+
+        try:
+            _hooks.append(agent_notes.install({}, str(link.agent_file())))
+        except OSError as exc:
+            _write(f"biopb_mcp: cannot use the runtime dir {link.runtime_dir}: {exc}\n", err=True)
     import os
 
     _write(attach_text(conn, server_command(), os.environ.get(CONFIG_ENV)))
@@ -408,3 +419,9 @@ def unload(ip: Any) -> None:
     _stop_live(ip)
     magics = ip.magics_manager.magics.get("line", {})
     magics.pop("biopb", None)
+    from biopb_mcp.kernel.inside import agent_notes
+
+    while _hooks:
+        hook = _hooks.pop()
+        if hook is not None:
+            agent_notes.uninstall(hook)

@@ -20,10 +20,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from biopb_mcp.text.install import install_command
+
 __all__ = ["INSTALL_LINE", "NotLive", "Room", "locate_room"]
 
 INSTALL_LINE = (
-    'pip install "biopb-mcp[live]" (in the Python that runs JupyterLab and in the kernel\'s), then restart JupyterLab'
+    f"{install_command('live')} (in the Python that runs JupyterLab and in the kernel's), then restart JupyterLab"
 )
 """What to install for live cells: jupyter-collaboration on the server, a Y client in the kernel."""
 

@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from biopb_mcp.errors import KernelError
+from biopb_mcp.fs import process_groups
 from biopb_mcp.fs.runtime import pid_alive
 from biopb_mcp.kernel.existing import find_existing, read_connection_info
 from biopb_mcp.kernel.process import Connection, KernelProcess, StartFailed
@@ -237,9 +238,9 @@ class AttachedKernel(KernelProcess):
         """
         if self.interrupt_mode == "signal" and self._pid is not None:
             with contextlib.suppress(ProcessLookupError):
-                pgid = os.getpgid(self._pid)
-                if pgid == self._pid and pgid != os.getpgrp():
-                    os.killpg(pgid, signal.SIGINT)
+                pgid = process_groups.group_of(self._pid)
+                if pgid is not None and pgid == self._pid and pgid != process_groups.own_group():
+                    process_groups.signal_group(pgid, signal.SIGINT)
                 else:
                     os.kill(self._pid, signal.SIGINT)
                 return

@@ -21,6 +21,8 @@ from typing import Any
 import zmq
 from jupyter_client.session import Session
 
+from biopb_mcp.kernel import wire
+
 logger = logging.getLogger(__name__)
 
 _POLL_MS = 200
@@ -76,6 +78,7 @@ class KernelChannels:
         self.session = Session(
             key=info["key"].encode(), signature_scheme=info["signature_scheme"], username="biopb-mcp"
         )
+        self.session.unpack = wire.unpack  # a big image's base64 stays as the received bytes
         self._ctx = zmq.Context()
         self._wake_addr = f"inproc://biopb-wake-{uuid.uuid4().hex}"
         self._wake_recv = self._ctx.socket(zmq.PULL)

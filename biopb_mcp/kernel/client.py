@@ -9,7 +9,7 @@ keep counting and finished executions stay pageable after a restart.
 
 from __future__ import annotations
 
-import base64
+import binascii
 import contextlib
 import dataclasses
 import logging
@@ -26,8 +26,9 @@ from typing import TYPE_CHECKING, Any
 from biopb_mcp.errors import JobNotFound, KernelBusy, KernelError
 from biopb_mcp.kernel import image_files, inspection, rendering
 from biopb_mcp.kernel.channels import KernelChannels, nudge_waits
-from biopb_mcp.kernel.executions import Execution, Rendered
+from biopb_mcp.kernel.executions import Execution, ForeignCell, Rendered
 from biopb_mcp.kernel.link import AGENT_REQUEST_KEY
+from biopb_mcp.kernel.output_files import Overflow
 from biopb_mcp.kernel.process import StartFailed
 from biopb_mcp.kernel.states import ExecutionStatus, KernelState
 
@@ -47,12 +48,18 @@ _REPLY_GRACE = 0.5
 MAX_KEPT_EXECUTIONS = 100
 """Finished executions kept for paging; older ones are forgotten (JobNotFound says so)."""
 
-MAX_KEPT_CHARS = 256 * 1024 * 1024
-"""Total transcript characters kept across finished executions."""
+EXECUTION_SHARE = 4
+"""One execution keeps at most ``kernel.max_kept_bytes // EXECUTION_SHARE`` bytes in memory."""
 
 MAX_KEPT_IMAGE_BYTES = 64 * 1024 * 1024
 """Total bytes of inline images kept across finished executions (they stay pageable by job id);
 past it the oldest executions are forgotten, as for text."""
+
+_FOREIGN_CODE_CHARS = 80
+"""Characters of another client's cell shown to the agent (its first line)."""
+
+_HELD_POLL = 0.1
+"""Seconds between checks of an execution held behind another client's cell."""
 
 NUDGE_AFTER = 0.25
 """Seconds after which an unanswered query is followed by a message that wakes a kernel idling in
@@ -93,6 +100,11 @@ class KernelClient:
         self._by_msg: dict[str, Execution] = {}
         self._current: Execution | None = None
         self._counter = 0
+        self._foreign: ForeignCell | None = None
+        """The other client's cell the kernel runs now, as last seen on iopub; None when idle or
+        running ours (a cell that began before this server connected is not known)."""
+        self._held_msg: dict[str, Any] | None = None
+        """The request of an execution held while a foreign cell runs: sent when it ends."""
         self._nudges: dict[str, tuple[float, Iterator[float]]] = {}
         """msg_id -> (when its next nudge is due, the waits after it), for executions not begun."""
         self._image_stem = f"{os.getpid()}-{uuid.uuid4().hex[:6]}"
@@ -123,8 +135,10 @@ class KernelClient:
         channels = KernelChannels(dict(info), on_message=on_message, is_alive=is_alive, on_death=on_death)
         with self._lock:
             self._channels, self._open = channels, False
-        # images saved by earlier runs (every server of the state dir saves there): bounded at each start
+        # images and output saved by earlier runs (every server of the state dir saves there):
+        # bounded at each start
         image_files.for_dir(Path(self._settings.state_dir) / "images").sweep()
+        image_files.for_dir(self._outputs_dir()).sweep()
 
     def open(self) -> None:
         """Accept code from now on (the kernel is ready)."""
@@ -139,8 +153,10 @@ class KernelClient:
             current, self._current = self._current, None
             self._by_msg.clear()
             self._nudges.clear()
+            self._foreign, self._held_msg = None, None
         if current is not None:
             current.finish(status, note=note, kernel_lost=kernel_lost)
+            self._bound_memory()
 
     def disconnect(self) -> None:
         """Close the channels (after ``abandon``)."""
@@ -249,7 +265,13 @@ class KernelClient:
                 # the request says it is the agent's (and which job): a %load_ext biopb_mcp in the
                 # kernel tells the agent's cells from the scientist's by it (live notebook cells)
                 msg["metadata"] = {**msg.get("metadata", {}), AGENT_REQUEST_KEY: {"agent": True, "job": job_id}}
-                ex = Execution(job_id, code, str(msg["header"]["msg_id"]))
+                ex = Execution(
+                    job_id,
+                    code,
+                    str(msg["header"]["msg_id"]),
+                    max_bytes=self._settings.kernel.max_kept_bytes // EXECUTION_SHARE,
+                    overflow=Overflow(self._outputs_dir(), f"{self._image_stem}-{job_id}.txt"),
+                )
                 if self.recorder is not None:
                     ex.record = self.recorder.collector()
                     ex.on_finish = self._record_finished
@@ -257,20 +279,35 @@ class KernelClient:
                 self._executions[ex.job_id] = ex
                 self._current = ex
                 self._evict()
-                channels.send("shell", msg)
+                if self._foreign is not None:  # sent once the other cell ends: withdrawable till then
+                    ex.held, self._held_msg = True, msg
+                else:
+                    channels.send("shell", msg)
             return ex
         finally:
             self._inspect_lock.release()
 
+    def _outputs_dir(self) -> Path:
+        return Path(self._settings.state_dir) / "outputs"
+
+    def _bound_memory(self) -> None:
+        """After an execution ended: what finished executions hold is bounded at once, not at
+        the next submit (which may never come)."""
+        with self._lock:
+            self._evict()
+
     def _evict(self) -> None:
+        """Forget the oldest finished executions past the count and byte bounds (what each holds
+        in memory, at its real cost); the running one is bounded by its own share."""
+        limit = self._settings.kernel.max_kept_bytes
         finished = [k for k, e in self._executions.items() if e.done.is_set()]
-        total = sum(len(self._executions[k].snapshot()[0]) for k in finished)
+        total = sum(self._executions[k].kept_bytes for k in finished)
         images = sum(self._executions[k].inline_bytes for k in finished)
         while finished and (
-            len(self._executions) > MAX_KEPT_EXECUTIONS or total > MAX_KEPT_CHARS or images > MAX_KEPT_IMAGE_BYTES
+            len(self._executions) > MAX_KEPT_EXECUTIONS or total > limit or images > MAX_KEPT_IMAGE_BYTES
         ):
             old = self._executions.pop(finished.pop(0))
-            total -= len(old.snapshot()[0])
+            total -= old.kept_bytes
             images -= old.inline_bytes
 
     def wait(self, ex: Execution, timeout: float) -> bool:
@@ -288,13 +325,20 @@ class KernelClient:
             with self._lock:
                 if self._current is not ex:
                     break
-                if ex.msg_id not in self._nudges:
-                    waits = nudge_waits(NUDGE_AFTER)
-                    first = next(waits) - ex.elapsed()
-                    self._nudges[ex.msg_id] = (time.monotonic() + max(first, 0.0), waits)
-                due, waits = self._nudges[ex.msg_id]
+                held = ex.held
+                if not held:
+                    if ex.msg_id not in self._nudges:
+                        waits = nudge_waits(NUDGE_AFTER)
+                        first = next(waits) - ex.elapsed()
+                        self._nudges[ex.msg_id] = (time.monotonic() + max(first, 0.0), waits)
+                    due, waits = self._nudges[ex.msg_id]
                 channels = self._channels
             now = time.monotonic()
+            if held:  # nothing sent yet (another client's cell runs): nothing to nudge
+                ex.done.wait(min(_HELD_POLL, max(0.0, deadline - now)))
+                if time.monotonic() >= deadline:
+                    return ex.done.is_set()
+                continue
             if due > now and ex.began.wait(min(due, deadline) - now):
                 break
             if time.monotonic() >= deadline:
@@ -310,7 +354,15 @@ class KernelClient:
         """Bounded text and images of ``ex`` from ``offset``; see ``Rendered``."""
         if offset < 0:
             raise KernelError(f"offset must be 0 or more, got {offset}.")
-        return rendering.render(ex, offset, self._settings.kernel.max_output_chars, header=ex.promoted)
+        return self._page(ex, offset, header=ex.promoted)
+
+    def _page(self, ex: Execution, offset: int, *, header: bool) -> Rendered:
+        """A page of ``ex``, saying which other client's cell it waits behind when it has not begun."""
+        page = rendering.render(ex, offset, self._settings.kernel.max_output_chars, header=header)
+        foreign = self._foreign
+        if foreign is not None and not ex.began.is_set() and not ex.done.is_set():
+            page = dataclasses.replace(page, waiting_behind=foreign)
+        return page
 
     def poll(self, job_id: str, offset: int = 0) -> Rendered:
         """Status and output of any execution by id (``job-N``), from ``offset``.
@@ -321,12 +373,20 @@ class KernelClient:
         with self._lock:
             ex = self._executions.get(job_id.strip())
             known = list(self._executions)[-5:]
+            number = re.fullmatch(r"job-(\d+)", job_id.strip())
+            forgotten = number is not None and 0 < int(number.group(1)) <= self._counter
         if ex is None:
             hint = f" Recent ids: {', '.join(known)}." if known else " No code has run yet."
-            raise JobNotFound(f"No job {job_id!r}.{hint}", job_id=job_id, recent=known, kept=MAX_KEPT_EXECUTIONS)
+            raise JobNotFound(
+                f"No job {job_id!r}.{hint}",
+                job_id=job_id,
+                recent=known,
+                kept=MAX_KEPT_EXECUTIONS,
+                notebook=self.notebook_status() if forgotten else None,
+            )
         if offset < 0:
             raise KernelError(f"offset must be 0 or more, got {offset}.")
-        return rendering.render(ex, offset, self._settings.kernel.max_output_chars, header=True)
+        return self._page(ex, offset, header=True)
 
     def send_interrupt_request(self) -> None:
         """``interrupt_request`` on control, for kernels whose spec asks for message interrupts."""
@@ -352,6 +412,7 @@ class KernelClient:
                         ExecutionStatus.INTERRUPTED,
                         note="The interrupt arrived before the code started: none of it ran.",
                     )
+                    self._bound_memory()
             if now >= deadline:
                 break
         return ex.done.is_set()
@@ -454,6 +515,13 @@ class KernelClient:
         except (ValueError, KeyError, SyntaxError):
             return None
 
+    def other_cell(self) -> dict[str, Any] | None:
+        """The other client's cell the kernel runs, for status: source, code, seconds."""
+        cell = self._foreign
+        if cell is None:
+            return None
+        return {"source": cell.source, "code": cell.code, "seconds": round(time.monotonic() - cell.since, 1)}
+
     def current_job(self) -> dict[str, Any] | None:
         """The running execution for status: job_id, status, seconds, promoted."""
         ex = self._current
@@ -469,6 +537,9 @@ class KernelClient:
         if ex is None:
             if channel == "iopub" and msg.get("msg_type") == "execute_input":
                 self._outside_cell(msg)
+                self._foreign_began(msg)
+            elif channel == "iopub" and msg.get("msg_type") == "status":
+                self._foreign_status(msg)
             else:
                 logger.debug("kernel %s message %s outside any execution dropped", channel, msg.get("msg_type"))
             return
@@ -487,26 +558,39 @@ class KernelClient:
             elif kind == "status" and content.get("execution_state") == "idle":
                 ex.idle_seen = True
         elif channel == "shell" and kind == "execute_reply":
+            if content.get("status") == "error":  # usually on iopub already; kept once, bounded
+                ex.add_error(content.get("ename", ""), content.get("evalue", ""), content.get("traceback", []))
             ex.reply_seen = True
-            ex.reply_content = content
+            # only what ending the execution needs: a reply repeats the whole error
+            ex.reply_content = {k: content[k] for k in ("status", "execution_count") if k in content}
         if ex.reply_seen and ex.idle_seen:
             self._complete(ex)
 
     def _add_display(self, ex: Execution, data: dict[str, Any]) -> None:
         png = data.get("image/png")
-        if isinstance(png, str):
-            try:
-                raw = base64.b64decode(png)
-            except ValueError:
-                ex.add_text("[an image/png display could not be decoded]")
-                return
+        if isinstance(png, (str, memoryview)):  # a view of the received bytes when big (see wire)
             ks = self._settings.kernel
             image_dir = Path(self._settings.state_dir) / "images"
             stem = f"{self._image_stem}-{ex.job_id}"
             full = ex.inline_images >= ks.max_images  # only this IO thread adds images
+            source: bytes | Path
+            try:
+                if len(png) // 4 * 3 <= rendering.IN_MEMORY_IMAGE_BYTES:
+                    source = binascii.a2b_base64(png)  # reads the ASCII text in place (b64decode copies it)
+                else:  # decoded piece by piece into its file, then its text is let go
+                    name = f"{stem}-image{len(ex.images) + 1}.png"
+                    source = image_files.for_dir(image_dir).save(name, rendering.b64_chunks(png))
+                    data.pop("image/png", None)
+                    del png
+            except (binascii.Error, ValueError):
+                ex.add_text("[an image/png display could not be decoded]")
+                return
+            except OSError as exc:
+                ex.add_text(f"[an image/png display could not be saved: {exc}]")
+                return
             ex.add_image(
                 rendering.image_factory(
-                    raw, stem, ks.max_image_bytes, image_dir, max_images=ks.max_images if full else None
+                    source, stem, ks.max_image_bytes, image_dir, max_images=ks.max_images if full else None
                 )
             )
         elif "text/plain" in data:
@@ -516,8 +600,6 @@ class KernelClient:
         content = ex.reply_content
         status = content.get("status", "ok")
         if status == "error":
-            if ex.error is None:
-                ex.add_error(content.get("ename", ""), content.get("evalue", ""), content.get("traceback", []))
             ename = ex.error[0] if ex.error else ""
             final = ExecutionStatus.INTERRUPTED if ename == "KeyboardInterrupt" else ExecutionStatus.ERROR
             if ename == "StdinNotImplementedError":
@@ -531,6 +613,7 @@ class KernelClient:
             final = ExecutionStatus.OK
         self._forget(ex)
         ex.finish(final)
+        self._bound_memory()
 
     def _forget(self, ex: Execution) -> None:
         """Drop an ended execution from what routes messages and what nudges a kernel."""
@@ -539,6 +622,56 @@ class KernelClient:
             self._nudges.pop(ex.msg_id, None)
             if self._current is ex:
                 self._current = None
+
+    def _foreign_began(self, msg: dict[str, Any]) -> None:
+        """IO thread: another client's cell began (a status idle with its parent ends it)."""
+        channels = self._channels
+        parent = msg.get("parent_header", {})
+        if channels is None or parent.get("session") == channels.session.session or not parent.get("msg_id"):
+            return
+        code = str(msg.get("content", {}).get("code", ""))
+        first = next((line.strip() for line in code.splitlines() if line.strip()), "")
+        cell = ForeignCell(
+            msg_id=str(parent["msg_id"]),
+            source="notebook" if self._settings.kernel.existing else "console",
+            code=first if len(first) <= _FOREIGN_CODE_CHARS else first[:_FOREIGN_CODE_CHARS] + "…",
+            since=time.monotonic(),
+        )
+        with self._lock:
+            self._foreign = cell
+
+    def _foreign_status(self, msg: dict[str, Any]) -> None:
+        """IO thread: the other client's cell went idle: the agent's held request goes now."""
+        if msg.get("content", {}).get("execution_state") != "idle":
+            return
+        parent = msg.get("parent_header", {}).get("msg_id")
+        with self._lock:
+            if self._foreign is None or parent != self._foreign.msg_id:
+                return
+            self._foreign = None
+            held, self._held_msg = self._held_msg, None
+            current, channels = self._current, self._channels
+            if held is not None and current is not None and current.held:
+                current.held = False
+                if channels is not None:
+                    channels.send("shell", held)
+
+    def withdraw(self, ex: Execution, note: str) -> bool:
+        """End ``ex`` unsent if it is still held (another client's cell runs); False when it was
+        sent already (then only the kernel can start or skip it)."""
+        with self._lock:
+            if not ex.held or self._current is not ex:
+                return False
+            ex.held, self._held_msg = False, None
+        self._forget(ex)
+        ex.finish(ExecutionStatus.INTERRUPTED, note=note)
+        self._bound_memory()
+        return True
+
+    @property
+    def foreign(self) -> ForeignCell | None:
+        """The other client's cell the kernel runs now, when known."""
+        return self._foreign
 
     def _outside_cell(self, msg: dict[str, Any]) -> None:
         """IO thread: a cell another client ran (a console; the notebook of a joined kernel). Its
@@ -564,12 +697,20 @@ class KernelClient:
         about = self.recorder.about(pid, desc)
         setup = KernelSetup(cwd=None if joined else os.getcwd(), joined=str(joined) if joined else None)
         if not joined or settings.kernel.existing_plugins:  # the bootstrap ran: the plugins are there
-            from biopb_mcp.kernel.compute import kernel_env
+            from biopb_mcp.kernel.plugins import kernel_env
 
+            env = kernel_env(settings)
             setup = dataclasses.replace(
                 setup,
-                plugins=("show, dask_client (built in)", *_plugin_labels(Path(settings.plugins_dir))),
-                load={"plugins_dir": str(settings.plugins_dir), "compute": kernel_env(settings)["BIOPB_MCP_COMPUTE"]},
+                plugins=(
+                    "show, out_path, save_labels, save_image, save_table, read_table, dask_client, viewer (built in)",
+                    *_plugin_labels(Path(settings.plugins_dir)),
+                ),
+                load={
+                    "plugins_dir": str(settings.plugins_dir),
+                    "compute": env["BIOPB_MCP_COMPUTE"],
+                    "outputs": env["BIOPB_MCP_OUTPUTS"],
+                },
             )
         self.recorder.start_notebook(kernel_name=name, display_name=f"Python ({name})", about=about, setup=setup)
 

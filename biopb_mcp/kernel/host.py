@@ -22,7 +22,7 @@ from enum import StrEnum
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from biopb_mcp.errors import KernelError, KernelNotOwned, KernelNotReady
+from biopb_mcp.errors import KernelError, KernelNotOwned, KernelNotReady, RestartRefused
 from biopb_mcp.kernel import plugins
 from biopb_mcp.kernel.attached import (
     IDENTITY_EXPRESSION,
@@ -30,7 +30,7 @@ from biopb_mcp.kernel.attached import (
     bootstrap_code,
 )
 from biopb_mcp.kernel.client import KernelClient
-from biopb_mcp.kernel.executions import Execution, Rendered
+from biopb_mcp.kernel.executions import Execution, ForeignCell, Rendered
 from biopb_mcp.kernel.link import KernelLink, link_id
 from biopb_mcp.kernel.process import (
     BOOTSTRAP_FILE,
@@ -69,13 +69,29 @@ class KernelStart:
 
 @dataclass(frozen=True)
 class Interruption:
-    """The result of ``interrupt``: the job it targeted (None: nothing ran) and whether it stopped
-    within ``waited`` seconds (``status`` is its status then)."""
+    """The result of ``interrupt``: the job it targeted (None: none of the agent's ran) and whether
+    it stopped within ``waited`` seconds (``status`` is its status then).
+
+    ``withdrawn``: the job was held, unsent, behind another client's cell and was ended without
+    running. ``refused``: the job was sent but has not started, so a signal would have hit the
+    cell the kernel runs instead (nothing was sent). ``behind``: that other client's cell, when
+    known; the kernel never interrupts it for the agent.
+    """
 
     job_id: str | None
     status: ExecutionStatus | None = None
     stopped: bool = False
     waited: float = 0.0
+    withdrawn: bool = False
+    refused: bool = False
+    behind: ForeignCell | None = None
+
+
+WITHDRAWN_NOTE = (
+    "Withdrawn before it was sent: it was waiting behind another client's cell, "
+    "which was not touched. None of this code ran."
+)
+"""The ending note of an execution withdrawn while held."""
 
 
 class KernelHost:
@@ -197,6 +213,8 @@ class KernelHost:
             ``restarted`` (a namespace was lost) or ``started_by_restart``, with the new kernel's status.
 
         Raises:
+            RestartRefused: the configuration names a kernel that cannot start (a kernel spec
+                that does not exist): checked first, so the running kernel is left as it was.
             KernelNotReady: the new kernel could not start (state ``error``).
         """
         if not self.owns_kernel:
@@ -205,11 +223,26 @@ class KernelHost:
             raise self._not_ready(KernelState.STARTING)
         try:
             had = self._process is not None
+            if had:
+                self._check_next_start()
             self._teardown(note="The kernel was restarted while this ran; its namespace is gone.")
             status = self._launch()
         finally:
             self._life.release()
         return KernelStart(StartOutcome.RESTARTED if had else StartOutcome.STARTED_BY_RESTART, status)
+
+    def _check_next_start(self) -> None:
+        """Refuse a restart whose new kernel cannot start, before the running one is stopped."""
+        try:
+            self._new_process().check()
+        except StartFailed as exc:
+            raise RestartRefused(
+                f"Restart refused: {exc}",
+                reason=str(exc),
+                setting=exc.setting,
+                wanted=exc.wanted,
+                config_file=str(self._settings.config_file),
+            ) from None
 
     def reconfigure(self, settings: Settings) -> None:
         """Use ``settings`` from the next start on (a running kernel keeps running as it is)."""
@@ -389,15 +422,29 @@ class KernelHost:
             process = self._process
             ex = self._client.current
         if ex is None or process is None:
-            return Interruption(None)
+            return Interruption(None, behind=self._client.foreign)
+        behind = self._client.foreign
+        if self._client.withdraw(ex, note=WITHDRAWN_NOTE):
+            self._note_withdrawn(ex)
+            return Interruption(ex.job_id, ex.status, stopped=True, withdrawn=True, behind=behind)
         wait = min(10.0, self._settings.kernel.request_timeout)
         # ipykernel ignores SIGINT until it starts handling a request, so a signal sent while the
         # request is still queued (a loaded machine) is dropped and the code runs on: send it once
-        # the kernel has announced the code; a kernel that never announces gets it after the wait.
-        ex.began.wait(wait)
+        # the kernel has announced the code. Queued behind another client's cell (one that began
+        # as ours was sent, or before this server joined), a signal would stop that cell: refused.
+        if not ex.began.wait(0.0 if behind is not None else wait):
+            behind = self._client.foreign
+            if behind is not None or not process.owned:
+                return Interruption(ex.job_id, ex.status, refused=True, behind=behind)
         process.interrupt(self._client.send_interrupt_request)
         stopped = self._client.wait_interrupted(ex, wait)
         return Interruption(ex.job_id, ex.status, stopped, wait)
+
+    def _note_withdrawn(self, ex: Execution) -> None:
+        """Tell the scientist's side (their console or notebook shows it after their cell)."""
+        link = self._link
+        if link is not None:
+            link.note_withdrawn(ex.job_id, ex.code)
 
     def inspect(self, path: str) -> dict[str, Any]:
         """Describe ``path`` (a dotted name like ``img`` or ``np.ndarray.shape``) from the kernel.
@@ -452,6 +499,9 @@ class KernelHost:
                 kernel_spec=self._spec_desc or (self._settings.kernel.name or "this server's Python"),
                 current_job=self._client.current_job(),
                 plugins_loaded=[p.get("source", p.get("name")) for p in boot.get("loaded", [])],
+                builtin_helpers=[
+                    name for p in boot.get("builtin", []) if isinstance(p, dict) for name in p.get("names", [])
+                ],
                 plugins_failed=[
                     {"plugin": p.get("source", p.get("name")), "error": p.get("error", "")}
                     for p in boot.get("failed", [])
@@ -463,6 +513,7 @@ class KernelHost:
                 session_notebook=self._client.notebook_status(),
                 server_pid=os.getpid(),
                 existing=proc.get("existing"),
+                other_cell=self._client.other_cell(),
             )
 
 

@@ -14,6 +14,7 @@ import logging
 import os
 import stat
 import threading
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 from biopb_mcp.fs import nofollow
@@ -48,16 +49,29 @@ class ImageFiles:
         self._bytes = 0
         """The folder's size as of the last sweep plus what this process saved since."""
 
-    def save(self, name: str, data: bytes) -> Path:
-        """Write ``data`` as ``name`` (0600, never through a link planted there) and sweep if due.
+    def save(self, name: str, data: bytes | Iterable[bytes]) -> Path:
+        """Write ``data`` (bytes, or chunks written as they come) as ``name`` (0600, never through
+        a link planted there) and sweep if due.
 
         Raises:
             OSError: the folder or the file cannot be written.
         """
-        nofollow.write_atomic(self.directory, name, data, durable=False)
+        written = 0
+
+        def counted(chunks: Iterable[bytes]) -> Iterator[bytes]:
+            nonlocal written
+            for chunk in chunks:
+                written += len(chunk)
+                yield chunk
+
+        if isinstance(data, bytes):
+            nofollow.write_atomic(self.directory, name, data, durable=False)
+            written = len(data)
+        else:
+            nofollow.write_atomic(self.directory, name, counted(data), durable=False)
         with self._lock:
             self._files += 1
-            self._bytes += len(data)
+            self._bytes += written
             due = (
                 self._since_sweep is None
                 or self._since_sweep + 1 >= _SWEEP_EVERY

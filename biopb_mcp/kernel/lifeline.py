@@ -21,6 +21,7 @@ import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
+from biopb_mcp.fs import process_groups
 from biopb_mcp.fs.runtime import private_runtime_dir
 
 logger = logging.getLogger(__name__)
@@ -143,12 +144,12 @@ def kill_group(proc: subprocess.Popen[bytes], pgid: int | None, grace: float = 1
     Never signals the server's own group (a kernel launched without its own session would
     share it).
     """
-    own = os.getpgrp()
+    own = process_groups.own_group()
 
     def signal_group(sig: signal.Signals) -> None:
         if pgid is not None and pgid != own:
             with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.killpg(pgid, sig)
+                process_groups.signal_group(pgid, sig)
         elif proc.poll() is None:
             with contextlib.suppress(ProcessLookupError):
                 proc.send_signal(sig)

@@ -6,8 +6,9 @@ files in the private runtime dir, named after the kernel (a hash of its connecti
 same kernel gets the same name whatever path its connection file was reached by):
 
 * ``agent-<id>.json``, written by the server only: its pid and transport, whether it owns the
-  kernel, the session notebook it records into, and the code the agent last submitted. The
-  magics read it for ``%biopb status`` and ``%biopb log``.
+  kernel, the session notebook it records into, the code the agent last submitted, and the
+  request it last withdrew behind the scientist's cell. The magics read it for ``%biopb
+  status`` and ``%biopb log``, and a cell hook in the kernel for the withdrawal note.
 * ``pause-<id>.json``, written by the magics only: while it exists the server runs none of the
   agent's code in that kernel. Its presence is the whole signal; the content (when, why) is
   shown to the agent.
@@ -96,6 +97,11 @@ class AgentPresence:
     last_submitted: float | None = None
     exited: float | None = None
     """When the server left (it keeps the file so the magics can say so); None while it runs."""
+    withdrawn_job: str | None = None
+    withdrawn_code: str | None = None
+    withdrawn_at: float | None = None
+    """The agent's last request withdrawn while the scientist's cell ran (never sent): the
+    kernel's cell hook tells the scientist after that cell."""
 
     @property
     def alive(self) -> bool:
@@ -142,6 +148,9 @@ _PRESENCE_FIELDS: dict[str, _Check] = {
     "last_code": _optional(_text(CODE_HEAD_CHARS)),
     "last_submitted": _optional(_stamp),
     "exited": _optional(_stamp),
+    "withdrawn_job": _optional(_text(64)),
+    "withdrawn_code": _optional(_text(CODE_HEAD_CHARS)),
+    "withdrawn_at": _optional(_stamp),
 }
 """Each field of the presence file and what a valid value is."""
 
@@ -229,6 +238,24 @@ class KernelLink:
         presence.last_code = code[:CODE_HEAD_CHARS]
         with contextlib.suppress(OSError):
             self.announce(presence)
+
+    def note_withdrawn(self, job_id: str, code: str) -> None:
+        """Record a request of the agent's withdrawn behind the scientist's cell; silently skipped
+        without a presence file of this server."""
+        presence = self.presence()
+        if presence is None or presence.server_pid != os.getpid():
+            return
+        presence.withdrawn_job, presence.withdrawn_at = job_id[:64], time.time()
+        presence.withdrawn_code = code[:CODE_HEAD_CHARS]
+        with contextlib.suppress(OSError):
+            self.announce(presence)
+
+    def agent_file(self) -> Path:
+        """Where the presence file is (its private dir is made if missing; raises OSError when
+        the runtime dir is unusable)."""
+        directory = self._dir(create=True)
+        assert directory is not None
+        return directory / self._name("agent")
 
     def leave(self) -> None:
         """Say this server left (if this process wrote the presence file); never raises.

@@ -51,6 +51,7 @@ from typing import Any
 
 from biopb_mcp.fs.notebook_file import SLOT_BYTES, NotebookFile, mend_torn
 from biopb_mcp.kernel.cell_names import cell_names
+from biopb_mcp.kernel.lines import collapse
 
 logger = logging.getLogger(__name__)
 
@@ -68,6 +69,9 @@ CELL_BUDGET_OUTPUTS = 10
 MAX_SESSION_BYTES = 128 * 1024 * 1024
 """Size of one notebook past which cells are still recorded (code, status) but without outputs:
 a notebook much bigger than this no longer opens comfortably in JupyterLab."""
+
+NOTE_MAX_CHARS = 10_000
+"""Most characters a markdown note (a doc read or write) keeps."""
 
 MAX_EARLY_CELLS = 200
 """Doc notes kept from before the first kernel start (they open its notebook)."""
@@ -213,10 +217,15 @@ class OutputCollector:
         self._room -= used
         if cut:
             self._stream_full.add(name)
+        # a progress bar's redraws (carriage returns) keep only the line's last state
         if last is not None and last["output_type"] == "stream" and last["name"] == name:
-            last["text"] += text
+            if "\r" in text:
+                start = last["text"].rfind("\n") + 1  # only the last line can be redrawn
+                last["text"] = last["text"][:start] + collapse(last["text"][start:] + text)
+            else:
+                last["text"] += text
         else:
-            self._outputs.append({"output_type": "stream", "name": name, "text": text})
+            self._outputs.append({"output_type": "stream", "name": name, "text": collapse(text)})
 
     def _bounded_error(self, content: dict[str, Any]) -> dict[str, Any]:
         """An error output cut like a stream: the message and the traceback share one unit, the
@@ -250,7 +259,7 @@ class OutputCollector:
         kept: dict[str, Any] = {}
         notes: list[str] = []
         for mime, value in data.items():
-            if mime.startswith("image/") and isinstance(value, str) and not mime.endswith("+xml"):
+            if mime.startswith("image/") and isinstance(value, (str, memoryview)) and not mime.endswith("+xml"):
                 if len(value) > self._image_room:
                     notes.append(
                         f"[biopb-mcp: a {mime} image of {len(value) * 3 // 4} bytes is not "
@@ -258,7 +267,7 @@ class OutputCollector:
                     )
                     continue
                 self._image_room -= len(value)
-                kept[mime] = value
+                kept[mime] = value if isinstance(value, str) else bytes(value).decode("ascii", "replace")
             elif isinstance(value, str):
                 room = min(self._max, self._room)
                 text, cut = _truncated(value, room)
@@ -380,7 +389,13 @@ class SessionRecorder:
         self._put("code", (code, collector, dict(meta), time.time()))
 
     def markdown(self, text: str) -> None:
-        """Record a short note (a doc read or write) as a markdown cell."""
+        """Record a short note (a doc read or write) as a markdown cell, cut to
+        :data:`NOTE_MAX_CHARS`: a write's note quotes its diff, and before the kernel starts the
+        notes wait in memory, so an unbounded note made every edit of a big doc stay there (the
+        doc's history keeps every text)."""
+        room = min(self.max_output_chars, NOTE_MAX_CHARS)
+        if len(text) > room:
+            text = _truncated(text, room)[0]
         self._put("markdown", (text, time.time()))
 
     def outside_code(self, code: str) -> None:

@@ -25,9 +25,11 @@ from typing import TYPE_CHECKING, Any
 
 from jupyter_client.connect import write_connection_file
 
+from biopb_mcp.fs import process_groups
 from biopb_mcp.fs.runtime import CONFIG_DIR_KEY, kernel_stem
 from biopb_mcp.kernel import lifeline, plugins
 from biopb_mcp.kernel.inside import INSIDE_DIR
+from biopb_mcp.kernel.link import link_id
 
 if TYPE_CHECKING:
     from biopb_mcp.config.settings import Settings
@@ -40,6 +42,15 @@ BOOTSTRAP_FILE = INSIDE_DIR / "bootstrap.py"
 
 SOCKETS = range(1, 6)
 """Port numbers of the five IPC sockets ``write_connection_file`` assigns (``<prefix>-<N>``)."""
+
+
+def kernel_transport() -> str:
+    """``ipc`` (Unix sockets in the private runtime dir: only this user can connect) where libzmq
+    has it; else ``tcp`` on loopback (Windows builds without it), where any local process can
+    connect and only the connection file's key keeps it out."""
+    import zmq
+
+    return "ipc" if zmq.has("ipc") else "tcp"
 
 
 class StartFailed(Exception):
@@ -91,6 +102,11 @@ class KernelProcess(ABC):
     def start(self, remaining: Callable[[], float]) -> Connection:
         """Bring the kernel up far enough to connect; ``remaining()`` raises StartFailed once
         the start must give up."""
+
+    def check(self) -> None:
+        """Raise StartFailed when ``start`` would fail on its configuration (a kernel spec that
+        does not exist), without starting anything: a restart checks before it stops the kernel."""
+        return None
 
     def post_start(self) -> None:
         """Called once the kernel answered on every channel; nothing to do unless overridden."""
@@ -191,10 +207,11 @@ class LaunchedKernel(KernelProcess):
             logger.info("runtime dir %s is too long for IPC socket paths; sockets in %s", runtime, sock_dir)
         # `biopb-mcp console` joins only kernels of its own config (Jupyter ignores extra keys)
         own: dict[str, Any] = {CONFIG_DIR_KEY: str(settings.config_dir)}
+        transport = kernel_transport()
         _, info = write_connection_file(
             str(conn),
-            ip=str(prefix),
-            transport="ipc",
+            ip=str(prefix) if transport == "ipc" else "127.0.0.1",
+            transport=transport,
             key=uuid.uuid4().hex.encode(),
             kernel_name=ks.name or "python3",
             **own,
@@ -215,6 +232,8 @@ class LaunchedKernel(KernelProcess):
             BIOPB_MCP_KERNEL_LOG=str(log_path),
         )
         env.update(plugins.kernel_env(settings))
+        # the presence file the server shares with this kernel: its cell hook reads it
+        env["BIOPB_MCP_AGENT_FILE"] = str(runtime / f"agent-{link_id(dict(info), conn)}.json")
         env.pop("JPY_PARENT_PID", None)
         if is_python and "MPLBACKEND" not in spec_env:
             # figures must come back to the agent as PNGs, whatever backend the user's shell
@@ -225,18 +244,18 @@ class LaunchedKernel(KernelProcess):
         self.connection = self._plan.connection
         return self._plan
 
-    def _kernel_command(self, conn: Path) -> tuple[list[str], dict[str, str], str, bool]:
-        """(argv, extra env, description, is_python) for ``kernel.name``, formatted by jupyter_client."""
-        name = self._settings.kernel.name
-        if not name:
-            argv = [sys.executable, "-m", "ipykernel_launcher", "-f", str(conn)]
-            return argv, {}, f"this server's Python ({sys.executable})", True
+    def check(self) -> None:
+        """Find ``kernel.name``'s spec (raises StartFailed naming the specs there are)."""
+        if self._settings.kernel.name:
+            self._manager(None)
+
+    def _manager(self, conn: Path | None) -> Any:
+        """jupyter_client's KernelManager for ``kernel.name`` with its spec found; StartFailed if none."""
         from jupyter_client.kernelspec import NoSuchKernel
         from jupyter_client.manager import KernelManager
 
-        # jupyter_client's own formatting: {connection_file}, {resource_dir}, {prefix}, and a
-        # bare "python" in argv[0] becomes this interpreter, exactly as `jupyter console` runs it
-        manager = KernelManager(kernel_name=name, connection_file=str(conn))
+        name = self._settings.kernel.name
+        manager = KernelManager(kernel_name=name, **({"connection_file": str(conn)} if conn else {}))
         try:
             spec = manager.kernel_spec
         except NoSuchKernel:
@@ -250,6 +269,18 @@ class LaunchedKernel(KernelProcess):
                 wanted='to one of those, or to "" for the server\'s own Python',
             ) from None
         assert spec is not None  # a non-empty name either finds a spec or raises
+        return manager
+
+    def _kernel_command(self, conn: Path) -> tuple[list[str], dict[str, str], str, bool]:
+        """(argv, extra env, description, is_python) for ``kernel.name``, formatted by jupyter_client."""
+        name = self._settings.kernel.name
+        if not name:
+            argv = [sys.executable, "-m", "ipykernel_launcher", "-f", str(conn)]
+            return argv, {}, f"this server's Python ({sys.executable})", True
+        # jupyter_client's own formatting: {connection_file}, {resource_dir}, {prefix}, and a
+        # bare "python" in argv[0] becomes this interpreter, exactly as `jupyter console` runs it
+        manager = self._manager(conn)
+        spec = manager.kernel_spec
         self.interrupt_mode = spec.interrupt_mode or "signal"
         argv = manager.format_kernel_cmd()
         return argv, dict(spec.env or {}), f"{name} ({spec.resource_dir})", spec.language == "python"
@@ -273,7 +304,7 @@ class LaunchedKernel(KernelProcess):
         finally:
             os.close(read_fd)
         self._proc, self._lifeline_w = proc, write_fd
-        self._pgid = os.getpgid(proc.pid)
+        self._pgid = process_groups.group_of(proc.pid)
 
     def post_start(self) -> None:
         """Tighten the sockets to 0600 (bound under umask 0o077 already): agent code may print secrets."""
@@ -304,9 +335,9 @@ class LaunchedKernel(KernelProcess):
     def interrupt(self, send_interrupt_request: Callable[[], None]) -> None:
         if self.interrupt_mode == "message":
             send_interrupt_request()
-        elif self._pgid is not None and self._pgid != os.getpgrp():
+        elif self._pgid is not None and self._pgid != process_groups.own_group():
             with contextlib.suppress(ProcessLookupError):
-                os.killpg(self._pgid, signal.SIGINT)
+                process_groups.signal_group(self._pgid, signal.SIGINT)
         elif self._proc is not None:
             self._proc.send_signal(signal.SIGINT)
 

@@ -65,6 +65,7 @@ class KernelStatus:
     kernel_spec: str
     current_job: dict[str, Any] | None
     plugins_loaded: list[str]
+    builtin_helpers: list[str]
     plugins_failed: list[dict[str, str]]
     bootstrap_errors: list[str]
     parent_death_watch: bool
@@ -74,3 +75,5 @@ class KernelStatus:
     server_pid: int
     existing: str | None = None
     """The ``kernel.existing`` spec a joined kernel was found by."""
+    other_cell: dict[str, Any] | None = None
+    """A cell another client (the scientist's console or notebook) runs now: source, code, seconds."""

@@ -31,6 +31,7 @@ from biopb_mcp.server.tools.docs import register_doc_tools
 from biopb_mcp.server.tools.kernel import register_kernel_tools
 from biopb_mcp.server.tools.viewer import register_viewer_tools
 from biopb_mcp.server.trace import Tracer
+from biopb_mcp.server.unsendable import answers_middleware
 from biopb_mcp.text import kernel as kernel_text
 from biopb_mcp.text.instructions import compose_instructions
 
@@ -116,7 +117,8 @@ def build_server(settings: Settings, *, trace: Path | None = None) -> tuple[MCPS
     if recorder is not None:
         state.at_exit.append(recorder.close)
     instructions = _instructions_middleware(store)
-    middleware = [instructions]
+    # outermost but for the trace: it checks each answer as the transport will get it
+    middleware = [answers_middleware(), instructions]
     if state.tracer is not None:
         middleware.insert(0, _trace_middleware(state.tracer))
     mcp: MCPServer = MCPServer(
@@ -130,8 +132,8 @@ def build_server(settings: Settings, *, trace: Path | None = None) -> tuple[MCPS
     register_kernel_tools(mcp, state)
     register_viewer_tools(mcp, state)
     register_doc_tools(mcp, state)
-    state.notifier = install_resources(mcp, store)
-    prompts = install_prompts(mcp, store, state.notifier)
+    state.notifier = install_resources(mcp, store, max_bytes=settings.kernel.max_result_bytes)
+    prompts = install_prompts(mcp, store, state.notifier, settings.kernel.max_result_bytes)
     install_completions(mcp, store, prompts, state.kernel)
     # traced, around the rest: its answer to prompts/get and initialize is the last word
     mcp.middleware.insert(mcp.middleware.index(instructions), spec_middleware(mcp, prompt_names=prompts.names))

@@ -8,10 +8,10 @@ the demo with exit code 1 and says what failed. Server, kernel and temp tree are
 
 from __future__ import annotations
 
-import ast
 import base64
 import json
 import os
+import re
 import shutil
 import sys
 import tempfile
@@ -26,10 +26,14 @@ from biopb_mcp.fs.runtime import pid_alive
 from biopb_mcp.kernel.lifeline import without_banners
 from biopb_mcp.text.kernel import split_job_line
 
-__all__ = ["DEFAULT_IMAGE", "run_demo"]
+__all__ = ["run_demo"]
 
-DEFAULT_IMAGE = Path(tempfile.gettempdir()) / "biopb-demo-nuclei.png"
-"""Where the returned image is saved: outside the temp tree, so it outlives the demo to be opened."""
+IMAGE_NAME = "nuclei.png"
+"""The returned image's name in the temp tree, where it goes unless the user names a file to keep."""
+
+SHARE_CLAUSE = re.compile(r" \(share it: [^)]*\)")
+"""start_kernel's console command: it names this run's server, gone (with the runtime dir the
+command looks in) when the demo ends, so the transcript leaves it out."""
 
 NOTE_ID = "demo-note"
 
@@ -52,21 +56,26 @@ for gy in range(4):
             placed.append((12 + 24 * gy + rng.randint(-3, 3), 12 + 24 * gx + rng.randint(-3, 3)))
 try:
     import numpy as np
-    from skimage import filters, measure
+    from skimage import filters, measure, segmentation
 
     yy, xx = np.mgrid[:size, :size]
     img = np.random.default_rng(7).normal(20, 4, (size, size))
     for cy, cx in placed:
         img[(yy - cy) ** 2 + (xx - cx) ** 2 <= 36] += 100
-    mask = img > filters.threshold_otsu(img)
-    labels = measure.label(mask)
-    areas = [r.area for r in measure.regionprops(labels)]
-    found = int(sum(area >= 20 for area in areas))  # a noise speck is a few pixels, a nucleus ~110
+    labels = measure.label(img > filters.threshold_otsu(img))
+    kept = [r.label for r in measure.regionprops(labels) if r.area >= 20]  # a noise speck is a few pixels, a nucleus ~110
+    found = len(kept)
     how = "skimage"
-    pixels = (mask * 255).astype("uint8").tolist()
+    grey = np.clip((img - img.min()) / np.ptp(img) * 255, 0, 255).astype("uint8").tolist()
+    edge = segmentation.find_boundaries(np.isin(labels, kept), mode="inner").tolist()
 except ImportError:  # no imaging extra: the same analysis in plain Python
+    noise = random.Random(7)
     mask = [[any((y - cy) ** 2 + (x - cx) ** 2 <= 36 for cy, cx in placed) for x in range(size)]
             for y in range(size)]
+    grey = [[min(255, max(0, int(noise.gauss(40, 8) + 180 * v))) for v in row] for row in mask]
+    edge = [[mask[y][x] and not all(0 <= y + dy < size and 0 <= x + dx < size and mask[y + dy][x + dx]
+                                    for dy, dx in ((1, 0), (-1, 0), (0, 1), (0, -1)))
+             for x in range(size)] for y in range(size)]
     seen, found = set(), 0
     for y in range(size):
         for x in range(size):
@@ -80,20 +89,22 @@ except ImportError:  # no imaging extra: the same analysis in plain Python
                     seen.add((py, px))
                     stack += [(py + 1, px), (py - 1, px), (py, px + 1), (py, px - 1)]
     how = "python"
-    pixels = [[255 if v else 0 for v in row] for row in mask]
 
-def png(rows):
-    raw = b"".join(b"\x00" + bytes(row) for row in rows)
+def png(rows):  # rows of (r, g, b), each row scaled up 3x so the outlines are easy to see
+    raw = b"".join(b"\x00" + bytes(c for px in row for c in px * 3) for row in rows for _ in range(3))
     def chunk(kind, data):
         return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
-    head = struct.pack(">IIBBBBB", len(rows[0]), len(rows), 8, 0, 0, 0, 0)
+    head = struct.pack(">IIBBBBB", 3 * len(rows[0]), 3 * len(rows), 8, 2, 0, 0, 0)
     return b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", head) + chunk(b"IDAT", zlib.compress(raw)) + chunk(b"IEND", b"")
 
-display(Image(data=png(pixels)))
-(len(placed), found, how)
+display(Image(data=png([[(255, 40, 40) if e else (g, g, g) for g, e in zip(gs, es)] for gs, es in zip(grey, edge)])))
+print(f"placed {len(placed)} nuclei, found {found} ({how})")
 """
-"""Run in the kernel: make an image, count its nuclei, display the mask as a PNG; its value is
-(placed, found, method key), short enough that IPython prints it on one line."""
+"""Run in the kernel: make an image, count its nuclei, display the image with the found nuclei
+outlined; it prints one line, placed and found and the method's key, that the demo reads."""
+
+RESULT_LINE = re.compile(r"^placed (\d+) nuclei, found (\d+) \((\w+)\)$", re.MULTILINE)
+"""The line the analysis prints."""
 
 METHODS = {
     "skimage": "numpy + scikit-image (Otsu threshold, connected components, area >= 20 px)",
@@ -185,7 +196,9 @@ async def _walk(client: Any, t: _Transcript, image_path: Path, state: dict[str, 
         t.show(instructions[index_at:], lines=4)
 
     async def start_kernel() -> None:
-        t.show(_check(await client.call_tool("start_kernel", {}), "start_kernel"), lines=3)
+        text = SHARE_CLAUSE.sub("", _check(await client.call_tool("start_kernel", {}), "start_kernel"))
+        t.show(text, lines=3)
+        t.show("(with your own server running, `biopb-mcp console` attaches a terminal to its kernel)")
         # known from here on, so clean-up can wait for the kernel to go even if a later step fails
         report = json.loads(_check(await client.call_tool("server_status", {}), "server_status"))
         state["kernel_pid"] = report.get("kernel", {}).get("pid")
@@ -198,12 +211,11 @@ async def _walk(client: Any, t: _Transcript, image_path: Path, state: dict[str, 
             await anyio.sleep(0.2)
             result = await client.call_tool("poll_job", {"job_id": job.job_id})
             text, job = split_job_line(_check(result, "poll_job"))
-        last = text.strip().splitlines()[-1] if text.strip() else ""
-        try:
-            placed, found, how = ast.literal_eval(last)
-        except (ValueError, SyntaxError, TypeError):
-            raise StepFailed(f"execute_code returned no (placed, found, how) result: {text.strip()[:300]}") from None
-        t.show(f"placed {placed} nuclei, found {found} with {METHODS.get(how, how)}\n{text}", lines=4)
+        match = RESULT_LINE.search(text)
+        if match is None:
+            raise StepFailed(f"execute_code printed no result line: {text.strip()[:300]}")
+        placed, found, how = int(match[1]), int(match[2]), match[3]
+        t.show(f"placed {placed} nuclei, found {found} with {METHODS.get(how, how)}")
         if placed != found:
             raise StepFailed(f"the analysis counted {found} nuclei where {placed} were placed")
         images = [block for block in result.content if getattr(block, "type", "") == "image"]
@@ -216,7 +228,9 @@ async def _walk(client: Any, t: _Transcript, image_path: Path, state: dict[str, 
         if not data.startswith(b"\x89PNG"):
             raise StepFailed("the returned image is not a PNG")
         image_path.write_bytes(data)
-        t.show(f"{len(data):,} bytes of PNG (the nuclei mask), saved to {image_path}")
+        t.show(f"{len(data):,} bytes of PNG (the image, found nuclei outlined in red), saved to {image_path}")
+        if not state.get("image_kept", True):
+            t.show("(removed with the temporary tree; `biopb-mcp demo --image FILE` keeps it)")
 
     async def read_doc() -> None:
         text = _check(await client.call_tool("read_doc", {"id": "segment-nuclei"}), "read_doc")
@@ -279,11 +293,14 @@ async def _run(out: TextIO, root: Path, image_path: Path, state: dict[str, Any],
     t.show("server and kernel stopped")
 
 
-def run_demo(out: TextIO = sys.stdout, image_path: Path = DEFAULT_IMAGE) -> int:
-    """Run the demo, printing its transcript to ``out``; returns the exit code (0 ok, 1 a step failed)."""
+def run_demo(out: TextIO = sys.stdout, image_path: Path | None = None) -> int:
+    """Run the demo, printing its transcript to ``out``; returns the exit code (0 ok, 1 a step
+    failed). The returned image is saved to ``image_path`` and kept, or with None into the temp
+    tree, which goes at the end: a demo leaves nothing behind unless asked."""
     started = time.monotonic()
     root = Path(tempfile.mkdtemp(prefix="biopb-demo-"))
-    state: dict[str, Any] = {"step": "set up a temporary config tree"}
+    state: dict[str, Any] = {"step": "set up a temporary config tree", "image_kept": image_path is not None}
+    image_path = image_path or root / IMAGE_NAME
     out.write(
         f"biopb-mcp demo: the real server over stdio, in a temporary config tree {root}\n"
         "(your own config and docs are not used; the tree is removed at the end)\n"
@@ -316,7 +333,9 @@ def run_demo(out: TextIO = sys.stdout, image_path: Path = DEFAULT_IMAGE) -> int:
     tidy = "removed" if not root.exists() else "could not be removed"
     out.write(
         f"    temporary tree {root} {tidy}\n\nok: every step passed in "
-        f"{time.monotonic() - started:.1f} s. The image is kept at {image_path}.\n"
+        f"{time.monotonic() - started:.1f} s."
+        + (f" The image is kept at {image_path}." if state["image_kept"] else "")
+        + "\n"
     )
     out.flush()
     return 0

@@ -68,9 +68,10 @@ def setup_logging(settings: Settings, *, stderr: bool) -> None:
     log_file = settings.log_file
     try:
         log_file.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-        # the handler creates every file 0600: logs quote agent code and doc text
+        # the handler creates every file 0600: logs quote agent code and doc text; a path that is
+        # not UTF-8 (a lone surrogate) is written as its escape, never a "Logging error"
         file_handler: logging.Handler = PrivateRotatingFileHandler(
-            log_file, maxBytes=LOG_MAX_BYTES, backupCount=LOG_BACKUPS, encoding="utf-8"
+            log_file, maxBytes=LOG_MAX_BYTES, backupCount=LOG_BACKUPS, encoding="utf-8", errors="backslashreplace"
         )
     except OSError as exc:
         raise ConfigError(

@@ -103,11 +103,7 @@ def _history(page: HistoryPage, calls: Calls | None) -> str:
         return f"No history for {doc_id!r} yet: versions are kept from its first {writer} on (at most {page.keep})."
     head = f"History of {doc_id}: {len(kept)} version{'s' if len(kept) != 1 else ''} kept (at most {page.keep})."
     if calls is not None:
-        repr_id = f'"{doc_id}"'
-        head += (
-            f" Read one with {calls.read(f'{doc_id}@v<N>')}; restore one with "
-            f"{calls.write(repr_id, 'body=<its text>')}."
-        )
+        head += f" Read one with {calls.read(f'{doc_id}@v<N>')}; restore one with {calls.restore(doc_id, None)}."
     lines = [head, ""]
     for v in kept:
         mark = " (current)" if v is kept[-1] and v.sha == page.current_sha else ""
@@ -128,5 +124,5 @@ def _version(page: VersionPage, calls: Calls | None) -> str:
     v = page.version
     header = f"{page.doc_id}@v{v.n} — version {v.n}, saved {v.time} ({v.source}, {v.size:,} bytes)."
     if calls is not None:
-        header += f" Restore it with {calls.write(chr(34) + page.doc_id + chr(34), 'body=<the text below>')}."
+        header += f" Restore it with {calls.restore(page.doc_id, v.n)}."
     return header + "\n\n" + page.text

@@ -37,6 +37,8 @@ class Calls:
     """What writes docs, named in a sentence ("its first write_doc")."""
     reader: str
     """What reads docs, named in a sentence ("copy it from read_doc")."""
+    restore: Callable[[str, int | None], str]
+    """The way to put a kept version back: (id, its number, None for any) -> the call."""
 
 
 FOR_AGENT = Calls(
@@ -44,6 +46,7 @@ FOR_AGENT = Calls(
     write=lambda doc_id, args: f"write_doc({doc_id}, {args})",
     writer="write_doc",
     reader="read_doc",
+    restore=lambda doc_id, n: f'write_doc("{doc_id}", body=<{"its text" if n is None else "the text below"}>)',
 )
 """Tool calls, for the agent."""
 
@@ -52,8 +55,9 @@ FOR_TERMINAL = Calls(
     write=lambda doc_id, args: "the agent's write_doc",
     writer="write_doc (the agent's tool)",
     reader="biopb-mcp docs read",
+    restore=lambda doc_id, n: f"biopb-mcp docs restore {doc_id} v{'<N>' if n is None else n}",
 )
-"""Commands, for a person at a terminal (who cannot write docs from the CLI)."""
+"""Commands, for a person at a terminal (who writes docs only by restoring a kept version)."""
 
 
 def refusal(exc: DocError, calls: Calls) -> str:
@@ -87,17 +91,29 @@ def refusal(exc: DocError, calls: Calls) -> str:
 
 
 def format_hits(hits: Sequence[Hit], query: str, calls: Calls) -> str:
-    """Search hits as a numbered list, best first, each with id, section, origin and snippet."""
+    """Search hits as a numbered list, best first, each with id, section, origin and snippet; weak
+    hits (a few common words shared) are listed under their own line, so none passes for an answer."""
     about = f" for {shown_query(query)}" if query else ""
+    retry = f"Try fewer or different words, or {calls.read('index')} to browse the docs."
     if not hits:
-        return f"No matches{about}. Try fewer or different words, or {calls.read('index')} to browse the docs."
-    noun = "match" if len(hits) == 1 else "matches"
-    blocks = [f"{len(hits)} {noun}{about}, best first (open one with {calls.read('<id>')}):"]
-    for n, hit in enumerate(hits, 1):
-        blocks.append(
-            f"{n}. {hit.doc_id} — § {hit.heading}  [{ORIGIN_WORDS[hit.origin]}, score {hit.score:g}]\n   {hit.snippet}"
-        )
+        return f"No matches{about}. {retry}"
+    strong = [hit for hit in hits if not hit.weak]
+    weak = [hit for hit in hits if hit.weak]
+    if strong:
+        noun = "match" if len(strong) == 1 else "matches"
+        blocks = [f"{len(strong)} {noun}{about}, best first (open one with {calls.read('<id>')}):"]
+    else:
+        blocks = [f"No strong matches{about}. {retry}"]
+    blocks += [_hit_line(n, hit) for n, hit in enumerate(strong, 1)]
+    if weak:
+        noun = "match shares" if len(weak) == 1 else "matches share"
+        blocks.append(f"{'Then ' if strong else ''}{len(weak)} weak {noun} only a few common words with the query:")
+        blocks += [_hit_line(n, hit) for n, hit in enumerate(weak, len(strong) + 1)]
     return "\n\n".join(blocks)
+
+
+def _hit_line(n: int, hit: Hit) -> str:
+    return f"{n}. {hit.doc_id} — § {hit.heading}  [{ORIGIN_WORDS[hit.origin]}, score {hit.score:g}]\n   {hit.snippet}"
 
 
 def write_report(result: WriteResult, calls: Calls) -> str:

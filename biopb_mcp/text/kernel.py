@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import importlib.util
 import re
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -18,6 +19,7 @@ from biopb_mcp.errors import (
     KernelError,
     KernelNotOwned,
     KernelNotReady,
+    RestartRefused,
 )
 from biopb_mcp.kernel import (
     ExecutionStatus,
@@ -28,6 +30,7 @@ from biopb_mcp.kernel import (
     Rendered,
     StartOutcome,
 )
+from biopb_mcp.text.install import install_command
 
 __all__ = [
     "JOB_LINE",
@@ -42,8 +45,10 @@ __all__ = [
     "job_line",
     "not_owned",
     "notebook_about",
+    "overflow_note",
     "parse_job_line",
     "rendered_text",
+    "restart_refused",
     "split_job_line",
     "started",
     "summary",
@@ -85,15 +90,24 @@ def busy(exc: KernelBusy) -> str:
     job = exc.job_id
     if not job:
         return "inspect_object is running; retry in a moment."
-    return f"{exc} ({job} is running: poll_job('{job}') to follow it, interrupt_kernel to stop it.)"
+    # ends with the job line, as every answer about a job does: a client follows the running job by it
+    return (
+        f"{exc} ({job} is running: poll_job('{job}') to follow it, interrupt_kernel to stop it.)\n"
+        f"[{job}: {ExecutionStatus.RUNNING}]"
+    )
 
 
 def job_not_found(exc: JobNotFound) -> str:
     """What a job id looks like, and the ones that exist."""
     hint = f" Recent ids: {', '.join(exc.recent)}." if exc.recent else " No code has run yet."
+    if exc.notebook:
+        hint += (
+            f" {exc.job_id} itself was forgotten to bound memory (kernel.max_kept_bytes); its cell, with "
+            f"its output as recorded, is in the session notebook {exc.notebook}."
+        )
     return (
         f"No job {exc.job_id!r} (ids have the form job-<N>, as execute_code returns them; only the "
-        f"last {exc.kept} executions are kept).{hint}"
+        f"last {exc.kept} executions are kept, within kernel.max_kept_bytes).{hint}"
     )
 
 
@@ -103,6 +117,18 @@ def not_owned(exc: KernelNotOwned) -> str:
         f"Refused to {exc.action} the kernel: it belongs to its frontend (the user's notebook or "
         "console); this server only joined it. Ask the user to restart it there if it must be, "
         "then call start_kernel to join it again."
+    )
+
+
+def restart_refused(exc: RestartRefused) -> str:
+    """Why restart_kernel left the running kernel alone, and how to make the restart possible."""
+    advice = ""
+    if exc.setting:
+        where = f" in {exc.config_file}" if exc.config_file else ""
+        advice = f" Set {exc.setting}{where} {exc.wanted}, then call restart_kernel again.".replace(" ,", ",")
+    return (
+        f"Restart refused: the new kernel could not start: {exc.reason} The running kernel was not "
+        f"touched: its namespace is kept and execute_code still runs there.{advice}"
     )
 
 
@@ -116,11 +142,9 @@ def error_text(exc: KernelError) -> str:
         return busy(exc)
     if isinstance(exc, JobNotFound):
         return job_not_found(exc)
+    if isinstance(exc, RestartRefused):
+        return restart_refused(exc)
     return str(exc)
-
-
-CONSOLE_EXTRA_INSTALL = "pip install 'biopb-mcp[console]'"
-"""What installs jupyter-console, which ``biopb-mcp console`` runs."""
 
 
 def connect_command(status: KernelStatus) -> str | None:
@@ -133,7 +157,7 @@ def connect_command(status: KernelStatus) -> str | None:
         return f"jupyter console --existing {status.connection_file}"
     command = f"biopb-mcp console --pid {status.server_pid}"
     if importlib.util.find_spec("jupyter_console") is None:
-        return f"{CONSOLE_EXTRA_INSTALL} && {command}"
+        return f"{install_command('console')} && {command}"
     return command
 
 
@@ -160,7 +184,12 @@ def status_json(status: KernelStatus) -> dict[str, Any]:
         "socket_dir": status.socket_dir,
         "kernel_spec": status.kernel_spec,
         "current_job": status.current_job,
-        "plugins": {"loaded": status.plugins_loaded, "failed": status.plugins_failed},
+        "other_cell": status.other_cell,
+        "plugins": {
+            "built_in": status.builtin_helpers,
+            "loaded": status.plugins_loaded,
+            "failed": status.plugins_failed,
+        },
         "bootstrap_errors": status.bootstrap_errors,
         "parent_death_watch": status.parent_death_watch,
         "kernel_log": status.kernel_log,
@@ -185,8 +214,10 @@ def summary(status: KernelStatus) -> str:
         parts = [f"Kernel ready (pid {status.pid}, {status.kernel_spec})."]
         parts.append(f"Connection file: {status.connection_file} (share it: {connect_command(status)}).")
     loaded, failed = status.plugins_loaded, status.plugins_failed
+    if status.builtin_helpers:
+        parts.append(f"Built-in helpers (inspect_object reads their docstrings): {', '.join(status.builtin_helpers)}.")
     if loaded:
-        parts.append(f"Plugins loaded: {', '.join(Path(p).name if '/' in p else p for p in loaded)}.")
+        parts.append(f"Lab plugins loaded: {', '.join(Path(p).name if '/' in p else p for p in loaded)}.")
     if failed:
         names = "; ".join(f"{f['plugin']} ({f['error']})" for f in failed)
         parts.append(f"Plugins that failed and were skipped: {names}; see {status.kernel_log}.")
@@ -213,11 +244,40 @@ def started(start: KernelStart) -> str:
     return _START_LEADS[start.outcome] + summary(start.status)
 
 
+def _behind(cell: Any) -> str:
+    """``a cell from the console (running for 12 s: time.sleep(30))``."""
+    seconds = max(0.0, time.monotonic() - cell.since)
+    code = f": {cell.code}" if cell.code else ""
+    return f"a cell from the {cell.source} (running for {seconds:.0f} s{code})"
+
+
 def interrupted(result: Interruption) -> str:
-    """Whether the interrupt stopped the job, and where to look next."""
+    """Whether the interrupt stopped the job, withdrew it or was refused, and where to look next."""
     job = result.job_id
+    behind = result.behind
     if job is None:
+        if behind is not None:
+            return (
+                f"None of your code is running. The kernel is running {_behind(behind)}, which is the "
+                "scientist's: interrupt_kernel never interrupts it. Ask the user if it should stop."
+            )
         return "No code is running; nothing to interrupt."
+    if result.withdrawn:
+        where = _behind(behind) if behind is not None else "another client's cell"
+        side = behind.source if behind is not None else "console or notebook"
+        return (
+            f"Withdrew {job}: it was waiting behind {where} and had not been sent, so none of it ran; "
+            f"that cell was not touched, and the scientist's {side} says so after it. Run your code "
+            "again once their cell has finished (execute_code answers busy or waits while it runs)."
+        )
+    if result.refused:
+        where = _behind(behind) if behind is not None else "another client's cell (from the notebook, most likely)"
+        return (
+            f"Not interrupted: {job} has not started. It waits in the kernel behind {where}, and an "
+            "interrupt now would stop that cell instead of your code, so nothing was sent. Your code "
+            f'runs when that cell ends: poll_job("{job}") follows it, and interrupt_kernel stops it once '
+            "it runs. Ask the user to stop their cell if it should not finish."
+        )
     if result.stopped:
         return f'Interrupted {job}: it ended as {result.status}. poll_job("{job}") shows its output.'
     return (
@@ -228,7 +288,12 @@ def interrupted(result: Interruption) -> str:
 
 
 JOB_LINE = re.compile(r"^\[(?P<job_id>job-\d+): (?P<status>[a-z]+)(?:, next_offset=(?P<next_offset>\d+))?\]$")
-"""The last line of every execute_code and poll_job text: ``[job-3: running, next_offset=1200]``.
+"""The last line of every execute_code and poll_job text about a job: ``[job-3: running, next_offset=1200]``.
+
+Every answer that ran, queued or pages code has it, and so does a busy answer (the running job,
+without an offset). An answer about no job has none: no kernel (not started, starting, dead,
+error), the scientist's pause (nothing was sent), an unknown or forgotten job id, a busy answer
+while an inspection (not a job) holds the kernel.
 
 The facts a client follows a job by (its id, its status, where the next page starts) live in
 the text itself, in this fixed form, because several hosts show the model only the structured
@@ -273,6 +338,11 @@ def parse_job_line(text: str) -> JobLine | None:
 
 def _status_header(r: Rendered) -> str:
     secs = f"{r.elapsed:.1f} s"
+    if r.status == ExecutionStatus.RUNNING and r.waiting_behind is not None:
+        return (
+            f"{r.job_id}: waiting behind {_behind(r.waiting_behind)} for {secs}; your code has not "
+            "started. interrupt_kernel withdraws it without touching that cell."
+        )
     if r.status == ExecutionStatus.RUNNING:
         return f"{r.job_id}: running for {secs}; output so far:"
     if r.status == ExecutionStatus.OK:
@@ -341,6 +411,22 @@ def cut_note(limit: int) -> str:
     )
 
 
+def overflow_note(r: Rendered) -> str:
+    """Where the output past an execution's memory bound is: its file, or nowhere."""
+    span = f"chars {r.total_chars}-{r.total_chars + r.dropped} of the output ({r.dropped} chars)"
+    if r.overflow_path is None:
+        return (
+            f"[{span} were not kept in memory (kernel.max_kept_bytes bounds what an execution keeps) "
+            "and could not be saved]"
+        )
+    lost = f"; the last {r.overflow_lost} of them could not be saved" if r.overflow_lost else ""
+    return (
+        f"[{span} were not kept in memory (kernel.max_kept_bytes bounds what an execution keeps): "
+        f"they are saved in {r.overflow_path}{lost}; read them there (e.g. with execute_code), "
+        "poll_job pages only what is kept]"
+    )
+
+
 def rendered_text(r: Rendered) -> str:
     """One page of an execution as the agent reads it: a status line when due, the output, and
     notes on where the rest is (the poll_job offset), what was dropped and why it ended."""
@@ -355,7 +441,16 @@ def rendered_text(r: Rendered) -> str:
         parts.append(r.output)
     elif r.total_chars == 0 and r.status != ExecutionStatus.RUNNING:
         parts.append("(no output)")
-    if r.truncated:
+    if r.tail:
+        parts.append(
+            f"[output truncated: showing chars {r.offset}-{r.end} and {r.tail_offset}-{r.total_chars} of "
+            f"{r.total_chars}; the {r.middle} chars between are not shown: "
+            f'poll_job("{r.job_id}", offset={r.end}) pages them.]'
+        )
+        parts.append(r.tail)
+    if r.open_line:
+        parts.append(r.open_line)
+    if r.truncated and not r.tail:
         parts.append(
             f"[output truncated: showing chars {r.offset}-{r.end} of {r.total_chars}; "
             f'{r.total_chars - r.end} more chars. Read on with poll_job("{r.job_id}", offset={r.end}).]'
@@ -363,10 +458,7 @@ def rendered_text(r: Rendered) -> str:
     elif r.status == ExecutionStatus.RUNNING:
         parts.append(f'[still running: poll_job("{r.job_id}", offset={r.end}) shows what follows.]')
     if r.dropped:
-        parts.append(
-            f"[a further {r.dropped} chars of output were dropped: only the first "
-            f"{r.total_chars} chars of an execution are kept]"
-        )
+        parts.append(overflow_note(r))
     if r.status != ExecutionStatus.RUNNING:
         parts.append(ending_note(r))
     return "\n".join(p for p in parts if p)

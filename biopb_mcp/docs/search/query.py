@@ -33,7 +33,7 @@ from biopb_mcp.docs.ids import INDEX_ID
 from biopb_mcp.docs.limits import QUERY_BUDGET_S, QUERY_MAX_CHARS
 from biopb_mcp.docs.search.freshness import Freshness, Scope
 from biopb_mcp.docs.search.fts import FtsIndex, IndexBusy, Indexed, SearchUnavailable, Section, TooCostly, digest
-from biopb_mcp.docs.search.ranking import about_words, names, score_all
+from biopb_mcp.docs.search.ranking import WEAK_BELOW, about_words, names, score_all
 from biopb_mcp.docs.search.sections import ATOM, atoms, compounds, split_sections, tokenize
 from biopb_mcp.docs.views import Origin
 from biopb_mcp.errors import DocError, DocProblem, InvalidQuery
@@ -83,6 +83,11 @@ class Hit:
     snippet: str
     origin: Origin
     score: float
+
+    @property
+    def weak(self) -> bool:
+        """It shares only a few, common words with the query (see `ranking.WEAK_BELOW`)."""
+        return self.score < WEAK_BELOW
 
 
 def _without_heading(text: str) -> str:

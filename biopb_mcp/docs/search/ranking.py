@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from biopb_mcp.docs.search.fts import Section, TermStats, TooCostly
 from biopb_mcp.docs.search.sections import atoms, compounds, fold
 
-__all__ = ["TITLE_MAX_WORDS", "Scored", "about_words", "names", "relevance", "score_all"]
+__all__ = ["TITLE_MAX_WORDS", "WEAK_BELOW", "Scored", "about_words", "names", "relevance", "score_all"]
 
 K1 = 1.2
 """BM25's term-frequency saturation (FTS5's bm25() uses the same)."""
@@ -40,6 +40,13 @@ there. Term counts saturate long before: the rest of a pasted megabyte would onl
 
 TITLE_TIER = 2.0
 PHRASE_TIER = 1.0
+
+WEAK_BELOW = 0.25
+"""A section scoring under this neither names its doc nor holds the query as written, and holds
+under a quarter of the relevance a section with every term of the query would: it shares a few
+common words. Over the shipped docs a pasted error no doc covers scored 0.12–0.20 at best, while
+the top hit of a topic they cover ("watershed", "flatfield correction", "count spots") scored
+0.37–0.44 and over."""
 
 
 @dataclass(frozen=True)

@@ -143,8 +143,10 @@ def _biopb_bootstrap(ns):  # type: ignore[no-untyped-def]  # runs in the kernel'
             module = importlib.util.module_from_spec(spec)
             sys.modules[name] = module
             spec.loader.exec_module(module)
+            before = dict(ns)
             module.install(ns)
-            record["builtin"].append(name)
+            added = sorted(k for k, v in ns.items() if not k.startswith("_") and before.get(k, before) is not v)
+            record["builtin"].append({"name": name, "source": path, "names": added})
         except Exception:
             record["errors"].append(f"built-in plugin {path}: " + traceback.format_exc())
             log(f"built-in plugin {path} failed:\n{traceback.format_exc()}")

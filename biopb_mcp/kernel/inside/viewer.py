@@ -23,6 +23,7 @@ import importlib.util
 import io
 import json
 import os
+import shlex
 import subprocess
 import sys
 from typing import Any
@@ -55,6 +56,44 @@ print(app.platformName())
 sys.exit(0 if ok else 3)
 """
 """Run in a child process: can Qt open this display, with OpenGL? Exit 3: no OpenGL."""
+
+X_LIBRARIES = {
+    "libxcb-cursor.so.0": "libxcb-cursor0",
+    "libxcb-icccm.so.4": "libxcb-icccm4",
+    "libxcb-image.so.0": "libxcb-image0",
+    "libxcb-keysyms.so.1": "libxcb-keysyms1",
+    "libxcb-randr.so.0": "libxcb-randr0",
+    "libxcb-render-util.so.0": "libxcb-render-util0",
+    "libxcb-shape.so.0": "libxcb-shape0",
+    "libxcb-xfixes.so.0": "libxcb-xfixes0",
+    "libxcb-xkb.so.1": "libxcb-xkb1",
+    "libxkbcommon-x11.so.0": "libxkbcommon-x11-0",
+    "libEGL.so.1": "libegl1",
+    "libGL.so.1": "libgl1",
+    "libfontconfig.so.1": "libfontconfig1",
+    "libdbus-1.so.3": "libdbus-1-3",
+}
+"""The system libraries Qt 6's X11 platform plugin (xcb) loads that minimal Linux images lack, each
+with its Debian/Ubuntu package (Qt wheels carry Qt, not these)."""
+
+XCB_LOAD_FAILURES = ("xcb-cursor0 or libxcb-cursor0 is needed", 'Could not load the Qt platform plugin "xcb"')
+"""What Qt prints when its xcb plugin is there but a library it links to is not (since Qt 6.5 it
+names libxcb-cursor0 whichever one is missing). It prints the second for a display it cannot
+connect to as well, after saying so."""
+
+NO_CONNECTION = "could not connect to display"
+"""Qt's words for a display that is not there: a display problem, whatever follows."""
+
+_LIBRARY_CHECK = """\
+import ctypes, sys
+for name in sys.argv[1:]:
+    try:
+        ctypes.CDLL(name)
+    except OSError:
+        print(name)
+"""
+"""Run in a child process: which of the named libraries the dynamic loader cannot load. A child,
+because a process reads its loader path (LD_LIBRARY_PATH) once, at start."""
 
 _state: dict[str, Any] = {"viewer": None, "display_ok": False}
 
@@ -134,19 +173,28 @@ def _close_quietly(closed: Any) -> None:
         pass
 
 
+VIEWER_INSTALL_ENV = "BIOPB_MCP_VIEWER_INSTALL"
+"""The pip requirement of biopb-mcp's viewer extra, set by the server that started the kernel:
+the bare name on PyPI is another project's until this one is published."""
+
+
+def _viewer_install() -> str:
+    target = os.environ.get(VIEWER_INSTALL_ENV) or "<your biopb-mcp checkout>[viewer]"
+    return "pip install " + shlex.quote(target)
+
+
 def napari_problem() -> str | None:
     """Why napari cannot run in this Python (not installed, no Qt binding), or None."""
     if importlib.util.find_spec("napari") is None:
         return (
             f"napari is not installed in this kernel's Python ({sys.executable}). Ask the user to "
-            "install it there: pip install 'biopb-mcp[viewer]' (napari with PyQt6), then restart "
-            "the kernel."
+            f"install it there: {_viewer_install()} (napari with PyQt6), then restart the kernel."
         )
     if not any(importlib.util.find_spec(name) is not None for name in QT_BINDINGS):
         return (
             f"napari is installed in this kernel's Python ({sys.executable}) but no Qt binding is. "
-            "Ask the user to install one there: pip install PyQt6 (or pip install "
-            "'biopb-mcp[viewer]'), then restart the kernel."
+            f"Ask the user to install one there: pip install PyQt6 (or {_viewer_install()}), then "
+            "restart the kernel."
         )
     return None
 
@@ -196,6 +244,42 @@ def display_problem() -> str | None:
     return None
 
 
+def missing_x_packages(env: dict[str, str] | None = None) -> list[str]:
+    """The Debian/Ubuntu packages of `X_LIBRARIES` whose library a process started with ``env``
+    (default: this one's) cannot load, checked as Qt loads them: with the dynamic loader."""
+    try:
+        done = subprocess.run(
+            [sys.executable, "-c", _LIBRARY_CHECK, *X_LIBRARIES],
+            capture_output=True,
+            text=True,
+            timeout=PROBE_TIMEOUT,
+            stdin=subprocess.DEVNULL,
+            env=env,
+            check=False,
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return []
+    return [X_LIBRARIES[name] for name in done.stdout.split() if name in X_LIBRARIES]
+
+
+def xcb_load_problem(stderr: str, env: dict[str, str] | None = None) -> str | None:
+    """When ``stderr`` (a Qt process's) says the xcb platform plugin could not load: which X
+    libraries are missing and the packages that install them; else None."""
+    if NO_CONNECTION in stderr or not any(failure in stderr for failure in XCB_LOAD_FAILURES):
+        return None
+    packages = missing_x_packages(env)
+    if not packages and XCB_LOAD_FAILURES[0] not in stderr:
+        return None  # not a library of ours: Qt's own words say more
+    named = " ".join(packages or X_LIBRARIES.values())
+    which = f"missing: {', '.join(packages)}" if packages else "one of those below is missing"
+    return (
+        f"Qt's X11 platform plugin (xcb) cannot load: a system library it needs is not installed ({which}). "
+        f"Ask the user to install them (Debian/Ubuntu: sudo apt-get install {named}), then restart the "
+        "kernel. A display is not the problem, so xvfb-run would not help. Meanwhile show images as "
+        "PNGs: show(image, labels)."
+    )
+
+
 def _probe_display() -> str | None:
     """Open the display with Qt in a child process; None when it worked, else why not."""
     where = display_facts()
@@ -220,6 +304,9 @@ def _probe_display() -> str | None:
             f"Qt opened the display ({named}, platform {done.stdout.strip()}) but could not create "
             "an OpenGL context, which napari's canvas needs. " + _WHERE_TO_SHOW
         )
+    xcb = xcb_load_problem(done.stderr)
+    if xcb is not None:
+        return xcb
     said = [line for line in done.stderr.strip().splitlines() if line.strip()][:4]
     detail = "; ".join(said) if said else f"exit status {done.returncode}"
     return f"Qt cannot open a window on this display ({named}): {detail}. " + _WHERE_TO_SHOW

@@ -46,6 +46,8 @@ from biopb_mcp.docs.procedures import Procedure, procedures
 from biopb_mcp.docs.resources import MIME_TYPE, doc_uri
 from biopb_mcp.docs.store import DocStore
 from biopb_mcp.errors import DocError
+from biopb_mcp.server.doc_answers import first_page
+from biopb_mcp.server.result_size import ENVELOPE_BYTES, json_size
 from biopb_mcp.server.sdk import lowlevel_server
 from biopb_mcp.text import prompts as prompt_text
 from biopb_mcp.text.doc_views import read_doc
@@ -53,7 +55,10 @@ from biopb_mcp.text.docs import FOR_AGENT, refusal
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["ProcedurePrompts", "install_prompts", "prompt_name"]
+__all__ = ["MAX_ARGUMENT_CHARS", "ProcedurePrompts", "install_prompts", "prompt_name"]
+
+MAX_ARGUMENT_CHARS = 4096
+"""Longest prompt argument value taken (a path, a number): each is quoted in the request."""
 
 
 def prompt_name(doc_id: str) -> str:
@@ -76,8 +81,10 @@ class ProcedurePrompts:
     """The prompt set of one store, read fresh per request; remembers the set it last announced
     (or first served) so each change is announced once, whoever listed prompts meanwhile."""
 
-    def __init__(self, store: DocStore) -> None:
+    def __init__(self, store: DocStore, max_bytes: int = 1_000_000) -> None:
         self.store = store
+        self.max_bytes = max_bytes
+        """Most bytes one ``prompts/list`` page takes on the wire (``kernel.max_result_bytes``)."""
         self._announced: Signature | None = None
         """The set clients were last told of: the first one served, then each one ``changed`` found.
         Serving a request does not move it, so a list taken between a change and its check
@@ -112,9 +119,31 @@ class ProcedurePrompts:
     async def list_prompts(
         self, ctx: ServerRequestContext[Any, Any], params: PaginatedRequestParams
     ) -> ListPromptsResult:
-        """``prompts/list``: every procedure, in index order (at most the index's entry cap: one page)."""
+        """``prompts/list``: every procedure, in index order, in pages of at most ``max_bytes``.
+
+        Each prompt is bounded (its inputs, names and lines are capped where the doc is read), so
+        a page holds many; the cursor is the name of the last prompt on the page, as the
+        resources' cursor is a URI: nothing is kept on the server.
+        """
         found = await anyio.to_thread.run_sync(self.current)
-        return ListPromptsResult(prompts=[_prompt(name, p) for name, p in found.items()])
+        names = list(found)
+        start = 0
+        if params.cursor is not None:
+            if params.cursor not in found:
+                raise MCPError(code=INVALID_PARAMS, message=prompt_text.stale_cursor(params.cursor))
+            start = names.index(params.cursor) + 1
+        page: list[Prompt] = []
+        size = ENVELOPE_BYTES
+        for name in names[start:]:
+            prompt = _prompt(name, found[name])
+            size += len(prompt.model_dump_json(by_alias=True, exclude_none=True).encode("utf-8")) + 1
+            if page and size > self.max_bytes:
+                break
+            page.append(prompt)
+        more = start + len(page) < len(names)
+        if more:
+            logger.info("prompts/list: a page of %d of %d prompts fits %d bytes", len(page), len(names), self.max_bytes)
+        return ListPromptsResult(prompts=page, next_cursor=page[-1].name if more else None)
 
     async def get_prompt(self, ctx: ServerRequestContext[Any, Any], params: GetPromptRequestParams) -> GetPromptResult:
         """``prompts/get``: the request to follow the procedure, then its doc as an embedded resource."""
@@ -127,6 +156,11 @@ class ProcedurePrompts:
         unknown = [k for k in (params.arguments or {}) if k not in inputs]
         if unknown:
             raise MCPError(code=INVALID_PARAMS, message=prompt_text.unknown_arguments(params.name, unknown, inputs))
+        too_long = [k for k, v in given.items() if len(v) > MAX_ARGUMENT_CHARS]
+        if too_long:  # echoed in the request: a long one would push the answer past the size bound
+            raise MCPError(
+                code=INVALID_PARAMS, message=prompt_text.long_arguments(params.name, too_long, MAX_ARGUMENT_CHARS)
+            )
         missing = [i.name for i in procedure.inputs if i.required and i.name not in given]
         if missing:
             raise MCPError(code=INVALID_PARAMS, message=prompt_text.missing_arguments(params.name, missing, inputs))
@@ -136,6 +170,7 @@ class ProcedurePrompts:
         except DocError as exc:  # gone or unreadable since the list was read
             raise MCPError(code=INVALID_PARAMS, message=refusal(exc, FOR_AGENT)) from exc
         request = prompt_text.follow_request(procedure, uri, {i: given[i] for i in inputs if i in given})
+        text = first_page(text, procedure.doc_id, self.max_bytes, reserved=json_size(request) + len(uri))
         return GetPromptResult(
             description=procedure.hook,
             messages=[
@@ -182,10 +217,10 @@ def _prompt(name: str, procedure: Procedure) -> Prompt:
     )
 
 
-def install_prompts(mcp: MCPServer[Any], store: DocStore, notifier: Any) -> ProcedurePrompts:
+def install_prompts(mcp: MCPServer[Any], store: DocStore, notifier: Any, max_bytes: int) -> ProcedurePrompts:
     """Serve the procedures as prompts on ``mcp``; changes announced through ``notifier``
-    (a :class:`~biopb_mcp.server.subscriptions.DocNotifier`)."""
-    prompts = ProcedurePrompts(store)
+    (a :class:`~biopb_mcp.server.subscriptions.DocNotifier`); a list page is at most ``max_bytes``."""
+    prompts = ProcedurePrompts(store, max_bytes)
     low = lowlevel_server(mcp)
     low.add_request_handler("prompts/list", PaginatedRequestParams, prompts.list_prompts)
     low.add_request_handler("prompts/get", GetPromptRequestParams, prompts.get_prompt)

@@ -48,6 +48,7 @@ from biopb_mcp.docs.resources import (
 )
 from biopb_mcp.docs.store import DocStore
 from biopb_mcp.errors import DocError, DocNotFound, InvalidDocId
+from biopb_mcp.server.doc_answers import first_page
 from biopb_mcp.server.resources.subscriptions import POLL_INTERVAL, DocNotifier
 from biopb_mcp.server.sdk import lowlevel_server, subscription_bus
 from biopb_mcp.text.doc_views import read_doc
@@ -64,6 +65,7 @@ def install_resources(
     *,
     bus: SubscriptionBus | None = None,
     poll_interval: float = POLL_INTERVAL,
+    max_bytes: int = 1_000_000,
 ) -> DocNotifier:
     """Serve the docs store as resources on ``mcp`` and return the notifier write_doc must call.
 
@@ -72,14 +74,16 @@ def install_resources(
         store: the docs store every read and listing goes through.
         bus: the modern-era subscription bus; defaults to the server's own.
         poll_interval: seconds between watcher polls of the local tier.
+        max_bytes: the most a read may send (``kernel.max_result_bytes``): a longer doc is cut
+            with a note naming read_doc's next page.
     """
     notifier = DocNotifier(store, bus if bus is not None else subscription_bus(mcp), poll_interval=poll_interval)
 
     def read_index() -> str:
-        return _read(store, "index")
+        return first_page(_read(store, "index"), "index", max_bytes)
 
     def read_doc(id: str) -> str:  # noqa: A002 - the parameter name must equal the template variable
-        return _read(store, id)
+        return first_page(_read(store, id), id, max_bytes)
 
     mcp.resource(INDEX_URI, name=INDEX_NAME, description=INDEX_DESCRIPTION, mime_type=MIME_TYPE)(read_index)
     # The store is the one gate on ids (grammar, traversal, symlink escape) and its refusals name
@@ -88,7 +92,8 @@ def install_resources(
         DOC_URI_TEMPLATE,
         name="doc",
         description=(
-            "A doc by id, exactly as read_doc returns it (header, then body). "
+            "A doc by id, exactly as read_doc returns it (header, then body; a doc longer than one "
+            "answer holds is cut with a note naming read_doc's next page). "
             "Views: <id>@diff, <id>@history, <id>@v<N>."
         ),
         mime_type=MIME_TYPE,

@@ -8,14 +8,18 @@ from __future__ import annotations
 
 import anyio
 from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver.exceptions import ToolError
 from mcp.types import ToolAnnotations
 
+from biopb_mcp.server.doc_answers import budget, cut_diff_report, cut_hits, doc_page
+from biopb_mcp.server.result_size import text_pages
 from biopb_mcp.server.state import AppState
 from biopb_mcp.server.tool import READ_ONLY, tool
+from biopb_mcp.text import answer_size
 from biopb_mcp.text.doc_views import read_doc as read_text
 from biopb_mcp.text.docs import FOR_AGENT, format_hits, write_report
 
-__all__ = ["AUTHORING_GATE", "register_doc_tools"]
+__all__ = ["AUTHORING_GATE", "LAB_FACTS", "register_doc_tools"]
 
 AUTHORING_GATE = """\
 Before writing, hold the doc to these rules:
@@ -31,18 +35,35 @@ See the shipped doc "authoring" for checkpoint types and how to write parameter 
 """What keeps the docs store worth reading; the tail of write_doc's description."""
 
 
+LAB_FACTS = (
+    "A standing fact of the lab (an instrument's pixel size, a frame interval, a channel order, a table "
+    "format, where results go) is not a procedure: keep it as a short fact doc of its own, saying what it "
+    "covers and where it came from. A new rule narrower or wider than an existing one is written with its "
+    'scope beside the old rule ("for X, ...; everything else keeps ..."), never replacing it silently. '
+    "A lab doc that disagrees with a shipped procedure wins."
+)
+"""Where lab facts and rules of different scope go; the last paragraph of write_doc's description."""
+
+
 def register_doc_tools(mcp: MCPServer, state: AppState) -> None:
     store = state.store
 
+    limit = state.settings.kernel.max_result_bytes
+
     @tool(mcp, READ_ONLY)
-    def read_doc(id: str) -> str:  # noqa: A002 - the agent-facing parameter name
+    def read_doc(id: str, page: int = 1) -> str:  # noqa: A002 - the agent-facing parameter name
         """Read a doc by id, as the index lists it (e.g. "authoring"). read_doc("index") re-reads the
         doc index; "<id>@diff" shows how a local copy differs from the shipped one; "<id>@history"
         lists its saved versions and "<id>@v<N>" reads one. Read the reference docs and the matching
-        procedure before non-trivial work. An unknown id answers with the closest ids."""
+        procedure before non-trivial work. An unknown id answers with the closest ids. A doc longer
+        than one answer holds comes a page at a time (whole lines, page 1 first); a note at the end
+        of each page names the call that reads the next (page=2, ...)."""
         text = read_text(store, id, FOR_AGENT)
-        _note_in_notebook(state, f"**read_doc** `{id}`")
-        return text
+        shown = doc_page(text, id, page, limit)
+        if shown is None:
+            raise ToolError(answer_size.no_such_page(id, page, len(text_pages(text, budget(limit)))))
+        _note_in_notebook(state, f"**read_doc** `{id}`" + (f" page {page}" if page != 1 else ""))
+        return shown
 
     @tool(mcp, READ_ONLY)
     def search_docs(query: str, max_results: int = 5) -> str:
@@ -53,7 +74,7 @@ def register_doc_tools(mcp: MCPServer, state: AppState) -> None:
         read_doc the hit to see it whole."""
         from biopb_mcp.docs.search.query import search_docs as run_search
 
-        return format_hits(run_search(store, query, max_results), query, FOR_AGENT)
+        return cut_hits(format_hits(run_search(store, query, max_results), query, FOR_AGENT), limit)
 
     write_description = (
         'Create or edit a doc in the local docs tier (the index too: id "index"). body alone creates or '
@@ -62,10 +83,11 @@ def register_doc_tools(mcp: MCPServer, state: AppState) -> None:
         'automatically: under the heading section names (e.g. section="Lab"; made if the index has '
         "none), else under '## Unfiled'. section is only for creating a doc with body: it is refused "
         "with old/new or for a doc that exists (move an existing line with an old/new edit of "
-        '"index"). Returns the diff (of the index too, for a new doc). Nothing is ever deleted; '
+        '"index"). Returns the diff (of the index too, for a new doc; a diff longer than one answer holds is '
+        "cut, with a note: the write still happened). Nothing is ever deleted; "
         'earlier versions stay readable with read_doc("<id>@history").\n'
         "Use it when the user confirms a procedure worked, or asks you to remember or correct "
-        "something.\n" + AUTHORING_GATE.strip()
+        "something.\n" + AUTHORING_GATE.strip() + "\n" + LAB_FACTS
     )
 
     @tool(mcp, ToolAnnotations(read_only_hint=False, destructive_hint=False, open_world_hint=False), write_description)
@@ -77,7 +99,7 @@ def register_doc_tools(mcp: MCPServer, state: AppState) -> None:
         section: str | None = None,
     ) -> str:
         result = await anyio.to_thread.run_sync(store.write_doc, id, body, old, new, section)
-        text = write_report(result, FOR_AGENT)
+        text = cut_diff_report(write_report(result, FOR_AGENT), id, limit)
         _note_in_notebook(state, f"**write_doc** `{id}`\n\n```diff\n{text.strip()}\n```")
         if state.notifier is not None:
             await state.notifier.after_write(result)

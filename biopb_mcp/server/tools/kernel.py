@@ -157,9 +157,10 @@ def register_kernel_tools(mcp: MCPServer, state: AppState) -> None:
         A call still running after kernel.promote_after seconds (default 10) becomes a background
         job: you get its id, follow it with poll_job, stop it with interrupt_kernel. Only one
         execution runs at a time; a call while a job runs answers busy with the job id.
-        Long output is truncated with a note on how to page through the rest. The text's last line
-        is always "[job-N: STATUS]" or "[job-N: STATUS, next_offset=K]" (K: the poll_job offset
-        where more output starts). If you cancel a call, its code keeps running as a job: the
+        Long output shows its start and its end, with a note on how to page through the middle.
+        An answer about a job (code that ran or was queued, or busy naming the running one) ends
+        with the line "[job-N: STATUS]" or "[job-N: STATUS, next_offset=K]" (K: the poll_job offset
+        where more output starts); one about no job (no kernel, paused) has none. If you cancel a call, its code keeps running as a job: the
         next answer names it. If the user paused you from their notebook (%biopb pause), nothing
         runs and the answer says so."""
         promote_after = float(state.settings.kernel.promote_after)
@@ -226,8 +227,11 @@ def register_kernel_tools(mcp: MCPServer, state: AppState) -> None:
 
     @tool(mcp, ToolAnnotations(read_only_hint=False, destructive_hint=False))
     def interrupt_kernel() -> str:
-        """Stop the code running in the kernel (like Ctrl-C; raises KeyboardInterrupt in it). Use
-        it when a job runs too long or was started by mistake. The namespace is kept."""
+        """Stop your code running in the kernel (like Ctrl-C; raises KeyboardInterrupt in it). Use
+        it when a job runs too long or was started by mistake. The namespace is kept. It never
+        interrupts a cell the user runs in their console or notebook: your code waiting behind
+        one is withdrawn unsent (none of it runs), or, if already queued in the kernel, left to
+        run after it, and the answer says which."""
         return cancelled_prefix() + kernel_text.interrupted(host.interrupt())
 
     @tool(mcp, ToolAnnotations(read_only_hint=False, destructive_hint=True))

@@ -38,8 +38,35 @@ def _image_stem() -> str:
     return f"viewer-{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}-{next(_shots)}"
 
 
+TEXT_SHARE = 0.5
+"""Most of a result's bytes the text may take: the rest is the screenshot's, however the kernel
+described the layers (the fields are shortened already; many layers with wide names could
+still crowd the picture out)."""
+
+
+def _fitted_text(text: str, budget: int, limit: int) -> str:
+    """``text`` within ``budget`` bytes as sent: its longest head of whole lines, with a note."""
+    if encoded_size(CallToolResult(content=[text_block(text)])) <= budget:
+        return text
+    lines = text.split("\n")
+    note = viewer_text.text_cut_note(limit)
+
+    def head(n: int) -> str:
+        return "\n".join([*lines[:n], note])
+
+    low, high = 0, len(lines)
+    while low < high:
+        mid = (low + high + 1) // 2
+        if encoded_size(CallToolResult(content=[text_block(head(mid))])) <= budget:
+            low = mid
+        else:
+            high = mid - 1
+    return head(low)
+
+
 def _result(text: str, png: bytes | None, limit: int) -> CallToolResult:
     """Text plus the screenshot, the whole under ``limit`` bytes as sent (the image shrunk or left out)."""
+    text = _fitted_text(text, int(limit * TEXT_SHARE), limit)
     result = CallToolResult(content=[text_block(text)])
     if png is None:
         return result

@@ -16,11 +16,12 @@ from __future__ import annotations
 import asyncio
 import errno
 import logging
-import resource
 from typing import Any
 
 import h11
 from uvicorn.protocols.http.h11_impl import H11Protocol
+
+from biopb_mcp.fs.descriptors import open_files_limit
 
 __all__ = [
     "ACCEPT_BACKLOG",
@@ -68,8 +69,8 @@ _TIMEOUT_408 = _closing_response("408 Request Timeout", "The request did not arr
 def connection_cap(soft_limit: int | None = None) -> int:
     """Open connections allowed: MAX_CONNECTIONS, lowered to fit the descriptor limit."""
     if soft_limit is None:
-        soft_limit = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
-    if soft_limit == resource.RLIM_INFINITY:
+        soft_limit = open_files_limit()
+    if soft_limit is None:  # unlimited, or no such limit on this platform
         return MAX_CONNECTIONS
     return max(8, min(MAX_CONNECTIONS, soft_limit - FD_RESERVE - 3 * ACCEPT_BACKLOG))
 

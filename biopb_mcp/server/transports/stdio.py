@@ -11,7 +11,6 @@ A stray write lands in the log; a stray read sees EOF; children never inherit th
 from __future__ import annotations
 
 import collections
-import fcntl
 import io
 import json
 import logging
@@ -31,9 +30,11 @@ from mcp.shared.message import SessionMessage
 from mcp.types import ErrorData, JSONRPCError
 from pydantic import ValidationError
 
+from biopb_mcp.fs.descriptors import private_dup
 from biopb_mcp.server.sdk import lowlevel_server, sender_context
 from biopb_mcp.server.state import AppState
 from biopb_mcp.server.transports.exit import exit_on_signal, kernel_fate, shutdown_and_exit
+from biopb_mcp.server.unsendable import GuardedWriteStream
 
 logger = logging.getLogger(__name__)
 
@@ -60,7 +61,7 @@ class StdioWire:
 
 def _private_dup(fd: int) -> int:
     """Duplicate ``fd`` above the standard range, close-on-exec (children never inherit the wire)."""
-    return fcntl.fcntl(fd, fcntl.F_DUPFD_CLOEXEC, 3)
+    return private_dup(fd, 3)
 
 
 def claim_stdio(log_file: Path) -> StdioWire:
@@ -101,7 +102,9 @@ async def wire_streams(wire: StdioWire) -> AsyncIterator[tuple[Any, Any]]:
     writer = WireWriter(io.TextIOWrapper(os.fdopen(wire.write_fd, "wb", closefd=False), encoding="utf-8"))
     lines = WireLines(reader, writer)
     async with stdio_server(stdin=lines, stdout=writer) as (read, write):  # type: ignore[arg-type]
-        yield AnsweringReadStream(read, write, lines.passed), write
+        # The SDK's writer task ends the session on a message it cannot encode: none reaches it.
+        guarded = GuardedWriteStream(write)
+        yield AnsweringReadStream(read, guarded, lines.passed), guarded
 
 
 PARSE_ERROR = -32700
