@@ -361,15 +361,18 @@ def test_what_the_save_helpers_write_reopens_with_its_units(image_host: KernelHo
         "stack = np.arange(3 * 32 * 40, dtype=np.uint16).reshape(3, 32, 40)\n"
         "a = save_labels(labels, 'nuclei', pixel_size_um=0.1083)\n"
         "b = save_image(stack, 'stack', pixel_size_um=(0.5, 0.1083, 0.1083), axes='ZYX')\n"
+        "c = save_image(stack, 'stack-guessed', pixel_size_um=(0.5, 0.1083, 0.1083))\n"
         "got = {}\n"
-        "for p, arr in ((a, labels), (b, stack)):\n"
+        "for p, arr in ((a, labels), (b, stack), (c, stack)):\n"
         "    im = open_image(p)\n"
         "    got[str(p)] = {'px': list(im.pixel_size_um), 'same': bool((np.asarray(im.get(T=0, C=0)) == arr).all())}\n"
         "print(json.dumps(got))\n"
     )
     text = rendered_text(finish_ok(image_host, code))
     got = json.loads(text[text.index("{") : text.rindex("}") + 1])
-    (labels_file, labels_facts), (_, stack_facts) = got.items()
+    (labels_file, labels_facts), (_, stack_facts), (_, guessed_facts) = got.items()
     assert labels_file.endswith(".tif") and labels_facts["same"]
     assert labels_facts["px"][1:] == [0.1083, 0.1083]
     assert stack_facts["px"] == [0.5, 0.1083, 0.1083] and stack_facts["same"]
+    # a 3-D image given a z step is a z-stack: the step is kept (it was dropped as channels)
+    assert guessed_facts == stack_facts
