@@ -91,7 +91,7 @@ def _run(args: argparse.Namespace) -> int:
     from bench.agents import make_agent, missing_command
     from bench.run import RunSpec, run_bench
 
-    arms = {"both": ["docs", "nodocs"], "docs": ["docs"], "nodocs": ["nodocs"]}[args.arms]
+    arms = _select_arms(args.arms)
     agent = make_agent(args.agent)
     missing = missing_command(agent)
     if missing is not None:
@@ -108,6 +108,7 @@ def _run(args: argparse.Namespace) -> int:
         repeat=args.repeat,
         timeout=args.timeout,
         seed=args.seed,
+        same_data=args.same_data,
     )
     started = time.monotonic()
     rows = run_bench(spec, jobs=args.jobs)
@@ -124,29 +125,61 @@ def _run(args: argparse.Namespace) -> int:
     return 1 if any(row["harness_error"] for row in rows) else 0
 
 
+def _select_arms(spec: str) -> list[str]:
+    """``both`` (docs, nodocs), ``all`` (docs, procedures-off, nodocs) or comma-separated arm names."""
+    from bench.run import ARMS
+
+    named = {"both": ["docs", "nodocs"], "all": ["docs", "procedures-off", "nodocs"]}
+    arms = named.get(spec) or [part.strip() for part in spec.split(",") if part.strip()]
+    unknown = [arm for arm in arms if arm not in ARMS]
+    if unknown or not arms:
+        raise ValueError(f"--arms takes both, all or a comma-separated list of {', '.join(ARMS)}; got {spec!r}")
+    return list(dict.fromkeys(arms))
+
+
 SELFTEST_AGENTS = ("scripted", "docs-blind", "nothing")
+SELFTEST_ARMS = ["docs", "procedures-off", "nodocs"]
 
 
-def expected_pass(agent: str, category: str, arm: str) -> bool:
+def expected_pass(agent: str, category: str, arm: str, needs: tuple[str, ...] = ()) -> bool:
     """What the self-test demands of each built-in agent.
 
     scripted reads what its arm lists: it passes everything with the docs, and without them only
     what needs no doc (textbook): a two-session case's session 2 starts on a fresh tree there, so
-    the memo session 1 wrote is gone. docs-blind passes the textbook cases only, in both arms:
-    every other case needs what the docs hold. nothing fails all.
+    the memo session 1 wrote is gone. With the procedures off it passes what needs no shipped
+    procedure (``needs``: the withheld procedures the case's solution reads): the lab's docs and
+    the memos stay. docs-blind passes the textbook cases only, in every arm: every other case
+    needs what the docs hold. nothing fails all.
     """
     if agent == "scripted":
+        if arm == "procedures-off":
+            return category == "textbook" or not needs
         return arm == "docs" or category == "textbook"
     if agent == "docs-blind":
         return category == "textbook"
     return False
 
 
+def withheld_needs(case: Case) -> tuple[str, ...]:
+    """The shipped procedures a case's docs-arm solution reads: what the procedures-off arm withholds from it."""
+    from bench.prepare import ablate_index, shipped_index_path
+
+    withheld = set(ablate_index(shipped_index_path().read_text(encoding="utf-8")).withheld)
+    needed = set(case.docs) | set(case.procedure.docs if case.procedure else ())
+    return tuple(sorted(needed & withheld))
+
+
+def _expected(agent: str, row: dict[str, Any]) -> bool:
+    from bench.cases import get_case
+
+    return expected_pass(agent, row["category"], row["arm"], withheld_needs(get_case(row["case"])))
+
+
 def _verdict(agent: str, row: dict[str, Any]) -> tuple[str, bool]:
     """A self-test run's verdict as printed, and whether it is what ``expected_pass`` demands."""
     if row["harness_error"]:
         return "ERROR", False
-    want = expected_pass(agent, row["category"], row["arm"])
+    want = _expected(agent, row)
     verdict = "pass" if row["passed"] else "fail"
     if row["passed"] == want:
         return f"{verdict} (expected)", True
@@ -168,6 +201,28 @@ def _selftest_progress(agent: str) -> Callable[[dict[str, Any], int, int, float]
     return report
 
 
+def _score_problems(agent: str, rows: list[dict[str, Any]]) -> list[str]:
+    """The scores must agree with the verdicts: a passing run has a score within its tolerance; a
+    failing run of an agent that answered has one beyond it (or none); ``nothing`` answers nothing;
+    and every run's trace priced it (a run that called a tool read some answer)."""
+    problems: list[str] = []
+    for r in rows:
+        score, where = r.get("score"), f"{agent}: {r['case']} {r['arm']}"
+        if r["harness_error"]:
+            continue
+        if agent == "nothing" and score is not None:
+            problems.append(f"{where}: scored {score} with no answer written")
+        elif r["passed"] and (score is None or score["limit"] is None or score["error"] > score["limit"] + 1e-9):
+            problems.append(f"{where}: passed but its score {score} is not within its tolerance")
+        elif not r["passed"] and score is not None and score["limit"] is not None and score["error"] <= score["limit"]:
+            if r["category"] != "textbook":
+                problems.append(f"{where}: failed with a score within its tolerance {score}")
+        cost = r.get("cost") or {}
+        if cost.get("calls") and not cost.get("answer_chars"):
+            problems.append(f"{where}: {cost['calls']:g} tool calls but no answer characters in the trace")
+    return problems
+
+
 def _selftest(args: argparse.Namespace) -> int:
     from bench.agents import make_agent
     from bench.run import RunSpec, run_bench
@@ -181,16 +236,30 @@ def _selftest(args: argparse.Namespace) -> int:
     started = time.monotonic()
     problems: list[str] = []
     for number, name in enumerate(agents, start=1):
-        print(f"selftest: agent {name} ({number} of {len(agents)}), {2 * len(cases)} runs", flush=True)
+        arms = _select_arms(args.arms)
+        runs = len(arms) * len(cases) * args.repeat
+        print(f"selftest: agent {name} ({number} of {len(agents)}), {runs} runs", flush=True)
         agent_started = time.monotonic()
         rows = run_bench(
-            RunSpec(make_agent(name), ["docs", "nodocs"], cases, out / name, timeout=args.timeout),
+            # repeats on the same data: the agreement table then shows a built-in agent agreeing with itself
+            RunSpec(
+                make_agent(name),
+                arms,
+                cases,
+                out / name,
+                timeout=args.timeout,
+                repeat=args.repeat,
+                same_data=args.repeat > 1,
+            ),
             progress=_selftest_progress(name),
             jobs=args.jobs,
         )
-        _write_summary(out / name, rows, agent=name, wall=time.monotonic() - started, cases=len(cases), repeat=1)
+        _write_summary(
+            out / name, rows, agent=name, wall=time.monotonic() - started, cases=len(cases), repeat=args.repeat
+        )
+        problems += _score_problems(name, rows)
         for r in rows:
-            want = expected_pass(name, r["category"], r["arm"])
+            want = _expected(name, r)
             if r["harness_error"]:
                 problems.append(f"{name}: {r['case']} {r['arm']}: harness error: {r['harness_error']}")
             elif r["passed"] != want:
@@ -198,7 +267,7 @@ def _selftest(args: argparse.Namespace) -> int:
                     f"{name}: {r['case']} ({r['category']}) {r['arm']}: {'passed' if r['passed'] else 'failed'}, expected to {'pass' if want else 'fail'}: {r['detail']}"
                 )
             if r.get("contaminated"):
-                problems.append(f"{name}: {r['case']} nodocs: reached a withheld procedure {r['contaminated']}")
+                problems.append(f"{name}: {r['case']} {r['arm']}: reached a withheld procedure {r['contaminated']}")
         passed = sum(1 for r in rows if r["passed"])
         off = sum(1 for r in rows if not _verdict(name, r)[1])
         print(
@@ -246,7 +315,16 @@ def build_parser() -> tuple[argparse.ArgumentParser, argparse._SubParsersAction]
         required=True,
         help="scripted | docs-blind | nothing | claude | handoff | a command template using {prompt} {workdir} {mcp_config}",
     )
-    run.add_argument("--arms", choices=("both", "docs", "nodocs"), default="both", help="which arms (default both)")
+    run.add_argument(
+        "--arms",
+        default="both",
+        help="both (docs, nodocs), all (docs, procedures-off, nodocs), or comma-separated arm names (default both)",
+    )
+    run.add_argument(
+        "--same-data",
+        action="store_true",
+        help="every repeat on the same data, so the spread across repeats is the agent's own disagreement",
+    )
     run.add_argument(
         "--cases",
         default="all",
@@ -275,6 +353,15 @@ def build_parser() -> tuple[argparse.ArgumentParser, argparse._SubParsersAction]
         "--agents",
         default=",".join(SELFTEST_AGENTS),
         help="comma-separated, from scripted, docs-blind, nothing (default all three)",
+    )
+    selftest.add_argument(
+        "--arms", default="all", help="all (docs, procedures-off, nodocs), both, or comma-separated arm names"
+    )
+    selftest.add_argument(
+        "--repeat",
+        type=int,
+        default=1,
+        help="runs per case and arm, on the same data (2 or more adds the agreement table; default 1)",
     )
     selftest.add_argument("--timeout", type=float, default=180.0, help="seconds per run")
     selftest.add_argument("--jobs", type=int, default=1, help="runs at once (default 1)")

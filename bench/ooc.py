@@ -367,6 +367,10 @@ def run(
 
 
 def _handler(args: argparse.Namespace) -> int:
+    if args.open_image:
+        from bench.ooc_open import handle
+
+        return handle(args.side_px if args.side_px != 32768 else 4096, args.depth, args.workdir, args.json)
     with tempfile.TemporaryDirectory(prefix="bench-ooc-", dir=args.workdir) as tmp:
         figures = run(args.side_px, args.workers, args.memory_limit, Path(tmp), args.crop_px, args.threads_per_worker)
     if args.json:
@@ -402,4 +406,13 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--crop-px", type=int, default=4096, help="side of the crop compared in memory (default 4096)")
     p.add_argument("--json", type=Path, default=None, help="also write the figures as JSON to FILE")
     p.add_argument("--workdir", type=Path, default=None, help="where the temp root goes (default: the system temp dir)")
+    p.add_argument(
+        "--open-image",
+        action="store_true",
+        help="instead: open_image on a > 2 GB OME-Zarr (repr time and kernel memory), and a max projection over Z "
+        "through it beside the store's raw chunk-read rate (--side-px default 4096 there)",
+    )
+    p.add_argument(
+        "--depth", type=int, default=64, help="--open-image: z planes (default 64: 4096 x 4096 x 64 = 2.1 GB)"
+    )
     p.set_defaults(handler=_handler)

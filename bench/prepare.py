@@ -13,7 +13,9 @@ Reference entries stay. That heading is the only one named from outside the inde
 
 The docs arm also gets the lab tier: the docs in ``bench/lab/`` copied into the local tier under
 ``lab/`` and listed under a ``## Lab`` heading, as a lab would file its own conventions. The
-no-docs arm has none of them.
+no-docs arm has none of them. The procedures-off arm (``lab=True`` with ``bench_docs=False``)
+withholds the procedures exactly as the no-docs arm does but keeps the lab tier, so what it lacks
+against the docs arm is the procedures alone.
 """
 
 from __future__ import annotations
@@ -140,6 +142,8 @@ class ConfigTree:
     bench_docs: bool
     withheld: list[str]
     """The procedures the server withholds (the docs-off arm), else empty."""
+    lab: bool = False
+    """Whether the tree holds the lab tier."""
 
     @property
     def docs_dir(self) -> Path:
@@ -165,6 +169,7 @@ def prepare_tree(
     out: Path,
     *,
     bench_docs: bool,
+    lab: bool | None = None,
     index_text: str | None = None,
     extra_config: dict[str, dict[str, object]] | None = None,
     kernel_plugins: dict[str, str] | None = None,
@@ -175,6 +180,8 @@ def prepare_tree(
         out: the directory to use as ``BIOPB_CONFIG_DIR``.
         bench_docs: True keeps the seed index and adds the lab tier; False writes the ablated
             index, withholds the procedures (``docs.withhold``) and adds no lab tier.
+        lab: whether to add the lab tier (default: as ``bench_docs``); True with
+            ``bench_docs=False`` is the procedures-off arm.
         index_text: the seed index to start from (default: the shipped one).
         extra_config: more config.toml tables (e.g. ``{"kernel": {"promote_after": 1.0}}``).
         kernel_plugins: kernel plugin files (name -> source) for ``<tree>/kernel/``, as a lab
@@ -191,11 +198,12 @@ def prepare_tree(
     if not bench_docs:
         ablation = ablate_index(seed)
         seed, withheld = ablation.text, ablation.withheld
-    tree = ConfigTree(root=out.resolve(), bench_docs=bench_docs, withheld=withheld)
+    lab = bench_docs if lab is None else lab
+    tree = ConfigTree(root=out.resolve(), bench_docs=bench_docs, withheld=withheld, lab=lab)
     tree.docs_dir.mkdir(parents=True)
     tree.state_dir.mkdir()
     tree.runtime_dir.mkdir(mode=0o700)
-    if bench_docs:
+    if lab:
         seed = with_lab_section(seed)
         (tree.docs_dir / "lab").mkdir()
         for doc in sorted(LAB_DIR.glob("*.md")):
@@ -218,7 +226,7 @@ def prepare_tree(
         for name, source in kernel_plugins.items():
             (tree.root / "kernel" / name).write_text(source, encoding="utf-8")
     (tree.root / "bench.json").write_text(
-        json.dumps({"bench_docs": bench_docs, "withheld": withheld}, indent=2) + "\n", encoding="utf-8"
+        json.dumps({"bench_docs": bench_docs, "lab": lab, "withheld": withheld}, indent=2) + "\n", encoding="utf-8"
     )
     return tree
 

@@ -1,6 +1,7 @@
 """summary.md from results rows: pass rates per arm with intervals, the paired test, the discordant
 pairs and how many pairs a run needs at their rate, per-category and per-case tables, docs reading,
-two-session memos, contamination and tool calls."""
+two-session memos, contamination and tool calls; beside them (``bench.scores``) the error against
+the truth per arm and its paired comparison, the agreement of repeats and the cost per solved case."""
 
 from __future__ import annotations
 
@@ -10,10 +11,11 @@ from collections import Counter, defaultdict
 from typing import Any
 
 from bench.cases import CATEGORIES
+from bench.scores import agreement_lines, cost_lines, error_lines, paired_error_lines
 
 __all__ = ["ARM_LABELS", "headline", "mcnemar_exact", "pairs_needed", "summarize", "wilson"]
 
-ARM_LABELS = {"docs": "docs", "nodocs": "no docs"}
+ARM_LABELS = {"docs": "docs", "procedures-off": "procedures off", "nodocs": "no docs"}
 
 SCRIPTED_NOTE = (
     "The scripted agents play each case's known solution: this run validates the harness and the "
@@ -204,8 +206,16 @@ def summarize(rows: list[dict[str, Any]], *, agent: str, wall_s: float, cases: i
             f"Contaminated no-docs runs (reached a withheld procedure): {len(contaminated)}"
             + (f". Without them: **{headline(clean, arms)}**" if contaminated else ""),
         ]
-    if set(arms) == {"docs", "nodocs"}:
+    if {"docs", "nodocs"} <= set(arms):
         lines += ["", *_paired_lines(rows)]
+    lines += ["", "## Error against the truth per arm", "", *error_lines(rows, arms, ARM_LABELS)]
+    paired = paired_error_lines(rows, arms, ARM_LABELS)
+    if paired:
+        lines += ["", "## Paired comparison of errors", "", *paired]
+    agreement = agreement_lines(rows, arms, ARM_LABELS)
+    if agreement:
+        lines += ["", "## Agreement across repeats", "", *agreement]
+    lines += ["", "## Cost per solved case", "", *cost_lines(rows, arms, ARM_LABELS)]
     lines += ["", "## Per category", "", *_category_lines(rows, arms)]
     by_case: dict[str, dict[str, list[dict[str, Any]]]] = defaultdict(lambda: defaultdict(list))
     for row in rows:
@@ -247,7 +257,7 @@ def summarize(rows: list[dict[str, Any]], *, agent: str, wall_s: float, cases: i
     if two_session:
         lines += [
             "",
-            "## Two-session cases: did session 1 write a doc, did session 2 read it?",
+            "## Multi-session cases: did session 1 write a doc, did the scored session read it?",
             "",
             "A memo in the index itself counts as written, and as read by every session on the same tree "
             "(the handshake carries the index). Without the docs session 2 starts on a fresh tree: what "

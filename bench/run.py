@@ -10,7 +10,17 @@ A two-session case runs the agent twice, each time with a fresh server: session 
 scored one in ``work/``. Each session works on its own copy of the inputs, so only what the server
 keeps carries a convention from one to the next; in the docs arm session 2 runs on session 1's
 config tree (its docs, its index), in the docs-off arm on a fresh one (``config-s2/``), so the
-pair measures what that memory is worth.
+pair measures what that memory is worth. A three-session case runs a third session the same way
+(``trace-s2.jsonl``, ``work-s2/``), each on the tree the arm gives it.
+
+Three arms: ``docs`` (the shipped procedures, the references and the lab tier), ``nodocs`` (the
+procedures withheld and no lab tier; later sessions on fresh trees) and ``procedures-off`` (the
+procedures withheld as in ``nodocs``, the references and the lab tier kept, sessions sharing one
+tree as in ``docs``): against ``docs`` it prices the procedures alone.
+
+Each row carries the check's score (its error against the truth in the case's unit, see
+``bench.cases.Score``) and the run's cost from the server's traces: tool calls, executions,
+seconds spent in the kernel tools and the characters of every answer the agent read.
 
 A docs-off run is *contaminated* when it reached a withheld procedure anyway: code it ran opened
 the package's shipped docs folder (read from the session notebooks the server records), a read of
@@ -43,13 +53,33 @@ from bench.agents import (
     AgentRun,
     run_command,
 )
-from bench.cases import Case, run_check
+from bench.cases import Case, scored_check
 from bench.prepare import ConfigTree, prepare_tree, write_mcp_config
 
-__all__ = ["ARMS", "RunSpec", "parse_trace", "run_bench", "run_one"]
+__all__ = ["ARMS", "Arm", "RunSpec", "parse_trace", "run_bench", "run_one", "trace_cost"]
 
-ARMS = {"docs": True, "nodocs": False}
-"""Arm name -> the ``--bench-docs`` value of its config tree."""
+
+@dataclass(frozen=True)
+class Arm:
+    """What an arm's config tree holds."""
+
+    procedures: bool
+    """The shipped procedures are listed and readable (else withheld, ``docs.withhold``)."""
+    lab: bool
+    """The lab tier is installed."""
+    memory: bool
+    """Later sessions of a case run on session 1's tree (else each on a fresh one)."""
+
+
+ARMS = {
+    "docs": Arm(procedures=True, lab=True, memory=True),
+    "nodocs": Arm(procedures=False, lab=False, memory=False),
+    "procedures-off": Arm(procedures=False, lab=True, memory=True),
+}
+"""Arm name -> what its trees hold; see the module docstring."""
+
+KERNEL_TOOLS = ("execute_code", "poll_job")
+"""The calls whose duration is the kernel's time: running code and waiting on a job."""
 
 
 @dataclass(frozen=True)
@@ -67,6 +97,9 @@ class RunSpec:
     """Server setting kernel.promote_after for every run (None: the server's default)."""
     kernel_plugins: dict[str, str] | None = None
     """Kernel plugin files (name -> source) every run's tree gets, as a lab's own would."""
+    same_data: bool = False
+    """Every repeat on repeat 0's data: the spread of the answers is then the agent's own
+    disagreement with itself, not the data's variation."""
 
 
 def parse_trace(path: Path) -> tuple[dict[str, int], list[str], int]:
@@ -91,6 +124,32 @@ def parse_trace(path: Path) -> tuple[dict[str, int], list[str], int]:
             doc = args.get("id") if isinstance(args, dict) else None
             docs.append(str(doc) if doc is not None else "?")
     return dict(calls), docs, bad
+
+
+def trace_cost(paths: list[Path]) -> dict[str, float]:
+    """What the sessions cost, from their traces: tool calls, executions (execute_code calls),
+    seconds in the kernel tools and the characters of the answers the agent read."""
+    cost = {"calls": 0.0, "executions": 0.0, "kernel_s": 0.0, "answer_chars": 0.0, "read_doc_chars": 0.0}
+    for path in paths:
+        if not path.is_file():
+            continue
+        for line in path.read_text(encoding="utf-8", errors="replace").splitlines():
+            try:
+                entry = json.loads(line)
+            except ValueError:
+                continue
+            if not isinstance(entry, dict) or "tool" not in entry:
+                continue
+            cost["calls"] += 1
+            cost["executions"] += entry["tool"] == "execute_code"
+            if entry["tool"] in KERNEL_TOOLS and isinstance(entry.get("duration_ms"), int | float):
+                cost["kernel_s"] += entry["duration_ms"] / 1000
+            if isinstance(entry.get("answer_chars"), int):
+                cost["answer_chars"] += entry["answer_chars"]
+                if entry["tool"] == "read_doc":
+                    cost["read_doc_chars"] += entry["answer_chars"]
+    cost["kernel_s"] = round(cost["kernel_s"], 3)
+    return cost
 
 
 def trace_calls(path: Path, tool: str, *, ok_only: bool = False) -> list[dict[str, Any]]:
@@ -208,6 +267,9 @@ def run_one(spec: RunSpec, case: Case, arm: str, repeat: int) -> dict[str, Any]:
         "covered_by": list(case.docs),
         "passed": False,
         "detail": "",
+        "score": None,
+        "cost": {},
+        "same_data": spec.same_data,
         "duration_s": None,
         "exit_code": None,
         "timed_out": False,
@@ -223,12 +285,17 @@ def run_one(spec: RunSpec, case: Case, arm: str, repeat: int) -> dict[str, Any]:
         extra: dict[str, dict[str, object]] | None = (
             {"kernel": {"promote_after": spec.promote_after}} if spec.promote_after is not None else None
         )
+        shape = ARMS[arm]
         tree = prepare_tree(
-            run_dir / "config", bench_docs=ARMS[arm], extra_config=extra, kernel_plugins=spec.kernel_plugins
+            run_dir / "config",
+            bench_docs=shape.procedures,
+            lab=shape.lab,
+            extra_config=extra,
+            kernel_plugins=spec.kernel_plugins,
         )
         workdir = run_dir / "work"
         workdir.mkdir()
-        truth = case.setup(workdir, _data_rng(spec.seed, case, repeat))
+        truth = case.setup(workdir, _data_rng(spec.seed, case, 0 if spec.same_data else repeat))
         trace = run_dir / "trace.jsonl"
         runs: list[AgentRun] = []
         trees = [tree]
@@ -237,14 +304,15 @@ def run_one(spec: RunSpec, case: Case, arm: str, repeat: int) -> dict[str, Any]:
         for session in range(1, case.sessions + 1):
             last = session == case.sessions
             session_trace = trace if last else run_dir / f"trace-s{session}.jsonl"
-            request = case.request if last else case.first_request
+            request = case.session_request(session)
             session_dir = workdir if last else run_dir / f"work-s{session}"
-            if last and session > 1 and not ARMS[arm]:
-                # docs off: session 2 forgets what session 1 wrote down, so the pair prices the memory
+            if session > 1 and not shape.memory:
+                # docs off: a later session forgets what earlier ones wrote down, so the pair prices the memory
                 trees.append(
                     prepare_tree(
                         run_dir / f"config-s{session}",
                         bench_docs=False,
+                        lab=shape.lab,
                         extra_config=extra,
                         kernel_plugins=spec.kernel_plugins,
                     )
@@ -269,10 +337,10 @@ def run_one(spec: RunSpec, case: Case, arm: str, repeat: int) -> dict[str, Any]:
             duration_s=round(sum(r.duration_s for r in runs), 3),
         )
         try:
-            passed, detail = run_check(case, workdir, truth)
+            passed, detail, score = scored_check(case, workdir, truth)
         except Exception as exc:  # a crashing check is a bench bug, not the agent's failure
             row["harness_error"] = f"check crashed: {exc!r}"
-            passed, detail = False, f"check crashed: {exc!r}"
+            passed, detail, score = False, f"check crashed: {exc!r}", None
         if row["timed_out"]:
             detail = f"timed out after {spec.timeout:g} s; {detail}"
         traces = [run_dir / f"trace-s{n}.jsonl" for n in range(1, case.sessions)] + [trace]
@@ -285,9 +353,15 @@ def run_one(spec: RunSpec, case: Case, arm: str, repeat: int) -> dict[str, Any]:
             if bad:
                 row["trace_unparsable_lines"] = row.get("trace_unparsable_lines", 0) + bad
         row.update(
-            passed=bool(passed), detail=detail, tool_calls=dict(calls), docs_read=docs, read_doc_called=bool(docs)
+            passed=bool(passed),
+            detail=detail,
+            tool_calls=dict(calls),
+            docs_read=docs,
+            read_doc_called=bool(docs),
+            score=score.as_row() if score is not None else None,
+            cost=trace_cost(traces),
         )
-        if not ARMS[arm]:
+        if tree.withheld:
             session_trees = [trees[min(n, len(trees) - 1)] for n in range(len(traces))]
             row["contaminated"] = sorted(
                 {hit for path, on in zip(traces, session_trees, strict=True) for hit in contamination(on, path)}

@@ -11,7 +11,8 @@ following a job that outlives ``promote_after`` with ``poll_job`` until it ends.
   covers, the full solution is the procedure itself: the python blocks of the docs it read
   through the server, run as written, one ``execute_code`` per block, between the case's prelude
   (files and inputs) and epilogue (the files the request names). In session 1 of a two-session
-  case it writes the convention down with ``write_doc``.
+  case it writes the convention down with ``write_doc``; in the middle session of a three-session
+  case it applies that convention.
 * ``--blind``, the docs-blind agent, reads and writes no doc and always plays the textbook solution:
   it shows which cases need what the docs hold.
 
@@ -79,9 +80,16 @@ async def _run_code(client: Client, workdir: Path, code: str) -> int:
 
 
 async def play(
-    case_name: str, workdir: Path, mcp_config: Path, *, session: int | None = None, blind: bool = False
+    case_name: str,
+    workdir: Path,
+    mcp_config: Path,
+    *,
+    session: int | None = None,
+    blind: bool = False,
+    memo: tuple[str, str] | None = None,
 ) -> int:
-    """Play one session of a case through the server named in ``mcp_config``; 0 when the code ran."""
+    """Play one session of a case through the server named in ``mcp_config``; 0 when the code ran.
+    ``memo`` (doc id, body) replaces the case's own memo: how a test plays a memo that does harm."""
     case = get_case(case_name)
     session = session or case.sessions
     spec = json.loads(mcp_config.read_text(encoding="utf-8"))["mcpServers"]["biopb"]
@@ -97,8 +105,10 @@ async def play(
             f"session {session} of {case.sessions}; handshake lists {len(listed)} ids; {'blind' if blind else 'docs-driven'}"
         )
         _log(_text(await client.call_tool("start_kernel", {})))
-        if session < case.sessions:
-            return await _first_session(client, case, workdir, blind)
+        if session == 1 < case.sessions:
+            return await _first_session(client, case, workdir, blind, memo)
+        if session < case.sessions:  # a middle session applies what the first one was told
+            return await _run_code(client, workdir, case.second_solution)
         informed = not blind
         texts: dict[str, str] = {}
         # the docs that cover the case first; the other docs its procedure runs (the references
@@ -125,10 +135,13 @@ async def play(
         return 0
 
 
-async def _first_session(client: Client, case: Case, workdir: Path, blind: bool) -> int:
+async def _first_session(
+    client: Client, case: Case, workdir: Path, blind: bool, memo: tuple[str, str] | None = None
+) -> int:
     code = await _run_code(client, workdir, case.first_solution)
-    if case.memo is not None and not blind:
-        doc_id, body = case.memo
+    memo = memo or case.memo
+    if memo is not None and not blind:
+        doc_id, body = memo
         result = await client.call_tool("write_doc", {"id": doc_id, "body": body})
         _log(f"write_doc({doc_id!r}) -> {'error' if result.is_error else 'ok'}")
     return code
@@ -143,10 +156,20 @@ def main(argv: list[str] | None = None) -> int:
         "--session", type=int, default=None, help="session number (default: $BENCH_SESSION, else the last)"
     )
     parser.add_argument("--blind", action="store_true", help="read no doc, play the textbook solution")
+    parser.add_argument(
+        "--memo",
+        type=Path,
+        default=None,
+        help="a JSON file [doc id, body]: the memo session 1 writes instead of the case's own",
+    )
     args = parser.parse_args(argv)
     session = args.session or int(os.environ.get("BENCH_SESSION", "0") or 0) or None
+    memo = None
+    if args.memo is not None:
+        doc_id, body = json.loads(args.memo.read_text(encoding="utf-8"))
+        memo = (str(doc_id), str(body))
     return anyio.run(
-        lambda: play(args.case, args.workdir.resolve(), args.mcp_config, session=session, blind=args.blind)
+        lambda: play(args.case, args.workdir.resolve(), args.mcp_config, session=session, blind=args.blind, memo=memo)
     )
 
 

@@ -1,6 +1,7 @@
-"""Every case's check fails on an empty work dir and passes on its solution run in a real kernel; the
-textbook solution of every lab and two-session case (and of one hard case) fails its check, so each
-needs a doc; a case a shipped procedure covers is solved by that procedure's blocks as written, its
+"""Every case's check fails on an empty work dir (with no score) and passes on its solution run in a
+real kernel, its score within the check's tolerance; the textbook solution of every lab and
+two-session case (and of one hard case) fails its check, its score worse than that tolerance (or
+no readable answer), so each needs a doc; a case a shipped procedure covers is solved by that procedure's blocks as written, its
 own code only loading files, passing inputs and saving."""
 
 from __future__ import annotations
@@ -16,7 +17,8 @@ from jupyter_client.blocking.client import BlockingKernelClient
 from jupyter_client.manager import KernelManager, start_new_kernel
 
 from _tests.support.seedlib import builtin_plugins
-from bench.cases import Case, all_cases, python_blocks, run_check
+from bench.cases import Case, Score, all_cases, get_case, python_blocks, run_check, scored_check
+from bench.cases._kit import read_number
 from bench.prepare import (
     LAB_DIR,
     LAB_SECTION,
@@ -28,7 +30,7 @@ from bench.prepare import (
 CASES = all_cases()
 # Every lab and two-session case, and one hard case: `python -m bench selftest` runs the textbook
 # solution of every hard case too (as the docs-blind agent); the suite samples those, which are slow.
-NEEDS_DOCS = [case for case in CASES if case.category in ("lab", "two-session")] + [
+NEEDS_DOCS = [case for case in CASES if case.category in ("lab", "two-session", "three-session")] + [
     next(case for case in CASES if case.category == "hard")
 ]
 
@@ -37,9 +39,10 @@ def test_cases_per_category() -> None:
     assert len({case.name for case in CASES}) == len(CASES)
     counts = {
         category: sum(case.category == category for case in CASES)
-        for category in ("textbook", "lab", "hard", "two-session")
+        for category in ("textbook", "lab", "hard", "two-session", "three-session")
     }
-    assert counts["textbook"] == 23 and counts["lab"] >= 12 and counts["hard"] >= 4 and counts["two-session"] >= 6
+    assert counts["three-session"] >= 1
+    assert counts["textbook"] == 26 and counts["lab"] >= 12 and counts["hard"] >= 4 and counts["two-session"] >= 6
     assert sum(not case.covered for case in CASES) >= 3
 
 
@@ -53,6 +56,10 @@ def test_every_doc_a_case_names_exists_where_its_category_says() -> None:
             )
         elif case.category == "lab":
             assert case.docs and set(case.docs) <= lab, case.name
+        elif case.category == "three-session":
+            # session 3 follows a lab rule; session 1's memo must sit beside it, not in its place
+            assert case.memo is not None and case.docs and set(case.docs) <= lab, case.name
+            assert case.memo[0] not in case.docs, case.name
         else:
             assert case.memo is not None and case.docs == (case.memo[0],), case.name
     assert all(f"- {doc_id}:" in LAB_SECTION for doc_id in lab)
@@ -96,7 +103,7 @@ SECRETS = (
 
 def test_no_request_states_the_convention_its_case_needs() -> None:
     for case in CASES:
-        if case.category in ("lab", "two-session"):
+        if case.category in ("lab", "two-session", "three-session"):
             for secret in SECRETS:
                 assert secret not in case.request, f"{case.name}: the request gives away {secret!r}"
             assert len(case.why_hidden) > 40, f"{case.name}: say why the data cannot reveal what it needs"
@@ -106,9 +113,10 @@ def test_no_request_states_the_convention_its_case_needs() -> None:
 def test_check_fails_on_an_empty_work_dir(case, tmp_path: Path) -> None:
     truth = case.setup(tmp_path, np.random.default_rng(1))
     inputs = sorted(path.name for path in tmp_path.iterdir())
-    passed, detail = run_check(case, tmp_path, truth)
+    passed, detail, score = scored_check(case, tmp_path, truth)
     assert not passed
     assert "missing" in detail
+    assert score is None  # no answer, no number: it ranks below every scored answer
     assert sorted(path.name for path in tmp_path.iterdir()) == inputs  # a check writes nothing
 
 
@@ -151,7 +159,9 @@ def _run(kernel: BlockingKernelClient, tmp_path: Path, code: str, *, reset: bool
 
 
 def shipped(doc_id: str) -> str:
-    """A shipped doc's text, as the docs arm's server would serve it under its header."""
+    """A shipped doc's text (or a lab doc's, from the lab tier the docs arm installs)."""
+    if doc_id.startswith("lab/"):
+        return (LAB_DIR / f"{doc_id.removeprefix('lab/')}.md").read_text(encoding="utf-8")
     return (shipped_index_path().parent / f"{doc_id}.md").read_text(encoding="utf-8")
 
 
@@ -159,13 +169,16 @@ def shipped(doc_id: str) -> str:
 def test_solution_run_in_a_kernel_passes_the_check(case, kernel: BlockingKernelClient, tmp_path: Path) -> None:
     """The docs arm's solution, in one namespace: a covered case's is its procedure's blocks as written."""
     truth = case.setup(tmp_path, np.random.default_rng(1))
-    if case.first_solution:
-        _run(kernel, tmp_path, case.first_solution)
+    for earlier in (case.first_solution, case.second_solution):
+        if earlier:
+            _run(kernel, tmp_path, earlier)
     _run(kernel, tmp_path, "")
     for cell in case.solution_cells(shipped):
         _run(kernel, tmp_path, cell, reset=False)
-    passed, detail = run_check(case, tmp_path, truth)
+    passed, detail, score = scored_check(case, tmp_path, truth)
     assert passed, detail
+    assert score is not None and score.limit is not None, f"{case.name} declares no score with its tolerance"
+    assert score.error <= score.limit + 1e-9, f"{case.name}: {score}"
 
 
 PROCEDURES = set(ablate_index(shipped_index_path().read_text(encoding="utf-8")).withheld)
@@ -263,8 +276,28 @@ def test_textbook_solution_fails_every_case_that_needs_a_doc(
     if case.first_solution:
         _run(kernel, tmp_path, case.first_solution)
     _run(kernel, tmp_path, case.textbook_solution)
-    passed, detail = run_check(case, tmp_path, truth)
+    passed, detail, score = scored_check(case, tmp_path, truth)
     assert not passed, detail
+    # worse than the tolerance the case's own solution meets, or no readable answer at all
+    assert score is None or (score.limit is not None and score.error > score.limit), f"{case.name}: {score}"
+
+
+def test_a_check_may_return_its_score_or_declare_it() -> None:
+    """The protocol: a check's third item is its score; else the last one it declared; the error is
+    never negative and defaults to the distance from the truth."""
+    from bench.cases import score
+
+    def declaring(workdir: Path, truth: dict) -> tuple[bool, str]:
+        score(3, 5, "nuclei", limit=1)
+        score(7, 5, "nuclei", limit=1)
+        return False, "off"
+
+    returning = Score(error=0.0, unit="nuclei", reported=5, truth=5, limit=1)
+    case = Case("protocol-probe", "count", lambda workdir, rng: {}, declaring)
+    assert scored_check(case, Path("."), {})[2] == Score(error=2.0, unit="nuclei", reported=7, truth=5, limit=1)
+    case = Case("protocol-probe", "count", lambda workdir, rng: {}, lambda workdir, truth: (True, "ok", returning))
+    assert scored_check(case, Path("."), {}) == (True, "ok", returning)
+    assert score(0.9, 1.0, "1 - r", error=-0.1).error == 0.1
 
 
 def test_the_scripted_agent_can_read_every_doc_a_case_needs_in_the_docs_arm_only(tmp_path: Path) -> None:
@@ -284,3 +317,32 @@ def test_the_scripted_agent_can_read_every_doc_a_case_needs_in_the_docs_arm_only
         assert needed - memo <= served[True], case.name
         if case.category != "textbook":
             assert not (set(case.docs) - memo) & served[False], case.name
+
+
+@pytest.mark.parametrize(
+    ("name", "answer", "wrong"),
+    [
+        ("nucleus-area-um2", "area_px", "an area in pixels (1 µm per pixel assumed)"),
+        ("bleach-rate-per-second", "per_frame", "a rate per frame (the interval ignored)"),
+        ("count-in-named-channel", "channel_0", "the count of channel 0 (the names ignored)"),
+    ],
+)
+def test_a_file_metadata_case_fails_an_answer_that_ignores_the_file(
+    tmp_path: Path, name: str, answer: str, wrong: str
+) -> None:
+    """The answer an agent gives without reading the file's pixel size, interval or channel names fails."""
+    from skimage import filters, measure
+
+    case = get_case(name)
+    truth = case.setup(tmp_path, np.random.default_rng(1))
+    if answer == "area_px":
+        artifact, value = "nucleus_area_um2.txt", truth["area_px"]
+    elif answer == "per_frame":
+        artifact, value = "bleach_rate.txt", truth["rate"] * 2.5
+    else:
+        first = __import__("tifffile").imread(tmp_path / "cells.ome.tif")[0].astype(float)
+        artifact, value = "nuclei_count.txt", measure.label(first > filters.threshold_otsu(first)).max()
+    (tmp_path / artifact).write_text(f"{value}\n", encoding="utf-8")
+    passed, detail = run_check(case, tmp_path, truth)
+    assert not passed, f"{wrong} passed: {detail}"
+    assert read_number(tmp_path / artifact) == pytest.approx(float(value))

@@ -25,3 +25,15 @@ def test_the_throughput_line_carries_the_load_and_the_meter_keeps_the_peak() -> 
     line = throughput_line(figures, 6, 59.2, now)
     assert line.startswith("throughput: cluster 24.00 MB/s") and line.endswith(f"({now})")
     assert "1.50x one process, 75% of the machine's floor (2 cores" in line
+
+
+def test_the_open_image_run_measures_both_rates_beside_the_load_and_checks_the_projection(tmp_path) -> None:
+    """``ooc --open-image`` at a tiny size: it runs, its figures have their shape, its check holds."""
+    from bench.ooc_open import run
+
+    lines: list[str] = []
+    figures = run(512, 16, tmp_path, rounds=1, out=lines.append)
+    assert figures["mip_equal"] is True
+    assert len(figures["raw_read_mb_s"]) == len(figures["mip_mb_s"]) == 1 and figures["mip_vs_raw_median"] > 0
+    assert figures["open_repr_cold_mb"] < 100
+    assert all("(load " in line for line in lines if "MB/s" in line and not line.startswith("WARNING"))

@@ -68,3 +68,43 @@ def test_repeat_summary_has_rates_paired_test_and_categories() -> None:
     assert "| lab-a | lab | 0 | docs | d |" in text
     assert "| textbook | 1 | 3/3 | 3/3 |" in text and "| lab | 1 | 3/3 | 0/3 |" in text
     assert "| docs | 6/6 (100%) | lab/microscope ×6 |" in text
+
+
+def _scored(case: str, arm: str, repeat: int, reported: float | None, truth: float = 10.0) -> dict[str, Any]:
+    row = _row(case, "textbook", arm, repeat, reported is not None and abs(reported - truth) <= 1)
+    row["score"] = (
+        None
+        if reported is None
+        else {"error": abs(reported - truth), "unit": "nuclei", "reported": reported, "truth": truth, "limit": 1}
+    )
+    row["cost"] = {"calls": 4, "executions": 2, "kernel_s": 1.5, "answer_chars": 3000, "read_doc_chars": 1000}
+    row["same_data"] = True
+    return row
+
+
+def test_scores_agreement_and_cost_sections() -> None:
+    """Errors per arm (median and range, a missing answer counted apart), the paired comparison of
+    errors against the docs arm, the spread of repeats, and the cost per solved case."""
+    from bench.scores import sign_test, wilcoxon_exact
+
+    rows = []
+    for repeat, (docs, off, nodocs) in enumerate([(10, 12, 14), (10, 11, None), (11, 13, 16)]):
+        rows += [
+            _scored("count-a", "docs", repeat, docs),
+            _scored("count-a", "procedures-off", repeat, off),
+            _scored("count-a", "nodocs", repeat, nodocs),
+        ]
+    text = summarize(rows, agent="m", wall_s=5, cases=1, repeat=3)
+    assert "| count-a | nuclei (≤ 1) | 0 [0–1] | 2 [1–3] | 5 [4–6]; no answer 1/3 |" in text
+    # docs smaller in all 3 pairs against each arm; the missing answer loses its pair
+    assert "| procedures off | 3 | 3 | 0 | 0 | 0.25 | 6, p = 0.25 | 0 vs 2 |" in text
+    assert "| no docs | 3 | 3 | 0 | 0 | 0.25 | 3, p = 0.5 | 0.5 vs 5 |" in text
+    assert "all on the same data: a spread is the agent disagreeing with itself." in text
+    assert "| count-a | nuclei | 1; 1; 3/3 | 2; 2; 3/3 | 2; 2; 2/3 |" in text
+    assert "| docs | 3/3 | 4 (4) | 2 (2) | 1.5 (1.5) | 3 (3) | 1 |" in text
+    assert "| no docs | 0/3 | – (none solved) (4)" in text
+    assert sign_test(9, 1) == pytest.approx(0.021484375) and sign_test(0, 0) is None
+    # the exact null with tied ranks (scipy's exact test refuses ties; enumeration does not)
+    assert wilcoxon_exact([1, -2, 3, 4, 5, 6, 7, 8]) == pytest.approx((34.0, 0.0234375))
+    assert wilcoxon_exact([1, 1, -1, 2]) == pytest.approx((8.0, 0.5))
+    assert wilcoxon_exact([0, 0]) is None

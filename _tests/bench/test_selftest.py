@@ -26,20 +26,35 @@ def test_selftest_lines_name_the_agent_read_demanded_failures_as_expected_and_su
                 str(tmp_path),
                 "--timeout",
                 "60",
+                "--repeat",
+                "2",
             ]
         )
         == 0
     )
     out = capsys.readouterr().out
     runs = [line for line in out.splitlines() if line.startswith("[")]
-    assert len(runs) == 4, out
+    assert len(runs) == 12, out
     for line in runs:
         assert re.match(
-            r"\[nothing [1-4]/4 +\d+\.\ds\] (crop-roi|split-channels) (docs|nodocs): fail \(expected\) "
+            r"\[nothing +\d+/12 +\d+\.\ds\] (crop-roi|split-channels) (docs|procedures-off|nodocs): fail \(expected\) "
             r"\(\d+(\.\d+)? s\)$",
             line,
         ), line
-    assert "selftest: agent nothing (1 of 1), 4 runs" in out
-    assert re.search(r"^selftest: nothing: 4 runs in \d+ s, 0 passed, 4 failed, all as expected$", out, re.MULTILINE), (
-        out
-    )
+    assert "selftest: agent nothing (1 of 1), 12 runs" in out
+    assert re.search(
+        r"^selftest: nothing: 12 runs in \d+ s, 0 passed, 12 failed, all as expected$", out, re.MULTILINE
+    ), out
+    summary = (tmp_path / "nothing" / "summary.md").read_text(encoding="utf-8")
+    for section in (
+        "## Error against the truth per arm",
+        "## Paired comparison of errors",
+        "## Agreement across repeats",
+        "## Cost per solved case",
+    ):
+        assert section in summary
+    assert "2 repeats, all on the same data" in summary
+    # nothing answers: no run has a number, and no arm solves a case
+    assert "| crop-roi | (no answer in any run) | no answer 2/2 | no answer 2/2 | no answer 2/2 |" in summary
+    assert "| docs | 0/4 | – (none solved)" in summary
+    assert "| crop-roi | – | –; –; 0/2 | –; –; 0/2 | –; –; 0/2 |" in summary

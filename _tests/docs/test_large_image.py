@@ -178,3 +178,41 @@ def test_an_image_without_objects_stops_at_the_threshold_checkpoint(host: Kernel
     assert "no pixel is above the threshold" in text
     assert not (tmp_path / "labels.zarr").exists()
     assert ok(host, "print(1 + 1)").strip() == "2"
+
+
+def test_an_ome_zarr_is_opened_lazily_through_open_image_and_its_areas_get_units(
+    host: KernelHost, tmp_path: Path
+) -> None:
+    """An OME-Zarr pyramid (written by ome-zarr, a channel axis of one) is opened through
+    open_image's lazy level 0 and its plane copied once, uncompressed (each task reads its chunk's
+    margin from it); the pixel size in its metadata reaches the areas."""
+    import warnings
+
+    import zarr
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)  # ome-zarr's own, at import
+        from ome_zarr.format import FormatV05
+        from ome_zarr.writer import write_image
+
+    side = 1024
+    region = synthetic_region(synthetic_patch(), slice(0, side), slice(0, side))
+    source = tmp_path / "plate.ome.zarr"
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # the writer's default-scale warning for c
+        write_image(
+            region[None],
+            zarr.open_group(source, mode="w", zarr_format=3),
+            scale_factors=(2,),
+            axes="cyx",
+            fmt=FormatV05(),
+            scale={"y": 0.65, "x": 0.65},
+            axes_units={"y": "micrometer", "x": "micrometer"},
+            storage_options={"chunks": (1, 256, 256)},
+        )
+    set_inputs(host, source, tmp_path / "labels.zarr")
+    printed = "".join(ok(host, block) for block in seedlib.code_blocks(seedlib.read("large-image")))
+    got = value(host, "{'n': int(n_objects), 'px': pixel_size_um, 'copy': os.path.exists(stem + '-source.zarr')}")
+    assert got["n"] == expected_objects((side, side))
+    assert got["px"] == 0.65 and got["copy"]
+    assert "pixel size: z not recorded, y 0.65 µm, x 0.65 µm" in printed and " um2" in printed

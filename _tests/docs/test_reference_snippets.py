@@ -21,43 +21,35 @@ pytestmark = pytest.mark.slow
 # ---------------------------------------------------------------- reference snippets (data, outputs)
 
 
-def test_data_reference_reads_axes_pixel_size_and_pyramid(kernel: seedlib.KernelRunner, tmp_path: Path) -> None:
+def test_data_reference_reads_axes_pixel_size_channels_and_pyramid(
+    kernel: seedlib.KernelRunner, tmp_path: Path
+) -> None:
     rng = np.random.default_rng(12)
     data = rng.integers(0, 4096, (2, 3, 64, 64), dtype=np.uint16)  # 12-bit values in uint16
     path = tmp_path / "stack.ome.tif"
     with tifffile.TiffWriter(path) as tw:
         meta = {
             "axes": "CZYX",
-            "PhysicalSizeX": 0.325,
-            "PhysicalSizeY": 0.325,
+            "PhysicalSizeX": 325.0,
+            "PhysicalSizeXUnit": "nm",
+            "PhysicalSizeY": 325.0,
+            "PhysicalSizeYUnit": "nm",
             "PhysicalSizeZ": 1.5,
-            "Channel": {"Name": ["DAPI", "GFP"]},
+            "Channel": {"Name": ["GFP", "DAPI"]},
         }
         tw.write(data, subifds=1, metadata=meta, tile=(32, 32))
         tw.write(data[..., ::2, ::2], subfiletype=1, tile=(32, 32))
-    out = run_doc(
-        kernel,
-        "data",
-        {"path": str(path)},
-        [
-            "axes",
-            "axes_tczyx",
-            "data",
-            "pixel_size_um",
-            "z_step_um",
-            "channel_names",
-            "n_levels",
-            "overview",
-            "plane_max",
-        ],
-        tmp_path,
-    )
-    assert str(out["axes"]) == "CZYX" and str(out["axes_tczyx"]) == "CZYX"
-    np.testing.assert_array_equal(out["data"], data)
-    assert float(out["pixel_size_um"]) == 0.325 and float(out["z_step_um"]) == 1.5
-    assert out["channel_names"].tolist() == ["DAPI", "GFP"]
-    assert int(out["n_levels"]) == 2 and out["overview"].shape == (2, 3, 32, 32)
-    assert out["plane_max"].tolist() == [float(p.max()) for p in data.reshape(6, 64, 64)]
+    produces = ["dims", "data", "plane", "stack", "pixel_size_um", "z_um", "channel_names", "frame_interval_s"]
+    out = run_doc(kernel, "data", {"path": str(path)}, [*produces, "levels", "projection"], tmp_path)
+    assert str(out["dims"]) == "TCZYX"
+    np.testing.assert_array_equal(out["data"], data[None])
+    np.testing.assert_array_equal(out["plane"], data[1, 0])  # the DAPI channel, found by name
+    np.testing.assert_array_equal(out["stack"], data[0])  # T=0, C=0: (Z, Y, X)
+    np.testing.assert_array_equal(out["projection"], data[0].max(axis=0))
+    assert float(out["pixel_size_um"]) == 0.325 and float(out["z_um"]) == 1.5  # nm converted
+    assert out["channel_names"].tolist() == ["GFP", "DAPI"]
+    assert out["frame_interval_s"].item() is None  # not recorded: None, not invented
+    assert [list(s) for s in out["levels"]] == [[1, 2, 3, 64, 64], [1, 2, 3, 32, 32]]
 
 
 def test_outputs_reference_saves_next_to_the_data_and_shows_png(kernel: seedlib.KernelRunner, tmp_path: Path) -> None:

@@ -34,6 +34,10 @@ CASES = {
         "labels",
     ),
     "movie-5-objects-slow": (Scene(43, 5, shape=(128, 128), speed=0.1, gaps=0.5), "movie"),
+    # objects leave faster than others enter: some frames hold one object or none
+    "movie-5-objects-emptying": (Scene(35, 5, shape=(128, 128), speed=0.3, gaps=0.2), "movie"),
+    # an object leaves as another enters near it (speed +11 % when that was linked)
+    "movie-5-objects-leave-as-another-enters": (Scene(25, 5, shape=(128, 128), speed=0.3, gaps=0.2), "movie"),
 }
 
 
@@ -61,6 +65,8 @@ def check(scene: Scene, out: Outputs, truth: Truth) -> dict[str, float]:
     assert {"track_id", "speed_um_per_min", "persistence"} <= set(summary.dtype.names or ())
     assert np.nanmax(summary["persistence"]) <= 1 + 1e-9
     tid, t, y, x = (tracks[c] for c in ("track_id", "t", "y", "x"))
+    seen = int(np.count_nonzero(~np.isnan(truth.centres[..., 0])))
+    assert len(t) <= 1.1 * seen + 5, f"{len(t)} detections for {seen} objects seen: noise taken for objects"
     radius = scene.diameter / 2
     recall = link_recall(truth, tid, t, y, x, radius)
     gap_links = {link for link in truth.links if link[2] - link[1] > 1}
@@ -114,3 +120,15 @@ def test_track_sweep_fails_without_gap_closing(kernel: seedlib.KernelRunner, tmp
     out = run_doc(kernel, "track-objects", inputs, PRODUCES, tmp_path, edit=edit)
     with pytest.raises(AssertionError, match="links across missed frames"):
         check(scene, out, truth)
+
+
+def test_truth_speed_counts_the_frames_a_crossing_pair_is_one_blob() -> None:
+    """A crossing pair is one blob for up to 3 frames: too long a gap for a link, but the pair moves
+    on through them, at three times a slow movie's other objects. The mean speed the procedure is
+    held to covers those frames (as chords), or it reads 4-5 % low on a slow movie."""
+    _, _, truth = generate(Scene(31, 30, speed=0.1, gaps=0.2, crossings=3), seen_in="movie")
+    for a, b, at in truth.crossing_pairs:
+        for member in (a, b):
+            assert np.isnan(truth.centres[member, at, 0]), "the pair is one blob where it meets"
+            assert any(i == member and t0 < at < t1 for i, t0, t1 in truth.spans), f"object {member} at {at}"
+    assert truth.links <= truth.spans

@@ -206,7 +206,7 @@ async def test_trace_has_one_line_per_call_without_code_or_bodies(built: Any, tm
     mcp, _ = built
     async with Client(mcp, mode=mode) as client:
         await client.call_tool("write_doc", {"id": "traced", "body": "# T\n\nsecret-body-text\n"})
-        await client.call_tool("read_doc", {"id": "traced"})
+        read = await client.call_tool("read_doc", {"id": "traced"})
         await client.call_tool("read_doc", {"id": "missing-one"})
         await client.call_tool("execute_code", {"code": "secret_code_text = 1"})
     records = [json.loads(line) for line in (tmp_path / "trace.jsonl").read_text().splitlines()]
@@ -217,6 +217,10 @@ async def test_trace_has_one_line_per_call_without_code_or_bodies(built: Any, tm
     raw = (tmp_path / "trace.jsonl").read_text()
     assert "secret-body-text" not in raw and "secret_code_text" not in raw
     assert all(r["duration_ms"] >= 0 for r in records)
+    # what each answer cost the agent's context: its length, never its text
+    text = "".join(part.text for part in read.content if hasattr(part, "text"))
+    assert records[1]["answer_chars"] >= len(text) > 0
+    assert all(r["answer_chars"] > 0 for r in records)
 
 
 # ----------------------------------------------------------------------------- with a kernel

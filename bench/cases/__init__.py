@@ -6,7 +6,11 @@ Each case module calls :func:`register` at import. A case is plain data plus two
   check needs (arrays allowed); the truth never goes into the work dir, so the agent cannot read it.
 * ``check(workdir, truth) -> (passed, detail)`` scores the artifacts the request asked for, with
   the tolerances stated in its detail. A missing or malformed artifact is a failed check, never an
-  exception.
+  exception. Beside the verdict the check declares a :class:`Score` (with :func:`score`, as soon
+  as it has read the answer's number, or as a third item of its result): the error against the
+  truth in the case's own unit, the number the answer reported and the truth. A pass/fail check
+  cannot tell a near miss from a wild one, nor an answer at the truth from one at the tolerance's
+  edge; the score can. No score means no readable answer, which ranks below every number.
 
 ``solution`` is Python source the scripted agent runs through ``execute_code`` with the kernel's
 working directory set to the work dir: the known answer, proving that the check can pass.
@@ -29,6 +33,10 @@ Categories tell what a case needs:
 * ``two-session``: session 1's request states a convention and asks the agent to keep it;
   session 2 (a fresh server: on the same config tree in the docs arm, a fresh one without the
   docs) gets a related request without it.
+* ``three-session``: memory must do no harm. Session 1 states a rule narrower than a lab rule
+  (for one line, one plate), session 2 applies the narrow rule, session 3 needs the lab's
+  original rule: it fails when what session 1 wrote replaced the lab's rule instead of adding a
+  scoped one beside it.
 
 ``why_hidden`` (lab and two-session cases) says why the data cannot reveal what the case needs.
 
@@ -41,6 +49,7 @@ from __future__ import annotations
 import importlib
 import re
 from collections.abc import Callable, Sequence
+from contextvars import ContextVar
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -54,17 +63,64 @@ __all__ = [
     "Each",
     "Procedure",
     "Run",
+    "Score",
     "all_cases",
     "get_case",
     "python_blocks",
     "register",
     "run_check",
+    "score",
+    "scored_check",
 ]
 
-CATEGORIES = ("textbook", "lab", "hard", "two-session")
+CATEGORIES = ("textbook", "lab", "hard", "two-session", "three-session")
 """Case categories, in report order; see the module docstring."""
 
 Truth = dict[str, Any]
+
+
+@dataclass(frozen=True)
+class Score:
+    """How far an answer is from the truth, in the case's own unit (0 at the truth)."""
+
+    error: float
+    """Distance from the truth, never negative; smaller is better."""
+    unit: str
+    """The unit of ``error`` (e.g. ``nuclei``, ``|ratio - 1|``, ``1 - NCC``)."""
+    reported: float
+    """The answer's number the error is measured on (what repeats should agree on)."""
+    truth: float
+    """That number's true value."""
+    limit: float | None = None
+    """The check's tolerance on ``error``, when it has one: a pass sits at or under it."""
+
+    def as_row(self) -> dict[str, float | str | None]:
+        return {
+            "error": self.error,
+            "unit": self.unit,
+            "reported": self.reported,
+            "truth": self.truth,
+            "limit": self.limit,
+        }
+
+
+_SCORES: ContextVar[list[Score] | None] = ContextVar("bench_case_scores", default=None)
+
+
+def score(reported: float, truth: float, unit: str, *, error: float | None = None, limit: float | None = None) -> Score:
+    """Declare the running check's score (the last declared wins); the error defaults to
+    ``|reported - truth|`` in ``unit``. Called outside a check it only returns the score."""
+    found = Score(
+        error=float(abs(reported - truth) if error is None else abs(error)),
+        unit=unit,
+        reported=float(reported),
+        truth=float(truth),
+        limit=limit,
+    )
+    declared = _SCORES.get()
+    if declared is not None:
+        declared.append(found)
+    return found
 
 
 class CheckFailed(Exception):
@@ -168,7 +224,7 @@ class Case:
     name: str
     request: str
     setup: Callable[[Path, np.random.Generator], Truth]
-    check: Callable[[Path, Truth], tuple[bool, str]]
+    check: Callable[[Path, Truth], tuple[bool, str] | tuple[bool, str, Score]]
     solution: str = ""
     docs: tuple[str, ...] = ()
     category: str = "textbook"
@@ -176,7 +232,11 @@ class Case:
     first_request: str = ""
     first_solution: str = ""
     memo: tuple[str, str] | None = None
-    """Two-session cases: (doc id, body) the scripted agent writes in session 1."""
+    """Two- and three-session cases: (doc id, body) the scripted agent writes in session 1."""
+    second_request: str = ""
+    """Three-session cases: session 2's request."""
+    second_solution: str = ""
+    """Three-session cases: what the scripted agent runs in session 2."""
     procedure: Procedure | None = None
     """Covered cases: the docs-arm solution is this procedure, run from the docs as written."""
     why_hidden: str = ""
@@ -189,7 +249,13 @@ class Case:
 
     @property
     def sessions(self) -> int:
-        return 2 if self.category == "two-session" else 1
+        return {"two-session": 2, "three-session": 3}.get(self.category, 1)
+
+    def session_request(self, session: int) -> str:
+        """The request of session ``session`` (1-based); the last is the scored one."""
+        if session >= self.sessions:
+            return self.request
+        return self.first_request if session == 1 else self.second_request
 
     def solution_cells(self, read: Callable[[str], str]) -> Sequence[str]:
         """What the docs-driven agent runs: the procedure's cells (docs read with ``read``), else
@@ -203,7 +269,20 @@ class Case:
 
 
 _REGISTRY: dict[str, Case] = {}
-_MODULES = ("nuclei", "cells", "illumination", "stacks", "spots", "utility", "tracking", "lab", "hard", "memo")
+_MODULES = (
+    "nuclei",
+    "cells",
+    "illumination",
+    "stacks",
+    "spots",
+    "utility",
+    "files",
+    "tracking",
+    "lab",
+    "hard",
+    "memo",
+    "memory",
+)
 
 
 def register(case: Case) -> Case:
@@ -217,9 +296,12 @@ def register(case: Case) -> Case:
         raise ValueError(f"case {case.name!r}: category {case.category!r} is not one of {CATEGORIES}")
     if case.category != "textbook" and case.blind_solution is None:
         raise ValueError(f"case {case.name!r}: a {case.category} case needs the textbook solution that fails it")
-    if (case.category == "two-session") != (case.memo is not None and bool(case.first_request)):
-        raise ValueError(f"case {case.name!r}: two-session cases, and only they, have a first request and a memo")
-    if case.category in ("lab", "two-session") and not case.why_hidden:
+    remembers = case.category in ("two-session", "three-session")
+    if remembers != (case.memo is not None and bool(case.first_request)):
+        raise ValueError(f"case {case.name!r}: multi-session cases, and only they, have a first request and a memo")
+    if (case.category == "three-session") != bool(case.second_request):
+        raise ValueError(f"case {case.name!r}: three-session cases, and only they, have a second request")
+    if case.category in ("lab", "two-session", "three-session") and not case.why_hidden:
         raise ValueError(f"case {case.name!r}: a {case.category} case says why the data cannot reveal what it needs")
     if case.procedure is not None and (case.solution or case.blind_solution is None):
         raise ValueError(
@@ -255,7 +337,19 @@ def get_case(name: str) -> Case:
 
 def run_check(case: Case, workdir: Path, truth: Truth) -> tuple[bool, str]:
     """Run a case's check, turning CheckFailed into a failed result with its message."""
+    passed, detail, _ = scored_check(case, workdir, truth)
+    return passed, detail
+
+
+def scored_check(case: Case, workdir: Path, truth: Truth) -> tuple[bool, str, Score | None]:
+    """Run a case's check: its verdict, detail and the score it declared (None: no readable answer)."""
+    declared: list[Score] = []
+    token = _SCORES.set(declared)
     try:
-        return case.check(workdir, truth)
+        result: tuple[Any, ...] = tuple(case.check(workdir, truth))
     except CheckFailed as exc:
-        return False, str(exc)
+        result = (False, str(exc))
+    finally:
+        _SCORES.reset(token)
+    found = result[2] if len(result) > 2 else (declared[-1] if declared else None)
+    return bool(result[0]), str(result[1]), found

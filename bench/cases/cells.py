@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 from scipy import ndimage as ndi
 
-from bench.cases import Case, CheckFailed, Procedure, Run, Truth, register
+from bench.cases import Case, CheckFailed, Procedure, Run, Truth, register, score
 from bench.cases._kit import load_tiff, read_csv, read_number, redraws, save_tiff, to_uint16
 
 # --- cells -----------------------------------------------------------------------------------
@@ -99,6 +99,7 @@ def _setup_cells(touching: bool, n: int) -> Callable[[Path, np.random.Generator]
 def _check_cells(workdir: Path, truth: Truth) -> tuple[bool, str]:
     share = _matched_share(workdir / "cells.tif", truth["cells"])
     n = len(np.unique(truth["cells"][truth["cells"] > 0]))
+    score(share, 1.0, "share of cells unmatched (IoU < 0.8)", limit=0.1)
     detail = f"{share:.0%} of {n} cells match their truth at IoU >= 0.8 under their nucleus's label (need 90 %)"
     return share >= 0.9, detail
 
@@ -225,6 +226,14 @@ def _check_stack(workdir: Path, truth: Truth) -> tuple[bool, str]:
         raise CheckFailed("volumes.csv has no rows")
     median = float(np.median([row["volume_um3"] for row in rows]))
     error = median / truth["median_volume"] - 1
+    count_limit = max(1, 0.03 * truth["count"])
+    score(
+        count,
+        truth["count"],
+        "worse of count error / its tolerance and volume error / 10 %",
+        error=max(abs(count - truth["count"]) / count_limit, abs(error) / 0.10),
+        limit=1.0,
+    )
     detail = (
         f"count {count:g} (truth {truth['count']}, tolerance max(1, 3 %)), median volume {median:.0f} um3 "
         f"({error:+.0%} of the truth's {truth['median_volume']:.0f}; tolerance 10 %)"

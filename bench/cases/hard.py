@@ -14,6 +14,7 @@ import numpy as np
 from scipy import ndimage as ndi
 
 from bench.cases import Case, Procedure, Run, Truth, register
+from bench.cases import score as declare
 from bench.cases._kit import (
     best_shift_ncc,
     disks,
@@ -80,8 +81,9 @@ def _setup_touching(workdir: Path, rng: np.random.Generator) -> Truth:
 
 
 def _check_touching(workdir: Path, truth: Truth) -> tuple[bool, str]:
-    count, f1 = _check_labels(workdir / "labels.tif", truth["labels"], min_f1=0.9)
     reported = read_number(workdir / "count.txt")
+    declare(reported, truth["count"], "nuclei", limit=1)
+    count, f1 = _check_labels(workdir / "labels.tif", truth["labels"], min_f1=0.9)
     if abs(reported - truth["count"]) > 1:
         return False, f"count.txt says {reported:g}, truth {truth['count']} (±1); labels F1 {f1:.2f}"
     return True, f"{count} labelled, count.txt {reported:g}, truth {truth['count']}, F1 {f1:.2f}"
@@ -245,6 +247,7 @@ def _check_stitch_faint(workdir: Path, truth: Truth) -> tuple[bool, str]:
     got[empty] = np.median(got[~empty]) if (~empty).any() else 0.0
     smooth = ndi.gaussian_filter(got, 2)
     score, shift = best_shift_ncc(smooth, ndi.gaussian_filter(expected, 2), max_shift=4, mask=truth["covered"])
+    declare(score, 1.0, "1 - NCC (blurred 2 px)", limit=0.1)
     if score < 0.9:
         return (
             False,

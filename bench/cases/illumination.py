@@ -7,7 +7,7 @@ from pathlib import Path
 import numpy as np
 from scipy import ndimage as ndi
 
-from bench.cases import Case, Procedure, Run, Truth, register
+from bench.cases import Case, Procedure, Run, Truth, register, score
 from bench.cases._kit import disks, load_tiff, save_tiff, to_uint16
 
 SHAPE = (256, 256)
@@ -42,6 +42,7 @@ def _flatness(corrected: np.ndarray, scene: np.ndarray, mask: np.ndarray, limit:
     if min(medians) <= 0:
         return False, "corrected image is zero or negative where the sample is bright"
     spread = max(medians) / min(medians)
+    score(spread, 1.0, "max/min tile ratio - 1", limit=round(limit - 1, 9))
     verdict = spread <= limit
     return (
         verdict,
@@ -186,6 +187,7 @@ def _check_background(workdir: Path, truth: Truth) -> tuple[bool, str]:
     out = load_tiff(workdir / "background_subtracted.tif", ndim=2, shape=signal.shape).astype(np.float64)
     residual = tile_medians(out, truth["far"])
     worst = max(abs(value) for value in residual)
+    score(worst, 0.0, "counts of background left (worst tile median)", limit=40)
     if worst > 40:
         return (
             False,

@@ -20,7 +20,7 @@ from scipy import ndimage as ndi
 from skimage import measure
 from skimage.filters import gaussian, threshold_otsu
 
-from bench.cases import Case, CheckFailed, Truth, register
+from bench.cases import Case, CheckFailed, Truth, register, score
 from bench.cases._kit import (
     find_artifact,
     load_tiff,
@@ -31,7 +31,7 @@ from bench.cases._kit import (
     save_tiff,
     threshold_counts,
 )
-from bench.cases.illumination import _flatness
+from bench.cases.illumination import _flatness, tile_medians
 from bench.cases.scope import (
     PLATE_IMAGER,
     SPINNING_DISK,
@@ -73,6 +73,7 @@ def _check_areas(rows: list[dict[str, float]], truth_um2: np.ndarray, name: str)
         raise CheckFailed(f"{name} has no rows")
     got = np.array([row["area_um2"] for row in rows])
     ratio = float(np.median(got) / np.median(truth_um2))
+    score(float(np.median(got)), float(np.median(truth_um2)), "|median area ratio - 1|", error=ratio - 1, limit=0.15)
     count_ok = abs(len(got) - len(truth_um2)) <= max(1, round(0.1 * len(truth_um2)))
     detail = f"{len(got)} rows ({len(truth_um2)} true); median area_um2 {np.median(got):.1f} vs true {np.median(truth_um2):.1f} (ratio {ratio:.2f}, allowed 0.85-1.15)"
     return count_ok and 0.85 <= ratio <= 1.15, detail
@@ -222,6 +223,16 @@ def _check_flat_centre(workdir: Path, truth: Truth) -> tuple[bool, str]:
     corrected = load_tiff(workdir / "corrected.tif", ndim=2, shape=scene.shape).astype(np.float64)
     flat_ok, detail = _flatness(corrected, scene, np.ones(scene.shape, bool), 1.08)
     level = float(np.median(corrected / scene))
+    # two conditions: flatness (scored by _flatness) and the level; the score is the worse, each over its limit
+    medians = tile_medians(corrected / scene, np.ones(scene.shape, bool))
+    spread = max(medians) / min(medians) if min(medians) > 0 else float("inf")
+    score(
+        level,
+        1.0,
+        "worse of |level - 1| / 0.03 and (spread - 1) / 0.08",
+        error=max(abs(level - 1) / 0.03, (spread - 1) / 0.08),
+        limit=1.0,
+    )
     level_ok = 0.97 <= level <= 1.03
     return flat_ok and level_ok, f"{detail}; level against the lab's centre-normalised counts {level:.3f} (0.97-1.03)"
 
@@ -288,6 +299,7 @@ def _setup_channels(instrument: Instrument, name: str) -> Callable[[Path, np.ran
 def _check_gfp(workdir: Path, truth: Truth) -> tuple[bool, str]:
     got, true = per_label(workdir / "gfp.csv", "mean_gfp", truth["gfp_means"])
     r = float(np.corrcoef(got, true)[0, 1])
+    score(r, 1.0, "1 - Pearson r with the true channel", limit=0.02)
     return r >= 0.98, f"per-cell mean_gfp vs the true GFP channel: Pearson r {r:.3f} (≥ 0.98) over {len(got)} cells"
 
 
@@ -394,6 +406,7 @@ def _check_count(name: str, key: str, what: str) -> Callable[[Path, Truth], tupl
 
     def check(workdir: Path, truth: Truth) -> tuple[bool, str]:
         reported = read_number(workdir / name)
+        score(reported, truth[key], what, limit=0)
         return reported == truth[key], f"{name} says {reported:g}, truth {truth[key]} {what} (exact)"
 
     return check
@@ -563,6 +576,7 @@ def _setup_debris(workdir: Path, rng: np.random.Generator) -> Truth:
 
 def _check_debris(workdir: Path, truth: Truth) -> tuple[bool, str]:
     reported = read_number(workdir / "count.txt")
+    score(reported, truth["count"], "cells", limit=1)
     ok = abs(reported - truth["count"]) <= 1
     return (
         ok,
@@ -643,6 +657,7 @@ def _setup_density(workdir: Path, rng: np.random.Generator) -> Truth:
 def _check_density(workdir: Path, truth: Truth) -> tuple[bool, str]:
     reported = read_number(workdir / "density.txt")
     off = abs(reported - truth["density"]) / truth["per_nucleus"]
+    score(reported, truth["density"], "nuclei' worth of density", error=off, limit=0.6)
     return off <= 0.6, (
         f"density.txt says {reported:.0f}/mm², truth {truth['density']:.0f}/mm² ({truth['counted']} nuclei "
         f"counted in the frame); off by {off:.1f} nuclei' worth (at most 0.6)"
@@ -729,6 +744,15 @@ def _check_plate(workdir: Path, truth: Truth) -> tuple[bool, str]:
     except (ValueError, IndexError):
         raise CheckFailed("counts.csv has a row whose nuclei is not a number") from None
     truth_counts = truth["counts"]
+    if set(truth_counts) <= set(got):
+        worst = max(abs(got[well] - n) for well, n in truth_counts.items())
+        score(
+            sum(got[well] for well in truth_counts),
+            sum(truth_counts.values()),
+            "nuclei, worst well",
+            error=worst,
+            limit=1,
+        )
     wrong = [
         f"{well}: {got.get(well, 'missing')} (truth {n})"
         for well, n in truth_counts.items()
@@ -809,6 +833,7 @@ def _setup_track(workdir: Path, rng: np.random.Generator) -> Truth:
 def _check_track(workdir: Path, truth: Truth) -> tuple[bool, str]:
     reported = read_number(workdir / "speed.txt")
     ratio = reported / truth["speed"]
+    score(reported, truth["speed"], "|speed ratio - 1|", error=ratio - 1, limit=0.08)
     return (
         0.92 <= ratio <= 1.08,
         f"speed.txt says {reported:.3g} µm/min, truth {truth['speed']:.3g} (ratio {ratio:.2f}, allowed 0.92-1.08)",
@@ -871,6 +896,7 @@ def _setup_units(workdir: Path, rng: np.random.Generator) -> Truth:
 def _check_units(workdir: Path, truth: Truth) -> tuple[bool, str]:
     got, true = per_label(workdir / "gfp_units.csv", "gfp", truth["units"])
     ratio = float(np.median(got / true))
+    score(ratio, 1.0, "|median ratio to the lab's units - 1|", limit=0.03)
     return (
         0.97 <= ratio <= 1.03,
         f"gfp against the lab's units (counts above offset per 100 ms): median ratio {ratio:.3f} (0.97-1.03)",

@@ -16,7 +16,7 @@ from pathlib import Path
 import numpy as np
 from scipy import ndimage as ndi
 
-from bench.cases import Case, CheckFailed, Truth, register
+from bench.cases import Case, CheckFailed, Truth, register, score
 from bench.cases._kit import disks, find_artifact, per_label, read_number, redraws, save_tiff, threshold_counts
 from bench.cases.nuclei import nuclei_image
 from bench.cases.scope import CONFOCAL, INCUBATOR, PLATE_IMAGER, SCANNER, WIDEFIELD, cells_field, write_cells
@@ -73,6 +73,7 @@ def _setup_border(workdir: Path, rng: np.random.Generator) -> Truth:
 
 def _check_border(workdir: Path, truth: Truth) -> tuple[bool, str]:
     reported = read_number(workdir / "count_plate2.txt")
+    score(reported, truth["counted"], "nuclei", limit=1)
     ok = abs(reported - truth["counted"]) <= 1
     return ok, (
         f"count_plate2.txt says {reported:g}; {truth['counted']} nuclei lie more than {BORDER_PX} px from "
@@ -154,6 +155,7 @@ def _setup_interval(workdir: Path, rng: np.random.Generator) -> Truth:
 
 def _check_interval(workdir: Path, truth: Truth) -> tuple[bool, str]:
     reported = read_number(workdir / "peak_minutes.txt")
+    score(reported, truth["minutes"], "minutes", limit=0.5)
     ok = abs(reported - truth["minutes"]) <= 0.5
     return ok, f"peak_minutes.txt says {reported:g}, truth {truth['minutes']:g} min (±0.5; frames are 30 s apart)"
 
@@ -222,6 +224,7 @@ def _setup_confocal(workdir: Path, rng: np.random.Generator) -> Truth:
 def _check_confocal(workdir: Path, truth: Truth) -> tuple[bool, str]:
     got, true = per_label(workdir / "mcherry2.csv", "mean_mcherry", truth["mcherry"])
     r = float(np.corrcoef(got, true)[0, 1])
+    score(r, 1.0, "1 - Pearson r with the true channel", limit=0.02)
     return r >= 0.98, f"per-cell mean_mcherry vs the true mCherry channel: Pearson r {r:.3f} (≥ 0.98)"
 
 
@@ -313,6 +316,15 @@ def _check_tables(workdir: Path, truth: Truth) -> tuple[bool, str]:
             got[int(float(cells[header.index("label")].replace(",", ".")))] = float(value.replace(",", "."))
         except (ValueError, IndexError):
             raise CheckFailed(f"{path.name}: cannot read the row {line!r}") from None
+    wrong = sum(abs(got.get(label, -1e9) - means[label - 1]) > 0.5 for label in range(1, len(means) + 1))
+    # a value with a decimal point is a value the lab's spreadsheet misreads: it counts as wrong
+    score(
+        len(means) - wrong,
+        len(means),
+        "means the lab's spreadsheet misreads",
+        error=min(len(means), wrong + dots),
+        limit=0,
+    )
     if dots:
         return False, f"{path.name}: {dots} values use a decimal point; the lab's spreadsheets need a decimal comma"
     off = [label for label in range(1, len(means) + 1) if abs(got.get(label, -1e9) - means[label - 1]) > 0.5]
@@ -414,6 +426,7 @@ def _setup_edu(workdir: Path, rng: np.random.Generator) -> Truth:
 
 def _check_edu(workdir: Path, truth: Truth) -> tuple[bool, str]:
     reported = read_number(workdir / "edu2_positive.txt")
+    score(reported, truth["positive"], "nuclei", limit=0)
     return reported == truth[
         "positive"
     ], f"edu2_positive.txt says {reported:g}, truth {truth['positive']} EdU-positive nuclei (exact)"
@@ -497,6 +510,7 @@ def _setup_scanner(workdir: Path, rng: np.random.Generator) -> Truth:
 def _check_scanner(workdir: Path, truth: Truth) -> tuple[bool, str]:
     reported = read_number(workdir / "area2.txt")
     ratio = reported / truth["mm2"]
+    score(reported, truth["mm2"], "|area ratio - 1|", error=ratio - 1, limit=0.05)
     return (
         0.95 <= ratio <= 1.05,
         f"area2.txt says {reported:.4g} mm², truth {truth['mm2']:.4g} (ratio {ratio:.3f}, allowed 0.95-1.05)",

@@ -7,7 +7,7 @@ from pathlib import Path
 import numpy as np
 from scipy import ndimage as ndi
 
-from bench.cases import Case, CheckFailed, Each, Procedure, Run, Truth, register
+from bench.cases import Case, CheckFailed, Each, Procedure, Run, Truth, register, score
 from bench.cases._kit import disks, load_tiff, read_csv, read_number, save_tiff, to_uint16
 
 SHAPE = (256, 256)
@@ -64,8 +64,9 @@ def _setup_count(workdir: Path, rng: np.random.Generator) -> Truth:
 
 
 def _check_count(workdir: Path, truth: Truth) -> tuple[bool, str]:
-    count, f1 = _check_labels(workdir / "labels.tif", truth["labels"])
     reported = read_number(workdir / "count.txt")
+    score(reported, truth["count"], "nuclei", limit=1)
+    count, f1 = _check_labels(workdir / "labels.tif", truth["labels"])
     if abs(reported - truth["count"]) > 1:
         return False, f"count.txt says {reported:g}, truth {truth['count']} (tolerance ±1)"
     return True, f"{count} labelled, count.txt {reported:g}, truth {truth['count']}, F1 {f1:.2f}"
@@ -139,12 +140,13 @@ def _setup_border(workdir: Path, rng: np.random.Generator) -> Truth:
 
 def _check_border(workdir: Path, truth: Truth) -> tuple[bool, str]:
     path = workdir / "labels_interior.tif"
+    reported = read_number(workdir / "count.txt")
+    score(reported, truth["count"], "nuclei", limit=1)
     count, f1 = _check_labels(path, truth["labels"])
     labels = load_tiff(path)
     rim = np.concatenate([labels[0], labels[-1], labels[:, 0], labels[:, -1]])
     if np.any(rim > 0):
         return False, f"{path.name} still has objects touching the border"
-    reported = read_number(workdir / "count.txt")
     if abs(reported - truth["count"]) > 1:
         return False, f"count.txt says {reported:g}, truth {truth['count']} interior nuclei (tolerance ±1)"
     return True, f"{count} interior nuclei (truth {truth['count']}, {truth['edge']} on the border), F1 {f1:.2f}"
@@ -207,6 +209,9 @@ def _check_measure(workdir: Path, truth: Truth) -> tuple[bool, str]:
             False,
             f"nuclei.csv has labels {sorted(seen)[:10]}…; expected exactly {len(expected)} labels 1..{max(expected)}",
         )
+    worst = max(abs(seen[label]["mean_intensity"] / truth["mean"][label] - 1) for label in expected)
+    areas = sum(seen[label]["area"] for label in expected)
+    score(areas, sum(truth["area"].values()), "|mean intensity ratio - 1|, worst label", error=worst, limit=0.005)
     for label in expected:
         row = seen[label]
         if abs(row["area"] - truth["area"][label]) > 0.5:
@@ -278,6 +283,8 @@ def _check_timelapse_count(workdir: Path, truth: Truth) -> tuple[bool, str]:
     if sorted(got) not in (list(range(len(expected))), list(range(1, len(expected) + 1))):
         return False, f"counts.csv frames {sorted(got)}; expected {len(expected)} frames numbered from 0 (or 1)"
     base = min(got)
+    worst = max(abs(got[t + base] - count) for t, count in enumerate(expected))
+    score(sum(got.values()), sum(expected), "nuclei, worst frame", error=worst, limit=1)
     for t, count in enumerate(expected):
         if abs(got[t + base] - count) > 1:
             return False, f"frame {t}: counted {got[t + base]:g}, truth {count} (tolerance ±1)"

@@ -7,7 +7,7 @@ from pathlib import Path
 import numpy as np
 from scipy import ndimage as ndi
 
-from bench.cases import Case, Procedure, Run, Truth, register
+from bench.cases import Case, Procedure, Run, Truth, register, score
 from bench.cases._kit import disks, match_points, read_csv, save_tiff, smooth_texture, to_uint16
 
 
@@ -59,6 +59,13 @@ def _check_spots(workdir: Path, truth: Truth) -> tuple[bool, str]:
     hits = match_points(found, points, radius=2.0)
     recall = hits / len(points)
     precision = hits / len(found) if len(found) else 0.0
+    score(
+        len(found),
+        len(points),
+        "1 - F1 of spot matching (2 px)",
+        error=1 - 2 * hits / (len(found) + len(points)),
+        limit=0.1,
+    )
     detail = f"{len(found)} found, {len(points)} true, {hits} matched within 2 px: recall {recall:.2f}, precision {precision:.2f} (both ≥ 0.9)"
     return recall >= 0.9 and precision >= 0.9, detail
 
@@ -121,6 +128,8 @@ def _check_spots_per_cell(workdir: Path, truth: Truth) -> tuple[bool, str]:
     missing = sorted(set(counts) - set(got))
     if missing:
         return False, f"spots_per_cell.csv lacks cells {missing}"
+    worst = max(abs(got[label] - count) for label, count in counts.items())
+    score(sum(got[label] for label in counts), sum(counts.values()), "spots, worst cell", error=worst, limit=1)
     off = {label: (got[label], count) for label, count in counts.items() if abs(got[label] - count) > 1}
     if off:
         return False, f"cells off by more than one spot (label: got, true): {off}"
@@ -202,6 +211,7 @@ def _check_pearson(workdir: Path, truth: Truth) -> tuple[bool, str]:
     if len(rows) != 1:
         return False, f"coloc.csv has {len(rows)} data rows, expected 1"
     got, expected = rows[0]["pearson"], truth["pearson"]
+    score(got, expected, "Pearson r", limit=0.02)
     return abs(got - expected) <= 0.02, f"Pearson {got:.3f}, truth within the mask {expected:.3f} (±0.02)"
 
 
@@ -251,6 +261,13 @@ def _check_manders(workdir: Path, truth: Truth) -> tuple[bool, str]:
     if len(rows) != 1:
         return False, f"manders.csv has {len(rows)} data rows, expected 1"
     m1, m2 = rows[0]["m1"], rows[0]["m2"]
+    score(
+        m1,
+        truth["m1"],
+        "M1/M2, the worse difference",
+        error=max(abs(m1 - truth["m1"]), abs(m2 - truth["m2"])),
+        limit=0.03,
+    )
     detail = f"M1 {m1:.3f} (truth {truth['m1']:.3f}), M2 {m2:.3f} (truth {truth['m2']:.3f}), tolerance ±0.03"
     return abs(m1 - truth["m1"]) <= 0.03 and abs(m2 - truth["m2"]) <= 0.03, detail
 

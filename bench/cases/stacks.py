@@ -8,6 +8,7 @@ import numpy as np
 from scipy import ndimage as ndi
 
 from bench.cases import Case, Each, Procedure, Run, Truth, register
+from bench.cases import score as declare
 from bench.cases._kit import best_shift_ncc, disks, load_tiff, ncc, read_csv, save_tiff, smooth_texture, to_uint16
 
 
@@ -37,6 +38,8 @@ def _setup_mip(workdir: Path, rng: np.random.Generator) -> Truth:
 def _check_mip(workdir: Path, truth: Truth) -> tuple[bool, str]:
     expected = truth["mip"]
     got = load_tiff(workdir / "mip.tif", ndim=2, shape=expected.shape)
+    deviation = float(np.abs(got - expected.astype(float)).max())
+    declare(deviation, 0.0, "grey levels, worst pixel", limit=0.5)
     if not np.allclose(got, expected, atol=0.5):
         return (
             False,
@@ -87,8 +90,14 @@ def _setup_mip_channels(workdir: Path, rng: np.random.Generator) -> Truth:
 
 
 def _check_mip_channels(workdir: Path, truth: Truth) -> tuple[bool, str]:
+    got_all = [
+        load_tiff(workdir / f"mip_c{c}.tif", ndim=2, shape=expected.shape)
+        for c, expected in enumerate(truth["mips"], start=1)
+    ]
+    deviation = max(float(np.abs(g - e.astype(float)).max()) for g, e in zip(got_all, truth["mips"], strict=True))
+    declare(deviation, 0.0, "grey levels, worst pixel of any channel", limit=0.5)
     for c, expected in enumerate(truth["mips"], start=1):
-        got = load_tiff(workdir / f"mip_c{c}.tif", ndim=2, shape=expected.shape)
+        got = got_all[c - 1]
         if not np.allclose(got, expected, atol=0.5):
             return False, f"mip_c{c}.tif is not the maximum over z of channel {c}"
     return True, f"{len(truth['mips'])} per-channel projections equal the maximum over z"
@@ -198,6 +207,7 @@ def _check_stitch(workdir: Path, truth: Truth) -> tuple[bool, str]:
     if any(abs(a - b) > 4 for a, b in zip(got.shape, expected.shape, strict=True)):
         return False, f"stitched.tif is {got.shape}, the covered area is {expected.shape} (±4 px)"
     score, shift = best_shift_ncc(got, expected, max_shift=4, mask=truth["covered"])
+    declare(score, 1.0, "1 - NCC", limit=0.05)
     if score < 0.95:
         return (
             False,
@@ -292,6 +302,7 @@ def _check_register(workdir: Path, truth: Truth) -> tuple[bool, str]:
         return False, f"aligned.tif channels are {got.shape[1:]}, the input's are {ch1.shape}"
     core = (slice(16, -16), slice(16, -16))
     first, second = ncc(got[0][core], ch1[core]), ncc(got[1][core], ch1[core])
+    declare(second, 1.0, "1 - NCC of channel 2 with channel 1", limit=0.05)
     if first < 0.99:
         return False, f"channel 1 of aligned.tif was changed (NCC {first:.3f} with the input); it is the reference"
     if second < 0.95:
@@ -365,6 +376,9 @@ def _check_timelapse_intensity(workdir: Path, truth: Truth) -> tuple[bool, str]:
     base = min(got)
     curve = np.array([got[t + base] for t in range(len(level))])
     relative = np.abs(curve - level) / level
+    declare(
+        float(curve.mean()), float(level.mean()), "relative error, worst frame", error=float(relative.max()), limit=0.10
+    )
     if relative.max() > 0.10:
         t = int(relative.argmax())
         return False, f"frame {t}: {curve[t]:.1f} vs true background-subtracted mean {level[t]:.1f} (±10%)"

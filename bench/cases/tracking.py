@@ -14,7 +14,7 @@ from pathlib import Path
 
 import numpy as np
 
-from bench.cases import Case, CheckFailed, Procedure, Run, Truth, register
+from bench.cases import Case, CheckFailed, Procedure, Run, Truth, register, score
 from bench.cases._kit import read_csv, read_number, save_tiff, to_uint16
 from bench.cases._tracks import Scene, generate, link_recall
 from bench.cases._tracks import Truth as Tracks
@@ -55,6 +55,17 @@ def _check(workdir: Path, truth: Truth, min_recall: float, min_gap_recall: float
         f"{recall:.1%} of {len(links)} true links (at least {min_recall:.0%}), {gap_recall:.0%} of the "
         f"{len(gaps)} across missed frames, mean speed {speed:.3g} vs {truth['speed_um_per_min']:.3g} µm/min "
         f"({error:+.1%}, within 5 %)"
+    )
+    # the worst of the three errors the check bounds, each over its tolerance (1 = at the tolerance)
+    over = [(1 - recall) / (1 - min_recall), abs(error) / 0.05]
+    if min_gap_recall is not None:
+        over.append((1 - gap_recall) / (1 - min_gap_recall))
+    score(
+        speed,
+        truth["speed_um_per_min"],
+        "worst of link misses, speed error and missed-frame link misses, each over its tolerance",
+        error=max(over),
+        limit=1.0,
     )
     passed = recall >= min_recall and abs(error) <= 0.05
     if min_gap_recall is not None:

@@ -8,6 +8,7 @@ import numpy as np
 from scipy import ndimage as ndi
 
 from bench.cases import Case, Truth, register
+from bench.cases import score as declare
 from bench.cases._kit import disks, load_tiff, ncc, read_csv, save_tiff, smooth_texture, to_uint16
 
 # --- rescale-8bit --------------------------------------------------------------------------
@@ -27,6 +28,7 @@ def _check_rescale(workdir: Path, truth: Truth) -> tuple[bool, str]:
     if got.dtype != np.uint8:
         return False, f"image8.tif is {got.dtype}, not 8-bit (uint8)"
     error = np.abs(got.astype(np.float64) - expected).max()
+    declare(float(error), 0.0, "grey levels, worst pixel", limit=1.0)
     return error <= 1.0, f"max deviation from the linear min→0, max→255 stretch: {error:.2f} grey levels (limit 1)"
 
 
@@ -62,6 +64,7 @@ def _setup_crop(workdir: Path, rng: np.random.Generator) -> Truth:
 def _check_crop(workdir: Path, truth: Truth) -> tuple[bool, str]:
     expected = truth["roi"]
     got = load_tiff(workdir / "roi.tif", ndim=2, shape=expected.shape)
+    declare(float(np.abs(got.astype(np.float64) - expected).max()), 0.0, "grey levels, worst pixel", limit=0.0)
     if got.dtype != expected.dtype:
         return False, f"roi.tif is {got.dtype}; the original is {expected.dtype} and should stay so"
     if not np.array_equal(got, expected):
@@ -114,6 +117,7 @@ def _check_profile(workdir: Path, truth: Truth) -> tuple[bool, str]:
     resampled = np.interp(np.linspace(0, 1, len(expected)), np.linspace(0, 1, len(got)), got)
     score = ncc(resampled, expected)
     level = float(np.median(resampled / np.maximum(expected, 1)))
+    declare(level, 1.0, "worse of 1 - NCC and |level - 1|", error=max(1 - score, abs(level - 1)), limit=0.1)
     if score < 0.95 or not 0.9 <= level <= 1.1:
         return False, f"profile matches the true one with NCC {score:.3f} (≥ 0.95) at level {level:.2f} (0.9-1.1)"
     return True, f"{len(rows)} samples, NCC {score:.3f} with the true profile, level {level:.2f}"
@@ -155,8 +159,14 @@ def _setup_split(workdir: Path, rng: np.random.Generator) -> Truth:
 
 def _check_split(workdir: Path, truth: Truth) -> tuple[bool, str]:
     channels = truth["channels"]
+    got_all = [
+        load_tiff(workdir / f"channel_{c}.tif", ndim=2, shape=expected.shape)
+        for c, expected in enumerate(channels, start=1)
+    ]
+    deviation = max(float(np.abs(g.astype(np.float64) - e).max()) for g, e in zip(got_all, channels, strict=True))
+    declare(deviation, 0.0, "grey levels, worst pixel of any channel", limit=0.0)
     for c, expected in enumerate(channels, start=1):
-        got = load_tiff(workdir / f"channel_{c}.tif", ndim=2, shape=expected.shape)
+        got = got_all[c - 1]
         if not np.array_equal(got, expected):
             return False, f"channel_{c}.tif is not channel {c} of multichannel.tif"
     return True, f"{len(channels)} channel files equal the input channels"

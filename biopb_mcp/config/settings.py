@@ -228,6 +228,13 @@ class KernelSettings:
         default=30.0,
         metadata=_about("Seconds to wait for a kernel reply (inspect, interrupt) before giving up.", minimum=0.1),
     )
+    lazy_image_mb: float = field(
+        default=512.0,
+        metadata=_about(
+            "open_image() gives a lazy dask array for an image bigger than this (MB), numpy below it.",
+            minimum=0.0,
+        ),
+    )
     existing: str = field(
         default="",
         metadata=_about(

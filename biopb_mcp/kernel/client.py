@@ -703,7 +703,7 @@ class KernelClient:
             setup = dataclasses.replace(
                 setup,
                 plugins=(
-                    "show, out_path, save_labels, save_image, save_table, read_table, dask_client, viewer (built in)",
+                    "show, out_path, save_labels, save_image, save_table, read_table, dask_client, viewer, open_image (built in)",
                     *_plugin_labels(Path(settings.plugins_dir)),
                 ),
                 load={

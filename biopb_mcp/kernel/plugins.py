@@ -5,7 +5,8 @@ Python without biopb_mcp) and adds what the agent uses to the namespace: ``show(
 figure flush (``inside/figures.py``), the save helpers ``out_path``, ``save_labels``,
 ``save_image``, ``save_table``, ``read_table`` (``inside/outputs.py``), ``dask_client()``
 (``inside/compute.py``), ``viewer()`` (``inside/viewer.py``, the napari window shared with the
-user), and the background warm-up of the imaging imports (``inside/warm.py``).
+user), ``open_image()`` (``inside/images.py``, the scientist's file with its pixel size, channels
+and frame interval), and the background warm-up of the imaging imports (``inside/warm.py``).
 """
 
 from __future__ import annotations
@@ -26,6 +27,8 @@ __all__ = [
     "AGENT_NOTES_PLUGIN",
     "BUILTIN_FILES",
     "FIGURES_PLUGIN",
+    "IMAGES_ENV",
+    "IMAGES_PLUGIN",
     "OUTPUTS_PLUGIN",
     "WARM_PLUGIN",
     "kernel_env",
@@ -36,6 +39,11 @@ FIGURES_PLUGIN = INSIDE_DIR / "figures.py"
 OUTPUTS_PLUGIN = INSIDE_DIR / "outputs.py"
 WARM_PLUGIN = INSIDE_DIR / "warm.py"
 
+IMAGES_PLUGIN = INSIDE_DIR / "images.py"
+"""Defines ``open_image``; told its lazy threshold through ``IMAGES_ENV``."""
+
+IMAGES_ENV = "BIOPB_MCP_IMAGES"
+
 AGENT_NOTES_PLUGIN = INSIDE_DIR / "agent_notes.py"
 """Tells the scientist, after their cell, what the agent withdrew while it ran."""
 
@@ -44,6 +52,7 @@ BUILTIN_FILES = (
     OUTPUTS_PLUGIN,
     compute.PLUGIN_FILE,
     viewer.PLUGIN_FILE,
+    IMAGES_PLUGIN,
     WARM_PLUGIN,
     AGENT_NOTES_PLUGIN,
 )
@@ -67,6 +76,7 @@ def kernel_env(settings: Settings) -> dict[str, str]:
     env.update(outputs_env(settings))
     env["BIOPB_MCP_WARM_IMPORTS"] = json.dumps(list(settings.kernel.warm_imports))
     env["BIOPB_MCP_BUILTIN_PLUGINS"] = os.pathsep.join(str(path) for path in BUILTIN_FILES)
+    env[IMAGES_ENV] = json.dumps({"lazy_above_bytes": int(settings.kernel.lazy_image_mb * 1e6)})
     # what installs the viewer extra, for the viewer's own hint (kernel code imports nothing of ours)
     env[VIEWER_INSTALL_ENV] = requirement("viewer")
     return env

@@ -6,6 +6,7 @@ This package only adapts. Logic lives in ``biopb_mcp.kernel`` (the kernel) and `
 
 from __future__ import annotations
 
+import json
 import logging
 from collections.abc import Callable
 from pathlib import Path
@@ -68,6 +69,22 @@ def _result_error(result: HandlerResult) -> str | None:
     return "error"
 
 
+def _answer_chars(result: HandlerResult) -> int | None:
+    """Characters of text (and of structured content) a tools/call result hands the agent."""
+    if isinstance(result, BaseModel):
+        result = result.model_dump(by_alias=True)
+    if not isinstance(result, dict):
+        return None
+    total = 0
+    for block in result.get("content") or []:
+        if isinstance(block, dict):
+            total += len(str(block.get("text") or block.get("data") or ""))
+    structured = result.get("structuredContent") or result.get("structured_content")
+    if structured:
+        total += len(json.dumps(structured, ensure_ascii=False))
+    return total
+
+
 def _trace_middleware(tracer: Tracer) -> Callable[..., Any]:
     """Record one trace line per ``tools/call``: tool, argument summary, duration, ok/error."""
 
@@ -87,7 +104,14 @@ def _trace_middleware(tracer: Tracer) -> Callable[..., Any]:
             tracer.record(tool, arguments, duration_ms=elapsed, ok=False, error=type(exc).__name__)
             raise
         error = _result_error(result)
-        tracer.record(tool, arguments, duration_ms=(Tracer.clock() - started) * 1000, ok=error is None, error=error)
+        tracer.record(
+            tool,
+            arguments,
+            duration_ms=(Tracer.clock() - started) * 1000,
+            ok=error is None,
+            error=error,
+            answer_chars=_answer_chars(result),
+        )
         return result
 
     return trace_calls

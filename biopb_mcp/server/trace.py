@@ -1,7 +1,8 @@
 """Tool-call trace: one JSON line per tool call, for the bench to read.
 
 The trace says what an agent did without recording what it wrote: doc ids, the length of the
-code, the search query, never the code or a doc body. Lines are appended under a lock and each
+code, the search query, never the code or a doc body; of each answer only its length (what the
+call cost the agent's context). Lines are appended under a lock and each
 is written with one ``write`` on an ``O_APPEND`` descriptor, so concurrent calls (sync tools run
 on worker threads) never interleave inside a line.
 """
@@ -64,6 +65,7 @@ class Tracer:
         duration_ms: float,
         ok: bool,
         error: str | None = None,
+        answer_chars: int | None = None,
     ) -> None:
         """Append one line; a trace that cannot be written is logged, never fatal to the call."""
         entry: dict[str, Any] = {
@@ -75,6 +77,8 @@ class Tracer:
         }
         if error is not None:
             entry["error"] = error[:_MAX_SCALAR_CHARS]
+        if answer_chars is not None:
+            entry["answer_chars"] = answer_chars
         line = (json.dumps(entry, ensure_ascii=False) + "\n").encode("utf-8")
         with self._lock:
             try:
