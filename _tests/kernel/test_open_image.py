@@ -21,6 +21,7 @@ from _tests.support.results import output_of
 from _tests.support.runner import finish, finish_ok, run_to_end
 from biopb_mcp.kernel import KernelHost
 from biopb_mcp.server import build_server
+from biopb_mcp.text.install import install_command
 from biopb_mcp.text.kernel import rendered_text
 
 pytestmark = pytest.mark.anyio
@@ -276,8 +277,9 @@ def test_a_missing_vendor_reader_is_one_sentence_naming_the_extra(image_host: Ke
     assert ename == "ReaderMissing"
     assert evalue == (
         "Reading Nikon ND2 files needs the bioio-nd2 reader, which this kernel's Python does not have: "
-        "install it with pip install 'biopb-mcp[formats]' (or pip install bioio-nd2) and restart the kernel."
+        f"install it with {install_command('formats')} (or pip install bioio-nd2) and restart the kernel."
     )
+    assert "'biopb-mcp[formats]'" not in evalue  # the bare name on PyPI is another project's
     # what the agent reads ends in that sentence, with no plugin or bioio frames
     shown = rendered_text(page) + "".join(traceback)
     assert shown.rstrip().endswith("and restart the kernel.") and "ReaderMissing" in shown
