@@ -150,14 +150,25 @@ async def test_the_agents_print_error_and_figure_appear_as_its_cells_beside_the_
     # the scientist's cells: unchanged by the agent, in their places; the agent's go after its last one
     assert cells[0]["id"] == "scientist-1" and cells[0]["source"] == "threshold = 0.7  # tuned while the agent works"
     assert cells[0]["metadata"].get("tags") == ["mine"] and cells[0]["outputs"] == []
-    assert [c["id"] for c in cells[1:4]] == [c["id"] for c in mine]
-    assert cells[4]["source"] == "summary = 'mine'" and len(cells) == 5
+    # the scientist's cell added while the agent worked keeps its place after the agent's first
+    # cell; the agent's next cell goes after its last one, so it lands either before that cell or
+    # after it (an insert at the same place as one not yet synced: the document orders the two)
+    ids = [c["id"] for c in cells]
+    assert len(cells) == 5 and [c["id"] for c in cells[1:] if c in mine] == [c["id"] for c in mine]
+    theirs = [c for c in cells[1:] if c not in mine]
+    assert [c["source"] for c in theirs] == ["summary = 'mine'"] and ids.index(theirs[0]["id"]) > ids.index(
+        mine[0]["id"]
+    )
+    assert ids.index(mine[2]["id"]) == ids.index(mine[1]["id"]) + 1
     # the scientist's own run is not the agent's: no cell for it
     assert opened.run("print('scientist ran this')") == "scientist ran this\n"
     await run_to_end(agent, "print('fourth')")
     cells = await until(doc, finished(4))
     assert not any("scientist ran this" in c["source"] for c in cells)
-    assert cells[4]["source"].endswith("print('fourth')") and cells[5]["source"] == "summary = 'mine'"
+    ids = [c["id"] for c in cells]
+    fourth = next(i for i, c in enumerate(cells) if c["source"].endswith("print('fourth')"))
+    assert fourth == ids.index(mine[2]["id"]) + 1 and len(cells) == 6  # right after the agent's last
+    assert sum(c["source"] == "summary = 'mine'" for c in cells) == 1
 
 
 async def test_the_source_shows_first_and_the_output_streams_in_while_the_code_runs(

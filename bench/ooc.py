@@ -8,10 +8,15 @@ it, and prints:
 * first-use cost: kernel start, ``dask_client()`` starting the local cluster, and a second client
   connecting to that running scheduler by address (the attach path's cost);
 * the procedure's time per step and its throughput in MB/s of source image on the cluster,
-  beside single-process numpy + scipy doing the same steps on a crop that fits in memory;
+  beside single-process numpy + scipy doing the same per-pixel work (smooth, threshold, label,
+  areas and intensity sums) on a crop that fits in memory: their ratio, and the fraction of the
+  machine's floor (cores x the single-process rate) the cluster reached;
 * the workers' peak resident memory (sampled), against their limit;
-* the checks: the object count equals the discs drawn, and on a crop across chunk borders the
-  mask equals the in-memory method's and the labels give the same partition.
+* the objects against the drawn truth: median area against the drawn disc (113 px), median
+  intensity against the drawn one;
+* the checks: the object count equals the discs drawn, the median area is within 10 % of the
+  drawn disc, and on a crop across chunk borders the mask equals the in-memory method's and the
+  labels give the same partition.
 
 The machine's load average is printed beside every figure (on a shared machine it explains most
 of the spread), and a warning when the 1-minute load passes the core count. Nothing here is
@@ -41,26 +46,39 @@ chunk border the procedure can choose (chunks are powers of two of at least 256 
 _FENCE = re.compile(r"^```python\n(.*?)^```", re.DOTALL | re.MULTILINE)
 
 
-def synthetic_patch(seed: int = 7) -> np.ndarray:
-    """One 4096-px tile of the synthetic image (uint8 noise around 20, discs at 120)."""
+def synthetic_patch(seed: int = 7, spacing: int = SPACING, contrast: float = 100.0, side: int = PATCH) -> np.ndarray:
+    """One tile of the synthetic image: uint8 noise around 20 (sigma 3), discs of ``DIAMETER`` px
+    ``contrast`` above it centred on every multiple of ``spacing`` (which must divide ``side``)."""
+    if side % spacing:
+        raise ValueError(f"spacing {spacing} must divide the tile side {side}")
     rng = np.random.default_rng(seed)
-    patch = rng.normal(20, 3, (PATCH, PATCH)).astype(np.float32)
-    yy, xx = np.ogrid[:PATCH, :PATCH]
-    dy = (yy + SPACING // 2) % SPACING - SPACING // 2
-    dx = (xx + SPACING // 2) % SPACING - SPACING // 2
-    patch[dy**2 + dx**2 <= (DIAMETER / 2) ** 2] += 100
+    patch = rng.normal(20, 3, (side, side)).astype(np.float32)
+    patch[disc_mask((side, side), spacing)] += contrast
     return np.clip(patch, 0, 255).astype(np.uint8)
 
 
-def expected_objects(shape: tuple[int, int]) -> int:
+def disc_mask(shape: tuple[int, int], spacing: int = SPACING) -> np.ndarray:
+    """Where the drawn discs are (the generated truth the areas and intensities are checked on)."""
+    yy, xx = np.ogrid[: shape[0], : shape[1]]
+    dy = (yy + spacing // 2) % spacing - spacing // 2
+    dx = (xx + spacing // 2) % spacing - spacing // 2
+    return np.asarray(dy**2 + dx**2 <= (DIAMETER / 2) ** 2)
+
+
+DISC_AREA = int(np.count_nonzero(disc_mask((SPACING, SPACING))))
+"""Pixels in one drawn disc (113 for a 12-px diameter; one period of the grid holds exactly one):
+what the objects' areas are checked against."""
+
+
+def expected_objects(shape: tuple[int, int], spacing: int = SPACING) -> int:
     """Discs in an image of ``shape`` (the far edges hold a half row and column of them)."""
-    return (shape[0] // SPACING + 1) * (shape[1] // SPACING + 1)
+    return (shape[0] // spacing + 1) * (shape[1] // spacing + 1)
 
 
 def synthetic_region(patch: np.ndarray, rows: slice, cols: slice) -> np.ndarray:
     """A region of the synthetic image (the patch repeated) without building the whole image."""
-    ys = np.arange(rows.start, rows.stop) % PATCH
-    xs = np.arange(cols.start, cols.stop) % PATCH
+    ys = np.arange(rows.start, rows.stop) % patch.shape[0]
+    xs = np.arange(cols.start, cols.stop) % patch.shape[1]
     return patch[np.ix_(ys, xs)]
 
 
@@ -81,10 +99,20 @@ def write_synthetic_tiff(path: Path, side_px: int, patch: np.ndarray, tile: int 
 
 def procedure_blocks(doc: str = "large-image") -> list[str]:
     """The shipped procedure's python code blocks, in order."""
+    return [code for _, code in procedure_steps(doc)]
+
+
+def procedure_steps(doc: str = "large-image") -> list[tuple[str, str]]:
+    """The shipped procedure's code blocks, each with the heading of the step it is under."""
     import biopb_mcp
 
     shipped = Path(biopb_mcp.__file__).parent / "_docs_data"
-    return _FENCE.findall((shipped / f"{doc}.md").read_text(encoding="utf-8"))
+    text = (shipped / f"{doc}.md").read_text(encoding="utf-8")
+    steps = []
+    for section in re.split(r"^## ", text, flags=re.MULTILINE)[1:]:
+        title = section.splitlines()[0].split(":")[0]
+        steps += [(title, code) for code in _FENCE.findall(section)]
+    return steps
 
 
 class LoadMeter:
@@ -120,7 +148,10 @@ def throughput_line(figures: dict[str, Any], blocks: int, compute_s: float, load
     return (
         f"throughput: cluster {figures['cluster_mb_s']:.2f} MB/s (code blocks 2-{blocks}, {compute_s:.1f} s; "
         f"{figures['with_copy_mb_s']:.2f} MB/s with the TIFF copy) vs single-process numpy "
-        f"{figures['numpy_mb_s']:.2f} MB/s on a {figures['numpy_crop_mb']:.0f} MB crop ({load_now})"
+        f"{figures['numpy_mb_s']:.2f} MB/s on a {figures['numpy_crop_mb']:.0f} MB crop: "
+        f"{figures['cluster_mb_s'] / figures['numpy_mb_s']:.2f}x one process, "
+        f"{figures['cluster_mb_s'] / (figures['cores'] * figures['numpy_mb_s']):.0%} of the machine's floor "
+        f"({figures['cores']} cores x the single-process rate) ({load_now})"
     )
 
 
@@ -173,13 +204,20 @@ def same_partition(a: np.ndarray, b: np.ndarray) -> bool:
     return len(pairs[0]) == len(np.unique(pairs[0])) == len(np.unique(pairs[1]))
 
 
-def run(side_px: int, workers: int, memory_limit: str, workdir: Path, crop_px: int, out: Any = print) -> dict[str, Any]:
+def run(
+    side_px: int, workers: int, memory_limit: str, workdir: Path, crop_px: int, threads: int = 1, out: Any = print
+) -> dict[str, Any]:
     """One out-of-core run; returns the figures and checks as JSON-able data."""
     from biopb_mcp.config.settings import load_settings
     from biopb_mcp.kernel import KernelHost
     from biopb_mcp.text.kernel import rendered_text
 
-    figures: dict[str, Any] = {"side_px": side_px, "workers": workers, "memory_limit": memory_limit}
+    figures: dict[str, Any] = {
+        "side_px": side_px,
+        "workers": workers,
+        "threads_per_worker": threads,
+        "memory_limit": memory_limit,
+    }
     load = LoadMeter()
     figures["load_at_start"] = load()
     busy = load_warning(load.peak, os.cpu_count() or 1)
@@ -201,7 +239,7 @@ def run(side_px: int, workers: int, memory_limit: str, workdir: Path, crop_px: i
     (cdir / "config.toml").write_text(
         f'[server]\nstate_dir = "{workdir / "state"}"\nruntime_dir = "{workdir / "rt"}"\n'
         "[kernel]\nrequest_timeout = 60.0\n"
-        f'[compute]\nscheduler = "local"\nworkers = {workers}\nthreads_per_worker = 1\n'
+        f'[compute]\nscheduler = "local"\nworkers = {workers}\nthreads_per_worker = {threads}\n'
         f'memory_limit = "{memory_limit}"\nconnect_timeout = 60.0\n',
         encoding="utf-8",
     )
@@ -236,10 +274,12 @@ def run(side_px: int, workers: int, memory_limit: str, workdir: Path, crop_px: i
             f"source_path = {str(source)!r}\nobject_diameter_px = {DIAMETER}\n"
             f"out_path = {str(workdir / 'labels.zarr')!r}"
         )
-        blocks = procedure_blocks()
-        out("procedure steps:")
+        steps = procedure_steps()
+        blocks = [code for _, code in steps]
+        out("procedure steps (block 1 copies a TIFF to zarr; the throughput counts the blocks after it):")
         with PeakRss(int(host.status().pid or 0)) as rss:
-            for number, block in enumerate(blocks, start=1):
+            for number, (title, block) in enumerate(steps, start=1):
+                out(f"  block {number}: {title}")
                 text = timed(f"block{number}_s", block)
                 if text.strip() != "(no output)":
                     out("    " + text.strip().splitlines()[-1])
@@ -248,7 +288,8 @@ def run(side_px: int, workers: int, memory_limit: str, workdir: Path, crop_px: i
             kernel(
                 "print(__import__('json').dumps({'n_objects': int(n_objects), 'chunk_px': int(chunk_px), "
                 "'threshold': float(threshold), 'sigma': float(sigma), 'limit': [w['memory_limit'] for w "
-                "in _c.scheduler_info()['workers'].values()]}))"
+                "in _c.scheduler_info()['workers'].values()], 'median_area': float(np.median(areas)), "
+                "'median_intensity': float(np.median(intensities)), 'total_area': int(areas.sum())}))"
             )
             .strip()
             .splitlines()[-1]
@@ -261,7 +302,7 @@ def run(side_px: int, workers: int, memory_limit: str, workdir: Path, crop_px: i
             raise ValueError(f"--crop-px {crop_px} does not fit around a chunk corner of a {side_px}-px image")
         crop = np.s_[y0 : y0 + crop_px, x0 : x0 + crop_px]
         crop_file = workdir / "crop.npy"
-        kernel(f"np.save({str(crop_file)!r}, labels[{y0}:{y0 + crop_px}, {x0}:{x0 + crop_px}].compute())")
+        kernel(f"np.save({str(crop_file)!r}, zarr.open_array(str(out_path))[{y0}:{y0 + crop_px}, {x0}:{x0 + crop_px}])")
         cluster_labels = np.load(crop_file)
     finally:
         host.shutdown()
@@ -280,13 +321,22 @@ def run(side_px: int, workers: int, memory_limit: str, workdir: Path, crop_px: i
     region = synthetic_region(patch, crop[0], crop[1])
     t = time.perf_counter()
     reference = in_memory(region, got["sigma"], got["threshold"])
-    np.bincount(reference.ravel())
+    inside = np.flatnonzero(reference)  # areas and intensity sums, as the procedure measures them
+    np.bincount(reference.ravel()[inside])
+    np.bincount(reference.ravel()[inside], weights=region.ravel()[inside])
     numpy_s = time.perf_counter() - t
     figures["numpy_crop_mb"] = round(region.nbytes / 1e6, 1)
     figures["numpy_mb_s"] = round(region.nbytes / 1e6 / numpy_s, 2)
     margin = int(np.ceil(4 * got["sigma"])) + 1
     inner = np.s_[margin:-margin, margin:-margin]
     figures["objects_expected"] = expected_objects((side_px, side_px))
+    figures["median_area"] = got["median_area"]
+    figures["area_ok"] = abs(got["median_area"] - DISC_AREA) <= 0.1 * DISC_AREA
+    figures["median_intensity"] = got["median_intensity"]
+    drawn_intensity = float(np.median(patch[disc_mask(patch.shape)]))
+    figures["drawn_intensity"] = drawn_intensity
+    figures["total_area"] = got["total_area"]
+    figures["cores"] = os.cpu_count() or 1
     figures["objects_found"] = got["n_objects"]
     figures["crop_mask_equal"] = bool(np.array_equal(cluster_labels[inner] > 0, reference[inner] > 0))
     figures["crop_partition_equal"] = same_partition(cluster_labels[inner], reference[inner])
@@ -304,6 +354,11 @@ def run(side_px: int, workers: int, memory_limit: str, workdir: Path, crop_px: i
     if warning:
         out(warning)
     out(
+        f"areas against the drawn truth: median area {got['median_area']:.0f} px (drawn disc {DISC_AREA} px, "
+        f"{got['median_area'] / DISC_AREA - 1:+.1%}); median object intensity {got['median_intensity']:.1f} "
+        f"(drawn {drawn_intensity:.1f}); threshold {got['threshold']:.1f}"
+    )
+    out(
         f"checks: objects {got['n_objects']} (drawn {figures['objects_expected']}); crop "
         f"{crop_px} px across chunk borders: mask equal {figures['crop_mask_equal']}, "
         f"partition equal {figures['crop_partition_equal']}"
@@ -317,11 +372,12 @@ def _handler(args: argparse.Namespace) -> int:
 
         return handle(args.side_px if args.side_px != 32768 else 4096, args.depth, args.workdir, args.json)
     with tempfile.TemporaryDirectory(prefix="bench-ooc-", dir=args.workdir) as tmp:
-        figures = run(args.side_px, args.workers, args.memory_limit, Path(tmp), args.crop_px)
+        figures = run(args.side_px, args.workers, args.memory_limit, Path(tmp), args.crop_px, args.threads_per_worker)
     if args.json:
         args.json.write_text(json.dumps(figures, indent=1), encoding="utf-8")
     ok = (
         figures["objects_found"] == figures["objects_expected"]
+        and figures["area_ok"]
         and figures["crop_mask_equal"]
         and figures["crop_partition_equal"]
     )
@@ -343,6 +399,9 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="side of the square uint8 image, a multiple of 1024 (default 32768: 1.07 GB)",
     )
     p.add_argument("--workers", type=int, default=2, help="local workers (default 2, one thread each)")
+    p.add_argument(
+        "--threads-per-worker", type=int, default=1, help="threads in each worker (default 1; try 1 worker x 2)"
+    )
     p.add_argument("--memory-limit", default="256MB", help="memory limit per worker (default 256MB)")
     p.add_argument("--crop-px", type=int, default=4096, help="side of the crop compared in memory (default 4096)")
     p.add_argument("--json", type=Path, default=None, help="also write the figures as JSON to FILE")

@@ -21,9 +21,10 @@ def test_the_throughput_line_carries_the_load_and_the_meter_keeps_the_peak() -> 
     meter = LoadMeter()
     now = meter()
     assert now.startswith("load ") and meter.peak >= 0.0
-    figures = {"cluster_mb_s": 10.2, "with_copy_mb_s": 9.1, "numpy_mb_s": 16.0, "numpy_crop_mb": 16.8}
+    figures = {"cluster_mb_s": 24.0, "with_copy_mb_s": 9.1, "numpy_mb_s": 16.0, "numpy_crop_mb": 16.8, "cores": 2}
     line = throughput_line(figures, 6, 59.2, now)
-    assert line.startswith("throughput: cluster 10.20 MB/s") and line.endswith(f"({now})")
+    assert line.startswith("throughput: cluster 24.00 MB/s") and line.endswith(f"({now})")
+    assert "1.50x one process, 75% of the machine's floor (2 cores" in line
 
 
 def test_the_open_image_run_measures_both_rates_beside_the_load_and_checks_the_projection(tmp_path) -> None:

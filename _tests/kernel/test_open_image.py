@@ -21,6 +21,7 @@ from _tests.support.results import output_of
 from _tests.support.runner import finish, finish_ok, run_to_end
 from biopb_mcp.kernel import KernelHost
 from biopb_mcp.server import build_server
+from biopb_mcp.text.install import install_command
 from biopb_mcp.text.kernel import rendered_text
 
 pytestmark = pytest.mark.anyio
@@ -276,8 +277,9 @@ def test_a_missing_vendor_reader_is_one_sentence_naming_the_extra(image_host: Ke
     assert ename == "ReaderMissing"
     assert evalue == (
         "Reading Nikon ND2 files needs the bioio-nd2 reader, which this kernel's Python does not have: "
-        "install it with pip install 'biopb-mcp[formats]' (or pip install bioio-nd2) and restart the kernel."
+        f"install it with {install_command('formats')} (or pip install bioio-nd2) and restart the kernel."
     )
+    assert "'biopb-mcp[formats]'" not in evalue  # the bare name on PyPI is another project's
     # what the agent reads ends in that sentence, with no plugin or bioio frames
     shown = rendered_text(page) + "".join(traceback)
     assert shown.rstrip().endswith("and restart the kernel.") and "ReaderMissing" in shown
@@ -361,15 +363,18 @@ def test_what_the_save_helpers_write_reopens_with_its_units(image_host: KernelHo
         "stack = np.arange(3 * 32 * 40, dtype=np.uint16).reshape(3, 32, 40)\n"
         "a = save_labels(labels, 'nuclei', pixel_size_um=0.1083)\n"
         "b = save_image(stack, 'stack', pixel_size_um=(0.5, 0.1083, 0.1083), axes='ZYX')\n"
+        "c = save_image(stack, 'stack-guessed', pixel_size_um=(0.5, 0.1083, 0.1083))\n"
         "got = {}\n"
-        "for p, arr in ((a, labels), (b, stack)):\n"
+        "for p, arr in ((a, labels), (b, stack), (c, stack)):\n"
         "    im = open_image(p)\n"
         "    got[str(p)] = {'px': list(im.pixel_size_um), 'same': bool((np.asarray(im.get(T=0, C=0)) == arr).all())}\n"
         "print(json.dumps(got))\n"
     )
     text = rendered_text(finish_ok(image_host, code))
     got = json.loads(text[text.index("{") : text.rindex("}") + 1])
-    (labels_file, labels_facts), (_, stack_facts) = got.items()
+    (labels_file, labels_facts), (_, stack_facts), (_, guessed_facts) = got.items()
     assert labels_file.endswith(".tif") and labels_facts["same"]
     assert labels_facts["px"][1:] == [0.1083, 0.1083]
     assert stack_facts["px"] == [0.5, 0.1083, 0.1083] and stack_facts["same"]
+    # a 3-D image given a z step is a z-stack: the step is kept (it was dropped as channels)
+    assert guessed_facts == stack_facts

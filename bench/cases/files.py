@@ -70,7 +70,7 @@ register(
     Case(
         name="nucleus-area-um2",
         request=(
-            "nuclei.ome.tif is a two-channel image from our microscope; the nuclei are stained with "
+            "nuclei.ome.tif is a two-channel image a collaborator sent; the nuclei are stained with "
             "DAPI. What is the median nucleus area in square micrometres? Write the number alone to "
             "nucleus_area_um2.txt."
         ),
@@ -123,7 +123,7 @@ register(
     Case(
         name="count-in-named-channel",
         request=(
-            "cells.ome.tif has three channels from our scope; DAPI marks the nuclei. How many nuclei "
+            "cells.ome.tif, from a collaborator, has three channels; DAPI marks the nuclei. How many nuclei "
             "are there? Write the count alone to nuclei_count.txt."
         ),
         setup=_setup_count,

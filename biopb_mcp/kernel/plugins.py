@@ -76,7 +76,12 @@ def kernel_env(settings: Settings) -> dict[str, str]:
     env.update(outputs_env(settings))
     env["BIOPB_MCP_WARM_IMPORTS"] = json.dumps(list(settings.kernel.warm_imports))
     env["BIOPB_MCP_BUILTIN_PLUGINS"] = os.pathsep.join(str(path) for path in BUILTIN_FILES)
-    env[IMAGES_ENV] = json.dumps({"lazy_above_bytes": int(settings.kernel.lazy_image_mb * 1e6)})
+    env[IMAGES_ENV] = json.dumps(
+        {
+            "lazy_above_bytes": int(settings.kernel.lazy_image_mb * 1e6),
+            "install": {extra: requirement(extra) for extra in ("imaging", "formats")},
+        }
+    )
     # what installs the viewer extra, for the viewer's own hint (kernel code imports nothing of ours)
     env[VIEWER_INSTALL_ENV] = requirement("viewer")
     return env

@@ -13,7 +13,9 @@ channel names are ``Channel:0:0`` placeholders): those are refused here, because
 "µm²" computed from an invented 1.0 is a wrong number that looks right. A fact the file does not
 record is ``None`` (or an empty list) and the ``repr`` says it is missing.
 
-The host passes ``{"lazy_above_bytes": N}`` as JSON in ``BIOPB_MCP_IMAGES``.
+The host passes ``{"lazy_above_bytes": N, "install": {extra: requirement}}`` as JSON in
+``BIOPB_MCP_IMAGES``: the requirement that installs each extra of this copy (the bare name on
+PyPI is another project's until this one is published).
 """
 
 from __future__ import annotations
@@ -24,11 +26,19 @@ import json
 import math
 import os
 import re
+import shlex
 from typing import Any
 
 CONFIG_ENV = "BIOPB_MCP_IMAGES"
 
-_config: dict[str, Any] = {"lazy_above_bytes": 512_000_000}
+_config: dict[str, Any] = {"lazy_above_bytes": 512_000_000, "install": {}}
+
+
+def _install_line(extra: str) -> str:
+    """The pip line that installs one extra of the biopb-mcp this kernel was started by."""
+    target = _config["install"].get(extra) or f"<your biopb-mcp checkout>[{extra}]"
+    return "pip install " + shlex.quote(target)
+
 
 _LENGTH_UM = {
     "pm": 1e-6,
@@ -326,7 +336,7 @@ def _missing(package: str, what: str) -> ReaderMissing:
     extra = "formats" if vendor else "imaging"
     return ReaderMissing(
         f"Reading {what} needs the {package} reader, which this kernel's Python does not have: "
-        f"install it with pip install 'biopb-mcp[{extra}]' (or pip install {package}) and restart the kernel."
+        f"install it with {_install_line(extra)} (or pip install {package}) and restart the kernel."
     )
 
 
@@ -362,7 +372,7 @@ def _bioimage(path: str, suffix: str) -> Any:
     raise ValueError(
         f"No installed reader can read {os.path.basename(path)}: it is not a TIFF, OME-TIFF, "
         "OME-Zarr, PNG or JPEG, and no vendor reader claimed it (ND2, CZI and LIF come with "
-        "pip install 'biopb-mcp[formats]')."
+        f"{_install_line('formats')})."
     ) from None
 
 

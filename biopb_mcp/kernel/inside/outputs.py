@@ -142,8 +142,8 @@ def save_image(
     """Save a processed image as OME-TIFF with its pixel size (OME-Zarr above 2 GiB); returns the path.
 
     Values are kept as ``float32`` by default (a correction or filter result is not an integer
-    image). Axes default to ``YX``, ``CYX``, ``TCYX`` by dimension; say ``axes="ZYX"`` for a
-    z-stack. An image above 2 GiB goes to ``<name>.ome.zarr`` instead (unless the user named a
+    image). Axes default to ``YX``, ``CYX``, ``TCYX`` by dimension, and to ``ZYX`` for a 3-D
+    image whose pixel size has a z step; say ``axes=`` when that guess is wrong. An image above 2 GiB goes to ``<name>.ome.zarr`` instead (unless the user named a
     ``.tif`` file, or ome-zarr is not installed: then a BigTIFF), written chunk by chunk when it
     is a dask array.
 
@@ -161,8 +161,19 @@ def save_image(
     """
     data = image if dtype is None else _astype(image, dtype)
     ndim = len(data.shape)
+    if axes is None and ndim == 3 and _z_step_known(pixel_size_um):
+        axes = "ZYX"  # a (z, y, x) size with a z step says the first axis is Z: keep that step
     axes = axes or ("YX", "CYX", "TCYX", "TCZYX")[max(0, min(ndim, 5) - 2)]
     return _write(data, step, pixel_size_um, user_name, axes)
+
+
+def _z_step_known(pixel_size_um: Any) -> bool:
+    """Whether the size a save would write (given, else the namespace's) records a z step."""
+    given = pixel_size_um if pixel_size_um is not None else _ns.get("pixel_size_um")
+    try:
+        return given is not None and _sizes(given)[0] is not None
+    except OutputsError:
+        return False
 
 
 def save_table(columns: Any, step: str, user_name: str | None = None) -> Path:
