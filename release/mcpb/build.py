@@ -1,4 +1,4 @@
-"""Build the Claude Desktop bundle: ``python packaging/mcpb/build.py [--out FILE]``.
+"""Build the Claude Desktop bundle: ``python release/mcpb/build.py [--out FILE]``.
 
 A bundle (``.mcpb``) is a zip whose root holds ``manifest.json``. This one carries no code: its
 manifest runs the ``biopb-mcp`` command of an environment the user installed biopb-mcp into, so
