@@ -43,11 +43,10 @@ from biopb_mcp.docs.resources import (
     INDEX_NAME,
     INDEX_URI,
     MIME_TYPE,
-    InvalidCursor,
     Listing,
 )
 from biopb_mcp.docs.store import DocStore
-from biopb_mcp.errors import DocError, DocNotFound, InvalidDocId
+from biopb_mcp.errors import DocError, DocNotFound, InvalidCursor, InvalidDocId
 from biopb_mcp.server.doc_answers import first_page
 from biopb_mcp.server.resources.subscriptions import POLL_INTERVAL, DocNotifier
 from biopb_mcp.server.sdk import lowlevel_server, subscription_bus

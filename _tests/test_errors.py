@@ -1,0 +1,59 @@
+"""One error vocabulary: every error the package raises on purpose is defined in ``errors.py`` and
+drawn in its module docstring's tree, so a maintainer finds every kind (and its parent) in one place."""
+
+from __future__ import annotations
+
+import ast
+import re
+from pathlib import Path
+
+import biopb_mcp
+from biopb_mcp import errors
+
+PACKAGE = Path(biopb_mcp.__file__).parent
+TREE_LINE = re.compile(r"^(?P<indent>\s*)[*x+] (?P<name>[A-Z]\w+)")
+
+
+def _all_subclasses(cls: type) -> list[type]:
+    found = []
+    for sub in cls.__subclasses__():
+        found += [sub, *_all_subclasses(sub)]
+    return found
+
+
+def _drawn_tree() -> dict[str, str | None]:
+    """Each class the docstring draws -> the class drawn as its parent (None for the root)."""
+    parents: dict[str, str | None] = {}
+    stack: list[tuple[int, str]] = []
+    for line in (errors.__doc__ or "").splitlines():
+        match = TREE_LINE.match(line)
+        if match is None:
+            continue
+        depth, name = len(match["indent"]), match["name"]
+        while stack and stack[-1][0] >= depth:
+            stack.pop()
+        parents[name] = stack[-1][1] if stack else None
+        stack.append((depth, name))
+    return parents
+
+
+def test_the_docstring_draws_every_error_class_under_its_parent() -> None:
+    classes = [errors.BiopbMcpError, *_all_subclasses(errors.BiopbMcpError)]
+    drawn = _drawn_tree()
+    assert drawn == {
+        cls.__name__: (None if cls is errors.BiopbMcpError else cls.__bases__[0].__name__) for cls in classes
+    }
+
+
+def test_no_module_outside_errors_defines_an_error_of_the_tree() -> None:
+    names = set(_drawn_tree())
+    elsewhere = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        if path == PACKAGE / "errors.py":
+            continue
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ClassDef):
+                bases = {b.id if isinstance(b, ast.Name) else getattr(b, "attr", "") for b in node.bases}
+                if bases & names or node.name in names:
+                    elsewhere.append(f"{path.relative_to(PACKAGE)}: {node.name}")
+    assert elsewhere == []
