@@ -15,8 +15,9 @@ TREE_LINE = re.compile(r"^(?P<indent>\s*)[*x+] (?P<name>[A-Z]\w+)")
 
 
 def _all_subclasses(cls: type) -> list[type]:
-    found = []
-    for sub in cls.__subclasses__():
+    found: list[type] = []
+    subclasses: list[type] = cls.__subclasses__()
+    for sub in subclasses:
         found += [sub, *_all_subclasses(sub)]
     return found
 
