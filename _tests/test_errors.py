@@ -9,6 +9,8 @@ from pathlib import Path
 
 import biopb_mcp
 from biopb_mcp import errors
+from biopb_mcp.errors import DocNotFound, KernelNotReady, RestartRefused
+from biopb_mcp.text.failures import for_agent, for_terminal
 
 PACKAGE = Path(biopb_mcp.__file__).parent
 TREE_LINE = re.compile(r"^(?P<indent>\s*)[*x+] (?P<name>[A-Z]\w+)")
@@ -58,3 +60,20 @@ def test_no_module_outside_errors_defines_an_error_of_the_tree() -> None:
                 if bases & names or node.name in names:
                     elsewhere.append(f"{path.relative_to(PACKAGE)}: {node.name}")
     assert elsewhere == []
+
+
+def test_a_config_file_path_is_quoted_whole_in_the_advice_to_set_a_key() -> None:
+    """The advice is assembled from its parts, never patched by replacing characters in it."""
+    path = "/home/lab/my .config/biopb-mcp/config.toml"
+    not_ready = KernelNotReady(
+        "x", state="error", reason="cannot use the runtime dir.", setting="server.runtime_dir", config_file=path
+    )
+    assert f"Set server.runtime_dir in {path}. Call start_kernel" in for_agent(not_ready)
+    refused = RestartRefused("x", reason="no spec.", setting="kernel.name", config_file="/lab/a ,b/config.toml")
+    assert "Set kernel.name in /lab/a ,b/config.toml, then call restart_kernel again." in for_agent(refused)
+
+
+def test_a_person_at_a_terminal_is_told_the_command_and_the_agent_the_tool_call() -> None:
+    refused = DocNotFound("x", kind=errors.DocProblem.NO_DOC, doc_id="kernell", suggestions=["kernel"])
+    assert for_agent(refused).endswith('read_doc("index") lists the docs; write_doc(id, body=…) creates one.')
+    assert "biopb-mcp docs index lists the docs" in for_terminal(refused)
