@@ -15,7 +15,7 @@ from biopb_mcp.docs import QUERY_MAX_CHARS
 from biopb_mcp.docs.search.query import Hit
 from biopb_mcp.docs.store import DocStore
 from biopb_mcp.docs.views import Origin
-from biopb_mcp.errors import DocError, DocNotFound, DocProblem, WriteRefused
+from biopb_mcp.errors import DocError, DocNotFound, DocProblem, SearchUnavailable, WriteRefused
 from biopb_mcp.text.doc_views import read_doc
 from biopb_mcp.text.docs import FOR_AGENT, FOR_TERMINAL, Calls, format_hits, refusal
 
@@ -168,6 +168,17 @@ FROM_FIELDS = [
         "The index lists 'planned' already: section only files the line of a doc the index does not list, and a "
         "listed doc keeps the line it has. Nothing was changed. To move an index line under another heading, edit "
         'the index: write_doc("index", old=…, new=…).',
+    ),
+    (
+        SearchUnavailable("x", kind=DocProblem.INDEX_LOCKED, path="/s/search.sqlite3", changed=1200, limit=500),
+        "The search index /s/search.sqlite3 is locked by another process, and 1,200 docs changed since it was "
+        "written (at most 500 are searched without it); search again in a moment.",
+    ),
+    (
+        SearchUnavailable("x", kind=DocProblem.NO_FTS5, sqlite_version="3.31.1", error="no such module: fts5"),
+        "Search needs SQLite's FTS5 extension, which this Python's sqlite3 module (SQLite 3.31.1) was built "
+        "without (no such module: fts5). Docs can still be read and written; run the server with a Python whose "
+        "sqlite3 has FTS5 (python.org, conda and most Linux builds do) to search them.",
     ),
 ]
 

@@ -102,7 +102,9 @@ class DocProblem(StrEnum):
     BAD_QUERY = "bad_query"
     QUERY_TOO_COSTLY = "query_too_costly"
     BAD_CURSOR = "bad_cursor"
-    SEARCH_UNAVAILABLE = "search_unavailable"
+    NO_FTS5 = "no_fts5"
+    INDEX_LOCKED = "index_locked"
+    INDEX_FAILED = "index_failed"
 
 
 class DocError(BiopbMcpError):
@@ -165,16 +167,19 @@ class InvalidQuery(DocError):
 
 class InvalidCursor(DocError):
     """A ``resources/list`` cursor that is not the URI of a docs resource; the client sees an
-    invalid-params error."""
+    invalid-params error. ``cursor`` is the cursor (cut to 80 characters), ``prefix`` what a
+    docs URI starts with, ``problem`` what the id grammar refused in it (when it names an id)."""
 
     default_kind = DocProblem.BAD_CURSOR
 
 
 class SearchUnavailable(DocError):
-    """Search cannot run: this Python's sqlite3 lacks FTS5, or the index file is locked or broken.
-    The rest of the docs store works."""
+    """Search cannot run; the rest of the docs store works. The kind says why: no FTS5 in this
+    Python's sqlite3 (``sqlite_version``, ``error``), an index locked by another process while
+    more docs changed than are searched without it (``path``, ``changed``, ``limit``), or an
+    index file that failed (``path``, ``error``)."""
 
-    default_kind = DocProblem.SEARCH_UNAVAILABLE
+    default_kind = DocProblem.NO_FTS5
 
 
 class SdkMismatch(BiopbMcpError):

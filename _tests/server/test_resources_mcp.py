@@ -615,3 +615,31 @@ async def test_a_subscribe_cancelled_while_the_watcher_starts_leaves_it_running(
         await a.call_tool("write_doc", {"id": ids[0], "body": "# Changed\n\nafter a cancelled subscribe\n"})
         await inbox.wait_for({doc_uri(ids[0])})
     assert notifier.watching is False
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize(
+    ("cursor", "says"),
+    [
+        (
+            "nope",
+            "Invalid cursor 'nope': a cursor is the URI of the last resource of a page (starting "
+            "'biopb://docs/'); pass back the nextCursor you received, or none to start over.",
+        ),
+        (
+            "biopb://docs/../up",
+            "Invalid cursor 'biopb://docs/../up': Doc id '../up' has a '..' segment; ids cannot walk the "
+            "directory tree. Pass back the nextCursor you received, or none to start over.",
+        ),
+    ],
+)
+async def test_a_bad_cursor_is_invalid_params_telling_the_client_to_pass_back_its_cursor(
+    tmp_path: Path, cursor: str, says: str
+) -> None:
+    local, shipped, _ = make_corpus(tmp_path, 3)
+    mcp, _, _ = make_server(local, shipped)
+    async with Client(mcp, mode="legacy", cache=None) as client:
+        with pytest.raises(MCPError) as err:
+            await client.list_resources(cursor=cursor)
+    assert err.value.error.code == -32602
+    assert err.value.error.message == says

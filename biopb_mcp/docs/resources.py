@@ -88,7 +88,9 @@ def parse_cursor(cursor: str) -> str | None:
     if not cursor.startswith(URI_PREFIX):
         raise InvalidCursor(
             f"Invalid cursor {cursor[:80]!r}: a cursor is the URI of the last resource of a page "
-            f"(starting {URI_PREFIX!r}); pass back the nextCursor you received, or none to start over."
+            f"(starting {URI_PREFIX!r}).",
+            cursor=cursor[:80],
+            prefix=URI_PREFIX,
         )
     doc_id = cursor[len(URI_PREFIX) :]
     if doc_id == "index":
@@ -97,7 +99,7 @@ def parse_cursor(cursor: str) -> str | None:
         return check_id(doc_id)  # the store's own grammar: a cursor can only name an id we listed
     except InvalidDocId as exc:
         raise InvalidCursor(
-            f"Invalid cursor {cursor[:80]!r}: {exc} Pass back the nextCursor you received, or none to start over."
+            f"Invalid cursor {cursor[:80]!r}: {exc}", cursor=cursor[:80], prefix=URI_PREFIX, problem=str(exc)
         ) from None
 
 

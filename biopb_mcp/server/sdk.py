@@ -87,7 +87,9 @@ def check_sdk(mcp: MCPServer[Any], installed: str | None = None) -> None:
     if missing:
         raise SdkMismatch(
             f"the installed mcp {found} has no MCPServer.{', MCPServer.'.join(missing)}, which biopb-mcp needs; "
-            f"install mcp>={'.'.join(map(str, low))},<{'.'.join(map(str, high))}"
+            f"install mcp>={'.'.join(map(str, low))},<{'.'.join(map(str, high))}",
+            installed=found,
+            missing=missing,
         )
 
 

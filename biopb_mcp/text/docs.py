@@ -95,12 +95,38 @@ def refusal(exc: DocError, calls: Calls) -> str:
     if kind in (DocProblem.SECTION_EXISTING, DocProblem.SECTION_WITH_EDIT):
         move = calls.write('"index"', "old=…, new=…")
         return f"{_section_refused(exc)} To move an index line under another heading, edit the index: {move}."
+    if kind is DocProblem.BAD_CURSOR:
+        return _bad_cursor(exc)
+    if kind is DocProblem.NO_FTS5:
+        return (
+            f"Search needs SQLite's FTS5 extension, which this Python's sqlite3 module (SQLite "
+            f"{facts['sqlite_version']}) was built without ({facts['error']}). Docs can still be read and "
+            "written; run the server with a Python whose sqlite3 has FTS5 (python.org, conda and most Linux "
+            "builds do) to search them."
+        )
+    if kind is DocProblem.INDEX_LOCKED:
+        return (
+            f"The search index {facts['path']} is locked by another process, and {facts['changed']:,} docs "
+            f"changed since it was written (at most {facts['limit']} are searched without it); search again "
+            "in a moment."
+        )
     if kind is DocProblem.OLD_NOT_FOUND:
         return (
             f"old was not found in {doc_id!r} ({facts.get('count', 0)} matches); nothing was changed. Re-read it "
             f"with {calls.read(doc_id)} and copy the exact text (whitespace included)."
         )
     return str(exc)
+
+
+def _bad_cursor(exc: DocError) -> str:
+    """A resources/list cursor refused, and that the client should pass back the one it was given."""
+    cursor, problem = exc.details.get("cursor"), exc.details.get("problem")
+    if problem:
+        return f"Invalid cursor {cursor!r}: {problem} Pass back the nextCursor you received, or none to start over."
+    return (
+        f"Invalid cursor {cursor!r}: a cursor is the URI of the last resource of a page (starting "
+        f"{exc.details.get('prefix')!r}); pass back the nextCursor you received, or none to start over."
+    )
 
 
 def _section_refused(exc: DocError) -> str:

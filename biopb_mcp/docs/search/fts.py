@@ -24,7 +24,7 @@ from pathlib import Path
 
 from biopb_mcp.docs.search.fts_file import ForeignFile, Replaced, file_id, open_file, unlink_files
 from biopb_mcp.docs.search.sections import atoms, compounds, fold
-from biopb_mcp.errors import SearchUnavailable
+from biopb_mcp.errors import DocProblem, SearchUnavailable
 
 __all__ = [
     "MAX_SECTIONS",
@@ -210,9 +210,10 @@ class FtsIndex:
         except sqlite3.Error as exc:
             raise SearchUnavailable(
                 f"Search needs SQLite's FTS5 extension, which this Python's sqlite3 module "
-                f"(SQLite {sqlite3.sqlite_version}) was built without ({exc}). Docs can still be "
-                "read and written; run the server with a Python whose sqlite3 has FTS5 "
-                "(python.org, conda and most Linux builds do) to search them."
+                f"(SQLite {sqlite3.sqlite_version}) was built without ({exc}).",
+                kind=DocProblem.NO_FTS5,
+                sqlite_version=sqlite3.sqlite_version,
+                error=str(exc),
             ) from exc
         self.path = path
         """The index file; None when it is kept in memory (asked for, or the file is not ours)."""

@@ -410,8 +410,11 @@ def _direct_view(index: FtsIndex, origins: dict[str, Origin], allowed: set[int],
     if len(unwritten) > DIRECT_MAX_DOCS:
         raise SearchUnavailable(
             f"The search index {index.path} is locked by another process, and {len(unwritten):,} docs "
-            f"changed since it was written (at most {DIRECT_MAX_DOCS} are searched without it); search "
-            "again in a moment."
+            f"changed since it was written (at most {DIRECT_MAX_DOCS} are searched without it).",
+            kind=DocProblem.INDEX_LOCKED,
+            path=str(index.path),
+            changed=len(unwritten),
+            limit=DIRECT_MAX_DOCS,
         )
     logger.warning(
         "Search index %s is locked by another process: %d changed doc(s) searched directly", index.path, len(unwritten)
@@ -435,7 +438,12 @@ def _run(store: DocStore, work: Callable[[_Corpus], _T]) -> _T:
             return work(corpus)
         except sqlite3.Error as exc:
             if not corpus.index.recover(exc):
-                raise SearchUnavailable(f"The search index {store.search_db or '(in memory)'} failed: {exc}") from exc
+                raise SearchUnavailable(
+                    f"The search index {store.search_db or '(in memory)'} failed: {exc}",
+                    kind=DocProblem.INDEX_FAILED,
+                    path=str(store.search_db or "(in memory)"),
+                    error=str(exc),
+                ) from exc
         return work(corpus)
 
 
