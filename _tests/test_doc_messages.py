@@ -15,7 +15,7 @@ from biopb_mcp.docs import QUERY_MAX_CHARS
 from biopb_mcp.docs.search.query import Hit
 from biopb_mcp.docs.store import DocStore
 from biopb_mcp.docs.views import Origin
-from biopb_mcp.errors import DocError, DocNotFound, DocProblem, SearchUnavailable, WriteRefused
+from biopb_mcp.errors import DocError, DocNotFound, DocProblem, InvalidQuery, SearchUnavailable, WriteRefused
 from biopb_mcp.text.doc_views import read_doc
 from biopb_mcp.text.docs import FOR_AGENT, FOR_TERMINAL, Calls, format_hits, refusal
 
@@ -168,6 +168,30 @@ FROM_FIELDS = [
         "The index lists 'planned' already: section only files the line of a doc the index does not list, and a "
         "listed doc keeps the line it has. Nothing was changed. To move an index line under another heading, edit "
         'the index: write_doc("index", old=…, new=…).',
+    ),
+    (
+        WriteRefused("x", kind=DocProblem.ARGS_HALF, given="new"),
+        "old and new go together: got only new. Pass both, or body for the whole text.",
+    ),
+    (
+        WriteRefused("x", kind=DocProblem.OLD_AMBIGUOUS, doc_id="p", count=1, overlapping=True),
+        "old matches 2 times or more (its matches overlap) in 'p'; nothing was changed. Include more of the "
+        "surrounding text so it matches exactly once.",
+    ),
+    (
+        WriteRefused("x", kind=DocProblem.BODY_CAP, doc_id="lab/count", count=401, limit=300),
+        "'lab/count' would be 401 lines; a doc may have at most 300. Split it into docs that link each other "
+        "with [[id]], or tighten it.",
+    ),
+    (
+        WriteRefused("x", kind=DocProblem.INDEX_CAP, doc_id="index", count=201, limit=200),
+        "The index would have 201 entries; the cap is 200. Nothing was changed. Retire entries first: remove "
+        "lines of local docs you no longer need, or move shipped ids to the `ignored:` line.",
+    ),
+    (
+        InvalidQuery("x", kind=DocProblem.EMPTY_QUERY),
+        "Search query is empty: give words or a literal to look for, e.g. an exception message, a config key or "
+        "a function name.",
     ),
     (
         SearchUnavailable("x", kind=DocProblem.INDEX_LOCKED, path="/s/search.sqlite3", changed=1200, limit=500),

@@ -100,6 +100,8 @@ class DocProblem(StrEnum):
     SECTION_EXISTING = "section_existing"
     BAD_SECTION = "bad_section"
     BAD_QUERY = "bad_query"
+    EMPTY_QUERY = "empty_query"
+    QUERY_TOO_LONG = "query_too_long"
     QUERY_TOO_COSTLY = "query_too_costly"
     BAD_CURSOR = "bad_cursor"
     NO_FTS5 = "no_fts5"

@@ -80,10 +80,7 @@ def check_args(body: str | None, old: str | None, new: str | None) -> None:
         WriteRefused: saying which argument is wrong and why.
     """
     if body is not None and (old is not None or new is not None):
-        raise WriteRefused(
-            "Give either body (the whole new text) or old and new (one exact replace), not both.",
-            kind=DocProblem.ARGS_BOTH,
-        )
+        raise WriteRefused("Got body and old/new: a write takes one or the other, not both.", kind=DocProblem.ARGS_BOTH)
     if body is None and old is None and new is None:
         raise WriteRefused(
             "A write needs body (the whole new text) or old and new (replace one exact occurrence); got neither.",
@@ -92,7 +89,7 @@ def check_args(body: str | None, old: str | None, new: str | None) -> None:
     if body is None and (old is None or new is None):
         given = "old" if new is None else "new"
         raise WriteRefused(
-            f"old and new go together: got only {given}. Pass both, or body for the whole text.",
+            f"old and new go together: got only {given}.",
             kind=DocProblem.ARGS_HALF,
             given=given,
         )
@@ -107,7 +104,7 @@ def check_args(body: str | None, old: str | None, new: str | None) -> None:
             kind=DocProblem.BODY_EMPTY,
         )
     if old is not None and old == "":
-        raise WriteRefused("old is empty: give the exact text to replace.", kind=DocProblem.OLD_EMPTY)
+        raise WriteRefused("old is empty.", kind=DocProblem.OLD_EMPTY)
     for name, value in (("body", body), ("new", new)):
         if value is not None and "\x00" in value:
             raise WriteRefused(
@@ -178,8 +175,7 @@ def _apply(doc_id: str, base: str | None, body: str | None, old: str | None, new
     if count > 1 or overlapping:
         times = f"{count} times" if count > 1 else "2 times or more (its matches overlap)"
         raise WriteRefused(
-            f"old matches {times} in {doc_id!r}; nothing was changed. Include more of the "
-            "surrounding text so it matches exactly once.",
+            f"old matches {times} in {doc_id!r}; nothing was changed.",
             kind=DocProblem.OLD_AMBIGUOUS,
             doc_id=doc_id,
             count=count,
@@ -194,8 +190,7 @@ def _check_body_cap(doc_id: str, text: str) -> None:
     size = len(text.encode("utf-8", "surrogatepass"))
     if size > FILE_MAX_BYTES:
         raise WriteRefused(
-            f"{doc_id!r} would be {size:,} bytes; a doc file may have at most {FILE_MAX_BYTES:,}. "
-            "Nothing was changed. Split it into docs that link each other with [[id]], or tighten it.",
+            f"{doc_id!r} would be {size:,} bytes; a doc file may have at most {FILE_MAX_BYTES:,}. Nothing was changed.",
             kind=DocProblem.BODY_TOO_BIG,
             doc_id=doc_id,
             count=size,
@@ -204,8 +199,7 @@ def _check_body_cap(doc_id: str, text: str) -> None:
     lines = line_count(text)
     if lines > BODY_MAX_LINES:
         raise WriteRefused(
-            f"{doc_id!r} would be {lines} lines; a doc may have at most {BODY_MAX_LINES}. "
-            "Split it into docs that link each other with [[id]], or tighten it.",
+            f"{doc_id!r} would be {lines} lines; a doc may have at most {BODY_MAX_LINES}.",
             kind=DocProblem.BODY_CAP,
             doc_id=doc_id,
             count=lines,
@@ -219,9 +213,7 @@ def _check_index_cap(before: str, after: str) -> None:
     old_count, new_count = index_mod.parse(before).entry_count, index_mod.parse(after).entry_count
     if new_count > INDEX_MAX_ENTRIES and new_count > old_count:
         raise WriteRefused(
-            f"The index would have {new_count} entries; the cap is {INDEX_MAX_ENTRIES}. Nothing "
-            "was changed. Retire entries first: remove lines of local docs you no longer need, "
-            "or move shipped ids to the `ignored:` line.",
+            f"The index would have {new_count} entries; the cap is {INDEX_MAX_ENTRIES}. Nothing was changed.",
             kind=DocProblem.INDEX_CAP,
             doc_id=INDEX_ID,
             count=new_count,
@@ -235,8 +227,7 @@ def _check_index_cap(before: str, after: str) -> None:
         if new_size > limit and new_size > size_of(before):
             raise WriteRefused(
                 f"The index would be {new_size:,} {measure}; the index may have at most {limit:,} "
-                f"{measure}. Nothing was changed. Keep it to entry lines and short headings: move "
-                "prose into a doc of its own and link it from an entry.",
+                f"{measure}. Nothing was changed.",
                 kind=DocProblem.INDEX_CAP,
                 doc_id=INDEX_ID,
                 count=new_size,

@@ -95,6 +95,40 @@ def refusal(exc: DocError, calls: Calls) -> str:
     if kind in (DocProblem.SECTION_EXISTING, DocProblem.SECTION_WITH_EDIT):
         move = calls.write('"index"', "old=…, new=…")
         return f"{_section_refused(exc)} To move an index line under another heading, edit the index: {move}."
+    if kind is DocProblem.ARGS_BOTH:
+        return "Give either body (the whole new text) or old and new (one exact replace), not both."
+    if kind is DocProblem.ARGS_HALF:
+        return f"old and new go together: got only {facts['given']}. Pass both, or body for the whole text."
+    if kind is DocProblem.OLD_AMBIGUOUS:
+        overlap = "2 times or more (its matches overlap)"
+        times = overlap if facts.get("overlapping") and facts.get("count") == 1 else f"{facts['count']} times"
+        return (
+            f"old matches {times} in {doc_id!r}; nothing was changed. Include more of the surrounding text so "
+            "it matches exactly once."
+        )
+    if kind in (DocProblem.BODY_TOO_BIG, DocProblem.BODY_CAP) and "count" in facts:
+        unit, most = (
+            ("bytes", "a doc file may have at most")
+            if kind is DocProblem.BODY_TOO_BIG
+            else ("lines", "a doc may have at most")
+        )
+        changed = " Nothing was changed." if kind is DocProblem.BODY_TOO_BIG else ""
+        return (
+            f"{doc_id!r} would be {facts['count']:,} {unit}; {most} {facts['limit']:,}.{changed} Split it into "
+            "docs that link each other with [[id]], or tighten it."
+        )
+    if kind is DocProblem.INDEX_CAP:
+        return _index_cap(exc)
+    if kind is DocProblem.EMPTY_QUERY:
+        return (
+            "Search query is empty: give words or a literal to look for, e.g. an exception message, a config "
+            "key or a function name."
+        )
+    if kind is DocProblem.QUERY_TOO_LONG:
+        return (
+            f"Search query is {facts['count']:,} characters; the most is {facts['limit']:,}. Search for its "
+            f"distinctive part instead: one line of an error, a name, a few words (it began {facts['began']})."
+        )
     if kind is DocProblem.BAD_CURSOR:
         return _bad_cursor(exc)
     if kind is DocProblem.NO_FTS5:
@@ -116,6 +150,23 @@ def refusal(exc: DocError, calls: Calls) -> str:
             f"with {calls.read(doc_id)} and copy the exact text (whitespace included)."
         )
     return str(exc)
+
+
+def _index_cap(exc: DocError) -> str:
+    """An index write over a cap: entries (retire some) or lines and bytes (move prose out)."""
+    facts = exc.details
+    measure = facts.get("measure")
+    if measure is None:
+        return (
+            f"The index would have {facts['count']} entries; the cap is {facts['limit']}. Nothing was changed. "
+            "Retire entries first: remove lines of local docs you no longer need, or move shipped ids to the "
+            "`ignored:` line."
+        )
+    return (
+        f"The index would be {facts['count']:,} {measure}; the index may have at most {facts['limit']:,} "
+        f"{measure}. Nothing was changed. Keep it to entry lines and short headings: move prose into a doc of "
+        "its own and link it from an entry."
+    )
 
 
 def _bad_cursor(exc: DocError) -> str:

@@ -464,15 +464,15 @@ def search_docs(store: DocStore, query: str, max_results: int = 5) -> list[Hit]:
         SearchUnavailable: this Python's sqlite3 lacks FTS5, or the index file cannot be used.
     """
     if not isinstance(query, str) or not query.strip():
-        raise InvalidQuery(
-            "Search query is empty: give words or a literal to look for, e.g. an exception "
-            "message, a config key or a function name."
-        )
+        raise InvalidQuery("Search query is empty.", kind=DocProblem.EMPTY_QUERY)
     if len(query) > QUERY_MAX_CHARS:
         raise InvalidQuery(
-            f"Search query is {len(query):,} characters; the most is {QUERY_MAX_CHARS:,}. Search for "
-            f"its distinctive part instead: one line of an error, a name, a few words (it began "
-            f"{shown_query(query, 40)})."
+            f"Search query is {len(query):,} characters; the most is {QUERY_MAX_CHARS:,} (it began "
+            f"{shown_query(query, 40)}).",
+            kind=DocProblem.QUERY_TOO_LONG,
+            count=len(query),
+            limit=QUERY_MAX_CHARS,
+            began=shown_query(query, 40),
         )
     if isinstance(max_results, bool) or not isinstance(max_results, int) or not (1 <= max_results <= MAX_RESULTS_LIMIT):
         raise InvalidQuery(f"max_results must be a whole number from 1 to {MAX_RESULTS_LIMIT}, got {max_results!r}")
