@@ -7,9 +7,12 @@ import ast
 import re
 from pathlib import Path
 
+import pytest
+
 import biopb_mcp
 from biopb_mcp import errors
-from biopb_mcp.errors import DocNotFound, KernelNotReady, RestartRefused
+from biopb_mcp.config.settings import load_settings
+from biopb_mcp.errors import ConfigError, DocNotFound, KernelNotReady, RestartRefused
 from biopb_mcp.text.failures import for_agent, for_terminal
 
 PACKAGE = Path(biopb_mcp.__file__).parent
@@ -77,3 +80,16 @@ def test_a_person_at_a_terminal_is_told_the_command_and_the_agent_the_tool_call(
     refused = DocNotFound("x", kind=errors.DocProblem.NO_DOC, doc_id="kernell", suggestions=["kernel"])
     assert for_agent(refused).endswith('read_doc("index") lists the docs; write_doc(id, body=…) creates one.')
     assert "biopb-mcp docs index lists the docs" in for_terminal(refused)
+
+
+def test_a_config_refusal_gets_its_next_step_from_its_kind_and_the_loader_states_only_the_facts(
+    tmp_path: Path,
+) -> None:
+    cdir = tmp_path / "cfg"
+    cdir.mkdir()
+    (cdir / "config.toml").write_text("[kernel\n", encoding="utf-8")
+    with pytest.raises(ConfigError) as caught:
+        load_settings(cdir)
+    said = f"{cdir / 'config.toml'}:1: invalid TOML: Expected ']' at the end of a table declaration"
+    assert str(caught.value) == said
+    assert for_terminal(caught.value) == for_agent(caught.value) == f"{said}; fix that line"

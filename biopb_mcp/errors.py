@@ -41,8 +41,23 @@ class BiopbMcpError(Exception):
     """Base of every error this package raises on purpose."""
 
 
+class ConfigProblem(StrEnum):
+    """What a config refusal is about, where the reader's next step depends on it: the text layer
+    adds that step to the facts. Any other refusal states its rule in its message."""
+
+    OTHER = "other"
+    CONFIG_DIR_NOT_A_DIR = "config_dir_not_a_dir"
+    FILE_IS_A_DIR = "file_is_a_dir"
+    NOT_UTF8 = "not_utf8"
+    BAD_TOML = "bad_toml"
+
+
 class ConfigError(BiopbMcpError):
-    """A config file that cannot be used; names the file, the line where known, and the key."""
+    """A config file that cannot be used; names the file, the line where known, and the key.
+
+    ``where`` is the ``<file>:<line>: `` lead of the message; ``kind`` (a ConfigProblem) and
+    ``details`` (``config_dir``, ``reason``) let the text layer add what the reader should do.
+    """
 
     def __init__(
         self,
@@ -51,12 +66,15 @@ class ConfigError(BiopbMcpError):
         path: Path | None = None,
         line: int | None = None,
         key: str | None = None,
+        kind: ConfigProblem = ConfigProblem.OTHER,
+        **details: object,
     ) -> None:
         self.path, self.line, self.key = path, line, key
-        where = ""
+        self.kind, self.details = kind, details
+        self.where = ""
         if path is not None:
-            where = f"{path}:{line}: " if line is not None else f"{path}: "
-        super().__init__(f"{where}{message}")
+            self.where = f"{path}:{line}: " if line is not None else f"{path}: "
+        super().__init__(f"{self.where}{message}")
 
 
 class DocProblem(StrEnum):

@@ -28,7 +28,7 @@ import platformdirs
 import tomli_w
 
 from biopb_mcp.config.toml_lines import key_lines, leading_key
-from biopb_mcp.errors import ConfigError
+from biopb_mcp.errors import ConfigError, ConfigProblem
 
 __all__ = [
     "ALIASES",
@@ -642,17 +642,20 @@ def _read_text(cfile: Path) -> str | None:
         return None
     except NotADirectoryError:
         raise ConfigError(
-            f"the config dir {cfile.parent} is not a directory; point ${CONFIG_DIR_ENV} at a directory", path=cfile
+            f"the config dir {cfile.parent} is not a directory",
+            path=cfile,
+            kind=ConfigProblem.CONFIG_DIR_NOT_A_DIR,
+            config_dir=str(cfile.parent),
         ) from None
     except IsADirectoryError:
-        raise ConfigError("is a directory, not a config file; remove or rename it", path=cfile) from None
+        raise ConfigError("is a directory, not a config file", path=cfile, kind=ConfigProblem.FILE_IS_A_DIR) from None
     except OSError as exc:
         raise ConfigError(f"cannot read the config file: {exc.strerror or exc}", path=cfile) from None
     try:
         return raw.decode("utf-8-sig")
     except UnicodeDecodeError as exc:
         line = raw[: exc.start].count(b"\n") + 1
-        raise ConfigError("is not UTF-8 text; save it as UTF-8", path=cfile, line=line) from None
+        raise ConfigError("is not UTF-8 text", path=cfile, line=line, kind=ConfigProblem.NOT_UTF8) from None
 
 
 def _parse(text: str, cfile: Path) -> dict[str, Any]:
@@ -663,7 +666,9 @@ def _parse(text: str, cfile: Path) -> dict[str, Any]:
         lines = text.split("\n")  # as TOML counts lines: str.splitlines also breaks at \x85 and more
         key = leading_key(lines[line - 1]) if line is not None and line <= len(lines) else None
         what = f" (key {key})" if key else ""
-        raise ConfigError(f"invalid TOML{what}: {reason}; fix that line", path=cfile, line=line, key=key) from None
+        raise ConfigError(
+            f"invalid TOML{what}: {reason}", path=cfile, line=line, key=key, kind=ConfigProblem.BAD_TOML, reason=reason
+        ) from None
 
 
 _DECODE_POSITION = re.compile(r"\s*\(at (?:line (\d+), column \d+|end of document)\)$")

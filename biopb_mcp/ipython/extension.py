@@ -231,11 +231,12 @@ def _kernel_link(ip: Any) -> tuple[Path | None, KernelLink | None, str | None]:
         info = {"key": getattr(getattr(kernel, "session", None), "key", b"")}
     from biopb_mcp.config.settings import load_settings
     from biopb_mcp.errors import ConfigError
+    from biopb_mcp.text.failures import for_terminal
 
     try:
         settings = load_settings()
     except ConfigError as exc:
-        return conn, None, f"biopb_mcp: the biopb config cannot be used: {exc}\n"
+        return conn, None, f"biopb_mcp: the biopb config cannot be used: {for_terminal(exc)}\n"
     return conn, KernelLink(Path(settings.runtime_dir), link_id(info, conn)), None
 
 

@@ -2,14 +2,15 @@
 terminal (commands).
 
 The server's tool, resource and prompt errors and the CLI's ``error:`` line all come through here,
-so each kind of error is worded in one place: the docs store's refusals and the kernel's failures
-from their kinds and fields, the rest (a config file, the SDK) as their message states them.
+so each kind of error is worded in one place: the docs store's refusals, the kernel's failures and
+a config file's problems from their kinds and fields, the rest (the SDK) as its message states it.
 """
 
 from __future__ import annotations
 
-from biopb_mcp.errors import BiopbMcpError, DocError, KernelError
+from biopb_mcp.errors import BiopbMcpError, ConfigError, DocError, KernelError
 from biopb_mcp.text import kernel as kernel_text
+from biopb_mcp.text.config import config_refusal
 from biopb_mcp.text.docs import FOR_AGENT, FOR_TERMINAL, refusal
 
 __all__ = ["for_agent", "for_terminal"]
@@ -21,6 +22,8 @@ def for_agent(exc: BiopbMcpError) -> str:
         return kernel_text.error_text(exc)
     if isinstance(exc, DocError):
         return refusal(exc, FOR_AGENT)
+    if isinstance(exc, ConfigError):
+        return config_refusal(exc)
     return str(exc)
 
 
@@ -31,4 +34,6 @@ def for_terminal(exc: BiopbMcpError) -> str:
     """
     if isinstance(exc, DocError):
         return refusal(exc, FOR_TERMINAL)
+    if isinstance(exc, ConfigError):
+        return config_refusal(exc)
     return str(exc)

@@ -31,6 +31,7 @@ from biopb_mcp.kernel import (
     Rendered,
     StartOutcome,
 )
+from biopb_mcp.text.config import config_refusal
 from biopb_mcp.text.install import install_command
 
 __all__ = [
@@ -141,7 +142,7 @@ def _set_line(setting: str, config_file: str, wanted: str) -> str:
 def reread_refused(exc: ConfigError) -> str:
     """Why start_kernel or restart_kernel refused a config file it re-read: nothing was (re)started."""
     return (
-        f"{exc} (start_kernel and restart_kernel re-read kernel.name and [compute] from "
+        f"{config_refusal(exc)} (start_kernel and restart_kernel re-read kernel.name and [compute] from "
         "the config file; nothing was started or restarted: fix the file, then call again)"
     )
 

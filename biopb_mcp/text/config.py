@@ -1,0 +1,27 @@
+"""What a reader reads about a config file that cannot be used: the loader's facts (file, line,
+key, what is wrong) and, where it depends on the problem, what to do about it."""
+
+from __future__ import annotations
+
+from biopb_mcp.config.settings import CONFIG_DIR_ENV
+from biopb_mcp.errors import ConfigError, ConfigProblem
+
+__all__ = ["config_refusal"]
+
+
+def config_refusal(exc: ConfigError) -> str:
+    """The refusal with its next step; a kind without one reads as the loader's message."""
+    kind, where = exc.kind, exc.where
+    if kind is ConfigProblem.CONFIG_DIR_NOT_A_DIR:
+        return (
+            f"{where}the config dir {exc.details['config_dir']} is not a directory; point ${CONFIG_DIR_ENV} at a "
+            "directory"
+        )
+    if kind is ConfigProblem.FILE_IS_A_DIR:
+        return f"{where}is a directory, not a config file; remove or rename it"
+    if kind is ConfigProblem.NOT_UTF8:
+        return f"{where}is not UTF-8 text; save it as UTF-8"
+    if kind is ConfigProblem.BAD_TOML:
+        what = f" (key {exc.key})" if exc.key else ""
+        return f"{where}invalid TOML{what}: {exc.details['reason']}; fix that line"
+    return str(exc)
