@@ -12,7 +12,9 @@ import pytest
 
 from _tests.docs.test_store import make_shipped
 from biopb_mcp.docs import QUERY_MAX_CHARS
-from biopb_mcp.docs.search.query import Hit
+from biopb_mcp.docs.limits import BODY_MAX_LINES, INDEX_MAX_ENTRIES
+from biopb_mcp.docs.resources import parse_cursor
+from biopb_mcp.docs.search.query import Hit, search_docs
 from biopb_mcp.docs.store import DocStore
 from biopb_mcp.docs.views import Origin
 from biopb_mcp.errors import DocError, DocNotFound, DocProblem, InvalidQuery, SearchUnavailable, WriteRefused
@@ -210,3 +212,25 @@ FROM_FIELDS = [
 @pytest.mark.parametrize(("exc", "says"), FROM_FIELDS)
 def test_the_sentence_is_written_from_the_kind_and_fields_not_cut_from_the_message(exc: DocError, says: str) -> None:
     assert refusal(exc, FOR_AGENT) == says
+
+
+FACTS_QUOTED = [
+    lambda s: s.write_doc("kernel", body="x", old="a", new="b"),
+    lambda s: s.write_doc("kernel", old="a"),
+    lambda s: s.write_doc("kernel", old="", new="b"),
+    lambda s: s.write_doc("kernel", old="n", new="b"),
+    lambda s: s.write_doc("big", body="# Big\n" + "l\n" * BODY_MAX_LINES),
+    lambda s: s.write_doc("index", body="# Index\n" + "".join(f"- d{i}: hook\n" for i in range(INDEX_MAX_ENTRIES + 1))),
+    lambda s: search_docs(s, "  "),
+    lambda s: search_docs(s, "word " * QUERY_MAX_CHARS),
+    lambda s: parse_cursor("nope"),
+    lambda s: parse_cursor("biopb://docs/a//b"),
+]
+
+
+@pytest.mark.parametrize("call", FACTS_QUOTED)
+def test_every_reader_sentence_quotes_the_stores_facts_whole(store: DocStore, call: Any) -> None:
+    """What the store states stays readable in what each reader is told (a client shown the store's
+    message, or a log of it, finds it in the answer), and only the next step differs by reader."""
+    exc = _refused(lambda: call(store))
+    assert str(exc) in refusal(exc, FOR_AGENT) and str(exc) in refusal(exc, FOR_TERMINAL)

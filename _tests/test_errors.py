@@ -93,3 +93,37 @@ def test_a_config_refusal_gets_its_next_step_from_its_kind_and_the_loader_states
     said = f"{cdir / 'config.toml'}:1: invalid TOML: Expected ']' at the end of a table declaration"
     assert str(caught.value) == said
     assert for_terminal(caught.value) == for_agent(caught.value) == f"{said}; fix that line"
+
+
+ERROR_NAMES = {"BiopbMcpError", *_drawn_tree()}
+
+
+def _error_params(fn: ast.FunctionDef) -> set[str]:
+    """The parameters of ``fn`` annotated with a class of the error tree."""
+    args = [*fn.args.posonlyargs, *fn.args.args, *fn.args.kwonlyargs]
+    return {a.arg for a in args if isinstance(a.annotation, ast.Name) and a.annotation.id in ERROR_NAMES}
+
+
+def test_the_text_layer_never_cuts_or_patches_an_error_message() -> None:
+    """An error's message is quoted whole or not at all: text/ writes its sentence from the kind and
+    fields, so no slice, method call or kept copy of ``str(exc)`` is needed there."""
+    found = []
+    for path in sorted((PACKAGE / "text").glob("*.py")):
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        parents = {child: node for node in ast.walk(tree) for child in ast.iter_child_nodes(node)}
+        for fn in ast.walk(tree):
+            if not isinstance(fn, ast.FunctionDef) or not (params := _error_params(fn)):
+                continue
+            for node in ast.walk(fn):
+                if not (
+                    isinstance(node, ast.Call)
+                    and isinstance(node.func, ast.Name)
+                    and node.func.id == "str"
+                    and len(node.args) == 1
+                    and isinstance(node.args[0], ast.Name)
+                    and node.args[0].id in params
+                ):
+                    continue
+                if isinstance(parents[node], ast.Subscript | ast.Attribute | ast.Assign | ast.AnnAssign):
+                    found.append(f"{path.name}:{node.lineno} in {fn.name}")
+    assert found == []

@@ -88,7 +88,7 @@ def parse_cursor(cursor: str) -> str | None:
     if not cursor.startswith(URI_PREFIX):
         raise InvalidCursor(
             f"Invalid cursor {cursor[:80]!r}: a cursor is the URI of the last resource of a page "
-            f"(starting {URI_PREFIX!r}).",
+            f"(starting {URI_PREFIX!r})",
             cursor=cursor[:80],
             prefix=URI_PREFIX,
         )

@@ -80,7 +80,10 @@ def check_args(body: str | None, old: str | None, new: str | None) -> None:
         WriteRefused: saying which argument is wrong and why.
     """
     if body is not None and (old is not None or new is not None):
-        raise WriteRefused("Got body and old/new: a write takes one or the other, not both.", kind=DocProblem.ARGS_BOTH)
+        raise WriteRefused(
+            "Give either body (the whole new text) or old and new (one exact replace), not both.",
+            kind=DocProblem.ARGS_BOTH,
+        )
     if body is None and old is None and new is None:
         raise WriteRefused(
             "A write needs body (the whole new text) or old and new (replace one exact occurrence); got neither.",
@@ -104,7 +107,7 @@ def check_args(body: str | None, old: str | None, new: str | None) -> None:
             kind=DocProblem.BODY_EMPTY,
         )
     if old is not None and old == "":
-        raise WriteRefused("old is empty.", kind=DocProblem.OLD_EMPTY)
+        raise WriteRefused("old is empty", kind=DocProblem.OLD_EMPTY)
     for name, value in (("body", body), ("new", new)):
         if value is not None and "\x00" in value:
             raise WriteRefused(

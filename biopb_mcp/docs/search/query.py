@@ -410,7 +410,7 @@ def _direct_view(index: FtsIndex, origins: dict[str, Origin], allowed: set[int],
     if len(unwritten) > DIRECT_MAX_DOCS:
         raise SearchUnavailable(
             f"The search index {index.path} is locked by another process, and {len(unwritten):,} docs "
-            f"changed since it was written (at most {DIRECT_MAX_DOCS} are searched without it).",
+            f"changed since it was written (at most {DIRECT_MAX_DOCS} are searched without it)",
             kind=DocProblem.INDEX_LOCKED,
             path=str(index.path),
             changed=len(unwritten),
@@ -464,11 +464,10 @@ def search_docs(store: DocStore, query: str, max_results: int = 5) -> list[Hit]:
         SearchUnavailable: this Python's sqlite3 lacks FTS5, or the index file cannot be used.
     """
     if not isinstance(query, str) or not query.strip():
-        raise InvalidQuery("Search query is empty.", kind=DocProblem.EMPTY_QUERY)
+        raise InvalidQuery("Search query is empty", kind=DocProblem.EMPTY_QUERY)
     if len(query) > QUERY_MAX_CHARS:
         raise InvalidQuery(
-            f"Search query is {len(query):,} characters; the most is {QUERY_MAX_CHARS:,} (it began "
-            f"{shown_query(query, 40)}).",
+            f"Search query is {len(query):,} characters; the most is {QUERY_MAX_CHARS:,}.",
             kind=DocProblem.QUERY_TOO_LONG,
             count=len(query),
             limit=QUERY_MAX_CHARS,
