@@ -127,3 +127,9 @@ def test_the_text_layer_never_cuts_or_patches_an_error_message() -> None:
                 if isinstance(parents[node], ast.Subscript | ast.Attribute | ast.Assign | ast.AnnAssign):
                     found.append(f"{path.name}:{node.lineno} in {fn.name}")
     assert found == []
+
+
+def test_a_stuck_inspection_is_told_to_retry_by_the_text_layer_not_the_kernel_client() -> None:
+    stuck = errors.KernelError("Another inspection did not finish", kind=errors.KernelProblem.INSPECTION_STUCK)
+    assert for_agent(stuck) == "Another inspection did not finish; retry."
+    assert str(stuck) in for_agent(stuck)

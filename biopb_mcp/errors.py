@@ -215,8 +215,20 @@ class SdkMismatch(BiopbMcpError):
         super().__init__(message)
 
 
+class KernelProblem(StrEnum):
+    """What a plain kernel failure is about, where the reader's next step depends on it (the
+    subclasses below carry their own fields instead). Any other failure states itself."""
+
+    OTHER = "other"
+    INSPECTION_STUCK = "inspection_stuck"
+
+
 class KernelError(BiopbMcpError):
-    """Base of kernel-host failures."""
+    """Base of kernel-host failures; ``kind`` (a KernelProblem) lets the text layer add the next step."""
+
+    def __init__(self, message: str, *, kind: KernelProblem = KernelProblem.OTHER) -> None:
+        self.kind = kind
+        super().__init__(message)
 
 
 class KernelNotReady(KernelError):

@@ -23,7 +23,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from biopb_mcp.errors import JobNotFound, KernelBusy, KernelError, StartFailed
+from biopb_mcp.errors import JobNotFound, KernelBusy, KernelError, KernelProblem, StartFailed
 from biopb_mcp.kernel import image_files, inspection, rendering
 from biopb_mcp.kernel.channels import KernelChannels, nudge_waits
 from biopb_mcp.kernel.executions import Execution, ForeignCell, Rendered
@@ -469,7 +469,7 @@ class KernelClient:
             KernelError: another query holds the kernel past ``timeout``, or no answer in time.
         """
         if not self._inspect_lock.acquire(timeout=timeout):
-            raise KernelError("Another inspection did not finish; retry.")
+            raise KernelError("Another inspection did not finish", kind=KernelProblem.INSPECTION_STUCK)
         try:
             with self._lock:
                 channels = self._require_channels()

@@ -20,6 +20,7 @@ from biopb_mcp.errors import (
     KernelError,
     KernelNotOwned,
     KernelNotReady,
+    KernelProblem,
     RestartRefused,
 )
 from biopb_mcp.kernel import (
@@ -159,6 +160,8 @@ def error_text(exc: KernelError) -> str:
         return job_not_found(exc)
     if isinstance(exc, RestartRefused):
         return restart_refused(exc)
+    if exc.kind is KernelProblem.INSPECTION_STUCK:
+        return "Another inspection did not finish; retry."
     return str(exc)
 
 
