@@ -133,3 +133,15 @@ def test_a_stuck_inspection_is_told_to_retry_by_the_text_layer_not_the_kernel_cl
     stuck = errors.KernelError("Another inspection did not finish", kind=errors.KernelProblem.INSPECTION_STUCK)
     assert for_agent(stuck) == "Another inspection did not finish; retry."
     assert str(stuck) in for_agent(stuck)
+
+
+def test_the_console_command_is_told_how_to_attach_by_the_text_layer() -> None:
+    other = errors.KernelError(
+        "the biopb-mcp server with pid 7 runs with the config dir /a, not /b",
+        kind=errors.KernelProblem.CONSOLE_OTHER_CONFIG,
+        server_config_dir="/a",
+    )
+    assert for_terminal(other) == (
+        "the biopb-mcp server with pid 7 runs with the config dir /a, not /b: run biopb-mcp console with "
+        "BIOPB_CONFIG_DIR=/a"
+    )

@@ -221,13 +221,18 @@ class KernelProblem(StrEnum):
 
     OTHER = "other"
     INSPECTION_STUCK = "inspection_stuck"
+    CONSOLE_OTHER_CONFIG = "console_other_config"
+    CONSOLE_NO_SERVER = "console_no_server"
+    CONSOLE_NEEDS_EXTRA = "console_needs_extra"
 
 
 class KernelError(BiopbMcpError):
-    """Base of kernel-host failures; ``kind`` (a KernelProblem) lets the text layer add the next step."""
+    """Base of kernel-host failures; ``kind`` (a KernelProblem) and ``details`` (such as the
+    ``server_config_dir`` a console was pointed at) let the text layer add the next step."""
 
-    def __init__(self, message: str, *, kind: KernelProblem = KernelProblem.OTHER) -> None:
+    def __init__(self, message: str, *, kind: KernelProblem = KernelProblem.OTHER, **details: object) -> None:
         self.kind = kind
+        self.details = details
         super().__init__(message)
 
 

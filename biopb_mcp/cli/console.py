@@ -17,9 +17,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import NoReturn
 
-from biopb_mcp.errors import KernelError
+from biopb_mcp.errors import KernelError, KernelProblem
 from biopb_mcp.fs.runtime import CONFIG_DIR_KEY, connection_file_pid, pid_alive, private_runtime_dir
-from biopb_mcp.text.install import install_command
 
 __all__ = ["AGENT_PREFIX", "ServerKernel", "console_argv", "find_kernel", "running_kernels"]
 
@@ -90,8 +89,9 @@ def find_kernel(runtime_dir: Path, pid: int | None = None, config_dir: Path | No
             if kernel.server_pid == pid:
                 where = kernel.config_dir or "a config this release cannot tell"
                 raise KernelError(
-                    f"the biopb-mcp server with pid {pid} runs with the config dir {where}, not "
-                    f"{config_dir}: run biopb-mcp console with BIOPB_CONFIG_DIR={where}"
+                    f"the biopb-mcp server with pid {pid} runs with the config dir {where}, not {config_dir}",
+                    kind=KernelProblem.CONSOLE_OTHER_CONFIG,
+                    server_config_dir=str(where),
                 )
         others = ", ".join(str(k.server_pid) for k in kernels)
         hint = f"; servers with a kernel: {others}" if others else ""
@@ -99,8 +99,8 @@ def find_kernel(runtime_dir: Path, pid: int | None = None, config_dir: Path | No
     if not kernels:
         of_config = f" with the config dir {config_dir}" if config_dir is not None else ""
         raise KernelError(
-            f"no running biopb-mcp server{of_config} with a kernel found in {runtime_dir}: start your "
-            "MCP client (the agent calls start_kernel first), then run biopb-mcp console again"
+            f"no running biopb-mcp server{of_config} with a kernel found in {runtime_dir}",
+            kind=KernelProblem.CONSOLE_NO_SERVER,
         )
     return kernels[0]
 
@@ -128,7 +128,7 @@ def run(
     server of ``config_dir`` is joined (see ``find_kernel``)."""
     kernel = find_kernel(runtime_dir, pid, config_dir)
     if importlib.util.find_spec("jupyter_console") is None:
-        raise KernelError(f"biopb-mcp console needs jupyter-console: {install_command('console')}")
+        raise KernelError("biopb-mcp console needs jupyter-console", kind=KernelProblem.CONSOLE_NEEDS_EXTRA)
     announce(
         f"Attached to the kernel of biopb-mcp server pid {kernel.server_pid} "
         f"({kernel.connection_file}).\nThe agent's code and outputs appear marked "

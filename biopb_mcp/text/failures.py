@@ -32,6 +32,8 @@ def for_terminal(exc: BiopbMcpError) -> str:
 
     A kernel error reaches the terminal only from the console command, whose errors name no tool.
     """
+    if isinstance(exc, KernelError):
+        return kernel_text.console_refusal(exc)
     if isinstance(exc, DocError):
         return refusal(exc, FOR_TERMINAL)
     if isinstance(exc, ConfigError):

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from biopb_mcp.config.settings import CONFIG_DIR_ENV
 from biopb_mcp.errors import (
     ConfigError,
     JobNotFound,
@@ -40,6 +41,7 @@ __all__ = [
     "JobLine",
     "cancelled_note",
     "compute_status",
+    "console_refusal",
     "cut_note",
     "error_text",
     "fitted_note",
@@ -162,6 +164,17 @@ def error_text(exc: KernelError) -> str:
         return restart_refused(exc)
     if exc.kind is KernelProblem.INSPECTION_STUCK:
         return "Another inspection did not finish; retry."
+    return str(exc)
+
+
+def console_refusal(exc: KernelError) -> str:
+    """Why ``biopb-mcp console`` cannot attach, with the command that would let it."""
+    if exc.kind is KernelProblem.CONSOLE_OTHER_CONFIG:
+        return f"{exc}: run biopb-mcp console with {CONFIG_DIR_ENV}={exc.details['server_config_dir']}"
+    if exc.kind is KernelProblem.CONSOLE_NO_SERVER:
+        return f"{exc}: start your MCP client (the agent calls start_kernel first), then run biopb-mcp console again"
+    if exc.kind is KernelProblem.CONSOLE_NEEDS_EXTRA:
+        return f"{exc}: {install_command('console')}"
     return str(exc)
 
 
