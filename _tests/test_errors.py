@@ -139,7 +139,9 @@ def test_the_console_command_is_told_how_to_attach_by_the_text_layer() -> None:
     other = errors.KernelError(
         "the biopb-mcp server with pid 7 runs with the config dir /a, not /b",
         kind=errors.KernelProblem.CONSOLE_OTHER_CONFIG,
+        pid=7,
         server_config_dir="/a",
+        config_dir="/b",
     )
     assert for_terminal(other) == (
         "the biopb-mcp server with pid 7 runs with the config dir /a, not /b: run biopb-mcp console with "

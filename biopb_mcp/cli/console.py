@@ -91,7 +91,9 @@ def find_kernel(runtime_dir: Path, pid: int | None = None, config_dir: Path | No
                 raise KernelError(
                     f"the biopb-mcp server with pid {pid} runs with the config dir {where}, not {config_dir}",
                     kind=KernelProblem.CONSOLE_OTHER_CONFIG,
+                    pid=pid,
                     server_config_dir=str(where),
+                    config_dir=str(config_dir),
                 )
         others = ", ".join(str(k.server_pid) for k in kernels)
         hint = f"; servers with a kernel: {others}" if others else ""
@@ -101,6 +103,8 @@ def find_kernel(runtime_dir: Path, pid: int | None = None, config_dir: Path | No
         raise KernelError(
             f"no running biopb-mcp server{of_config} with a kernel found in {runtime_dir}",
             kind=KernelProblem.CONSOLE_NO_SERVER,
+            config_dir=None if config_dir is None else str(config_dir),
+            runtime_dir=str(runtime_dir),
         )
     return kernels[0]
 

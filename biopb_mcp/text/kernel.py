@@ -169,12 +169,21 @@ def error_text(exc: KernelError) -> str:
 
 def console_refusal(exc: KernelError) -> str:
     """Why ``biopb-mcp console`` cannot attach, with the command that would let it."""
+    facts = exc.details
     if exc.kind is KernelProblem.CONSOLE_OTHER_CONFIG:
-        return f"{exc}: run biopb-mcp console with {CONFIG_DIR_ENV}={exc.details['server_config_dir']}"
+        where = facts["server_config_dir"]
+        return (
+            f"the biopb-mcp server with pid {facts['pid']} runs with the config dir {where}, not "
+            f"{facts['config_dir']}: run biopb-mcp console with {CONFIG_DIR_ENV}={where}"
+        )
     if exc.kind is KernelProblem.CONSOLE_NO_SERVER:
-        return f"{exc}: start your MCP client (the agent calls start_kernel first), then run biopb-mcp console again"
+        of_config = f" with the config dir {facts['config_dir']}" if facts.get("config_dir") is not None else ""
+        return (
+            f"no running biopb-mcp server{of_config} with a kernel found in {facts['runtime_dir']}: start your "
+            "MCP client (the agent calls start_kernel first), then run biopb-mcp console again"
+        )
     if exc.kind is KernelProblem.CONSOLE_NEEDS_EXTRA:
-        return f"{exc}: {install_command('console')}"
+        return f"biopb-mcp console needs jupyter-console: {install_command('console')}"
     return str(exc)
 
 
