@@ -1,10 +1,13 @@
 """biopb_mcp errors.
 
 Every anticipated failure is one of these; the MCP layer turns them into tool errors whose text
-reaches the agent, the CLI into one ``error: …`` line and an exit code.
+reaches the agent, the CLI into one ``error: …`` line and an exit code. An error states facts: its
+message and fields (ids, counts, limits, paths, job ids), and a kind where the next step depends
+on the problem. The sentence a reader gets, next step included, is written by ``biopb_mcp.text``
+(``text.failures`` for the agent or a terminal), which quotes the message whole or not at all.
 
 * BiopbMcpError
-  x ConfigError          a config file that cannot be used (syntax, type, unknown key)
+  x ConfigError          a config file that cannot be used (kind: a ConfigProblem; file, line, key)
   x SdkMismatch          the installed MCP SDK lacks a private hook the server needs
   x DocError             anything the docs store refuses (kind: a DocProblem, plus fields)
     + InvalidDocId       an id outside the id grammar, or a path escaping its tier
@@ -14,7 +17,7 @@ reaches the agent, the CLI into one ``error: …`` line and an exit code.
     + InvalidQuery       a search query that cannot be run (empty, whitespace, too costly)
     + InvalidCursor      a resources/list cursor that is not the URI of a docs resource
     + SearchUnavailable  search cannot run here (no FTS5, an index locked or broken)
-  x KernelError          anything about the kernel the server manages
+  x KernelError          anything about the kernel the server manages (kind: a KernelProblem)
     + KernelNotReady     no usable kernel: state is not_started, starting, dead or error
     + KernelBusy         code is already running (carries its job id)
     + JobNotFound        no job by that id
