@@ -118,8 +118,7 @@ def _reread_kernel_name(state: AppState) -> None:
         ) from exc
     if changed:
         logger.info("%s changed in %s; the kernel start applies them", ", ".join(changed), state.settings.config_file)
-        state.settings = settings
-        state.kernel.reconfigure(settings)
+        state.reconfigure(settings)
 
 
 def register_kernel_tools(mcp: MCPServer, state: AppState) -> None:
