@@ -23,13 +23,12 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from biopb_mcp.errors import JobNotFound, KernelBusy, KernelError
+from biopb_mcp.errors import JobNotFound, KernelBusy, KernelError, StartFailed
 from biopb_mcp.kernel import image_files, inspection, rendering
 from biopb_mcp.kernel.channels import KernelChannels, nudge_waits
 from biopb_mcp.kernel.executions import Execution, ForeignCell, Rendered
 from biopb_mcp.kernel.link import AGENT_REQUEST_KEY
 from biopb_mcp.kernel.output_files import Overflow
-from biopb_mcp.kernel.process import StartFailed
 from biopb_mcp.kernel.states import ExecutionStatus, KernelState
 
 if TYPE_CHECKING:

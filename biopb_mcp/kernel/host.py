@@ -22,7 +22,7 @@ from enum import StrEnum
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from biopb_mcp.errors import KernelError, KernelNotOwned, KernelNotReady, RestartRefused
+from biopb_mcp.errors import KernelError, KernelNotOwned, KernelNotReady, RestartRefused, StartFailed
 from biopb_mcp.kernel.attached import (
     IDENTITY_EXPRESSION,
     AttachedKernel,
@@ -36,7 +36,6 @@ from biopb_mcp.kernel.process import (
     BOOTSTRAP_FILE,
     KernelProcess,
     LaunchedKernel,
-    StartFailed,
     wait_deadline,
 )
 from biopb_mcp.kernel.states import ExecutionStatus, KernelState, KernelStatus

@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 from jupyter_client.connect import write_connection_file
 
+from biopb_mcp.errors import StartFailed
 from biopb_mcp.fs import process_groups
 from biopb_mcp.fs.runtime import CONFIG_DIR_KEY, kernel_stem
 from biopb_mcp.kernel import lifeline
@@ -52,17 +53,6 @@ def kernel_transport() -> str:
     import zmq
 
     return "ipc" if zmq.has("ipc") else "tcp"
-
-
-class StartFailed(Exception):
-    """A kernel start that did not reach ready: the message says why; ``setting`` names the config
-    key that fixes it (``wanted``: what it should be); ``joined``: joining the user's kernel failed."""
-
-    def __init__(self, message: str, *, setting: str | None = None, wanted: str = "", joined: bool = False) -> None:
-        super().__init__(message)
-        self.setting = setting
-        self.wanted = wanted
-        self.joined = joined
 
 
 @dataclass
