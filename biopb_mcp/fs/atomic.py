@@ -17,14 +17,11 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager
 from pathlib import Path
+from typing import Final
 
 from biopb_mcp.fs import file_locks, nofollow
 
 LOCK_NAME = ".lock"
-
-_thread_locks: dict[str, threading.RLock] = {}
-_thread_locks_guard = threading.Lock()
-
 
 TEMP_SUFFIX = nofollow.TEMP_SUFFIX
 """Temp files are `.<name>.<pid>.<hex>.tmp`: hidden, so never a doc id even when a crash leaves one."""
@@ -84,37 +81,59 @@ def write_atomic(
     nofollow.write_atomic(base, rel, payload, durable=durable, around_replace=around_replace)
 
 
-@contextlib.contextmanager
-def tier_lock(local_dir: Path) -> Iterator[None]:
-    """Hold the local tier's exclusive lock: a thread lock in-process, `flock` across processes.
+class TierLocks:
+    """The local tiers' locks held by this process: one re-entrant thread lock per tier, plus the
+    file lock across processes.
 
-    Re-entrant within a thread, so a write that also refreshes the manifest or appends to the
-    index takes it once.
+    Process-wide by nature: a file lock (``flock``, or msvcrt's) belongs to an open file, so two
+    stores of one process that each opened ``.lock`` would block each other, and a thread that
+    re-entered through a second descriptor would wait on itself. Every holder in the process
+    therefore goes through the one registry, :data:`TIER_LOCKS`, keyed by the tier's real path.
     """
-    key = os.path.realpath(local_dir)
-    with _thread_locks_guard:
-        rlock = _thread_locks.setdefault(key, threading.RLock())
-    with rlock:
-        state = _held.__dict__.setdefault("depth", {})
-        if state.get(key, 0) > 0:
-            state[key] += 1
+
+    def __init__(self) -> None:
+        self._guard = threading.Lock()
+        self._locks: dict[str, threading.RLock] = {}
+        self._held = threading.local()
+        """Per thread: how deep it holds each tier (the file lock is taken at depth 1 only)."""
+
+    @contextlib.contextmanager
+    def hold(self, local_dir: Path) -> Iterator[None]:
+        """Hold the local tier's exclusive lock: a thread lock in-process, a file lock across processes.
+
+        Re-entrant within a thread, so a write that also refreshes the manifest or appends to the
+        index takes it once.
+        """
+        key = os.path.realpath(local_dir)
+        with self._guard:
+            rlock = self._locks.setdefault(key, threading.RLock())
+        with rlock:
+            depth: dict[str, int] = self._held.__dict__.setdefault("depth", {})
+            if depth.get(key, 0) > 0:
+                depth[key] += 1
+                try:
+                    yield
+                finally:
+                    depth[key] -= 1
+                return
+            with nofollow.open_dir(local_dir, create=True) as dir_fd:
+                fd = nofollow.open_file(dir_fd, LOCK_NAME, os.O_RDWR | os.O_CREAT)
             try:
-                yield
+                file_locks.lock(fd)
+                depth[key] = 1
+                try:
+                    yield
+                finally:
+                    depth[key] = 0
+                    file_locks.unlock(fd)
             finally:
-                state[key] -= 1
-            return
-        with nofollow.open_dir(local_dir, create=True) as dir_fd:
-            fd = nofollow.open_file(dir_fd, LOCK_NAME, os.O_RDWR | os.O_CREAT)
-        try:
-            file_locks.lock(fd)
-            state[key] = 1
-            try:
-                yield
-            finally:
-                state[key] = 0
-                file_locks.unlock(fd)
-        finally:
-            os.close(fd)
+                os.close(fd)
 
 
-_held = threading.local()
+TIER_LOCKS: Final = TierLocks()
+"""The process's one registry of tier locks (see :class:`TierLocks` for why there is one)."""
+
+
+def tier_lock(local_dir: Path) -> AbstractContextManager[None]:
+    """Hold the local tier's exclusive lock (:meth:`TierLocks.hold` of :data:`TIER_LOCKS`)."""
+    return TIER_LOCKS.hold(local_dir)

@@ -267,12 +267,12 @@ def _replay(ip: Any, cells: list[Any]) -> None:
         _write("\n")
 
 
-def biopb_magic(ip: Any, line: str) -> None:
+def biopb_magic(ip: Any, line: str, loaded: _Loaded) -> None:
     """%biopb status | log [N] | pause [reason] | resume | live [on|off] — the agent working in this kernel."""
     words = line.split(None, 1)
     command, rest = (words[0].lower(), words[1] if len(words) > 1 else "") if words else ("status", "")
     if command == "live":
-        _write(_live_command(ip, rest.strip().lower()))
+        _write(_live_command(ip, loaded, rest.strip().lower()))
         return
     if command not in ("status", "log", "pause", "resume"):
         _write(f"%biopb: unknown command {command!r}.\n{USAGE}", err=True)
@@ -283,7 +283,7 @@ def biopb_magic(ip: Any, line: str) -> None:
         return
     try:
         if command == "status":
-            _write(status_text(link.presence(), link.paused(), _live_status()))
+            _write(status_text(link.presence(), link.paused(), _live_status(loaded)))
         elif command == "log":
             count = DEFAULT_LOG_CELLS
             if rest.strip():
@@ -305,26 +305,44 @@ def biopb_magic(ip: Any, line: str) -> None:
         _write(f"%biopb {command}: cannot use the runtime dir {link.runtime_dir}: {exc}\n", err=True)
 
 
-_hooks: list[Any] = []
-"""The cell hooks ``load`` registered (``unload`` removes them)."""
+class _Loaded:
+    """What ``load`` set up in one shell, for the magic to use and ``unload`` to take down.
+
+    Kept on the shell itself (:data:`_ATTRIBUTE`): IPython hands ``load`` and ``unload`` only the
+    shell, and the shell is what this state belongs to.
+    """
+
+    def __init__(self) -> None:
+        self.hooks: list[Any] = []
+        """The cell hooks ``load`` registered (``unload`` removes them)."""
+        self.cells: LiveCells | None = None
+        """The kernel's live-cells client (one per kernel), or None with ``problem`` saying why."""
+        self.problem: str | None = None
+        self.hook: Any = None
+        """The ``pre_run_cell`` hook that tells ``cells`` which cells are the agent's."""
+
+
+_ATTRIBUTE = "_biopb_mcp_extension"
+"""The shell's attribute holding its :class:`_Loaded`."""
+
+
+def _loaded(ip: Any) -> _Loaded:
+    """The shell's :class:`_Loaded`, made on first use."""
+    found = getattr(ip, _ATTRIBUTE, None)
+    if not isinstance(found, _Loaded):
+        found = _Loaded()
+        setattr(ip, _ATTRIBUTE, found)
+    return found
 
 
 # --------------------------------------------------------------------------- live notebook cells
 
 
-class _Live:
-    """The kernel's live-cells client (one per kernel), or why there is none."""
-
-    cells: LiveCells | None = None
-    problem: str | None = None
-    hook: Any = None
+def _live_status(live: _Loaded) -> str:
+    return live_text(live.cells.state() if live.cells is not None else None, live.problem)
 
 
-def _live_status() -> str:
-    return live_text(_Live.cells.state() if _Live.cells is not None else None, _Live.problem)
-
-
-def _start_live(ip: Any) -> None:
+def _start_live(ip: Any, live: _Loaded) -> None:
     """Join this notebook's room when the kernel is a notebook's under RTC; else note why not."""
     import os
 
@@ -333,7 +351,7 @@ def _start_live(ip: Any) -> None:
     from biopb_mcp.ipython.jupyter_room import locate_room
     from biopb_mcp.ipython.live import LiveCells, require_client
 
-    _stop_live(ip)
+    _stop_live(ip, live)
     try:
         room = locate_room(os.environ, os.getppid(), Path(jupyter_runtime_dir()))
         require_client()
@@ -343,10 +361,10 @@ def _start_live(ip: Any) -> None:
         if not isinstance(info, dict):
             raise ValueError("the connection file holds no JSON object")
     except NotLive as exc:
-        _Live.problem = str(exc)
+        live.problem = str(exc)
         return
     except (ImportError, RuntimeError, OSError, ValueError) as exc:  # not an ipykernel, or its file is gone
-        _Live.problem = f"this kernel's connection info cannot be read ({exc})."
+        live.problem = f"this kernel's connection info cannot be read ({exc})."
         return
     cells = LiveCells(room, info)
 
@@ -362,34 +380,36 @@ def _start_live(ip: Any) -> None:
 
     ip.events.register("pre_run_cell", pre_run_cell)
     cells.start()
-    _Live.cells, _Live.problem, _Live.hook = cells, None, pre_run_cell
+    live.cells, live.problem, live.hook = cells, None, pre_run_cell
 
 
-def _stop_live(ip: Any) -> None:
-    if _Live.hook is not None:
+def _stop_live(ip: Any, live: _Loaded) -> None:
+    if live.hook is not None:
         with contextlib.suppress(ValueError):
-            ip.events.unregister("pre_run_cell", _Live.hook)
-    if _Live.cells is not None:
-        _Live.cells.stop()
-    _Live.cells, _Live.problem, _Live.hook = None, None, None
+            ip.events.unregister("pre_run_cell", live.hook)
+    if live.cells is not None:
+        live.cells.stop()
+    live.cells, live.problem, live.hook = None, None, None
 
 
-def _live_command(ip: Any, word: str) -> str:
+def _live_command(ip: Any, live: _Loaded, word: str) -> str:
     """``%biopb live [on|off]``."""
     if word not in ("", "on", "off"):
         return f"%biopb live takes on or off, got {word!r}.\n"
-    if word == "on" and _Live.cells is None:
-        _start_live(ip)  # RTC may have been installed since the extension was loaded
-    elif word and _Live.cells is not None:
-        _Live.cells.set_enabled(word == "on")
-    return _live_status()
+    if word == "on" and live.cells is None:
+        _start_live(ip, live)  # RTC may have been installed since the extension was loaded
+    elif word and live.cells is not None:
+        live.cells.set_enabled(word == "on")
+    return _live_status(live)
 
 
 def load(ip: Any) -> None:
     """Register ``%biopb``, print how to attach an agent to this kernel, and go live when it can."""
 
+    loaded = _loaded(ip)
+
     def biopb(line: str) -> None:
-        biopb_magic(ip, line)
+        biopb_magic(ip, line, loaded)
 
     biopb.__doc__ = biopb_magic.__doc__
     ip.register_magic_function(biopb, "line", "biopb")
@@ -401,28 +421,29 @@ def load(ip: Any) -> None:
         from biopb_mcp.kernel.inside import agent_notes
 
         try:
-            _hooks.append(agent_notes.install({}, str(link.agent_file())))
+            loaded.hooks.append(agent_notes.install({}, str(link.agent_file())))
         except OSError as exc:
             _write(f"biopb_mcp: cannot use the runtime dir {link.runtime_dir}: {exc}\n", err=True)
     import os
 
     _write(attach_text(conn, server_command(), os.environ.get(CONFIG_ENV)))
-    _start_live(ip)
-    if _Live.cells is not None:
+    _start_live(ip, loaded)
+    if loaded.cells is not None:
         _write(
-            f"Live: the agent's cells will appear in this notebook ({_Live.cells.room.path}) as it runs "
+            f"Live: the agent's cells will appear in this notebook ({loaded.cells.room.path}) as it runs "
             "them, marked as its own; %biopb live off stops that.\n"
         )
 
 
 def unload(ip: Any) -> None:
     """Remove ``%biopb`` and leave the notebook's room (``%unload_ext biopb_mcp``)."""
-    _stop_live(ip)
+    loaded = _loaded(ip)
+    _stop_live(ip, loaded)
     magics = ip.magics_manager.magics.get("line", {})
     magics.pop("biopb", None)
     from biopb_mcp.kernel.inside import agent_notes
 
-    while _hooks:
-        hook = _hooks.pop()
+    while loaded.hooks:
+        hook = loaded.hooks.pop()
         if hook is not None:
             agent_notes.uninstall(hook)

@@ -16,13 +16,14 @@ import stat
 import threading
 from collections.abc import Iterable, Iterator
 from pathlib import Path
+from typing import Final
 
 from biopb_mcp.fs import nofollow
 from biopb_mcp.fs.atomic import sweep_stale_temps
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["MAX_BYTES", "MAX_FILES", "ImageFiles", "for_dir"]
+__all__ = ["IMAGE_FOLDERS", "MAX_BYTES", "MAX_FILES", "ImageFiles", "ImageFolders", "for_dir"]
 
 MAX_FILES = 500
 """Saved images kept in the folder, across every server of the state dir."""
@@ -126,15 +127,33 @@ class ImageFiles:
         return removed
 
 
-_shared: dict[str, ImageFiles] = {}
-_shared_lock = threading.Lock()
+class ImageFolders:
+    """The one :class:`ImageFiles` per folder in this process.
+
+    Process-wide (:data:`IMAGE_FOLDERS`): every kernel host of the process that saves into one
+    folder (a restart, a second server in one process) must share that folder's sweep schedule
+    and running size; two schedules would each count only their own saves, and the folder could
+    run past its bounds until the next sweep.
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._folders: dict[str, ImageFiles] = {}
+
+    def for_dir(self, directory: Path) -> ImageFiles:
+        """The ImageFiles of ``directory`` (made on first use)."""
+        key = os.path.abspath(directory)
+        with self._lock:
+            found = self._folders.get(key)
+            if found is None:
+                found = self._folders[key] = ImageFiles(Path(key))
+            return found
+
+
+IMAGE_FOLDERS: Final = ImageFolders()
+"""This process's image folders (see :class:`ImageFolders` for why there is one)."""
 
 
 def for_dir(directory: Path) -> ImageFiles:
     """The one ImageFiles of ``directory`` in this process (its sweep schedule is per folder)."""
-    key = os.path.abspath(directory)
-    with _shared_lock:
-        found = _shared.get(key)
-        if found is None:
-            found = _shared[key] = ImageFiles(Path(key))
-        return found
+    return IMAGE_FOLDERS.for_dir(directory)

@@ -156,8 +156,9 @@ def build_server(settings: Settings, *, trace: Path | None = None) -> tuple[MCPS
     register_kernel_tools(mcp, state)
     register_viewer_tools(mcp, state)
     register_doc_tools(mcp, state)
-    state.notifier = install_resources(mcp, store, max_bytes=settings.kernel.max_result_bytes)
-    prompts = install_prompts(mcp, store, state.notifier, settings.kernel.max_result_bytes)
+    notifier = install_resources(mcp, store, max_bytes=settings.kernel.max_result_bytes)
+    state.notifier = notifier
+    prompts = install_prompts(mcp, store, notifier, settings.kernel.max_result_bytes)
     install_completions(mcp, store, prompts, state.kernel)
     # traced, around the rest: its answer to prompts/get and initialize is the last word
     mcp.middleware.insert(mcp.middleware.index(instructions), spec_middleware(mcp, prompt_names=prompts.names))

@@ -14,16 +14,19 @@ import logging
 import os
 import threading
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from mcp.types import CallToolResult, TextContent
 
 from biopb_mcp.kernel import Execution
 from biopb_mcp.kernel.link import AgentPresence
-from biopb_mcp.server.state import AppState
+
+if TYPE_CHECKING:
+    from biopb_mcp.server.state import AppState
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["announce", "note_submitted", "paused_result"]
+__all__ = ["NewestNote", "announce", "note_submitted", "paused_result"]
 
 
 def announce(state: AppState) -> None:
@@ -48,17 +51,20 @@ def announce(state: AppState) -> None:
         logger.warning("could not write the presence file for %%biopb in %s: %s", link.runtime_dir, exc)
 
 
-class _NewestNote:
+class NewestNote:
     """One daemon thread writing the newest note; a note superseded before its turn is dropped.
 
     A file replace can take tens of milliseconds on a busy disk (the filesystem flushes data
     replaced by rename): far more than execute_code's own overhead, so it never runs on the call.
+    Each server's state owns one (``AppState.presence_notes``): its thread starts with a note and
+    ends after ``idle_seconds`` without one, so a server that is gone leaves no thread behind.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, idle_seconds: float = 60.0) -> None:
         self._cond = threading.Condition()
         self._pending: Callable[[], None] | None = None
         self._thread: threading.Thread | None = None
+        self._idle_seconds = idle_seconds
 
     def put(self, write: Callable[[], None]) -> None:
         with self._cond:
@@ -71,20 +77,20 @@ class _NewestNote:
     def _run(self) -> None:
         while True:
             with self._cond:
-                while self._pending is None:
-                    self._cond.wait()
+                if self._pending is None:
+                    self._cond.wait(self._idle_seconds)
+                if self._pending is None:  # idle: the next put starts a new thread
+                    self._thread = None
+                    return
                 write, self._pending = self._pending, None
             write()  # KernelLink.note_submitted never raises
-
-
-_notes = _NewestNote()
 
 
 def note_submitted(state: AppState, execution: Execution) -> None:
     """Record the code just submitted, for ``%biopb status`` (written off the call's path)."""
     link = state.kernel.link
     if link is not None:
-        _notes.put(functools.partial(link.note_submitted, execution.job_id, execution.code))
+        state.presence_notes.put(functools.partial(link.note_submitted, execution.job_id, execution.code))
 
 
 def paused_result(state: AppState) -> CallToolResult | None:

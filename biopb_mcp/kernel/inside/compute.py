@@ -7,6 +7,9 @@ settings as JSON in ``BIOPB_MCP_COMPUTE``.
 
 A local cluster runs inside the kernel's process group (the scheduler in a thread of the kernel,
 workers as its child processes), so killing the group on restart or server death ends it too.
+
+Its module state (``_state``, ``_config`` and ``_lock``) is the kernel's own: this file is loaded once per kernel
+process, so a module global here lives and dies with that kernel.
 """
 
 from __future__ import annotations

@@ -16,6 +16,9 @@ record is ``None`` (or an empty list) and the ``repr`` says it is missing.
 The host passes ``{"lazy_above_bytes": N, "install": {extra: requirement}}`` as JSON in
 ``BIOPB_MCP_IMAGES``: the requirement that installs each extra of this copy (the bare name on
 PyPI is another project's until this one is published).
+
+Its module state (``_config``) is the kernel's own: this file is loaded once per kernel
+process, so a module global here lives and dies with that kernel.
 """
 
 from __future__ import annotations

@@ -9,6 +9,9 @@ raw file, ``<stem>_<step>.<ext>``, comma-separated tables with a decimal point.
 
 Every save helper looks ``out_path`` up in the namespace when it is called, so a lab that
 redefines ``out_path`` (in a cell or a plugin of its own) moves every save at once.
+
+Its module state (``_config`` and ``_ns``) is the kernel's own: this file is loaded once per kernel
+process, so a module global here lives and dies with that kernel.
 """
 
 from __future__ import annotations

@@ -13,6 +13,9 @@ which napari's canvas needs); only when it succeeds does this process create its
 The server's ``look_at_viewer`` tool sends this file's source in a silent user expression and
 calls :func:`look_json`, which works with or without the plugin loaded (a joined notebook kernel
 may not have it): it uses the viewer ``viewer()`` opened, else ``napari.current_viewer()``.
+
+Its module state (``_state``) is the kernel's own: this file is loaded once per kernel
+process, so a module global here lives and dies with that kernel.
 """
 
 from __future__ import annotations

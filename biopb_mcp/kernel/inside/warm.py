@@ -13,6 +13,9 @@ locks are per module, so nothing else is held.
 Loaded by the kernel bootstrap from this file's path, standard library only. The host passes
 the module list as JSON in ``BIOPB_MCP_WARM_IMPORTS`` (config ``kernel.warm_imports``); none
 given (a notebook re-run, a kernel joined without the server's config) means no thread.
+
+Its module state (``state`` and ``_idle``) is the kernel's own: this file is loaded once per kernel
+process, so a module global here lives and dies with that kernel.
 """
 
 from __future__ import annotations

@@ -114,8 +114,7 @@ def _reread_kernel_name(state: AppState) -> None:
         raise ConfigError(kernel_text.reread_refused(exc), key=exc.key) from exc
     if changed:
         logger.info("%s changed in %s; the kernel start applies them", ", ".join(changed), state.settings.config_file)
-        state.settings = settings
-        state.kernel.reconfigure(settings)
+        state.reconfigure(settings)
 
 
 def register_kernel_tools(mcp: MCPServer, state: AppState) -> None:
