@@ -89,7 +89,9 @@ class DocStore:
                 from biopb_mcp.docs.search.query import Search
 
                 self._search = Search()
-                weakref.finalize(self, self._search.close)  # the index file and the folder watch
+                # The index file and the folder watch go with the store; at exit the OS closes
+                # them, without waiting on a search a worker thread may still be running.
+                weakref.finalize(self, self._search.close).atexit = False
             return self._search
 
     def close(self) -> None:
