@@ -19,7 +19,6 @@ from pathlib import Path
 import pytest
 
 from biopb_mcp.docs.search import fts
-from biopb_mcp.docs.search import query as search_mod
 from biopb_mcp.docs.search.query import search_docs
 from biopb_mcp.docs.store import DocStore
 from biopb_mcp.errors import SearchUnavailable
@@ -377,9 +376,7 @@ def test_an_index_left_readable_by_an_older_release_is_made_private(tiers: tuple
     local, shipped, db = tiers
     store = DocStore(local, shipped_dir=shipped, version="1.0", search_db=db)
     assert len(search_docs(store, "sharedword", 50)) == 10
-    for corpus in search_mod._corpora.values():  # as a restart: the next search opens the file again
-        corpus.close()
-    search_mod._corpora.clear()
+    store.close()  # as a restart: the next search opens the file again
     for suffix in ("", "-wal", "-shm"):
         if Path(f"{db}{suffix}").exists():
             Path(f"{db}{suffix}").chmod(0o644)

@@ -313,3 +313,17 @@ def test_an_edit_made_while_another_process_holds_the_index_lock_is_found_at_onc
     other.execute("ROLLBACK")
     other.close()
     assert (_ids(store, "handword5"), _ids(store, "tok5z")) == (["lab/g2/doc5"], [])
+
+
+@linux_only
+def test_the_store_owns_its_search_and_closing_it_releases_the_watch(store: DocStore) -> None:
+    """No index or watch outlives its store in a process-wide cache: each store's search is its own."""
+    assert _ids(store, "tok4z") == ["lab/g1/doc4"]
+    assert store.changes.readers == 1  # search follows the store's change feed
+    other = DocStore(store.local_dir, shipped_dir=store.shipped_dir, version="1.0")
+    assert _ids(other, "tok5z") == ["lab/g2/doc5"]
+    assert other.search is not store.search and store.changes.readers == 1
+    store.close()
+    assert store.changes.readers == 0
+    assert _ids(store, "tok6z") == ["lab/g0/doc6"]  # reopened by the next search
+    assert store.changes.readers == 1

@@ -62,12 +62,11 @@ def _docs_command(args: argparse.Namespace, store: DocStore) -> int:
             print(f"{len(problems)} problem(s) found in {store.shipped_dir} and {store.local_dir}", file=sys.stderr)
             return 1
         also = f"; {len(warnings)} warning(s) above" if warnings else ""
-        print(f"ok: {len(store.shelf.doc_ids())} docs, no problems{also}")
+        print(f"ok: {len(store.doc_ids())} docs, no problems{also}")
     elif cmd == "search":
-        from biopb_mcp.docs.search.query import search_docs
         from biopb_mcp.text.docs import FOR_TERMINAL, format_hits
 
-        hits = search_docs(store, args.query, max_results=args.max)
+        hits = store.search_docs(args.query, max_results=args.max)
         print_text(format_hits(hits, args.query, FOR_TERMINAL))
     elif cmd == "restore":
         from biopb_mcp.text.docs import FOR_TERMINAL, write_report

@@ -1,9 +1,10 @@
 """The docs store: two tiers of markdown docs and the agent-edited index that lists them.
 
 Nothing here imports mcp, jupyter_client or the kernel: the server and the CLI adapt this package,
-never the other way round. `DocStore` is the facade; its parts are the `shelf` (both tiers,
-shadowing, withholding, reading), the `listing` (the index file and what it lists), the `history`
-and the change feed (`changes`). The caps live in `limits`.
+never the other way round. `DocStore` is the facade and the only thing an adapter calls; its
+parts are the `shelf` (both tiers, shadowing, withholding, reading), the `listing` (the index
+file, and the one `visibility` model of what the docs show), the `history`, the change feed
+(`changes`) and `search`. The caps live in `limits`.
 """
 
 from __future__ import annotations

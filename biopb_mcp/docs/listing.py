@@ -1,5 +1,6 @@
 """The index file and what it lists: seeding it, the release's change manifest, the facts of the
-rendered index, and the ids it lists and surfaces (what search, resources and prompts cover)."""
+rendered index, and the store's one :class:`~biopb_mcp.docs.visibility.Visibility` (what the
+index lists and surfaces: what search, resources, prompts and completions cover)."""
 
 from __future__ import annotations
 
@@ -10,11 +11,12 @@ from pathlib import Path
 
 from biopb_mcp.docs import index as index_mod
 from biopb_mcp.docs import manifest as manifest_mod
+from biopb_mcp.docs import visibility
 from biopb_mcp.docs.shelf import INDEX_FILE, Shelf
-from biopb_mcp.docs.views import Origin
+from biopb_mcp.docs.visibility import Visibility
 from biopb_mcp.errors import DocUnreadable
 from biopb_mcp.fs.atomic import tier_lock, write_atomic
-from biopb_mcp.fs.stamps import FileCache, stamp
+from biopb_mcp.fs.stamps import FileCache, stamp, stamps
 
 __all__ = ["DEFAULT_INDEX", "Listing"]
 
@@ -32,6 +34,9 @@ class Listing:
         self.version = version
         self.read_only = read_only
         self._manifest_cache: FileCache[Path, manifest_mod.Manifest] = FileCache(max_entries=1)
+        self._visibility: FileCache[tuple[str, ...], Visibility] = FileCache(max_entries=1)
+        self._watched: list[str] | None = None
+        """The paths the last visibility was derived from: stat'ed to tell whether it still holds."""
         self._setup_warned = False
 
     @property
@@ -88,82 +93,71 @@ class Listing:
             logger.warning("Docs: local index unreadable, rendering the shipped one: %s", exc)
             return self.shipped_index_text(), str(exc)
 
-    def _render_parts(self, hide_ignored: bool = False) -> tuple[index_mod.IndexFacts, list[str]]:
-        """What the rendered index shows, and the ids it lists (resolving entries, new tail, stale tail)."""
+    def visibility(self, inputs: tuple[list[str], list[str]] | None = None) -> Visibility:
+        """What the docs show now (``docs.visibility``), after the setup steps.
+
+        Built from one read of the index and one walk of both tiers, and kept while the stamps
+        of what it derives from (``list_inputs``: the index files, the manifest, every folder)
+        hold: a file added, removed or renamed changes its folder's stamp, an edit of the index
+        its own. A racy stamp is never trusted (``fs.stamps``): a tier changed in the last
+        seconds is walked again.
+
+        ``inputs``, the (files, folders) of a ``list_inputs`` the caller just made, spares a second
+        walk of the folders.
+        """
         changed = self.prepare()
+        watched = self._watched if inputs is None else inputs[0] + inputs[1]
+        signature = stamps(watched) if watched is not None else None  # before the reads below
+        if watched is not None and signature is not None:
+            kept = self._visibility.get(tuple(watched), signature)
+            if kept is not None:
+                return kept
+        now = time.time_ns()
+        if inputs is None:
+            files, folders, _ = self.list_inputs()  # a folder may have come or gone
+            if watched != files + folders:
+                watched = files + folders
+                signature = stamps(watched)
+        assert watched is not None and signature is not None
         text, problem = self.index_text()
-        parsed = index_mod.parse(text)
-        shipped = self.shelf.shipped_files()
-        local_cache: dict[str, bool] = {}
-
-        def local_exists(doc_id: str) -> bool:
-            if doc_id not in local_cache:
-                local_cache[doc_id] = self.shelf.local.exists(doc_id)
-            return local_cache[doc_id]
-
-        def exists(doc_id: str) -> bool:
-            return doc_id in shipped or local_exists(doc_id)
-
-        def shadows(doc_id: str) -> bool:
-            return doc_id in shipped and local_exists(doc_id)
-
-        listed_entries = parsed.entry_ids
-        ignored = set(parsed.ignored)
-        new_ids = [i for i in self.shelf.shipped_ids(shipped) if i not in listed_entries and i not in ignored]
-        stale_ids = sorted(i for i in changed if shadows(i))
-        rendered = index_mod.IndexFacts(
-            body=index_mod.annotate(parsed, exists=exists, shadows=shadows, hide_ignored=hide_ignored),
-            new_docs=[(i, self.shelf.description(self.shelf.shipped, i)) for i in new_ids],
-            stale_docs=[(i, self.shelf.description(self.shelf.shipped, i)) for i in stale_ids],
-            unreadable=problem,
+        found = visibility.build(
+            text,
+            problem,
+            self.shelf.doc_entries(),
+            changed,
+            self.shelf.withheld,
+            dict(zip(watched, signature, strict=True)),
         )
-        ids: list[str] = []
-        seen: set[str] = set()
-        for doc_id in [e.doc_id for e in parsed.entries if not e.collection and exists(e.doc_id)] + new_ids + stale_ids:
-            if doc_id not in seen:
-                seen.add(doc_id)
-                ids.append(doc_id)
-        return rendered, ids
+        self._watched = watched
+        self._visibility.put(tuple(watched), signature, found, now)
+        return found
 
     def index_facts(self, *, hide_ignored: bool = False) -> index_mod.IndexFacts:
         """What read_doc("index") and the handshake show, as facts (``text.index`` renders them).
 
         `hide_ignored=True` shows each `ignored:` line as a count instead of the ids.
         """
-        return self._render_parts(hide_ignored)[0]
+        seen = self.visibility()
+        return index_mod.IndexFacts(
+            body=index_mod.annotate(seen.index, exists=seen.exists, shadows=seen.shadows, hide_ignored=hide_ignored),
+            new_docs=[(i, self.shelf.description(self.shelf.shipped, i)) for i in seen.new],
+            stale_docs=[(i, self.shelf.description(self.shelf.shipped, i)) for i in seen.stale],
+            unreadable=seen.problem,
+        )
 
     def listed_ids(self) -> list[str]:
         """Ids the rendered index lists that resolve: entries in index order, then the tails."""
-        return self._render_parts()[1]
+        return list(self.visibility().listed)
 
-    def surfaced_ids(self, walked: list[tuple[str, str, Origin]] | None = None) -> frozenset[str]:
+    def surfaced_ids(self) -> frozenset[str]:
         """Ids the index surfaces: resolving entries, docs under a listed collection (`- x/:`),
         the New-shipped tail and the stale tail. What search covers.
 
         Ignored, banked and unindexed local docs are left out: they stay readable by exact id,
         but a search that found them would undo the agent's `ignored:` choices (and the bench's
-        ablation of the procedures). `walked`, a fresh `doc_entries()`, spares a second walk.
+        ablation of the procedures).
         """
-        changed = self.prepare()
-        parsed = index_mod.parse(self.index_text()[0])
-        if walked is None:
-            shipped = self.shelf.shipped_files()
-            local = set(self.shelf.local.ids())
-        else:
-            shipped = {i: p for i, p, origin in walked if origin == Origin.SHIPPED}
-            shipped.update({i: "" for i, _, origin in walked if origin == Origin.SHADOW})
-            local = {i for i, _, origin in walked if origin != Origin.SHIPPED}
-        every = local | set(shipped)
-        ignored = set(parsed.ignored)
-        entries = parsed.entry_ids
-        surfaced = {i for i in entries if i in every}
-        surfaced.update(i for i in self.shelf.shipped_ids(shipped) if i not in entries and i not in ignored)
-        surfaced.update(i for i in changed if i in shipped and i in local)
-        prefixes = tuple(e.doc_id + "/" for e in parsed.entries if e.collection)
-        if prefixes:
-            # "/_" in "/" + id: a banked segment, without splitting every id of a large tier
-            surfaced.update(i for i in every if i.startswith(prefixes) and "/_" not in "/" + i and i not in ignored)
-        return frozenset(surfaced)
+        return self.visibility().surfaced
 
     def list_inputs(self) -> tuple[list[str], list[str], bool]:
         """What the doc lists (listed, surfaced) derive from: the index files and the manifest,
@@ -184,12 +178,12 @@ class Listing:
         """Shipped ids that changed at the last version bump (refreshing the manifest on a bump)."""
         path = self.manifest_path
         now = time.time_ns()
-        stamps = (stamp(path),)
-        current = self._manifest_cache.get(path, stamps)
+        signature = (stamp(path),)
+        current = self._manifest_cache.get(path, signature)
         if current is None:
             current = manifest_mod.load(path)
             if current is not None:
-                self._manifest_cache.put(path, stamps, current, now)
+                self._manifest_cache.put(path, signature, current, now)
         if current is not None and current.version == self.version:
             return current.changed
         if self.read_only:

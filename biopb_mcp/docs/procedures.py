@@ -24,15 +24,12 @@ from __future__ import annotations
 
 import logging
 import re
-import threading
-import weakref
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from biopb_mcp.docs import index as index_mod
 from biopb_mcp.docs.frontmatter import one_line, parse
 from biopb_mcp.docs.search.sections import split_sections
-from biopb_mcp.docs.shelf import Shelf
 from biopb_mcp.errors import DocError
 from biopb_mcp.fs.stamps import FileCache
 
@@ -42,8 +39,10 @@ if TYPE_CHECKING:
 __all__ = [
     "Input",
     "Procedure",
+    "Read",
     "is_procedure_heading",
     "is_reference_heading",
+    "new_cache",
     "parse_inputs",
     "procedures",
     "takes_file",
@@ -108,10 +107,9 @@ def procedures(store: DocStore) -> list[Procedure]:
 
     Never raises for a doc: one that cannot be read is left out, with a warning in the log.
     """
-    text, _ = store.listing.index_text()
-    index = index_mod.parse(text)
+    seen = store.visibility()
+    index = seen.index
     above = index_mod.headings_above(index)
-    ignored = set(index.ignored)
     candidates: dict[str, tuple[tuple[str, ...], str]] = {}  # id -> (headings above, hook)
     folders: list[tuple[str, tuple[str, ...], str]] = []
     for entry in index.entries:
@@ -121,12 +119,10 @@ def procedures(store: DocStore) -> list[Procedure]:
                 folders.append((entry.doc_id + "/", headings, entry.hook))
             continue
         candidates.setdefault(entry.doc_id, (headings, entry.hook))
-    listed = set(candidates)
-    for doc_id in store.shelf.shipped_ids():
-        if doc_id not in listed and doc_id not in ignored:
-            candidates.setdefault(doc_id, ((), ""))  # the rendered tail: under no heading of the file
-    if folders:  # a walk of both tiers, only when a folder line sits under a procedures heading
-        for doc_id in sorted(store.surfaced_ids()):
+    for doc_id in seen.new:
+        candidates.setdefault(doc_id, ((), ""))  # the rendered tail: under no heading of the file
+    if folders:  # only when a folder line sits under a procedures heading
+        for doc_id in sorted(seen.surfaced):
             for prefix, headings, hook in folders:
                 if doc_id.startswith(prefix):
                     candidates.setdefault(doc_id, (headings, hook))
@@ -137,7 +133,7 @@ def procedures(store: DocStore) -> list[Procedure]:
         if any(is_procedure_heading(h) for h in headings) or not any(is_reference_heading(h) for h in headings)
     ]
     found: list[Procedure] = []
-    for doc_id, read in store.shelf.derived(wanted, _read, _cache_of(store.shelf)).items():
+    for doc_id, read in store.shelf.derived(wanted, _read, store.procedure_reads).items():
         if isinstance(read, DocError):
             logger.warning("Docs: %s is left out of the procedures: %s", doc_id, read)
             continue
@@ -151,34 +147,28 @@ def procedures(store: DocStore) -> list[Procedure]:
     return sorted(found, key=lambda p: order[p.doc_id])
 
 
-_Read = tuple[tuple[Input, ...] | None, bool, str | None, str]
+Read = tuple[tuple[Input, ...] | None, bool, str | None, str]
 """What a doc says of itself as a procedure: (inputs, more inputs left out, title, description)."""
 
 CACHE_MAX_BYTES = 8 * 1024 * 1024
 """Bound on what the procedures cache keeps per store (measured as the text it holds)."""
 
-_caches: weakref.WeakKeyDictionary[Shelf, FileCache[str, _Read]] = weakref.WeakKeyDictionary()
-_caches_lock = threading.Lock()
 
-
-def _weight(read: _Read) -> int:
+def _weight(read: Read) -> int:
     """About the bytes a cached read holds: its strings, and a little per input."""
     inputs, _, title, description = read
     held = sum(len(i.name) + len(i.description) + 64 for i in inputs or ())
     return held + len(title or "") + len(description) + 128
 
 
-def _cache_of(shelf: Shelf) -> FileCache[str, _Read]:
-    """The procedures cache of one shelf: the set is read at every handshake and list, and a
-    doc rarely changes between two; keyed by the doc file and its stamp, bounded by bytes."""
-    with _caches_lock:
-        cache = _caches.get(shelf)
-        if cache is None:
-            cache = _caches[shelf] = FileCache(max_weight=CACHE_MAX_BYTES, weigh=_weight)
-        return cache
+def new_cache() -> FileCache[str, Read]:
+    """A store's procedures cache: the set is read at every handshake and list, and a doc rarely
+    changes between two; keyed by the doc file and its stamp, bounded by bytes. It belongs to
+    one store (withholding shapes the texts it is read from)."""
+    return FileCache(max_weight=CACHE_MAX_BYTES, weigh=_weight)
 
 
-def _read(text: str) -> _Read:
+def _read(text: str) -> Read:
     """(inputs, more left out, title, description) of a doc text, each bounded."""
     info = parse(text)
     found = _inputs(text, MAX_INPUTS)

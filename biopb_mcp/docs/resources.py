@@ -1,15 +1,15 @@
 """The docs as MCP resources, minus MCP: URIs, the paged listing and what each entry says.
 
 The listing is a view over the store, never a second surface: the index opens the first
-page, then every id ``DocStore.listed_ids()`` returns, sorted by id. The cursor is the URI of the
+page, then every id the store's visibility lists (``DocStore.listed_ids()``), sorted by id. The cursor is the URI of the
 last resource on a page and a request resumes *after it by comparison*, never by offset, so it
 holds no state on the server: it survives a restart, and a doc created behind it between two
 requests is left out of that walk instead of shifting every later page.
 
 Cost per page: the sorted listed ids, a bisect to the cursor, then the entries of only the
-(about) ``PAGE_SIZE`` docs on the page; no other doc is read. ``Listing`` caches both, validated
-by stats, so a page stays cheap with 10,000 listed docs; the caches never decide what a cursor
-means.
+(about) ``PAGE_SIZE`` docs on the page; no other doc is read. The store keeps the visibility and
+the frontmatter, validated by stats, and ``Listing`` the sorted ids, so a page stays cheap with
+10,000 listed docs; the caches never decide what a cursor means.
 
 This module imports nothing from mcp: ``biopb_mcp.server.resources.handlers`` adapts it to the protocol.
 """
@@ -19,14 +19,13 @@ from __future__ import annotations
 import bisect
 import logging
 import threading
-import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 from biopb_mcp.docs.ids import check_id
 from biopb_mcp.docs.store import DocStore
+from biopb_mcp.docs.visibility import Visibility
 from biopb_mcp.errors import DocError, InvalidCursor, InvalidDocId
-from biopb_mcp.fs.stamps import FileCache, stamps
 
 logger = logging.getLogger(__name__)
 
@@ -104,43 +103,29 @@ def parse_cursor(cursor: str) -> str | None:
 
 
 class Listing:
-    """The walk over one store, with a cache that keeps a page cheap at 10,000 listed docs.
+    """The walk over one store. Thread-safe.
 
-    The cache only saves work; every answer is what the disk says now. Thread-safe.
-
-    It holds the sorted listed ids. ``listed_ids()`` renders the index (a parse and a stat per
-    entry, hundreds of ms at 10,000 entries). The set depends on the index file, the manifest
-    (the stale tail) and which doc files exist, and a file appearing or vanishing changes the
-    mtime of its directory; so the ids are reused while the stat of the index, the manifest and
-    every non-hidden directory of both tiers is unchanged: one stat per directory (a racy stat
-    is never trusted, see ``filecache``). Each entry's title and description come from
-    the store, which caches parsed frontmatter per file.
+    The ids come from the store's :class:`~biopb_mcp.docs.visibility.Visibility` (kept while the
+    index, the manifest and every folder of both tiers keep their stamps), sorted once per
+    visibility; each entry's title and description come from the store, which caches parsed
+    frontmatter per file. The caches only save work; every answer is what the disk says now.
     """
 
     def __init__(self, store: DocStore) -> None:
         self.store = store
         self.rebuilds = 0
-        """How many times the listed ids were recomputed (tests and the bench read it)."""
+        """How many times the listed ids were sorted anew (tests and the bench read it)."""
         self._lock = threading.Lock()
-        self._watched_paths: list[str] | None = None
-        self._ids: FileCache[str, list[str]] = FileCache(max_entries=1)
+        self._sorted: tuple[Visibility, list[str]] | None = None
 
     def ids(self) -> list[str]:
         """The listed ids, sorted."""
-        watched = self._watched_paths
-        if watched is not None:
-            cached = self._ids.get("ids", stamps(watched))
-            if cached is not None:
-                return cached
-        now = time.time_ns()
-        watched = self._watched()
-        signature = stamps(watched)  # before the read: a change during it shows
-        ids = sorted(set(self.store.listed_ids()))
+        seen = self.store.visibility()
         with self._lock:
-            self.rebuilds += 1
-            self._watched_paths = watched
-        self._ids.put("ids", signature, ids, now)
-        return ids
+            if self._sorted is None or self._sorted[0] is not seen:
+                self._sorted = (seen, sorted(set(seen.listed)))
+                self.rebuilds += 1
+            return self._sorted[1]
 
     def entries(self, doc_ids: Sequence[str]) -> list[ResourceEntry]:
         """The entries of the readable docs among ``doc_ids``, in order (`DocStore.summaries`:
@@ -177,10 +162,6 @@ class Listing:
             more = bool(self.entries(ids[pos : pos + 1]))
             pos += 1
         return Page(entries=entries, next_cursor=entries[-1].uri if more and entries else None)
-
-    def _watched(self) -> list[str]:
-        files, folders, _ = self.store.listing.list_inputs()
-        return files + folders
 
 
 def list_page(store: DocStore, cursor: str | None = None, page_size: int = PAGE_SIZE) -> Page:

@@ -23,6 +23,7 @@ from biopb_mcp.docs.frontmatter import Parsed, parse
 from biopb_mcp.docs.ids import INDEX_ID, check_id
 from biopb_mcp.docs.tier import Found, Peeked, Tier
 from biopb_mcp.docs.views import Origin
+from biopb_mcp.docs.visibility import is_banked
 from biopb_mcp.errors import DocError, DocNotFound, DocProblem, DocUnreadable, InvalidDocId
 from biopb_mcp.fs.stamps import FileCache, Stamp, stamp_of
 
@@ -119,14 +120,9 @@ class Shelf:
         return _LINK.sub(lambda m: WITHHELD_LINK if self.withholds(m.group(1)) else m.group(0), text)
 
     def shipped_ids(self, files: dict[str, str] | None = None) -> list[str]:
-        """Shipped ids the release lists: banked ids (a segment starting `_`) left out.
-
-        The one place banking is enforced; only the New-shipped tail consumes it.
-        """
+        """Shipped ids the release lists: banked ids (``visibility.is_banked``) left out."""
         files = self.shipped_files() if files is None else files
-        return sorted(
-            i for i in files if not self.withholds(i) and not any(seg.startswith("_") for seg in i.split("/"))
-        )
+        return sorted(i for i in files if not self.withholds(i) and not is_banked(i))
 
     def doc_ids(self) -> list[str]:
         """Every id that names a doc file in either tier (banked and unindexed local included), sorted.

@@ -1,33 +1,42 @@
 """DocStore: the docs store's facade over its parts, and the few methods the adapters call.
 
 The parts take each other, not the facade: the ``shelf`` (both tiers, shadowing, withholding,
-reading), the ``listing`` (the index file, the manifest, what the index lists and surfaces), the
-``history`` (kept versions) and ``changes`` (the change feed over the folders). The read views
-are in ``views``, the write path in ``writes``, the linter in ``lint``, search in ``search``.
-Everything is read fresh from disk on every call; the only caches are validated by a file's own
-stamp (``fs.stamps``), so they go stale with the file, never with time.
+reading), the ``listing`` (the index file, the manifest, and the one ``visibility``: what the
+index lists and surfaces), the ``history`` (kept versions), ``changes`` (the change feed over the
+folders) and ``search`` (its index, opened on first use). The read views are in ``views``, the
+write path in ``writes``, the linter in ``lint``, the procedures in ``procedures``. Adapters (the
+server, the CLI, ``text``) call the facade's methods, never a part. Everything is read fresh from
+disk on every call; the only caches are validated by a file's own stamp (``fs.stamps``), so they
+go stale with the file, never with time.
 """
 
 from __future__ import annotations
 
 import logging
 import threading
+import weakref
 from collections.abc import Iterable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import biopb_mcp
 from biopb_mcp.docs import index as index_mod
-from biopb_mcp.docs import lint, views, writes
-from biopb_mcp.docs.changes import ChangeFeed
+from biopb_mcp.docs import lint, procedures, views, writes
+from biopb_mcp.docs.changes import ChangeFeed, Cursor
 from biopb_mcp.docs.history import History
 from biopb_mcp.docs.ids import INDEX_ID, check_write_id, parse_ref
 from biopb_mcp.docs.limits import BODY_MAX_LINES, INDEX_MAX_ENTRIES
 from biopb_mcp.docs.listing import Listing
 from biopb_mcp.docs.shelf import DocInfo, Shelf
 from biopb_mcp.docs.views import Origin, View
+from biopb_mcp.docs.visibility import Visibility
 from biopb_mcp.docs.writes import WriteResult
 from biopb_mcp.errors import DocProblem, WriteRefused
 from biopb_mcp.fs.atomic import sweep_stale_temps, tier_lock
+from biopb_mcp.fs.stamps import FileCache
+
+if TYPE_CHECKING:
+    from biopb_mcp.docs.search.query import Hit, Search
 
 __all__ = ["SHIPPED_DIR", "DocInfo", "DocStore", "WriteResult"]
 
@@ -66,6 +75,31 @@ class DocStore:
         (a person reading docs from a terminal should find the disk as it was)."""
         self.version = version
         self._swept = False
+        self.procedure_reads: FileCache[str, procedures.Read] = procedures.new_cache()
+        """What each doc says of itself as a procedure, by file and stamp (``procedures``)."""
+        self._search: Search | None = None
+        self._search_lock = threading.Lock()
+
+    @property
+    def search(self) -> Search:
+        """This store's search (``docs.search.query``): its index and the lock around it, made
+        on first use (a store that never searches never imports SQLite) and closed with the store."""
+        with self._search_lock:
+            if self._search is None:
+                from biopb_mcp.docs.search.query import Search
+
+                self._search = Search()
+                # The index file and the folder watch go with the store; at exit the OS closes
+                # them, without waiting on a search a worker thread may still be running.
+                weakref.finalize(self, self._search.close).atexit = False
+            return self._search
+
+    def close(self) -> None:
+        """Close the search index and its folder watch (reopened by the next search)."""
+        with self._search_lock:
+            search = self._search
+        if search is not None:
+            search.close()
 
     # ----------------------------------------------------------------- setup
 
@@ -124,13 +158,66 @@ class DocStore:
         self._prepare()
         return self.listing.index_facts(hide_ignored=hide_ignored)
 
+    def visibility(self) -> Visibility:
+        """What the docs show now: listed, surfaced, ignored, banked, withheld (``docs.visibility``),
+        kept while the index and the tiers' folders keep their stamps."""
+        return self.listing.visibility()
+
     def listed_ids(self) -> list[str]:
         """Ids the rendered index lists that resolve: entries in index order, then the tails."""
-        return self.listing.listed_ids()
+        return list(self.visibility().listed)
 
     def surfaced_ids(self) -> frozenset[str]:
         """Ids the index surfaces (what search, resources and prompts cover)."""
-        return self.listing.surfaced_ids()
+        return self.visibility().surfaced
+
+    def doc_ids(self) -> list[str]:
+        """Every id that names a doc file in either tier (banked and unindexed local included), sorted."""
+        return self.shelf.doc_ids()
+
+    def procedures(self) -> list[procedures.Procedure]:
+        """The procedures the index lists now, in index order (``docs.procedures``)."""
+        return procedures.procedures(self)
+
+    def search_docs(self, query: str, max_results: int = 5) -> list[Hit]:
+        """The best sections of the surfaced docs for ``query`` (``docs.search.query.search_docs``).
+
+        Raises:
+            InvalidQuery: an empty or overlong query, max_results outside 1..50, a query too costly.
+            SearchUnavailable: no FTS5 in this Python's sqlite3, or the index file cannot be used.
+        """
+        from biopb_mcp.docs.search.query import search_docs
+
+        return search_docs(self, query, max_results)
+
+    def warm_search(self) -> int:
+        """Bring the search index up to date now; the count of searchable docs."""
+        from biopb_mcp.docs.search.query import warm_index
+
+        return warm_index(self)
+
+    # ----------------------------------------------------------------- change watchers
+
+    def list_inputs(self) -> tuple[list[str], list[str], bool]:
+        """The files and folders the doc lists derive from, and whether a link was met among the
+        folders (``Listing.list_inputs``): what a change watcher follows."""
+        return self.listing.list_inputs()
+
+    def follow_changes(self) -> Cursor:
+        """A reader's own place in the store's one change feed (``docs.changes``)."""
+        return self.changes.cursor()
+
+    def local_state(self) -> dict[str, tuple[int, int]]:
+        """id (and "index") -> (mtime_ns, size) of every local doc file, for change watchers."""
+        return self.shelf.local_state()
+
+    def local_file(self, doc_id: str) -> Path:
+        """The local file of ``doc_id`` (the local index for ``index``), whether or not it exists.
+
+        Raises:
+            InvalidDocId: bad id, or a path that resolves outside the tier.
+        """
+        return self.shelf.index_path if doc_id == INDEX_ID else self.shelf.local.path(doc_id)
 
     def write_doc(
         self,

@@ -21,7 +21,6 @@ import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from biopb_mcp.docs import index as index_mod
 from biopb_mcp.docs.ids import DOC_SUFFIX, INDEX_ID
 from biopb_mcp.docs.views import Origin
 from biopb_mcp.fs.stamps import Stamp, is_settled, stamp
@@ -177,21 +176,20 @@ class Freshness:
         if kept is not None and all(stamp(path) == st for path, st in kept.inputs.items()):
             return kept
         started = time.time_ns()
-        files, found, linked = store.listing.list_inputs()
+        files, found, linked = store.list_inputs()
         folders = None if linked else found  # where a link leads is not watched: stat every file
         watching = folders is not None and self._watch(store, folders)  # before the walk: later changes are queued
-        inputs = {path: stamp(path) for path in files + found}
-        walked = store.shelf.doc_entries()
-        surfaced = store.listing.surfaced_ids(walked)
+        seen = store.listing.visibility((files, found))  # the stamps it was derived from: after the watch
+        inputs = dict(seen.inputs)
         roots = {Origin.SHIPPED: os.fspath(store.shipped_dir)}
         local = os.fspath(store.local_dir)
         targets = [
             ((roots.get(origin, local), doc_id), doc_id, path, origin)
-            for doc_id, path, origin in walked
-            if doc_id in surfaced
+            for doc_id, (path, origin) in seen.docs.items()
+            if doc_id in seen.surfaced
         ]
         targets.append(_index_target(store))
-        hooks = {e.doc_id: e.hook for e in index_mod.parse(store.listing.index_text()[0]).entries if not e.collection}
+        hooks = dict(seen.hooks)
         scope = Scope(targets, inputs, folders, hooks)
         # Without a watch, a stamp this recent may not show the next change: walk again next time.
         settled = watching or (folders is not None and all(is_settled(st, started) for st in inputs.values()))
@@ -204,7 +202,7 @@ class Freshness:
             return False
         try:
             if self.watch is None:
-                self.watch = store.changes.cursor()
+                self.watch = store.follow_changes()
             if self.watch.watch(folders):
                 self.sweep = True  # what happened in a newly watched folder before now was not seen
             return True

@@ -21,7 +21,6 @@ import re
 import sqlite3
 import threading
 import time
-from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -44,6 +43,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "Hit",
+    "Search",
     "search_docs",
     "shown_query",
     "snippet",
@@ -65,9 +65,6 @@ were asked for."""
 
 SNIPPET_CHARS = 200
 """Target length of a hit's snippet, in characters."""
-
-_CACHED_CORPORA = 4
-"""How many stores keep an open index in this process (a server has one)."""
 
 _WRITE_BATCH = 100
 """Docs indexed per write transaction: short enough that another server's writes wait little."""
@@ -242,23 +239,57 @@ class _View:
     direct_about: dict[tuple[str, str], frozenset[str]] = field(default_factory=dict)
 
 
-_corpora: OrderedDict[tuple[str, str, str], _Corpus] = OrderedDict()
-_corpora_lock = threading.Lock()
+class Search:
+    """One store's search: the index it keeps open and the lock under which it opens one.
 
+    Owned by the :class:`~biopb_mcp.docs.store.DocStore` (``DocStore.search``); it holds no
+    reference to the store, which passes itself to each call, so the store is freed (and its
+    index and watch closed, see ``close``) as soon as nobody holds it.
+    """
 
-def _corpus_for(store: DocStore) -> _Corpus:
-    db = store.search_db
-    key = (str(store.local_dir), str(store.shipped_dir), "" if db is None else os.fspath(db))
-    with _corpora_lock:
-        corpus = _corpora.get(key)
-        if corpus is None:
-            corpus = _corpora[key] = _Corpus(_open_index(db), threading.Lock())
-            while len(_corpora) > _CACHED_CORPORA:
-                evicted = _corpora.popitem(last=False)[1]
-                with evicted.lock:  # a search still running on it finishes first
-                    evicted.close()
-        _corpora.move_to_end(key)
-        return corpus
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._corpus: _Corpus | None = None
+        self._key: tuple[str, str, str] | None = None
+
+    def corpus(self, store: DocStore) -> _Corpus:
+        """The open index for the store's tiers and index file, opened on first use (again when
+        the store was pointed at another index file)."""
+        db = store.search_db
+        key = (str(store.local_dir), str(store.shipped_dir), "" if db is None else os.fspath(db))
+        with self._lock:
+            corpus = self._corpus
+            if corpus is None or self._key != key:
+                if corpus is not None:
+                    with corpus.lock:  # a search still running on it finishes first
+                        corpus.close()
+                corpus = self._corpus = _Corpus(_open_index(db), threading.Lock())
+                self._key = key
+            return corpus
+
+    def close(self) -> None:
+        """Close the index and stop following the change feed (a search running finishes first)."""
+        with self._lock:
+            corpus, self._corpus, self._key = self._corpus, None, None
+        if corpus is not None:
+            with corpus.lock:
+                corpus.close()
+
+    def run(self, store: DocStore, work: Callable[[_Corpus], _T]) -> _T:
+        """Run ``work`` on the store's index under its lock; a corrupt index file is rebuilt once."""
+        corpus = self.corpus(store)
+        with corpus.lock:
+            try:
+                return work(corpus)
+            except sqlite3.Error as exc:
+                if not corpus.index.recover(exc):
+                    raise SearchUnavailable(
+                        f"The search index {store.search_db or '(in memory)'} failed: {exc}",
+                        kind=DocProblem.INDEX_FAILED,
+                        path=str(store.search_db or "(in memory)"),
+                        error=str(exc),
+                    ) from exc
+            return work(corpus)
 
 
 def _open_index(db: Path | None) -> FtsIndex:
@@ -430,23 +461,6 @@ def _direct_view(index: FtsIndex, origins: dict[str, Origin], allowed: set[int],
     return _View(origins, allowed, tuple(direct), about)
 
 
-def _run(store: DocStore, work: Callable[[_Corpus], _T]) -> _T:
-    """Run ``work`` on the store's index under its lock; a corrupt index file is rebuilt once."""
-    corpus = _corpus_for(store)
-    with corpus.lock:
-        try:
-            return work(corpus)
-        except sqlite3.Error as exc:
-            if not corpus.index.recover(exc):
-                raise SearchUnavailable(
-                    f"The search index {store.search_db or '(in memory)'} failed: {exc}",
-                    kind=DocProblem.INDEX_FAILED,
-                    path=str(store.search_db or "(in memory)"),
-                    error=str(exc),
-                ) from exc
-        return work(corpus)
-
-
 def search_docs(store: DocStore, query: str, max_results: int = 5) -> list[Hit]:
     """Search the sections of the docs the index surfaces for ``query``; best first, at most
     ``max_results``.
@@ -491,7 +505,7 @@ def search_docs(store: DocStore, query: str, max_results: int = 5) -> list[Hit]:
                 limit=QUERY_BUDGET_S,
             ) from None
 
-    return _run(store, work)
+    return store.search.run(store, work)
 
 
 def _query(corpus: _Corpus, view: _View, query: str, max_results: int, deadline: float) -> list[Hit]:
@@ -544,7 +558,7 @@ def warm_index(store: DocStore) -> int:
     Optional: a server may run this in a worker thread at start-up. With the index kept on disk,
     only files changed since the last server read them are read.
     """
-    return len(_run(store, lambda corpus: _refresh(store, corpus)).origins.keys() - {INDEX_ID})
+    return len(store.search.run(store, lambda corpus: _refresh(store, corpus)).origins.keys() - {INDEX_ID})
 
 
 QUERY_ECHO_CHARS = 80

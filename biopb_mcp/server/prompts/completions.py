@@ -36,8 +36,6 @@ from mcp.types import (
     ResourceTemplateReference,
 )
 
-from biopb_mcp.docs import index as index_mod
-from biopb_mcp.docs.ids import INDEX_ID
 from biopb_mcp.docs.resources import DOC_URI_TEMPLATE
 from biopb_mcp.docs.store import DocStore
 from biopb_mcp.fs.workdir import MAX_MATCHES, Matches, matching_paths
@@ -59,15 +57,7 @@ DOC_ID_ARGUMENT = "id"
 
 def doc_id_matches(store: DocStore, typed: str, limit: int = MAX_MATCHES) -> Matches:
     """Doc ids starting with ``typed``, in reading order (see the module docstring)."""
-    walked = store.shelf.doc_entries()
-    surfaced = store.listing.surfaced_ids(walked)
-    index = index_mod.parse(store.listing.index_text()[0])
-    ignored = set(index.ignored)
-    ordered = [INDEX_ID]
-    ordered += [e.doc_id for e in index.entries if not e.collection and e.doc_id in surfaced]
-    ordered += sorted(surfaced)
-    ordered += sorted(doc_id for doc_id, _, _ in walked if doc_id not in ignored)
-    found = [doc_id for doc_id in dict.fromkeys(ordered) if doc_id.startswith(typed)]
+    found = [doc_id for doc_id in store.visibility().reading_order() if doc_id.startswith(typed)]
     return Matches(found[:limit], len(found))
 
 

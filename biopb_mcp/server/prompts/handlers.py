@@ -42,7 +42,7 @@ from mcp.types import (
 )
 from pydantic import BaseModel
 
-from biopb_mcp.docs.procedures import Procedure, procedures
+from biopb_mcp.docs.procedures import Procedure
 from biopb_mcp.docs.resources import MIME_TYPE, doc_uri
 from biopb_mcp.docs.store import DocStore
 from biopb_mcp.errors import DocError
@@ -94,7 +94,7 @@ class ProcedurePrompts:
 
     def current(self) -> dict[str, Procedure]:
         """Prompt name -> procedure, as the index lists them now (blocking: call off the loop)."""
-        found = {prompt_name(p.doc_id): p for p in procedures(self.store)}
+        found = {prompt_name(p.doc_id): p for p in self.store.procedures()}
         with self._lock:
             if self._announced is None:
                 self._announced = _signature(found)
@@ -111,7 +111,7 @@ class ProcedurePrompts:
             with self._lock:
                 if self._announced is None:
                     return False
-            now = _signature({prompt_name(p.doc_id): p for p in procedures(self.store)})
+            now = _signature({prompt_name(p.doc_id): p for p in self.store.procedures()})
             with self._lock:
                 differs, self._announced = now != self._announced, now
             return differs

@@ -5,7 +5,7 @@
 * Modern (2026-07-28) era: events published on the bus reach ``subscriptions/listen`` streams.
 * A watcher, while anyone is subscribed, so edits by hand or by another server process (one per
   agent host under stdio) are announced too: it reads the store's change feed (inotify, shared
-  with search) and compares ``store.shelf.local_state()`` snapshots only when the feed reports a change
+  with search) and compares ``store.local_state()`` snapshots only when the feed reports a change
   in the local tier (every look, where folders cannot be watched).
 
 Notifications are cues to refetch, never payloads. Each change is announced once, whoever made
@@ -174,7 +174,7 @@ class DocNotifier:
         """What ``local_state`` shows for these ids now (a file missing is left out)."""
         found: Snapshot = {}
         for doc_id in dict.fromkeys(doc_ids):
-            path = self.store.shelf.index_path if doc_id == INDEX_ID else self.store.shelf.local.path(doc_id)
+            path = self.store.local_file(doc_id)
             try:
                 st = os.stat(path)
             except (OSError, DocError):
@@ -293,7 +293,7 @@ class DocNotifier:
             # Followed before the baseline is taken: a change after the baseline is in the feed.
             cursor = await anyio.to_thread.run_sync(self._follow)
             try:
-                baseline = await anyio.to_thread.run_sync(self.store.shelf.local_state)
+                baseline = await anyio.to_thread.run_sync(self.store.local_state)
             except (OSError, DocError):
                 logger.warning(
                     "docs watcher: cannot read the local tier; watching from an empty baseline", exc_info=True
@@ -308,7 +308,7 @@ class DocNotifier:
     def _follow(self) -> Cursor | None:
         """A place in the store's change feed following every folder of the local tier; None
         where folders cannot be watched (then each look walks the tier)."""
-        cursor = self.store.changes.cursor()
+        cursor = self.store.follow_changes()
         if self._refollow(cursor):
             return cursor
         cursor.close()
@@ -316,7 +316,7 @@ class DocNotifier:
 
     def _refollow(self, cursor: Cursor) -> bool:
         local = os.fspath(self.store.local_dir)
-        _files, folders, linked = self.store.listing.list_inputs()
+        _files, folders, linked = self.store.list_inputs()
         if linked:  # where a link leads is not watched: walk the tier at each look
             return False
         try:
@@ -367,7 +367,7 @@ class DocNotifier:
             with self._writes_lock:
                 taken, self._writes = self._writes, []
             try:
-                current = self.store.shelf.local_state()
+                current = self.store.local_state()
             except (OSError, DocError):
                 logger.warning("docs watcher: cannot read the local tier; trying again", exc_info=True)
                 with self._writes_lock:

@@ -72,9 +72,7 @@ def register_doc_tools(mcp: MCPServer, state: AppState) -> None:
         Use it for a literal you hit — an exception name, a config key, a log line, a function —
         or when no index entry matches the request. Returns doc id, section and a snippet per hit;
         read_doc the hit to see it whole."""
-        from biopb_mcp.docs.search.query import search_docs as run_search
-
-        return cut_hits(format_hits(run_search(store, query, max_results), query, FOR_AGENT), limit)
+        return cut_hits(format_hits(store.search_docs(query, max_results), query, FOR_AGENT), limit)
 
     write_description = (
         'Create or edit a doc in the local docs tier (the index too: id "index"). body alone creates or '

@@ -1,0 +1,69 @@
+"""The docs' one visibility model: each doc's state, and one model per state of the files."""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+
+from biopb_mcp.docs.store import DocStore
+from biopb_mcp.docs.visibility import Shown
+
+
+def _tiers(tmp_path: Path) -> DocStore:
+    local, shipped = tmp_path / "local", tmp_path / "shipped"
+    files = {
+        shipped / "index.md": "# i\n",
+        shipped / "entry.md": "# Entry\n",
+        shipped / "tail.md": "# In the New-shipped tail\n",
+        shipped / "skipped.md": "# Ignored\n",
+        shipped / "_bank/kept.md": "# Banked\n",
+        shipped / "secret.md": "# Withheld\n",
+        local / "lab/a.md": "# Under a folder line\n",
+        local / "lab/_draft.md": "# Banked under a folder line\n",
+        local / "loose.md": "# No line\n",
+        local / "index.md": "# i\n\n## Docs\n- entry: e\n- lab/: lab docs\n- gone: no such doc\n\nignored: skipped\n",
+    }
+    for path, text in files.items():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text, encoding="utf-8")
+    return DocStore(local, shipped_dir=shipped, version="1.0", withhold=["secret"])
+
+
+def test_each_doc_has_one_state_and_every_reader_sees_the_same(tmp_path: Path) -> None:
+    store = _tiers(tmp_path)
+    seen = store.visibility()
+    states = {
+        doc_id: seen.state(doc_id)
+        for doc_id in ("entry", "tail", "lab/a", "skipped", "_bank/kept", "lab/_draft", "loose", "secret", "gone")
+    }
+    assert states == {
+        "entry": Shown.LISTED,
+        "tail": Shown.LISTED,
+        "lab/a": Shown.SURFACED,
+        "skipped": Shown.IGNORED,
+        "_bank/kept": Shown.BANKED,
+        "lab/_draft": Shown.BANKED,
+        "loose": Shown.UNLISTED,
+        "secret": Shown.WITHHELD,
+        "gone": Shown.ABSENT,
+    }
+    assert store.listed_ids() == ["entry", "tail"]
+    assert store.surfaced_ids() == {"entry", "tail", "lab/a"}
+    assert "secret" not in seen.reading_order() and "skipped" not in seen.reading_order()
+    assert seen.reading_order()[:4] == ["index", "entry", "lab/a", "tail"]
+
+
+def test_the_model_is_kept_while_nothing_changed_and_rebuilt_after_a_change(tmp_path: Path) -> None:
+    store = _tiers(tmp_path)
+    store.visibility()  # the first access writes the manifest
+    old = time.time() - 3600
+    for top, _dirs, files in os.walk(tmp_path):
+        for name in files:
+            os.utime(os.path.join(top, name), (old, old))
+        os.utime(top, (old, old))
+    first = store.visibility()
+    assert store.visibility() is first  # settled stamps: built once
+    (store.local_dir / "lab" / "b.md").write_text("# New under the folder line\n", encoding="utf-8")
+    again = store.visibility()
+    assert again is not first and again.state("lab/b") is Shown.SURFACED

@@ -1,0 +1,157 @@
+"""What the docs show: for each doc, whether the index lists it, surfaces it, or leaves it to be
+read by id; one immutable answer per state of the index and the tiers.
+
+Every reader that shows docs without being asked for one by id (the rendered index, search,
+resources, prompts, completions, the pack) asks a :class:`Visibility` instead of deciding again.
+It is built from one snapshot: the index text, one walk of both tiers (shadowing and withholding
+applied by the shelf) and the shipped ids changed at the last version bump. The listing keeps
+the last one while the files and folders it was built from keep their stamps (``fs.stamps``).
+
+The rules, written here only:
+
+* **listed**: an index entry that resolves, then the New-shipped tail (shipped docs with no entry,
+  neither ignored nor banked), then the stale tail (local copies of shipped docs that changed at
+  the last bump). The index shows these; resources and the pack list them.
+* **surfaced**: the listed docs and the docs under a listed folder line (`- x/:`), banked and
+  ignored ones left out. Search, prompts and completions cover these first.
+* **ignored**: named on the index's `ignored:` line and not surfaced by an entry.
+* **banked**: a segment of the id starts with `_`: never in the New-shipped tail or under a folder line.
+* **withheld**: a shipped id the store serves as not shipped (the shelf decides, see
+  ``Shelf.withholds``); with no local copy it is no doc at all.
+* **unlisted**: any other doc, readable by exact id only.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from enum import StrEnum
+
+from biopb_mcp.docs import index as index_mod
+from biopb_mcp.docs.ids import INDEX_ID
+from biopb_mcp.docs.views import Origin
+from biopb_mcp.fs.stamps import Stamp
+
+__all__ = ["Shown", "Visibility", "build", "is_banked"]
+
+
+class Shown(StrEnum):
+    """How a doc id is shown, the strongest first."""
+
+    LISTED = "listed"
+    SURFACED = "surfaced"
+    IGNORED = "ignored"
+    BANKED = "banked"
+    UNLISTED = "unlisted"
+    WITHHELD = "withheld"
+    ABSENT = "absent"
+
+
+def is_banked(doc_id: str) -> bool:
+    """Whether a segment of ``doc_id`` starts with ``_``: kept in the tier, never offered unasked."""
+    return any(segment.startswith("_") for segment in doc_id.split("/"))
+
+
+@dataclass(frozen=True, eq=False)
+class Visibility:
+    """What the docs show at one state of the index and the tiers (see the module docstring)."""
+
+    index: index_mod.IndexFile
+    """The parsed index the rest derives from (the local file, else the shipped one)."""
+    index_text: str
+    problem: str | None
+    """Why the local index could not be read (the shipped one was used), or None."""
+    docs: Mapping[str, tuple[str, Origin]]
+    """id -> (file path, origin) of every doc, shadowing applied, in walk order."""
+    listed: tuple[str, ...]
+    surfaced: frozenset[str]
+    ignored: frozenset[str]
+    new: tuple[str, ...]
+    """The New-shipped tail, sorted."""
+    stale: tuple[str, ...]
+    """The stale tail, sorted."""
+    withheld: frozenset[str] = frozenset()
+    hooks: Mapping[str, str] = field(default_factory=dict)
+    """id -> the hook of its index entry (folder lines left out)."""
+    inputs: Mapping[str, Stamp | None] = field(default_factory=dict)
+    """The files and folders it was derived from, with their stamps taken before the reads."""
+
+    def exists(self, doc_id: str) -> bool:
+        """Whether a doc resolves for ``doc_id`` in either tier."""
+        return doc_id in self.docs
+
+    def shadows(self, doc_id: str) -> bool:
+        """Whether a local copy hides a shipped doc of ``doc_id``."""
+        found = self.docs.get(doc_id)
+        return found is not None and found[1] == Origin.SHADOW
+
+    def state(self, doc_id: str) -> Shown:
+        """How ``doc_id`` is shown (the strongest that applies)."""
+        if doc_id in self._listed_set:
+            return Shown.LISTED
+        if doc_id in self.surfaced:
+            return Shown.SURFACED
+        if doc_id not in self.docs:
+            return Shown.WITHHELD if doc_id in self.withheld else Shown.ABSENT
+        if doc_id in self.ignored:
+            return Shown.IGNORED
+        if is_banked(doc_id):
+            return Shown.BANKED
+        return Shown.UNLISTED
+
+    @functools.cached_property
+    def _listed_set(self) -> frozenset[str]:
+        return frozenset(self.listed)
+
+    def reading_order(self) -> list[str]:
+        """``index``, the entries the index surfaces (in its order), the other surfaced docs, then
+        every other doc not ignored (sorted): the order a person picking an id wants."""
+        ordered = [INDEX_ID]
+        ordered += [e.doc_id for e in self.index.entries if not e.collection and e.doc_id in self.surfaced]
+        ordered += sorted(self.surfaced)
+        ordered += sorted(doc_id for doc_id in self.docs if doc_id not in self.ignored)
+        return list(dict.fromkeys(ordered))
+
+
+def build(
+    index_text: str,
+    problem: str | None,
+    walked: Iterable[tuple[str, str, Origin]],
+    changed: frozenset[str],
+    withheld: frozenset[str] = frozenset(),
+    inputs: Mapping[str, Stamp | None] | None = None,
+) -> Visibility:
+    """The visibility of one snapshot: the index text, ``walked`` (``Shelf.doc_entries``: every
+    doc with its path and origin, withheld shipped docs left out) and the shipped ids ``changed``
+    at the last version bump."""
+    parsed = index_mod.parse(index_text)
+    docs = {doc_id: (path, origin) for doc_id, path, origin in walked}
+    shipped = {doc_id for doc_id, (_, origin) in docs.items() if origin != Origin.LOCAL}
+    local = {doc_id for doc_id, (_, origin) in docs.items() if origin != Origin.SHIPPED}
+    ignored = frozenset(parsed.ignored)
+    entries = parsed.entry_ids
+    new = tuple(sorted(i for i in shipped if i not in entries and i not in ignored and not is_banked(i)))
+    stale = tuple(sorted(i for i in changed if i in shipped and i in local))
+    resolving = [e.doc_id for e in parsed.entries if not e.collection and e.doc_id in docs]
+    listed = tuple(dict.fromkeys(resolving + list(new) + list(stale)))
+    surfaced = set(listed)
+    prefixes = tuple(e.doc_id + "/" for e in parsed.entries if e.collection)
+    if prefixes:
+        # "/_" in "/" + id: a banked segment, without splitting every id of a large tier
+        surfaced.update(i for i in docs if i.startswith(prefixes) and "/_" not in "/" + i and i not in ignored)
+    hooks = {e.doc_id: e.hook for e in parsed.entries if not e.collection}
+    return Visibility(
+        index=parsed,
+        index_text=index_text,
+        problem=problem,
+        docs=docs,
+        listed=listed,
+        surfaced=frozenset(surfaced),
+        ignored=ignored,
+        new=new,
+        stale=stale,
+        withheld=withheld,
+        hooks=hooks,
+        inputs=dict(inputs or {}),
+    )
