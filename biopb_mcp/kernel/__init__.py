@@ -51,7 +51,7 @@ saved under ``<state_dir>/images/`` and named in the text instead).
 from __future__ import annotations
 
 from biopb_mcp.kernel.executions import Execution, Rendered
-from biopb_mcp.kernel.host import Interruption, KernelHost, KernelStart, StartOutcome
+from biopb_mcp.kernel.host import Interruption, KernelHost, KernelStart, RunOutcome, StartOutcome
 from biopb_mcp.kernel.states import ExecutionStatus, KernelState, KernelStatus
 
 __all__ = [
@@ -63,5 +63,6 @@ __all__ = [
     "KernelState",
     "KernelStatus",
     "Rendered",
+    "RunOutcome",
     "StartOutcome",
 ]

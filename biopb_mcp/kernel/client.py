@@ -10,7 +10,6 @@ keep counting and finished executions stay pageable after a restart.
 from __future__ import annotations
 
 import binascii
-import contextlib
 import dataclasses
 import logging
 import os
@@ -26,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 from biopb_mcp.errors import JobNotFound, KernelBusy, KernelError
 from biopb_mcp.kernel import image_files, inspection, rendering
 from biopb_mcp.kernel.channels import KernelChannels, nudge_waits
+from biopb_mcp.kernel.events import ExecutionEvents
 from biopb_mcp.kernel.executions import Execution, ForeignCell, Rendered
 from biopb_mcp.kernel.link import AGENT_REQUEST_KEY
 from biopb_mcp.kernel.output_files import Overflow
@@ -34,7 +34,6 @@ from biopb_mcp.kernel.states import ExecutionStatus, KernelState
 
 if TYPE_CHECKING:
     from biopb_mcp.config.settings import Settings
-    from biopb_mcp.kernel.notebook import SessionRecorder
 
 logger = logging.getLogger(__name__)
 
@@ -77,7 +76,10 @@ class KernelClient:
         settings: read for ``kernel`` (max_output_chars, max_image_bytes, max_images,
             request_timeout) and ``state_dir`` (where oversized images are saved).
         not_ready: builds the error raised when no kernel is connected (the host knows why).
-        recorder: writes the session notebook; None records nothing.
+        notebook: where finished executions are kept past this client's memory (the session
+            notebook), named when a forgotten job is asked for; None when nothing keeps them.
+
+    ``events`` tells subscribers (the session notebook, presence notes) what executions do.
 
     Thread-safe. ``connect``/``disconnect`` are the host's; the rest is for tool threads.
     """
@@ -86,11 +88,12 @@ class KernelClient:
         self,
         settings: Settings,
         not_ready: Callable[[], KernelError],
-        recorder: SessionRecorder | None = None,
+        notebook: Callable[[], str | None] = lambda: None,
     ) -> None:
         self._settings = settings
         self._not_ready = not_ready
-        self.recorder = recorder
+        self._notebook = notebook
+        self.events = ExecutionEvents()
         self._lock = threading.RLock()  # guards the fields below; never held while waiting
         self._inspect_lock = threading.Lock()
         self._channels: KernelChannels | None = None
@@ -155,8 +158,7 @@ class KernelClient:
             self._nudges.clear()
             self._foreign, self._held_msg = None, None
         if current is not None:
-            current.finish(status, note=note, kernel_lost=kernel_lost)
-            self._bound_memory()
+            self._end(current, status, note=note, kernel_lost=kernel_lost)
 
     def disconnect(self) -> None:
         """Close the channels (after ``abandon``)."""
@@ -272,9 +274,7 @@ class KernelClient:
                     max_bytes=self._settings.kernel.max_kept_bytes // EXECUTION_SHARE,
                     overflow=Overflow(self._outputs_dir(), f"{self._image_stem}-{job_id}.txt"),
                 )
-                if self.recorder is not None:
-                    ex.record = self.recorder.collector()
-                    ex.on_finish = self._record_finished
+                self.events.submitted(ex)
                 self._by_msg[ex.msg_id] = ex
                 self._executions[ex.job_id] = ex
                 self._current = ex
@@ -382,7 +382,7 @@ class KernelClient:
                 job_id=job_id,
                 recent=known,
                 kept=MAX_KEPT_EXECUTIONS,
-                notebook=self.notebook_status() if forgotten else None,
+                notebook=self._notebook() if forgotten else None,
             )
         if offset < 0:
             raise KernelError(f"offset must be 0 or more, got {offset}.")
@@ -407,12 +407,11 @@ class KernelClient:
             if ex.idle_seen and not ex.reply_seen:
                 idle_since = idle_since or now
                 if now - idle_since >= _REPLY_GRACE:
-                    self._forget(ex)
-                    ex.finish(
+                    self._end(
+                        ex,
                         ExecutionStatus.INTERRUPTED,
                         note="The interrupt arrived before the code started: none of it ran.",
                     )
-                    self._bound_memory()
             if now >= deadline:
                 break
         return ex.done.is_set()
@@ -545,8 +544,7 @@ class KernelClient:
             return
         kind, content = msg["msg_type"], msg["content"]
         if channel == "iopub":
-            if ex.record is not None:
-                ex.record.add(kind, content)
+            self.events.output(ex, kind, content)
             if kind == "execute_input":
                 ex.began.set()
             elif kind == "stream":
@@ -611,8 +609,15 @@ class KernelClient:
             final = ExecutionStatus.ABORTED
         else:
             final = ExecutionStatus.OK
+        self._end(ex, final)
+
+    def _end(
+        self, ex: Execution, status: ExecutionStatus, note: str = "", kernel_lost: KernelState | None = None
+    ) -> None:
+        """Finish ``ex`` (the first terminal status wins), tell the observers, bound memory."""
         self._forget(ex)
-        ex.finish(final)
+        if ex.finish(status, note=note, kernel_lost=kernel_lost):
+            self.events.finished(ex)
         self._bound_memory()
 
     def _forget(self, ex: Execution) -> None:
@@ -663,9 +668,7 @@ class KernelClient:
             if not ex.held or self._current is not ex:
                 return False
             ex.held, self._held_msg = False, None
-        self._forget(ex)
-        ex.finish(ExecutionStatus.INTERRUPTED, note=note)
-        self._bound_memory()
+        self._end(ex, ExecutionStatus.INTERRUPTED, note=note)
         return True
 
     @property
@@ -678,71 +681,11 @@ class KernelClient:
         code is not recorded, but the names it binds are what a re-run of the agent's cells lacks."""
         channels = self._channels
         ours = channels.session.session if channels is not None else None
-        if self.recorder is None or msg.get("parent_header", {}).get("session") == ours:
+        if msg.get("parent_header", {}).get("session") == ours:
             return
         code = msg.get("content", {}).get("code")
         if isinstance(code, str) and code.strip():
-            self.recorder.outside_code(code)
-
-    # -- session notebook --------------------------------------------------------------------------
-    def start_notebook(self, pid: int | None, desc: str) -> None:
-        """Begin a new session notebook for a freshly started (or joined) kernel."""
-        if self.recorder is None:
-            return
-        from biopb_mcp.kernel.notebook import KernelSetup
-
-        settings = self._settings
-        name = settings.kernel.name or "python3"
-        joined = settings.kernel.existing
-        about = self.recorder.about(pid, desc)
-        setup = KernelSetup(cwd=None if joined else os.getcwd(), joined=str(joined) if joined else None)
-        if not joined or settings.kernel.existing_plugins:  # the bootstrap ran: the plugins are there
-            from biopb_mcp.kernel.plugins import kernel_env
-
-            env = kernel_env(settings)
-            setup = dataclasses.replace(
-                setup,
-                plugins=(
-                    "show, out_path, save_labels, save_image, save_table, read_table, dask_client, viewer, open_image (built in)",
-                    *_plugin_labels(Path(settings.plugins_dir)),
-                ),
-                load={
-                    "plugins_dir": str(settings.plugins_dir),
-                    "compute": env["BIOPB_MCP_COMPUTE"],
-                    "outputs": env["BIOPB_MCP_OUTPUTS"],
-                },
-            )
-        self.recorder.start_notebook(kernel_name=name, display_name=f"Python ({name})", about=about, setup=setup)
-
-    def _record_finished(self, ex: Execution) -> None:
-        """Execution hook: queue the finished cell for the notebook writer (jobs too, when they end)."""
-        if self.recorder is None or ex.record is None:
-            return
-        count = ex.reply_content.get("execution_count")
-        ex.record.execution_count = count if isinstance(count, int) else None
-        meta = {"job_id": ex.job_id, "status": ex.status, "seconds": round(ex.elapsed(), 3), "promoted": ex.promoted}
-        if ex.note:
-            meta["note"] = ex.note
-        self.recorder.code_cell(ex.code, ex.record, meta)
-
-    def notebook_status(self) -> str | None:
-        """The session notebook's path (with why it is not being written, if so); None when off."""
-        rec = self.recorder
-        if rec is None or rec.path is None:
-            return None
-        return f"{rec.path} (not written: {rec.error})" if rec.error else str(rec.path)
-
-
-def _plugin_labels(plugins_dir: Path) -> list[str]:
-    """The plugin files and entry points the kernel bootstrap loads, as a reader should see them."""
-    labels: list[str] = []
-    with contextlib.suppress(OSError):
-        labels += sorted(p.name for p in plugins_dir.glob("*.py") if not p.name.startswith("_"))
-    with contextlib.suppress(Exception):  # a broken distribution's metadata must not stop a start
-        from importlib.metadata import entry_points
-
-        labels += [f"{ep.name} (entry point)" for ep in entry_points(group="biopb_mcp.namespace")]
-    return labels
+            self.events.outside_cell(code)
 
 
 def _silent(code: str) -> dict[str, Any]:

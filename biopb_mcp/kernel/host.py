@@ -30,6 +30,7 @@ from biopb_mcp.kernel.attached import (
     bootstrap_code,
 )
 from biopb_mcp.kernel.client import KernelClient
+from biopb_mcp.kernel.events import ExecutionEvents
 from biopb_mcp.kernel.executions import Execution, ForeignCell, Rendered
 from biopb_mcp.kernel.link import KernelLink, link_id
 from biopb_mcp.kernel.process import (
@@ -39,6 +40,7 @@ from biopb_mcp.kernel.process import (
     StartFailed,
     wait_deadline,
 )
+from biopb_mcp.kernel.recording import SessionRecording
 from biopb_mcp.kernel.states import ExecutionStatus, KernelState, KernelStatus
 
 if TYPE_CHECKING:
@@ -57,6 +59,19 @@ class StartOutcome(StrEnum):
     """A kernel ran and was replaced: its namespace is lost."""
     STARTED_BY_RESTART = "started_by_restart"
     """``restart`` found no kernel and started one."""
+
+
+TICK_SECONDS = 1.0
+"""``run`` waits in ticks this long, calling its ``on_tick`` after each (a caller's progress note)."""
+
+
+@dataclass(frozen=True)
+class RunOutcome:
+    """The result of ``run``: the execution's page (its first, when it finished in time), and
+    whether it was promoted to a background job because it was still running."""
+
+    page: Rendered
+    promoted: bool
 
 
 @dataclass(frozen=True)
@@ -123,9 +138,11 @@ class KernelHost:
         self._spec_desc = ""
         self._bootstrap: dict[str, Any] = {}
         self._link: KernelLink | None = None
-        self._client = KernelClient(settings, self._not_ready, recorder)
-        ref = weakref.ref(self)
-        atexit.register(_shutdown_at_exit, ref)
+        self._recording = SessionRecording(recorder, lambda: self._settings) if recorder is not None else None
+        self._client = KernelClient(settings, self._not_ready, notebook=self._notebook_status)
+        if self._recording is not None:
+            self._client.events.subscribe(self._recording)
+        _live_hosts.add(self)
 
     # -- state -------------------------------------------------------------------------------------
     @property
@@ -136,7 +153,15 @@ class KernelHost:
     @property
     def recorder(self) -> SessionRecorder | None:
         """The session notebook writer, if recording."""
-        return self._client.recorder
+        return self._recording.recorder if self._recording is not None else None
+
+    @property
+    def events(self) -> ExecutionEvents:
+        """Subscribe here to hear what executions do (the session notebook is one subscriber)."""
+        return self._client.events
+
+    def _notebook_status(self) -> str | None:
+        return self._recording.status() if self._recording is not None else None
 
     def _not_ready(self, state: KernelState | None = None) -> KernelNotReady:
         state = state or self._state
@@ -307,7 +332,7 @@ class KernelHost:
             for err in self._bootstrap.get("errors", []):
                 logger.warning("kernel bootstrap problem: %s", err)
             logger.info("kernel ready: pid %s, %s", process.pid, conn.file)
-            self._client.start_notebook(process.pid, conn.description)
+            self._client.events.kernel_ready(process.pid, conn.description)
             with self._lock:
                 self._link = KernelLink(Path(self._settings.runtime_dir), link_id(conn.info, conn.file))
             return self.status()
@@ -367,6 +392,29 @@ class KernelHost:
         self._client.abandon(ExecutionStatus.DEAD, note=message, kernel_lost=lost)
 
     # -- executions --------------------------------------------------------------------------------
+    def run(self, code: str, promote_after: float, on_tick: Callable[[float], bool] | None = None) -> RunOutcome:
+        """Run ``code``: its page once it finished, or a background job once ``promote_after``
+        seconds passed with it still running.
+
+        Waits in ticks of ``TICK_SECONDS``, calling ``on_tick(seconds waited)`` after each; when it
+        returns False (the caller gave up) the execution goes on as a job at once.
+
+        Raises:
+            KernelNotReady: no ready kernel (nothing was sent).
+            KernelBusy: code is already running; ``job_id`` names it.
+        """
+        ex = self._client.submit(code)
+        waited = 0.0
+        while True:
+            tick = min(TICK_SECONDS, max(promote_after - waited, 0.0))
+            if self._client.wait(ex, tick):
+                return RunOutcome(self._client.render(ex), promoted=False)
+            waited += tick
+            if (on_tick is not None and not on_tick(waited)) or waited >= promote_after:
+                break
+        self.promote(ex)
+        return RunOutcome(self._client.poll(ex.job_id), promoted=True)
+
     def submit(self, code: str) -> Execution:
         """Send ``code`` to the kernel and return its Execution at once.
 
@@ -510,15 +558,22 @@ class KernelHost:
                 parent_death_watch=bool(boot.get("lifeline", False)) or bool(proc.get("reaper")),
                 kernel_log=str(self._settings.kernel_log_file),
                 runtime_dir=str(self._settings.runtime_dir),
-                session_notebook=self._client.notebook_status(),
+                session_notebook=self._notebook_status(),
                 server_pid=os.getpid(),
                 existing=proc.get("existing"),
                 other_cell=self._client.other_cell(),
             )
 
 
-def _shutdown_at_exit(ref: weakref.ReferenceType[KernelHost]) -> None:
-    host = ref()
-    if host is not None and host._process is not None:
-        with contextlib.suppress(Exception):
-            host.shutdown()
+_live_hosts: weakref.WeakSet[KernelHost] = weakref.WeakSet()
+"""Every host of this process: the one exit hook shuts down those still holding a kernel."""
+
+
+def _shutdown_at_exit() -> None:
+    for host in list(_live_hosts):
+        if host._process is not None:
+            with contextlib.suppress(Exception):
+                host.shutdown()
+
+
+atexit.register(_shutdown_at_exit)

@@ -18,12 +18,13 @@ from collections.abc import Callable
 from mcp.types import CallToolResult, TextContent
 
 from biopb_mcp.kernel import Execution
+from biopb_mcp.kernel.events import ExecutionObserver
 from biopb_mcp.kernel.link import AgentPresence
 from biopb_mcp.server.state import AppState
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["announce", "note_submitted", "paused_result"]
+__all__ = ["PresenceNotes", "announce", "note_submitted", "paused_result"]
 
 
 def announce(state: AppState) -> None:
@@ -85,6 +86,16 @@ def note_submitted(state: AppState, execution: Execution) -> None:
     link = state.kernel.link
     if link is not None:
         _notes.put(functools.partial(link.note_submitted, execution.job_id, execution.code))
+
+
+class PresenceNotes(ExecutionObserver):
+    """Subscribed to the kernel's execution events: each submitted execution is noted."""
+
+    def __init__(self, state: AppState) -> None:
+        self._state = state
+
+    def submitted(self, ex: Execution) -> None:
+        note_submitted(self._state, ex)
 
 
 def paused_result(state: AppState) -> CallToolResult | None:
