@@ -148,7 +148,7 @@ class Execution:
     """One submitted cell and everything it produced.
 
     Thread-safe: the host's reader thread appends while tool threads render. Callers treat it
-    as opaque and pass it back to ``KernelHost.wait/promote/render``; the read-only attributes
+    as opaque and pass it back to ``Jobs.wait/promote/render``; the read-only attributes
     ``job_id``, ``status``, ``promoted``, ``code`` and ``done`` (a ``threading.Event``) are
     safe to read.
     """

@@ -131,7 +131,7 @@ def register_kernel_tools(mcp: MCPServer, state: AppState) -> None:
         facts = []
         for job_id in jobs:
             try:
-                facts.append((job_id, str(host.poll(job_id, 0).status)))
+                facts.append((job_id, str(host.jobs.poll(job_id, 0).status)))
             except BiopbMcpError:  # forgotten since (a restart): nothing left to point at
                 continue
         return kernel_text.cancelled_note(facts) + "\n" if facts else ""
@@ -204,7 +204,7 @@ def register_kernel_tools(mcp: MCPServer, state: AppState) -> None:
         """Check a background job that execute_code promoted (its id looks like job-1): returns its
         status (running, ok, error, interrupted, dead) and its output so far. Use offset to page
         through long output from that character onward, as a truncation note tells you."""
-        rendered = await anyio.to_thread.run_sync(host.poll, job_id, offset)
+        rendered = await anyio.to_thread.run_sync(host.jobs.poll, job_id, offset)
         await anyio.lowlevel.checkpoint()  # cancelled meanwhile: the notes stay for the next answer
         return _rendered_result(rendered, state.settings.kernel.max_result_bytes, prefix=cancelled_prefix())
 
@@ -233,7 +233,7 @@ def register_kernel_tools(mcp: MCPServer, state: AppState) -> None:
         """Describe a name in the kernel namespace without running code: type, bounded repr,
         signature, docstring, and shape/dtype for arrays. Use it to check what a variable holds
         or how to call a function (e.g. "img", "skimage.filters.threshold_otsu")."""
-        return kernel_text.inspection_text(host.inspect(path))
+        return kernel_text.inspection_text(host.probes.inspect(path))
 
     @tool(mcp, READ_ONLY)
     def server_status() -> str:
@@ -252,7 +252,7 @@ def register_kernel_tools(mcp: MCPServer, state: AppState) -> None:
         status["compute"] = kernel_text.compute_status(
             compute.status_section(
                 settings,
-                host.query_when_idle(compute.STATUS_EXPRESSION),
+                host.probes.query_when_idle(compute.STATUS_EXPRESSION),
                 status["kernel"]["state"],
                 busy=status["kernel"]["current_job"] is not None,
             )
