@@ -12,11 +12,10 @@ import re
 from collections.abc import Callable
 from typing import Any
 
-from biopb_mcp.errors import KernelError
+from biopb_mcp.errors import KernelError, StartFailed
 from biopb_mcp.kernel import inspection, rendering
 from biopb_mcp.kernel.connection import ClientConnection
 from biopb_mcp.kernel.jobs import NUDGE_AFTER, Jobs, busy
-from biopb_mcp.kernel.process import StartFailed
 
 __all__ = ["READY_POLL_SECONDS", "Probes"]
 

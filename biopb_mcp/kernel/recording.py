@@ -49,9 +49,8 @@ class SessionRecording(ExecutionObserver):
         about = self.recorder.about(pid, description)
         setup = KernelSetup(cwd=None if joined else os.getcwd(), joined=str(joined) if joined else None)
         if not joined or settings.kernel.existing_plugins:  # the bootstrap ran: the plugins are there
-            from biopb_mcp.kernel.plugins import kernel_env
+            from biopb_mcp.kernel.env import compute_config, outputs_config
 
-            env = kernel_env(settings)
             setup = dataclasses.replace(
                 setup,
                 plugins=(
@@ -60,8 +59,8 @@ class SessionRecording(ExecutionObserver):
                 ),
                 load={
                     "plugins_dir": str(settings.plugins_dir),
-                    "compute": env["BIOPB_MCP_COMPUTE"],
-                    "outputs": env["BIOPB_MCP_OUTPUTS"],
+                    "compute": compute_config(settings),
+                    "outputs": outputs_config(settings),
                 },
             )
         self.recorder.start_notebook(kernel_name=name, display_name=f"Python ({name})", about=about, setup=setup)
