@@ -136,6 +136,36 @@ def test_long_job_promotes_answers_busy_and_interrupts(host: KernelHost) -> None
     assert rendered_text(after) == "'still alive'"
 
 
+def test_run_returns_a_finished_page_or_promotes_after_its_ticks(host: KernelHost) -> None:
+    """The wait/promote loop is the host's: a quick cell comes back finished, a slow one is
+    promoted once promote_after passed (ticked each second and at the end), and a caller that
+    gives up at a tick leaves its code running as a job at once."""
+    host.start()
+    quick = host.run("6 * 7", promote_after=30.0)
+    assert not quick.promoted and quick.page.done and rendered_text(quick.page) == "42"
+    ticks: list[float] = []
+
+    def keep_waiting(waited: float) -> bool:
+        ticks.append(waited)
+        return True
+
+    slow = host.run("import time\ntime.sleep(30)", promote_after=2.5, on_tick=keep_waiting)
+    assert slow.promoted and slow.page.status == "running" and slow.page.header
+    assert ticks == [1.0, 2.0, 2.5]
+    current = host.status().current_job
+    assert current is not None and current["job_id"] == slow.page.job_id and current["promoted"]
+    assert interrupted(host.interrupt()).startswith(f"Interrupted {slow.page.job_id}")
+    given_up: list[float] = []
+
+    def give_up(waited: float) -> bool:
+        given_up.append(waited)
+        return False
+
+    left = host.run("import time\ntime.sleep(30)", promote_after=60.0, on_tick=give_up)
+    assert left.promoted and left.page.status == "running" and given_up == [1.0]  # no second tick
+    host.interrupt()
+
+
 def test_interrupt_sent_before_the_kernel_picks_up_the_code_still_stops_it(host: KernelHost) -> None:
     """A kernel slow to start the request (a loaded machine) must not lose the interrupt.
 
