@@ -18,7 +18,7 @@ from biopb_mcp.errors import KernelError
 from biopb_mcp.kernel.cells import CellWatch
 from biopb_mcp.kernel.channels import KernelChannels
 from biopb_mcp.kernel.connection import ClientConnection
-from biopb_mcp.kernel.events import ExecutionEvents
+from biopb_mcp.kernel.events import ConnectionObserver, ExecutionEvents
 from biopb_mcp.kernel.jobs import Jobs
 from biopb_mcp.kernel.probes import Probes
 from biopb_mcp.kernel.states import ExecutionStatus, KernelState
@@ -64,24 +64,17 @@ class KernelClient:
             self._conn.settings = settings
 
     # -- connection (host) -------------------------------------------------------------------------
-    def connect(
-        self,
-        info: dict[str, Any],
-        is_alive: Callable[[], bool],
-        on_death: Callable[[], None],
-        observe: Callable[[dict[str, Any]], None] | None = None,
-    ) -> None:
+    def connect(self, info: dict[str, Any], is_alive: Callable[[], bool], watcher: ConnectionObserver) -> None:
         """Open channels to the kernel described by ``info`` (connection-file fields); code is
-        accepted only after ``open``, once the host declared the kernel ready. ``observe`` sees
-        every message not claimed by a waiting call (on the IO thread) before it is dispatched."""
-        on_message = self._on_message
-        if observe is not None:
+        accepted only after ``open``, once the host declared the kernel ready. ``is_alive`` is asked
+        about every 200 ms while nothing arrives; ``watcher`` hears every message not claimed by a
+        waiting call, before it is dispatched, and the kernel's loss."""
 
-            def on_message(channel: str, msg: dict[str, Any]) -> None:
-                observe(msg)
-                self._on_message(channel, msg)
+        def on_message(channel: str, msg: dict[str, Any]) -> None:
+            watcher.seen(msg)
+            self._on_message(channel, msg)
 
-        channels = KernelChannels(dict(info), on_message=on_message, is_alive=is_alive, on_death=on_death)
+        channels = KernelChannels(dict(info), on_message=on_message, is_alive=is_alive, on_death=watcher.lost)
         with self._conn.lock:
             self._conn.channels, self._conn.open = channels, False
         self.jobs.sweep_files()  # bounded at each start

@@ -16,7 +16,7 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["ExecutionEvents", "ExecutionObserver"]
+__all__ = ["ConnectionObserver", "ExecutionEvents", "ExecutionObserver"]
 
 
 class ExecutionObserver:
@@ -37,6 +37,18 @@ class ExecutionObserver:
 
     def outside_cell(self, code: str) -> None:
         """Another client (a console, the notebook of a joined kernel) ran ``code``."""
+
+
+class ConnectionObserver:
+    """What the IO thread tells about the connection itself (the host listens: a joined kernel is
+    recognised by its messages, a lost kernel changes the host's state). Called on the IO thread;
+    must not block."""
+
+    def seen(self, msg: dict[str, Any]) -> None:
+        """Any message not claimed by a waiting call, before it is dispatched."""
+
+    def lost(self) -> None:
+        """The kernel went away without being asked (once)."""
 
 
 class ExecutionEvents(ExecutionObserver):

@@ -30,7 +30,7 @@ from biopb_mcp.kernel.attached import (
 )
 from biopb_mcp.kernel.client import KernelClient
 from biopb_mcp.kernel.env import bootstrap_env
-from biopb_mcp.kernel.events import ExecutionEvents
+from biopb_mcp.kernel.events import ConnectionObserver, ExecutionEvents
 from biopb_mcp.kernel.executions import Execution, ForeignCell, Rendered
 from biopb_mcp.kernel.jobs import Jobs
 from biopb_mcp.kernel.link import KernelLink, link_id
@@ -144,7 +144,9 @@ class KernelHost:
         self._bootstrap: dict[str, Any] = {}
         self._link: KernelLink | None = None
         self._recording = SessionRecording(recorder, lambda: self._settings) if recorder is not None else None
-        self._client = KernelClient(settings, self._not_ready, notebook=self._notebook_status)
+        self._client = KernelClient(
+            settings, self._not_ready, notebook=self._recording.status if self._recording else lambda: None
+        )
         if self._recording is not None:
             self._client.events.subscribe(self._recording)
         _live_hosts.add(self)
@@ -312,12 +314,7 @@ class KernelHost:
             with self._lock:
                 self._spec_desc = conn.description
             joined = process if isinstance(process, AttachedKernel) else None
-            self._client.connect(
-                conn.info,
-                is_alive=process.is_alive,
-                on_death=lambda: self._on_death(generation),
-                observe=joined.saw_message if joined else None,
-            )
+            self._client.connect(conn.info, process.is_alive, _KernelWatch(self, generation, joined))
             # a joined kernel may be running its notebook's cell: control answers meanwhile
             probes = self._client.probes
             probes.wait_ready(remaining, channel="control" if joined else "shell")
@@ -530,6 +527,24 @@ class KernelHost:
                 existing=proc.get("existing"),
                 other_cell=self._client.cells.other_cell(),
             )
+
+
+class _KernelWatch(ConnectionObserver):
+    """The host's ear on one start's connection: a joined kernel checks each message's session
+    (a new one: restarted by its frontend); a loss is reported with the start's generation, so a
+    report from an older connection's IO thread is ignored."""
+
+    def __init__(self, host: KernelHost, generation: int, joined: AttachedKernel | None) -> None:
+        self._host = host
+        self._generation = generation
+        self._joined = joined
+
+    def seen(self, msg: dict[str, Any]) -> None:
+        if self._joined is not None:
+            self._joined.saw_message(msg)
+
+    def lost(self) -> None:
+        self._host._on_death(self._generation)
 
 
 _live_hosts: weakref.WeakSet[KernelHost] = weakref.WeakSet()
