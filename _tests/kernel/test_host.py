@@ -165,6 +165,15 @@ def test_run_returns_a_finished_page_or_promotes_after_its_ticks(host: KernelHos
     assert left.promoted and left.page.status == "running" and given_up == [1.0]  # no second tick
     host.interrupt()
 
+    def fail(waited: float) -> bool:
+        raise RuntimeError("the caller's progress note failed")
+
+    with pytest.raises(RuntimeError):
+        host.run("import time\ntime.sleep(30)", promote_after=60.0, on_tick=fail)
+    current = host.status().current_job
+    assert current is not None and current["promoted"]  # still running, and findable as a job
+    host.interrupt()
+
 
 def test_interrupt_sent_before_the_kernel_picks_up_the_code_still_stops_it(host: KernelHost) -> None:
     """A kernel slow to start the request (a loaded machine) must not lose the interrupt.

@@ -409,8 +409,9 @@ class KernelHost:
         seconds passed with it still running.
 
         Waits in ticks of ``TICK_SECONDS``, calling ``on_tick(seconds waited)`` after each; when it
-        returns False (the caller gave up) the execution goes on as a job at once. ``input()`` in
-        the code raises ``StdinNotImplementedError`` in the kernel (stdin is not offered).
+        returns False (the caller gave up) or raises, the execution goes on as a job at once.
+        ``input()`` in the code raises ``StdinNotImplementedError`` in the kernel (stdin is not
+        offered).
 
         Raises:
             KernelNotReady: no ready kernel (nothing was sent).
@@ -424,7 +425,12 @@ class KernelHost:
             if jobs.wait(ex, tick):
                 return RunOutcome(jobs.render(ex), promoted=False)
             waited += tick
-            if (on_tick is not None and not on_tick(waited)) or waited >= promote_after:
+            try:
+                keep_waiting = on_tick is None or on_tick(waited)
+            except BaseException:
+                jobs.promote(ex)  # the code runs on whatever happened to the caller: a job it can find
+                raise
+            if not keep_waiting or waited >= promote_after:
                 break
         jobs.promote(ex)
         return RunOutcome(jobs.poll(ex.job_id), promoted=True)
