@@ -185,6 +185,38 @@ def test_without_process_groups_the_kernel_process_itself_is_ended(monkeypatch: 
             proc.wait()
 
 
+def test_without_posix_signals_a_joined_local_kernel_is_interrupted_by_message(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """On Windows ``os.kill`` with SIGINT terminates the process, and only the frontend that
+    launched a kernel holds its interrupt event: a joined kernel on this machine is interrupted by
+    an ``interrupt_request`` on control there, and its status says so."""
+    import socket
+
+    from _tests.support.isolation import make_settings
+    from biopb_mcp.kernel.attached import AttachedKernel
+
+    proc = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"])
+    try:
+        joined = AttachedKernel(make_settings(tmp_path))
+        joined.info = {"transport": "ipc", "ip": str(tmp_path / "kernel")}
+        joined.identify([proc.pid, socket.gethostname()], "its-session")  # a local, live pid
+        assert joined.pid == proc.pid
+        requests: list[str] = []
+        monkeypatch.setattr(os, "name", "nt")
+        joined.interrupt(lambda: requests.append("interrupt_request"))
+        status = joined.status()
+        monkeypatch.undo()
+        assert requests == ["interrupt_request"] and status["interrupt"] == "interrupt_request"
+        with pytest.raises(subprocess.TimeoutExpired):  # not signalled: still running
+            proc.wait(1.0)
+    finally:
+        monkeypatch.undo()
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+
+
 @pytest.mark.slow
 def test_where_libzmq_has_no_ipc_the_kernel_runs_on_loopback_tcp(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path

@@ -246,10 +246,10 @@ def run(
     host = KernelHost(load_settings(cdir))
 
     def kernel(code: str, timeout: float = 7200.0) -> str:
-        ex = host.submit(code)
-        if not host.wait(ex, timeout):
+        ex = host.jobs.submit(code)
+        if not host.jobs.wait(ex, timeout):
             raise RuntimeError(f"still running after {timeout:g} s: {code[:200]}")
-        text = rendered_text(host.render(ex))
+        text = rendered_text(host.jobs.render(ex))
         if ex.status != "ok":
             raise RuntimeError(f"{ex.status}: {code[:300]}\n---\n{text[-3000:]}")
         return text

@@ -129,10 +129,10 @@ def run(side_px: int, depth: int, workdir: Path, rounds: int = 3, out: Any = pri
     host = KernelHost(load_settings(cdir))
 
     def kernel(code: str) -> str:
-        ex = host.submit(code)
-        if not host.wait(ex, 3600):
+        ex = host.jobs.submit(code)
+        if not host.jobs.wait(ex, 3600):
             raise RuntimeError(f"still running: {code[:200]}")
-        text = rendered_text(host.render(ex))
+        text = rendered_text(host.jobs.render(ex))
         if ex.status != "ok":
             raise RuntimeError(f"{ex.status}: {code[:300]}\n---\n{text[-3000:]}")
         return text

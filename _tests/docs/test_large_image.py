@@ -61,9 +61,9 @@ def host(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KernelHost]:
 
 
 def run(host: KernelHost, code: str) -> tuple[str, str]:
-    ex = host.submit(code)
-    assert host.wait(ex, 300), f"still running: {code[:200]}"
-    return ex.status, rendered_text(host.render(ex))
+    ex = host.jobs.submit(code)
+    assert host.jobs.wait(ex, 300), f"still running: {code[:200]}"
+    return ex.status, rendered_text(host.jobs.render(ex))
 
 
 def ok(host: KernelHost, code: str) -> str:

@@ -157,7 +157,7 @@ def test_interrupt_during_compute_cancels_the_clusters_tasks_and_keeps_the_worke
         f"open({str(gathering)!r}, 'w').close()\n"
         "c.gather(futs)\n"
     )
-    ex = local_host.submit(code)
+    ex = local_host.jobs.submit(code)
     # interrupt only once the futures exist: an earlier interrupt stops the cell before it submits anything
     assert wait_until(gathering.exists, within=60.0)
     # tasks the scheduler still has to run (results computed before the interrupt stay in memory)
@@ -165,11 +165,11 @@ def test_interrupt_during_compute_cancels_the_clusters_tasks_and_keeps_the_worke
         "dask_client().run_on_scheduler(lambda dask_scheduler: sum(ts.state not in "
         "('memory', 'erred', 'released', 'forgotten') for ts in dask_scheduler.tasks.values()))"
     )
-    assert not local_host.wait(ex, 3.0)
+    assert not local_host.jobs.wait(ex, 3.0)
     local_host.interrupt()
-    assert local_host.wait(ex, 60.0)  # the host waits 10 s at most; a loaded machine may need more
-    assert ex.status == "interrupted", rendered_text(local_host.render(ex))
-    assert "AllExit" not in rendered_text(local_host.render(ex))
+    assert local_host.jobs.wait(ex, 60.0)  # the host waits 10 s at most; a loaded machine may need more
+    assert ex.status == "interrupted", rendered_text(local_host.jobs.render(ex))
+    assert "AllExit" not in rendered_text(local_host.jobs.render(ex))
     # the user still holds `futs`: without the cancel on interrupt the naps (200 s of them on two
     # workers) would still run long past this generous bound
     assert wait_until(lambda: value(local_host, count) == 0, within=60.0), value(local_host, count)
@@ -291,7 +291,9 @@ def test_unreachable_scheduler_fails_fast_naming_the_address_and_the_kernel_stay
 def compute_status(host: KernelHost) -> dict[str, Any]:
     """server_status's compute section for ``host``, as the agent reads it."""
     return kernel_text.compute_status(
-        compute.status_section(host._settings, host.query_when_idle(compute.STATUS_EXPRESSION), host.state, busy=False)
+        compute.status_section(
+            host._settings, host.probes.query_when_idle(compute.STATUS_EXPRESSION), host.state, busy=False
+        )
     )
 
 

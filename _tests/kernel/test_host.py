@@ -26,7 +26,7 @@ pytestmark = pytest.mark.slow
 
 def describe(host: KernelHost, path: str) -> str:
     """inspect_object's answer: the kernel's facts about ``path``, in the words the agent reads."""
-    return inspection_text(host.inspect(path))
+    return inspection_text(host.probes.inspect(path))
 
 
 run = finish
@@ -68,17 +68,17 @@ def test_png_display_comes_back_as_image_bytes(host: KernelHost) -> None:
 
 def test_kept_images_count_against_the_kept_output_bound(host: KernelHost, monkeypatch: pytest.MonkeyPatch) -> None:
     """Finished executions keep their images for poll_job; past the bound the oldest go, as for text."""
-    from biopb_mcp.kernel import client as client_module
+    from biopb_mcp.kernel import jobs as jobs_module
 
     data = png_bytes(5, 4)
     show = f"from IPython.display import Image, display\ndisplay(Image(data={data!r}))"
     first, _ = run(host, show)
     second, _ = run(host, show)
-    monkeypatch.setattr(client_module, "MAX_KEPT_IMAGE_BYTES", len(data))  # room for one
+    monkeypatch.setattr(jobs_module, "MAX_KEPT_IMAGE_BYTES", len(data))  # room for one
     run(host, "'no image'")
     with pytest.raises(JobNotFound):
-        host.poll(first.job_id)
-    assert host.poll(second.job_id).images == [data]
+        host.jobs.poll(first.job_id)
+    assert host.jobs.poll(second.job_id).images == [data]
 
 
 def test_two_servers_sharing_a_state_dir_never_overwrite_each_others_saved_images(
@@ -110,30 +110,69 @@ def test_input_fails_clearly_instead_of_hanging(host: KernelHost) -> None:
 
 
 def test_long_job_promotes_answers_busy_and_interrupts(host: KernelHost) -> None:
-    ex = host.submit("import time\nprint('started', flush=True)\ntime.sleep(30)")
-    assert not host.wait(ex, 1.0)
-    job_id = host.promote(ex)
+    ex = host.jobs.submit("import time\nprint('started', flush=True)\ntime.sleep(30)")
+    assert not host.jobs.wait(ex, 1.0)
+    job_id = host.jobs.promote(ex)
     assert job_id == ex.job_id
-    polled = host.poll(job_id)
+    polled = host.jobs.poll(job_id)
     assert polled.status == "running" and not polled.done
     assert rendered_text(polled).startswith(f"{job_id}: running for")
     with pytest.raises(KernelBusy) as busy:
-        host.submit("1+1")
+        host.jobs.submit("1+1")
     assert busy.value.job_id == job_id
     with pytest.raises(KernelBusy) as busy_inspect:
         describe(host, "time")
     assert busy_inspect.value.job_id == job_id
     assert (host.status().current_job or {})["job_id"] == job_id
     deadline = time.monotonic() + 60  # interrupt once the code runs: earlier, none of it would have run
-    while "started" not in rendered_text(host.poll(job_id)) and time.monotonic() < deadline:
+    while "started" not in rendered_text(host.jobs.poll(job_id)) and time.monotonic() < deadline:
         time.sleep(0.05)
     said = interrupted(host.interrupt())
     assert f"Interrupted {job_id}" in said
-    final = host.poll(job_id)
+    final = host.jobs.poll(job_id)
     assert final.status == "interrupted"
     assert "started" in rendered_text(final) and "KeyboardInterrupt" in rendered_text(final)
     _, after = run(host, "'still alive'")
     assert rendered_text(after) == "'still alive'"
+
+
+def test_run_returns_a_finished_page_or_promotes_after_its_ticks(host: KernelHost) -> None:
+    """The wait/promote loop is the host's: a quick cell comes back finished, a slow one is
+    promoted once promote_after passed (ticked each second and at the end), and a caller that
+    gives up at a tick leaves its code running as a job at once."""
+    host.start()
+    quick = host.run("6 * 7", promote_after=30.0)
+    assert not quick.promoted and quick.page.done and rendered_text(quick.page) == "42"
+    ticks: list[float] = []
+
+    def keep_waiting(waited: float) -> bool:
+        ticks.append(waited)
+        return True
+
+    slow = host.run("import time\ntime.sleep(30)", promote_after=2.5, on_tick=keep_waiting)
+    assert slow.promoted and slow.page.status == "running" and slow.page.header
+    assert ticks == [1.0, 2.0, 2.5]
+    current = host.status().current_job
+    assert current is not None and current["job_id"] == slow.page.job_id and current["promoted"]
+    assert interrupted(host.interrupt()).startswith(f"Interrupted {slow.page.job_id}")
+    given_up: list[float] = []
+
+    def give_up(waited: float) -> bool:
+        given_up.append(waited)
+        return False
+
+    left = host.run("import time\ntime.sleep(30)", promote_after=60.0, on_tick=give_up)
+    assert left.promoted and left.page.status == "running" and given_up == [1.0]  # no second tick
+    host.interrupt()
+
+    def fail(waited: float) -> bool:
+        raise RuntimeError("the caller's progress note failed")
+
+    with pytest.raises(RuntimeError):
+        host.run("import time\ntime.sleep(30)", promote_after=60.0, on_tick=fail)
+    current = host.status().current_job
+    assert current is not None and current["promoted"]  # still running, and findable as a job
+    host.interrupt()
 
 
 def test_interrupt_sent_before_the_kernel_picks_up_the_code_still_stops_it(host: KernelHost) -> None:
@@ -146,7 +185,7 @@ def test_interrupt_sent_before_the_kernel_picks_up_the_code_still_stops_it(host:
     pid = int(host.status().pid or 0)
     os.kill(pid, signal.SIGSTOP)
     try:
-        ex = host.submit("import time\nwhile True:\n    time.sleep(0.05)")
+        ex = host.jobs.submit("import time\nwhile True:\n    time.sleep(0.05)")
         said: list[str] = []
         caller = threading.Thread(target=lambda: said.append(interrupted(host.interrupt())))
         caller.start()
@@ -190,7 +229,7 @@ def test_flood_is_bounded_and_pages_back_to_the_full_output(host: KernelHost) ->
     assert rendered_text(r).endswith(f"{lines - 1:09d}" + "x" * 90)  # the tail: the very end
     pieces, offset = [], 0
     while True:
-        page = host.poll(ex.job_id, offset)
+        page = host.jobs.poll(ex.job_id, offset)
         header, _, body = rendered_text(page).partition("\n")
         assert header.startswith(f"{ex.job_id}: finished")
         if offset:
@@ -239,7 +278,7 @@ def test_inspect_unknown_or_malformed_name_is_a_clear_error(host: KernelHost) ->
 def test_unknown_job_id_names_recent_ones(host: KernelHost) -> None:
     run(host, "1")
     with pytest.raises(JobNotFound, match="Recent ids"):
-        host.poll("job-999999")
+        host.jobs.poll("job-999999")
 
 
 def test_status_and_private_file_modes(host: KernelHost) -> None:

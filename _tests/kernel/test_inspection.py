@@ -16,7 +16,7 @@ pytestmark = pytest.mark.slow
 
 def describe(host: KernelHost, path: str) -> str:
     """inspect_object's answer: the kernel's facts about ``path``, in the words the agent reads."""
-    return inspection_text(host.inspect(path))
+    return inspection_text(host.probes.inspect(path))
 
 
 def run(host: KernelHost, code: str, timeout: float = 60) -> str:

@@ -75,7 +75,7 @@ def test_entry_point_plugins_load_into_the_namespace_and_a_broken_one_is_skipped
         assert any("broken" in json.dumps(p) and "ImportError" in json.dumps(p) for p in status.plugins_failed), status
         assert "broken" in said
         assert _run(host, "labtools.scale_bar_um(100)") == "32.5"
-        described = inspection_text(host.inspect("labtools.scale_bar_um"))
+        described = inspection_text(host.probes.inspect("labtools.scale_bar_um"))
         assert "Length of a scale bar" in described and "pixel_size_um" in described
     finally:
         host.shutdown()

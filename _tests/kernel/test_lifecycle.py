@@ -26,14 +26,14 @@ def test_start_is_idempotent_and_restart_loses_the_namespace(host: KernelHost) -
     host.start()
     pid = int(host.status().pid or 0)
     assert "already running" in started(host.start()) and host.status().pid == pid
-    ex = host.submit("kept = 'value'")
-    assert host.wait(ex, 30)
+    ex = host.jobs.submit("kept = 'value'")
+    assert host.jobs.wait(ex, 30)
     said = started(host.restart())
     assert "namespace was lost" in said
     new_pid = host.status().pid
     assert new_pid != pid and wait_gone(pid, 5)
-    ex = host.submit("kept")
-    assert host.wait(ex, 30)
+    ex = host.jobs.submit("kept")
+    assert host.jobs.wait(ex, 30)
     assert ex.status == "error" and ex.error is not None and ex.error[0] == "NameError"
 
 
@@ -45,30 +45,30 @@ def test_the_kernel_log_is_private(host: KernelHost) -> None:
 
 def test_os_exit_gives_dead_with_log_lines_and_start_recovers(host: KernelHost) -> None:
     host.start()
-    ex = host.submit("import sys\nprint('last words', file=sys.__stderr__, flush=True)\nimport os; os._exit(1)")
-    assert host.wait(ex, 30)
+    ex = host.jobs.submit("import sys\nprint('last words', file=sys.__stderr__, flush=True)\nimport os; os._exit(1)")
+    assert host.jobs.wait(ex, 30)
     assert ex.status == "dead"
     assert host.state == "dead"
-    assert "The kernel died (exit code 1)" in rendered_text(host.render(ex))
+    assert "The kernel died (exit code 1)" in rendered_text(host.jobs.render(ex))
     with pytest.raises(KernelNotReady) as not_ready:
-        host.submit("1+1")
+        host.jobs.submit("1+1")
     assert not_ready.value.state == "dead"
     assert "start_kernel" in error_text(not_ready.value) and "last words" in error_text(not_ready.value)
     assert "Last kernel log lines" in host.status().message
     host.start()
     assert host.state == "ready"
-    ex = host.submit("40 + 2")
-    assert host.wait(ex, 30) and rendered_text(host.render(ex)) == "42"
+    ex = host.jobs.submit("40 + 2")
+    assert host.jobs.wait(ex, 30) and rendered_text(host.jobs.render(ex)) == "42"
 
 
 def test_kernel_killed_externally_mid_job_is_reported_dead(host: KernelHost) -> None:
     host.start()
-    ex = host.submit("import time; time.sleep(30)")
-    assert not host.wait(ex, 0.3)
+    ex = host.jobs.submit("import time; time.sleep(30)")
+    assert not host.jobs.wait(ex, 0.3)
     os.kill(int(host.status().pid or 0), signal.SIGKILL)
-    assert host.wait(ex, 60)  # the IO thread notices the death within a poll; a loaded machine takes longer
+    assert host.jobs.wait(ex, 60)  # the IO thread notices the death within a poll; a loaded machine takes longer
     assert ex.status == "dead" and host.state == "dead"
-    polled = host.poll(ex.job_id)
+    polled = host.jobs.poll(ex.job_id)
     assert "killed by signal SIGKILL" in rendered_text(polled) and "start_kernel" in rendered_text(polled)
     assert polled.kernel_lost == "dead" and "start_kernel" not in polled.note  # the server adds the advice
     # launch banners are not why it died; IPython's "Ctrl-C will not work" contradicts interrupt_kernel
@@ -90,7 +90,7 @@ def test_unknown_kernel_name_is_an_error_state_with_a_clear_message(tmp_path: Pa
     assert "no Jupyter kernel spec named 'no-such-kernel-xyz'" in message
     assert "kernel.name" in message and "start_kernel" in message
     with pytest.raises(KernelNotReady, match="could not start"):
-        h.submit("1")
+        h.jobs.submit("1")
     h.shutdown()
 
 
@@ -100,10 +100,10 @@ def test_a_kernel_dying_under_inspect_object_answers_dead_not_a_timeout(tmp_path
     try:
         for _ in range(3):
             h.start()
-            ex = h.submit("class K:\n    def __repr__(self):\n        import os; os._exit(1)\nk = K()")
-            assert h.wait(ex, 30)
+            ex = h.jobs.submit("class K:\n    def __repr__(self):\n        import os; os._exit(1)\nk = K()")
+            assert h.jobs.wait(ex, 30)
             with pytest.raises(KernelNotReady) as err:
-                h.inspect("k")
+                h.probes.inspect("k")
             assert err.value.state == "dead" and "start_kernel" in error_text(err.value)
     finally:
         h.shutdown()
@@ -165,9 +165,9 @@ def test_plugins_load_print_to_the_log_and_a_broken_one_is_skipped(
         assert [Path(f["plugin"]).name for f in st.plugins_failed] == ["broken.py"]
         assert st.socket_dir is not None and not st.socket_dir.startswith(str(tmp_path))
         assert Path(str(st.connection_file)).parent == long_runtime
-        ex = h.submit("GREETING, 'SKIPPED' in globals()")
-        assert h.wait(ex, 30)
-        assert rendered_text(h.render(ex)) == "('hi', False)"
+        ex = h.jobs.submit("GREETING, 'SKIPPED' in globals()")
+        assert h.jobs.wait(ex, 30)
+        assert rendered_text(h.jobs.render(ex)) == "('hi', False)"
         socket_dir = Path(st.socket_dir)
     finally:
         h.shutdown()
@@ -184,9 +184,9 @@ from biopb_mcp.kernel import KernelHost
 from biopb_mcp.text.kernel import rendered_text
 host = KernelHost(load_settings(sys.argv[1]))
 host.start()
-ex = host.submit("import subprocess, sys; child = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(600)']); child.pid")
-host.wait(ex, 30)
-print(host.status().pid, rendered_text(host.render(ex)), flush=True)
+ex = host.jobs.submit("import subprocess, sys; child = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(600)']); child.pid")
+host.jobs.wait(ex, 30)
+print(host.status().pid, rendered_text(host.jobs.render(ex)), flush=True)
 sys.stdin.read()
 """
 

@@ -78,9 +78,9 @@ def test_show_is_preloaded_and_sends_a_bounded_png(agg_host: KernelHost) -> None
         seam = png.getpixel((33, 60))
         assert isinstance(seam, tuple) and max(seam) < 60  # a dark seam beside it
         assert png.getpixel((60, 60)) != (255, 64, 64)
-    bad = agg_host.submit("show(np.zeros((2, 5, 64, 64)))")
-    assert agg_host.wait(bad, 60)
-    assert "show(stack.max(axis=0))" in rendered_text(agg_host.render(bad))
+    bad = agg_host.jobs.submit("show(np.zeros((2, 5, 64, 64)))")
+    assert agg_host.jobs.wait(bad, 60)
+    assert "show(stack.max(axis=0))" in rendered_text(agg_host.jobs.render(bad))
 
 
 def _png(data: bytes) -> Any:
@@ -162,7 +162,7 @@ def test_a_figure_that_cannot_be_drawn_is_named_and_the_others_come_back_to_thei
         "good = plt.figure(); good.gca().plot([1, 2])",
     )
     assert len(shown) == 1 and "could not be drawn" in text, text
-    assert agg_host.query_when_idle("__import__('json').dumps(1)") == 1  # a silent request between cells
+    assert agg_host.probes.query_when_idle("__import__('json').dumps(1)") == 1  # a silent request between cells
     _, after = run(agg_host, "x = 2")
     assert after == [], "no figure is left to turn up in a later cell"
 

@@ -175,12 +175,12 @@ def test_napari_missing_names_the_extra_to_install(headless: KernelHost) -> None
 
 def test_the_look_query_says_why_no_viewer_can_open(headless: KernelHost) -> None:
     require_napari()
-    look = parse_look(headless.query(look_expression(canvas_only=True)))
+    look = parse_look(headless.probes.query(look_expression(canvas_only=True)))
     assert look.state == ViewerState.NO_VIEWER and look.viewer_function, look
     assert "neither DISPLAY nor WAYLAND_DISPLAY" in look_text(look), look_text(look)
     run(headless, "import sys\nsys.modules['napari'] = None")
     try:
-        hidden = parse_look(headless.query(look_expression(canvas_only=True)))
+        hidden = parse_look(headless.probes.query(look_expression(canvas_only=True)))
     finally:
         run(headless, "del sys.modules['napari']")
     assert f"pip install '{CHECKOUT}[viewer]'" in look_text(hidden), look_text(hidden)

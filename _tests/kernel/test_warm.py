@@ -46,7 +46,7 @@ def test_configured_modules_are_imported_in_the_background_and_never_while_a_cel
             f"open({str(window)!r}, 'w').write(json.dumps([t0, time.time()]))",
         )
         deadline = time.monotonic() + 60
-        while (status := host.query(STATUS)).get("seconds") is None:
+        while (status := host.probes.query(STATUS)).get("seconds") is None:
             assert time.monotonic() < deadline, status
             time.sleep(0.2)
         assert status["done"] == names
@@ -68,7 +68,7 @@ def test_no_thread_when_no_module_is_configured(tmp_path: Path) -> None:
     host = KernelHost(make_settings(tmp_path))  # the suite's configs set warm_imports = []
     try:
         host.start()
-        status = host.query(STATUS)
+        status = host.probes.query(STATUS)
         assert status["modules"] == [] and status["seconds"] is None
         assert "False" in rendered_text(
             finish_ok(

@@ -65,7 +65,7 @@ async def client(served: tuple[Any, Any]) -> AsyncIterator[Client]:
 
 def kept(state: Any, job_id: str) -> int:
     """Bytes the server holds in memory for one execution (its transcript at its real cost)."""
-    return int(state.kernel._client._executions[job_id].kept_bytes)
+    return int(state.kernel.jobs._executions[job_id].kept_bytes)
 
 
 async def test_output_past_the_memory_bound_is_saved_to_a_file_the_answer_names(
@@ -110,7 +110,7 @@ async def test_finished_executions_stay_within_the_bound_together_and_a_forgotte
         line = parse_job_line(text)
         assert line is not None
         jobs.append(line.job_id)
-    executions = state.kernel._client._executions
+    executions = state.kernel.jobs._executions
     assert sum(ex.kept_bytes for ex in executions.values() if ex.done.is_set()) <= MAX_KEPT
     assert jobs[0] not in executions and jobs[-1] in executions
     gone = text_of(await client.call_tool("poll_job", {"job_id": jobs[0]}))

@@ -418,6 +418,10 @@ class _KernelAt:
     def __init__(self, *answers: object) -> None:
         self.answers = list(answers)
 
+    @property
+    def probes(self) -> _KernelAt:
+        return self
+
     def query_when_idle(self, expression: str, timeout: float = 2.0) -> object:
         assert "getcwd" in expression
         return self.answers.pop(0)

@@ -83,7 +83,7 @@ async def test_the_agent_waits_behind_the_consoles_cell_and_interrupt_withdraws_
                 scientist = threading.Thread(target=lambda: ran.append(console.run(blocking_cell(flag))))
                 scientist.start()
                 try:
-                    while state.kernel._client.foreign is None:  # the server saw the cell begin
+                    while state.kernel._client.cells.foreign is None:  # the server saw the cell begin
                         await anyio.sleep(0.05)
                     waiting = text_of(await client.call_tool("execute_code", {"code": "agent_ran = True"}))
                     job = parse_job_line(waiting)

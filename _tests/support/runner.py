@@ -26,9 +26,9 @@ BOUND = 90.0
 
 def finish(host: KernelHost, code: str, timeout: float = BOUND) -> tuple[Execution, Rendered]:
     """Run ``code`` to its end in the host's kernel: the execution and its first page."""
-    ex = host.submit(code)
-    assert host.wait(ex, timeout), f"{code!r} did not finish within {timeout:g} s"
-    return ex, host.render(ex)
+    ex = host.jobs.submit(code)
+    assert host.jobs.wait(ex, timeout), f"{code!r} did not finish within {timeout:g} s"
+    return ex, host.jobs.render(ex)
 
 
 def finish_ok(host: KernelHost, code: str, timeout: float = BOUND) -> Rendered:

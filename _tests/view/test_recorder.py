@@ -54,15 +54,15 @@ def test_a_promoted_job_is_recorded_when_it_ends_and_a_restart_records_the_abort
         host.start()
         first = rec.path
         go = tmp_path / "go"
-        job = host.submit(
+        job = host.jobs.submit(
             f"import os, time\nwhile not os.path.exists({str(go)!r}): time.sleep(0.02)\nprint('job done')"
         )
-        host.promote(job)
+        host.jobs.promote(job)
         assert rec.flush(10)
         assert first is not None and agent_cells(read_session(first)) == []  # still running: not recorded
         go.touch()
-        assert host.wait(job, 30)
-        stuck = host.submit("import time\ntime.sleep(60)")
+        assert host.jobs.wait(job, 30)
+        stuck = host.jobs.submit("import time\ntime.sleep(60)")
         time.sleep(0.2)
         host.restart()  # the running cell ends as aborted, recorded in the first notebook
         assert stuck.status == "aborted"

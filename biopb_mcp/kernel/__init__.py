@@ -2,41 +2,44 @@
 
 Laid out as jupyter_client separates manager and client: ``process.py`` is the process side
 (``KernelProcess``: where the kernel runs and who owns it; ``LaunchedKernel`` starts and owns one
-in named phases), ``client.py`` the client side (channels, executions, jobs, inspection), and
-``host.py`` the small facade composing both. ``states.py`` holds the kernel states and execution
-statuses as ``StrEnum``s.
+in named phases, ``attached.py`` joins one it does not own), ``client.py`` the client side (the
+connection, with its parts: ``jobs.py`` executions by id, ``probes.py`` inspection and queries,
+``cells.py`` other clients' cells), and ``host.py`` the small facade composing both. Observers
+(``events.py``; the session notebook is ``recording.py``) hear what executions do. ``states.py``
+holds the kernel states and execution statuses as ``StrEnum``s.
 
 ``biopb_mcp.server`` adapts this API into MCP tools; it calls every method from worker threads
 (``anyio.to_thread.run_sync``). Every method returns within ``settings.kernel.request_timeout``
-(``start``/``restart``: ``startup_timeout``) and none of them writes to stdout.
+(``start``/``restart``: ``startup_timeout``; ``run``: ``promote_after``) and none of them writes to
+stdout.
 
-Public API (see the docstrings in ``host.py`` and ``executions.py`` for details)::
+Public API (see the docstrings in ``host.py``, ``jobs.py``, ``probes.py`` and ``executions.py``)::
 
     host = KernelHost(settings)          # starts nothing (lazy start)
     host.state                           # KernelState: not_started | starting | ready | dead | error | gone
     host.start() -> KernelStart          # idempotent (outcome already_running); recovers dead/error/gone
     host.restart() -> KernelStart        # kill + respawn (outcome restarted: the namespace was lost);
                                          # KernelNotOwned when kernel.existing names a joined kernel
+    host.run(code, promote_after, on_tick) -> RunOutcome  # its page, or promoted to a job past promote_after
     host.interrupt() -> Interruption     # as the spec says (SIGINT); waits briefly for the job to stop
-    ex = host.submit(code)               # -> Execution; KernelNotReady / KernelBusy(job_id)
-    host.wait(ex, timeout) -> bool       # True once ex finished (all its output collected)
-    host.promote(ex) -> str              # "job-N": keep collecting in the background
-    host.render(ex, offset=0) -> Rendered   # one bounded page + images of an execution, as data
-    host.poll(job_id, offset=0) -> Rendered # same, by id, header set; JobNotFound
-    host.inspect(path) -> str            # type, repr, signature, doc, shape/dtype; KernelBusy
-    host.query(expr) -> Any              # a JSON value from an idle kernel; KernelBusy / KernelNotReady
-    host.query_when_idle(expr) -> Any    # a JSON value from an idle kernel, else None at once
     host.status() -> KernelStatus        # state, pid, connection file, job, plugins, paths
     host.shutdown() -> None              # idempotent; kills the kernel's process group
+    host.events.subscribe(observer)      # hear what executions do (ExecutionObserver)
+
+    host.jobs.submit(code) -> Execution  # KernelNotReady / KernelBusy(job_id)
+    host.jobs.wait(ex, timeout) -> bool  # True once ex finished (all its output collected)
+    host.jobs.promote(ex) -> str         # "job-N": keep collecting in the background
+    host.jobs.render(ex, offset=0) -> Rendered   # one bounded page + images of an execution, as data
+    host.jobs.poll(job_id, offset=0) -> Rendered # same, by id, header set; JobNotFound
+    host.probes.inspect(path) -> dict    # type, repr, signature, doc, shape/dtype; KernelBusy
+    host.probes.query(expr) -> Any       # a JSON value from an idle kernel; KernelBusy / KernelNotReady
+    host.probes.query_when_idle(expr)    # a JSON value from an idle kernel, else None at once
 
 Typical flow of a caller that runs code::
 
-    ex = host.submit(code)                       # raises at once when busy / not ready
-    if host.wait(ex, settings.kernel.promote_after):
-        r = host.render(ex)                      # finished: its page + images
-    else:
-        job_id = host.promote(ex)                # still running: answer with the job id
-        r = host.poll(job_id)                    # status running, output so far, next_offset
+    outcome = host.run(code, settings.kernel.promote_after)   # raises at once when busy / not ready
+    outcome.page                         # finished: its page + images; promoted: the job so far
+    outcome.promoted                     # still running: poll host.jobs.poll(outcome.page.job_id)
 
 Execution / Rendered status: ``running`` | ``ok`` | ``error`` | ``interrupted`` (KeyboardInterrupt) |
 ``dead`` (the kernel died under it) | ``aborted`` (restart/shutdown while it ran).
@@ -51,7 +54,7 @@ saved under ``<state_dir>/images/`` and named in the text instead).
 from __future__ import annotations
 
 from biopb_mcp.kernel.executions import Execution, Rendered
-from biopb_mcp.kernel.host import Interruption, KernelHost, KernelStart, StartOutcome
+from biopb_mcp.kernel.host import Interruption, KernelHost, KernelStart, RunOutcome, StartOutcome
 from biopb_mcp.kernel.states import ExecutionStatus, KernelState, KernelStatus
 
 __all__ = [
@@ -63,5 +66,6 @@ __all__ = [
     "KernelState",
     "KernelStatus",
     "Rendered",
+    "RunOutcome",
     "StartOutcome",
 ]

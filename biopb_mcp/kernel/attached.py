@@ -231,13 +231,21 @@ class AttachedKernel(KernelProcess):
             "restarted, or the tunnel to it closed)"
         )
 
+    def _signals(self) -> bool:
+        """True when an interrupt is a SIGINT: the spec says ``signal`` and the pid is local.
+
+        Not on Windows: there only the process that launched a kernel holds its interrupt event,
+        and ``os.kill`` with SIGINT would terminate the kernel instead of interrupting it.
+        """
+        return self.interrupt_mode == "signal" and self._pid is not None and os.name == "posix"
+
     def interrupt(self, send_interrupt_request: Callable[[], None]) -> None:
         """SIGINT when the spec's mode is ``signal`` and the pid is local; else ``interrupt_request``.
 
         Like jupyter-client, signal the kernel's process group when the kernel leads one (so its
         subprocesses stop too), never this server's own group.
         """
-        if self.interrupt_mode == "signal" and self._pid is not None:
+        if self._signals() and self._pid is not None:
             with contextlib.suppress(ProcessLookupError):
                 pgid = process_groups.group_of(self._pid)
                 if pgid is not None and pgid == self._pid and pgid != process_groups.own_group():
@@ -263,7 +271,7 @@ class AttachedKernel(KernelProcess):
             mode="attached",
             existing=self.spec,
             kernel_host=self.host,
-            interrupt="signal" if self.interrupt_mode == "signal" and self._pid is not None else "interrupt_request",
+            interrupt="signal" if self._signals() else "interrupt_request",
         )
         return out
 

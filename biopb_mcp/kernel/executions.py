@@ -7,7 +7,6 @@ append-only, so an offset stays valid while a background job keeps producing out
 
 from __future__ import annotations
 
-import logging
 import re
 import threading
 import time
@@ -149,7 +148,7 @@ class Execution:
     """One submitted cell and everything it produced.
 
     Thread-safe: the host's reader thread appends while tool threads render. Callers treat it
-    as opaque and pass it back to ``KernelHost.wait/promote/render``; the read-only attributes
+    as opaque and pass it back to ``Jobs.wait/promote/render``; the read-only attributes
     ``job_id``, ``status``, ``promoted``, ``code`` and ``done`` (a ``threading.Event``) are
     safe to read.
     """
@@ -202,10 +201,6 @@ class Execution:
         self.reply_seen = False
         self.idle_seen = False
         self.reply_content: dict[str, Any] = {}
-        self.record: Any = None
-        """The session notebook's output collector for this execution, when recording."""
-        self.on_finish: Callable[[Execution], None] | None = None
-        """Called once after the execution finished (e.g. to record it); must not block."""
 
     # -- appending (reader thread) -------------------------------------------------------------
     @property
@@ -307,11 +302,12 @@ class Execution:
             self._append(line + "\n")
             self._last_stream = None if self._last_stream is None else "image"
 
-    def finish(self, status: ExecutionStatus | str, note: str = "", kernel_lost: KernelState | None = None) -> None:
-        """Mark the execution finished (idempotent: the first terminal status wins)."""
+    def finish(self, status: ExecutionStatus | str, note: str = "", kernel_lost: KernelState | None = None) -> bool:
+        """Mark the execution finished; False when it had finished already (the first terminal
+        status wins)."""
         with self._lock:
             if self.done.is_set():
-                return
+                return False
             self.status = ExecutionStatus(status)
             for editor in self._editors.values():  # the last state of a line still being drawn
                 self._commit(editor.flush())
@@ -323,11 +319,7 @@ class Execution:
             self.finished = time.monotonic()
         self.began.set()
         self.done.set()
-        if self.on_finish is not None:
-            try:
-                self.on_finish(self)
-            except Exception:  # recording is best effort; the execution's result stands
-                logging.getLogger(__name__).exception("on_finish hook of %s failed", self.job_id)
+        return True
 
     # -- reading (tool threads) -------------------------------------------------------------------
     def snapshot(self) -> tuple[str, int, list[ImageRecord]]:

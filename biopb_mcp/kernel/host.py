@@ -30,14 +30,18 @@ from biopb_mcp.kernel.attached import (
 )
 from biopb_mcp.kernel.client import KernelClient
 from biopb_mcp.kernel.env import bootstrap_env
+from biopb_mcp.kernel.events import ConnectionObserver, ExecutionEvents
 from biopb_mcp.kernel.executions import Execution, ForeignCell, Rendered
+from biopb_mcp.kernel.jobs import Jobs
 from biopb_mcp.kernel.link import KernelLink, link_id
+from biopb_mcp.kernel.probes import Probes
 from biopb_mcp.kernel.process import (
     BOOTSTRAP_FILE,
     KernelProcess,
     LaunchedKernel,
     wait_deadline,
 )
+from biopb_mcp.kernel.recording import SessionRecording
 from biopb_mcp.kernel.states import ExecutionStatus, KernelState, KernelStatus
 
 if TYPE_CHECKING:
@@ -56,6 +60,23 @@ class StartOutcome(StrEnum):
     """A kernel ran and was replaced: its namespace is lost."""
     STARTED_BY_RESTART = "started_by_restart"
     """``restart`` found no kernel and started one."""
+
+
+_REPLY_GRACE = 0.5
+"""Seconds an interrupted request may stay idle without its reply before it counts as ended
+(the reply travels on another socket than the idle status, so it can trail it a little)."""
+
+TICK_SECONDS = 1.0
+"""``run`` waits in ticks this long, calling its ``on_tick`` after each (a caller's progress note)."""
+
+
+@dataclass(frozen=True)
+class RunOutcome:
+    """The result of ``run``: the execution's page (its first, when it finished in time), and
+    whether it was promoted to a background job because it was still running."""
+
+    page: Rendered
+    promoted: bool
 
 
 @dataclass(frozen=True)
@@ -122,9 +143,13 @@ class KernelHost:
         self._spec_desc = ""
         self._bootstrap: dict[str, Any] = {}
         self._link: KernelLink | None = None
-        self._client = KernelClient(settings, self._not_ready, recorder)
-        ref = weakref.ref(self)
-        atexit.register(_shutdown_at_exit, ref)
+        self._recording = SessionRecording(recorder, lambda: self._settings) if recorder is not None else None
+        self._client = KernelClient(
+            settings, self._not_ready, notebook=self._recording.status if self._recording else lambda: None
+        )
+        if self._recording is not None:
+            self._client.events.subscribe(self._recording)
+        _live_hosts.add(self)
 
     # -- state -------------------------------------------------------------------------------------
     @property
@@ -135,7 +160,15 @@ class KernelHost:
     @property
     def recorder(self) -> SessionRecorder | None:
         """The session notebook writer, if recording."""
-        return self._client.recorder
+        return self._recording.recorder if self._recording is not None else None
+
+    @property
+    def events(self) -> ExecutionEvents:
+        """Subscribe here to hear what executions do (the session notebook is one subscriber)."""
+        return self._client.events
+
+    def _notebook_status(self) -> str | None:
+        return self._recording.status() if self._recording is not None else None
 
     def _not_ready(self, state: KernelState | None = None) -> KernelNotReady:
         state = state or self._state
@@ -281,20 +314,16 @@ class KernelHost:
             with self._lock:
                 self._spec_desc = conn.description
             joined = process if isinstance(process, AttachedKernel) else None
-            self._client.connect(
-                conn.info,
-                is_alive=process.is_alive,
-                on_death=lambda: self._on_death(generation),
-                observe=joined.saw_message if joined else None,
-            )
+            self._client.connect(conn.info, process.is_alive, _KernelWatch(self, generation, joined))
             # a joined kernel may be running its notebook's cell: control answers meanwhile
-            self._client.wait_ready(remaining, channel="control" if joined else "shell")
+            probes = self._client.probes
+            probes.wait_ready(remaining, channel="control" if joined else "shell")
             process.post_start()
-            boot = self._join(joined, remaining) if joined else self._client.fetch_bootstrap(remaining)
+            boot = self._join(joined, remaining) if joined else probes.fetch_bootstrap(remaining)
             if boot is None and conn.is_python and not joined:
                 logger.warning("kernel bootstrap did not run via exec_files; running it now")
-                self._client.run_silent(BOOTSTRAP_FILE.read_text(encoding="utf-8"), remaining())
-                boot = self._client.fetch_bootstrap(remaining)
+                probes.run_silent(BOOTSTRAP_FILE.read_text(encoding="utf-8"), remaining())
+                boot = probes.fetch_bootstrap(remaining)
             with self._lock:
                 if not process.is_alive():
                     raise StartFailed("the kernel exited right after starting.")
@@ -306,7 +335,7 @@ class KernelHost:
             for err in self._bootstrap.get("errors", []):
                 logger.warning("kernel bootstrap problem: %s", err)
             logger.info("kernel ready: pid %s, %s", process.pid, conn.file)
-            self._client.start_notebook(process.pid, conn.description)
+            self._client.events.kernel_ready(process.pid, conn.description)
             with self._lock:
                 self._link = KernelLink(Path(self._settings.runtime_dir), link_id(conn.info, conn.file))
             return self.status()
@@ -323,13 +352,14 @@ class KernelHost:
 
     def _join(self, joined: AttachedKernel, remaining: Callable[[], float]) -> dict[str, Any] | None:
         """Learn who the joined kernel is; push the bootstrap only when ``kernel.existing_plugins``."""
-        answer, session = self._client.evaluate(IDENTITY_EXPRESSION, remaining())
+        probes = self._client.probes
+        answer, session = probes.evaluate(IDENTITY_EXPRESSION, remaining())
         joined.identify(answer, session)
         if not self._settings.kernel.existing_plugins:
             return {}
         env = bootstrap_env(self._settings)
-        self._client.run_silent(bootstrap_code(BOOTSTRAP_FILE.read_text(encoding="utf-8"), env), remaining())
-        return self._client.fetch_bootstrap(remaining) or {"errors": ["the bootstrap did not run in the joined kernel"]}
+        probes.run_silent(bootstrap_code(BOOTSTRAP_FILE.read_text(encoding="utf-8"), env), remaining())
+        return probes.fetch_bootstrap(remaining) or {"errors": ["the bootstrap did not run in the joined kernel"]}
 
     def _teardown(self, note: str = "") -> None:
         """Forget the current kernel and run its stop phases (caller holds ``_life``)."""
@@ -362,46 +392,48 @@ class KernelHost:
         self._client.abandon(ExecutionStatus.DEAD, note=message, kernel_lost=lost)
 
     # -- executions --------------------------------------------------------------------------------
-    def submit(self, code: str) -> Execution:
-        """Send ``code`` to the kernel and return its Execution at once.
+    @property
+    def jobs(self) -> Jobs:
+        """Every execution by id: ``submit``/``wait`` (a caller that wants the Execution itself),
+        ``render``, ``poll`` (a page by job id and offset), ``promote``."""
+        return self._client.jobs
 
+    @property
+    def probes(self) -> Probes:
+        """Questions to an idle kernel outside the agent's cells: ``inspect``, ``query``,
+        ``query_when_idle``."""
+        return self._client.probes
+
+    def run(self, code: str, promote_after: float, on_tick: Callable[[float], bool] | None = None) -> RunOutcome:
+        """Run ``code``: its page once it finished, or a background job once ``promote_after``
+        seconds passed with it still running.
+
+        Waits in ticks of ``TICK_SECONDS``, calling ``on_tick(seconds waited)`` after each; when it
+        returns False (the caller gave up) or raises, the execution goes on as a job at once.
         ``input()`` in the code raises ``StdinNotImplementedError`` in the kernel (stdin is not
-        offered), which comes back as the execution's error instead of hanging.
+        offered).
 
         Raises:
-            KernelNotReady: no ready kernel (its ``state`` and ``reason`` say why).
+            KernelNotReady: no ready kernel (nothing was sent).
             KernelBusy: code is already running; ``job_id`` names it.
         """
-        return self._client.submit(code)
-
-    def wait(self, ex: Execution, timeout: float) -> bool:
-        """Block up to ``timeout`` seconds; True once ``ex`` finished with all its output.
-
-        An execution the kernel has not begun shortly after its submission is followed, once,
-        by a message that wakes a kernel idling in Qt's loop (see ``KernelClient.wait``).
-        """
-        return self._client.wait(ex, timeout)
-
-    def promote(self, ex: Execution) -> str:
-        """Mark ``ex`` a background job (output keeps being collected); returns its ``job-N``."""
-        ex.promoted = True
-        return ex.job_id
-
-    def render(self, ex: Execution, offset: int = 0) -> Rendered:
-        """One bounded page of ``ex`` from ``offset``, with its facts; see ``Rendered``.
-
-        ``header`` is set for promoted, unfinished, dead or aborted executions and for pages
-        after the first.
-        """
-        return self._client.render(ex, offset)
-
-    def poll(self, job_id: str, offset: int = 0) -> Rendered:
-        """Status and output of any execution by id (``job-N``), from ``offset``.
-
-        Raises:
-            JobNotFound: no such id (unknown, or forgotten: only the last 100 are kept).
-        """
-        return self._client.poll(job_id, offset)
+        jobs = self._client.jobs
+        ex = jobs.submit(code)
+        waited = 0.0
+        while True:
+            tick = min(TICK_SECONDS, max(promote_after - waited, 0.0))
+            if jobs.wait(ex, tick):
+                return RunOutcome(jobs.render(ex), promoted=False)
+            waited += tick
+            try:
+                keep_waiting = on_tick is None or on_tick(waited)
+            except BaseException:
+                jobs.promote(ex)  # the code runs on whatever happened to the caller: a job it can find
+                raise
+            if not keep_waiting or waited >= promote_after:
+                break
+        jobs.promote(ex)
+        return RunOutcome(jobs.poll(ex.job_id), promoted=True)
 
     def interrupt(self) -> Interruption:
         """Interrupt the running code (as the kernel's spec says) and wait briefly for it to stop.
@@ -412,14 +444,15 @@ class KernelHost:
         Raises:
             KernelNotReady: no running kernel.
         """
+        jobs, cells = self._client.jobs, self._client.cells
         with self._lock:
             self._require_ready()
             process = self._process
-            ex = self._client.current
+            ex = jobs.current
         if ex is None or process is None:
-            return Interruption(None, behind=self._client.foreign)
-        behind = self._client.foreign
-        if self._client.withdraw(ex, note=WITHDRAWN_NOTE):
+            return Interruption(None, behind=cells.foreign)
+        behind = cells.foreign
+        if jobs.withdraw(ex, note=WITHDRAWN_NOTE):
             self._note_withdrawn(ex)
             return Interruption(ex.job_id, ex.status, stopped=True, withdrawn=True, behind=behind)
         wait = min(10.0, self._settings.kernel.request_timeout)
@@ -428,51 +461,41 @@ class KernelHost:
         # the kernel has announced the code. Queued behind another client's cell (one that began
         # as ours was sent, or before this server joined), a signal would stop that cell: refused.
         if not ex.began.wait(0.0 if behind is not None else wait):
-            behind = self._client.foreign
+            behind = cells.foreign
             if behind is not None or not process.owned:
                 return Interruption(ex.job_id, ex.status, refused=True, behind=behind)
         process.interrupt(self._client.send_interrupt_request)
-        stopped = self._client.wait_interrupted(ex, wait)
+        stopped = self._wait_stopped(ex, wait)
         return Interruption(ex.job_id, ex.status, stopped, wait)
+
+    def _wait_stopped(self, ex: Execution, timeout: float) -> bool:
+        """Wait for ``ex`` to end after an interrupt; True once it did.
+
+        A SIGINT landing after the kernel took the request but before the code began is caught
+        by ipykernel itself, which then goes idle without ever replying: without this the job
+        would show ``running`` forever and refuse every later submit as busy.
+        """
+        deadline = time.monotonic() + timeout
+        idle_since: float | None = None
+        while not ex.done.wait(0.05):
+            now = time.monotonic()
+            if ex.idle_seen and not ex.reply_seen:
+                idle_since = idle_since or now
+                if now - idle_since >= _REPLY_GRACE:
+                    self._client.jobs.end(
+                        ex,
+                        ExecutionStatus.INTERRUPTED,
+                        note="The interrupt arrived before the code started: none of it ran.",
+                    )
+            if now >= deadline:
+                break
+        return ex.done.is_set()
 
     def _note_withdrawn(self, ex: Execution) -> None:
         """Tell the scientist's side (their console or notebook shows it after their cell)."""
         link = self._link
         if link is not None:
             link.note_withdrawn(ex.job_id, ex.code)
-
-    def inspect(self, path: str) -> dict[str, Any]:
-        """Describe ``path`` (a dotted name like ``img`` or ``np.ndarray.shape``) from the kernel.
-
-        Raises:
-            KernelNotReady: no ready kernel.
-            KernelBusy: code is running (inspection would wait behind it).
-            KernelError: ``path`` is not a dotted name, is not defined, or the kernel did not answer.
-        """
-        return self._client.inspect(path)
-
-    def query(self, expression: str, timeout: float | None = None, what: str = "the query") -> Any:
-        """The decoded value of ``expression`` (which yields a JSON string), for a tool's answer.
-
-        Unlike ``query_when_idle`` it says why there is no answer. ``timeout`` defaults to
-        ``kernel.request_timeout``; ``what`` names the query in errors ("the viewer query").
-
-        Raises:
-            KernelNotReady: no ready kernel.
-            KernelBusy: code is running (the query would wait behind it).
-            KernelError: no answer in time, or the expression raised in the kernel.
-        """
-        return self._client.query(
-            expression, self._settings.kernel.request_timeout if timeout is None else timeout, what
-        )
-
-    def query_when_idle(self, expression: str, timeout: float = 2.0) -> Any:
-        """The decoded value of ``expression`` (which yields a JSON string) in an idle kernel.
-
-        For status readers: None at once when no kernel is ready, code runs or an inspection is
-        in flight (a status must never wait behind user code), and None on any failure.
-        """
-        return self._client.query_when_idle(expression, timeout)
 
     # -- status ------------------------------------------------------------------------------------
     def status(self) -> KernelStatus:
@@ -492,7 +515,7 @@ class KernelHost:
                 transport=proc.get("transport", "ipc"),
                 socket_dir=proc.get("socket_dir"),
                 kernel_spec=self._spec_desc or (self._settings.kernel.name or "this server's Python"),
-                current_job=self._client.current_job(),
+                current_job=self._client.jobs.current_job(),
                 plugins_loaded=[p.get("source", p.get("name")) for p in boot.get("loaded", [])],
                 builtin_helpers=[
                     name for p in boot.get("builtin", []) if isinstance(p, dict) for name in p.get("names", [])
@@ -505,15 +528,40 @@ class KernelHost:
                 parent_death_watch=bool(boot.get("lifeline", False)) or bool(proc.get("reaper")),
                 kernel_log=str(self._settings.kernel_log_file),
                 runtime_dir=str(self._settings.runtime_dir),
-                session_notebook=self._client.notebook_status(),
+                session_notebook=self._notebook_status(),
                 server_pid=os.getpid(),
                 existing=proc.get("existing"),
-                other_cell=self._client.other_cell(),
+                other_cell=self._client.cells.other_cell(),
             )
 
 
-def _shutdown_at_exit(ref: weakref.ReferenceType[KernelHost]) -> None:
-    host = ref()
-    if host is not None and host._process is not None:
-        with contextlib.suppress(Exception):
-            host.shutdown()
+class _KernelWatch(ConnectionObserver):
+    """The host's ear on one start's connection: a joined kernel checks each message's session
+    (a new one: restarted by its frontend); a loss is reported with the start's generation, so a
+    report from an older connection's IO thread is ignored."""
+
+    def __init__(self, host: KernelHost, generation: int, joined: AttachedKernel | None) -> None:
+        self._host = host
+        self._generation = generation
+        self._joined = joined
+
+    def seen(self, msg: dict[str, Any]) -> None:
+        if self._joined is not None:
+            self._joined.saw_message(msg)
+
+    def lost(self) -> None:
+        self._host._on_death(self._generation)
+
+
+_live_hosts: weakref.WeakSet[KernelHost] = weakref.WeakSet()
+"""Every host of this process: the one exit hook shuts down those still holding a kernel."""
+
+
+def _shutdown_at_exit() -> None:
+    for host in list(_live_hosts):
+        if host._process is not None:
+            with contextlib.suppress(Exception):
+                host.shutdown()
+
+
+atexit.register(_shutdown_at_exit)

@@ -1,5 +1,9 @@
 """Process hygiene: private runtime dirs, launching the kernel in its own session with a
-parent-death pipe, killing its process group, and reading the kernel log's tail.
+parent-death pipe, interrupting it and killing its process group, and reading the kernel log's tail.
+
+The launch and the interrupt are jupyter_client's (``launcher.launch_kernel``: its own session on
+POSIX, the interrupt event on Windows); what is added here is ours: the lifeline pipe and its
+reaper, the kernel log, and a kill that always finishes the whole group.
 
 Lessons learnt the hard way: the kernel gets its own session so that its process
 group can be killed without touching the server's; a pipe whose write end only the server holds
@@ -20,6 +24,8 @@ import tempfile
 import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
+
+from jupyter_client.launcher import launch_kernel
 
 from biopb_mcp.fs import process_groups
 from biopb_mcp.fs.runtime import private_runtime_dir
@@ -61,10 +67,13 @@ def socket_prefix(runtime_dir: Path, stem: str) -> tuple[Path, Path | None]:
 
 
 def launch(argv: Sequence[str], env: Mapping[str, str], log_path: Path, lifeline_fd: int) -> subprocess.Popen[bytes]:
-    """Start the kernel process: own session, stdin from /dev/null, output to the kernel log.
+    """Start the kernel process through jupyter_client's ``launch_kernel``: own session, stdin
+    from /dev/null, output to the kernel log, the lifeline's read end passed on.
 
-    The child runs with umask 0o077 so the sockets it binds are 0600; the bootstrap restores
-    the server's umask afterwards (passed in ``BIOPB_MCP_UMASK``).
+    ``independent``: the server's death is told by the lifeline, not by jupyter_client's parent
+    pid (which would name whatever launched the server when it runs in a kernel itself). The child
+    runs with umask 0o077 so the sockets it binds are 0600; the bootstrap restores the server's
+    umask afterwards (passed in ``BIOPB_MCP_UMASK``).
     """
     log_path.parent.mkdir(parents=True, exist_ok=True)
     # 0600 like the server log: code the agent runs prints here, secrets included. fchmod also
@@ -75,17 +84,36 @@ def launch(argv: Sequence[str], env: Mapping[str, str], log_path: Path, lifeline
     with open(fd, "ab") as log:
         log.write(f"\n=== kernel launch {time.strftime('%Y-%m-%d %H:%M:%S')}: {' '.join(argv)}\n".encode())
         log.flush()
-        return subprocess.Popen(
+        proc: subprocess.Popen[bytes] = launch_kernel(
             list(argv),
             stdin=subprocess.DEVNULL,
-            stdout=log,
+            stdout=log.fileno(),
             stderr=subprocess.STDOUT,
             env=dict(env),
-            start_new_session=True,
+            independent=True,
             pass_fds=(lifeline_fd,),
             close_fds=True,
             umask=0o077,
         )
+        return proc
+
+
+def interrupt(proc: subprocess.Popen[bytes], pgid: int | None) -> None:
+    """SIGINT to the kernel as jupyter_client's local provisioner sends it: to its process group
+    (its subprocesses stop too), else to the process; on Windows, through the interrupt event
+    ``launch_kernel`` gave it. Never to the server's own group.
+    """
+    event = getattr(proc, "win32_interrupt_event", None)
+    if event is not None:
+        from jupyter_client.win_interrupt import send_interrupt
+
+        send_interrupt(event)
+    elif pgid is not None and pgid != process_groups.own_group():
+        with contextlib.suppress(ProcessLookupError):
+            process_groups.signal_group(pgid, signal.SIGINT)
+    elif proc.poll() is None:
+        with contextlib.suppress(ProcessLookupError):
+            proc.send_signal(signal.SIGINT)
 
 
 _REAPER = """

@@ -319,13 +319,12 @@ class LaunchedKernel(KernelProcess):
         return lifeline.log_tail(self._plan.log_path, self._log_start)
 
     def interrupt(self, send_interrupt_request: Callable[[], None]) -> None:
+        """As jupyter_client's manager does: the spec's ``interrupt_mode`` says a message on
+        control or a signal (see ``lifeline.interrupt``)."""
         if self.interrupt_mode == "message":
             send_interrupt_request()
-        elif self._pgid is not None and self._pgid != process_groups.own_group():
-            with contextlib.suppress(ProcessLookupError):
-                process_groups.signal_group(self._pgid, signal.SIGINT)
         elif self._proc is not None:
-            self._proc.send_signal(signal.SIGINT)
+            lifeline.interrupt(self._proc, self._pgid)
 
     # -- stop phases -------------------------------------------------------------------------------
     def shutdown(self) -> None:

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING
 from mcp.types import CallToolResult, TextContent
 
 from biopb_mcp.kernel import Execution
+from biopb_mcp.kernel.events import ExecutionObserver
 from biopb_mcp.kernel.link import AgentPresence
 
 if TYPE_CHECKING:
@@ -26,7 +27,7 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["NewestNote", "announce", "note_submitted", "paused_result"]
+__all__ = ["NewestNote", "PresenceNotes", "announce", "note_submitted", "paused_result"]
 
 
 def announce(state: AppState) -> None:
@@ -91,6 +92,16 @@ def note_submitted(state: AppState, execution: Execution) -> None:
     link = state.kernel.link
     if link is not None:
         state.presence_notes.put(functools.partial(link.note_submitted, execution.job_id, execution.code))
+
+
+class PresenceNotes(ExecutionObserver):
+    """Subscribed to the kernel's execution events: each submitted execution is noted."""
+
+    def __init__(self, state: AppState) -> None:
+        self._state = state
+
+    def submitted(self, ex: Execution) -> None:
+        note_submitted(self._state, ex)
 
 
 def paused_result(state: AppState) -> CallToolResult | None:

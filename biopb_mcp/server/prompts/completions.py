@@ -75,7 +75,7 @@ class Completions:
         """The agent's working directory here, or None when its kernel runs on another machine."""
         if self.kernel.state is not KernelState.READY:
             return Path(os.getcwd())
-        answer = self.kernel.query_when_idle(WORKDIR_EXPRESSION)
+        answer = self.kernel.probes.query_when_idle(WORKDIR_EXPRESSION)
         with self._lock:
             if isinstance(answer, list) and len(answer) == 2 and all(isinstance(x, str) for x in answer):
                 self._kernel_dir = (answer[0], answer[1])

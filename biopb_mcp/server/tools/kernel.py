@@ -22,7 +22,7 @@ from mcp.types import CallToolResult, ToolAnnotations
 import biopb_mcp
 from biopb_mcp.config.settings import reread_kernel_start_keys
 from biopb_mcp.errors import BiopbMcpError, ConfigError
-from biopb_mcp.kernel import Rendered, compute
+from biopb_mcp.kernel import Rendered, RunOutcome, compute
 from biopb_mcp.server import presence
 from biopb_mcp.server.result_size import Fitted, encoded_size, fit_images, image_blocks, text_block
 from biopb_mcp.server.state import SERVER_NAME, AppState
@@ -31,10 +31,7 @@ from biopb_mcp.text import kernel as kernel_text
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["WAIT_SLICE_SECONDS", "register_kernel_tools"]
-
-WAIT_SLICE_SECONDS = 1.0
-"""execute_code waits in slices this long, off the event loop, sending a progress note after each."""
+__all__ = ["register_kernel_tools"]
 
 _NOTE_ROOM = 1024
 """Bytes kept for the note saying what was shrunk to fit a result."""
@@ -119,6 +116,7 @@ def _reread_kernel_name(state: AppState) -> None:
 
 def register_kernel_tools(mcp: MCPServer, state: AppState) -> None:
     host = state.kernel
+    host.events.subscribe(presence.PresenceNotes(state))
 
     def cancelled_prefix() -> str:
         """The note naming the jobs cancelled calls became, once, on the next answer."""
@@ -128,7 +126,7 @@ def register_kernel_tools(mcp: MCPServer, state: AppState) -> None:
         facts = []
         for job_id in jobs:
             try:
-                facts.append((job_id, str(host.poll(job_id, 0).status)))
+                facts.append((job_id, str(host.jobs.poll(job_id, 0).status)))
             except BiopbMcpError:  # forgotten since (a restart): nothing left to point at
                 continue
         return kernel_text.cancelled_note(facts) + "\n" if facts else ""
@@ -159,49 +157,34 @@ def register_kernel_tools(mcp: MCPServer, state: AppState) -> None:
         next answer names it. If the user paused you from their notebook (%biopb pause), nothing
         runs and the answer says so."""
         promote_after = float(state.settings.kernel.promote_after)
-        submitted: list[Any] = []  # the execution, known even if the call is cancelled mid-hop
+        cancelled = anyio.get_cancelled_exc_class()
 
-        def wait_slice(seconds: float) -> Any:
-            """One worker-thread hop per slice (submit, wait, render): each hop costs ~1 ms."""
-            if not submitted:
-                paused = presence.paused_result(state)  # the scientist's pause: nothing is sent
-                if paused is not None:
-                    return paused
-                submitted.append(host.submit(code))
-                presence.note_submitted(state, submitted[0])
-            return host.render(submitted[0]) if host.wait(submitted[0], seconds) else None
+        def on_tick(waited: float) -> bool:
+            """Worker thread, after each second of waiting: a progress note; False once the
+            client gave up on the call (its code then goes on as a job)."""
+            try:
+                anyio.from_thread.check_cancelled()
+                anyio.from_thread.run(ctx.report_progress, waited, None, f"running for {waited:.0f} s")
+            except cancelled:
+                return False
+            return True
 
-        waited = 0.0
-        rendered: Any = None
+        def run() -> RunOutcome | CallToolResult:
+            paused = presence.paused_result(state)  # the scientist's pause: nothing is sent
+            return paused if paused is not None else host.run(code, promote_after, on_tick)
+
+        outcome = await anyio.to_thread.run_sync(run)
+        if isinstance(outcome, CallToolResult):
+            return outcome
         try:
-            while True:
-                slice_seconds = min(WAIT_SLICE_SECONDS, max(promote_after - waited, 0.0))
-                if slice_seconds <= 0 and submitted:
-                    break
-                rendered = await anyio.to_thread.run_sync(wait_slice, slice_seconds)
-                # A cancel that arrived during the hop (a thread hop is not interrupted) raises here.
-                await anyio.lowlevel.checkpoint()
-                if isinstance(rendered, CallToolResult):
-                    return rendered
-                if rendered is not None:
-                    break
-                waited += slice_seconds
-                await ctx.report_progress(waited, None, f"running for {waited:.0f} s")
-            promoted = rendered is None
-            if promoted:
-                job_id = await anyio.to_thread.run_sync(host.promote, submitted[0])
-                rendered = await anyio.to_thread.run_sync(host.poll, job_id)
-                await anyio.lowlevel.checkpoint()
-        except anyio.get_cancelled_exc_class():
-            # The client gave up on the call; keep the execution reachable as a job.
-            if submitted:
-                with anyio.CancelScope(shield=True):
-                    state.note_cancelled(await anyio.to_thread.run_sync(host.promote, submitted[0]))
+            await anyio.lowlevel.checkpoint()  # a cancel that arrived while it ran is raised here
+        except cancelled:
+            state.note_cancelled(outcome.page.job_id)  # the execution is kept as a job: named next time
             raise
         # No await from here on: the notes taken below go out with this answer, or a cancel
         # above left them for the next one.
-        limit = state.settings.kernel.max_result_bytes
-        if promoted and not rendered.done:
+        rendered, limit = outcome.page, state.settings.kernel.max_result_bytes
+        if outcome.promoted and not rendered.done:
             note = (
                 f"Still running after {promote_after:g} s, so it continues in the background as "
                 f"{rendered.job_id}; interrupt_kernel stops it.\n"
@@ -216,7 +199,7 @@ def register_kernel_tools(mcp: MCPServer, state: AppState) -> None:
         """Check a background job that execute_code promoted (its id looks like job-1): returns its
         status (running, ok, error, interrupted, dead) and its output so far. Use offset to page
         through long output from that character onward, as a truncation note tells you."""
-        rendered = await anyio.to_thread.run_sync(host.poll, job_id, offset)
+        rendered = await anyio.to_thread.run_sync(host.jobs.poll, job_id, offset)
         await anyio.lowlevel.checkpoint()  # cancelled meanwhile: the notes stay for the next answer
         return _rendered_result(rendered, state.settings.kernel.max_result_bytes, prefix=cancelled_prefix())
 
@@ -245,7 +228,7 @@ def register_kernel_tools(mcp: MCPServer, state: AppState) -> None:
         """Describe a name in the kernel namespace without running code: type, bounded repr,
         signature, docstring, and shape/dtype for arrays. Use it to check what a variable holds
         or how to call a function (e.g. "img", "skimage.filters.threshold_otsu")."""
-        return kernel_text.inspection_text(host.inspect(path))
+        return kernel_text.inspection_text(host.probes.inspect(path))
 
     @tool(mcp, READ_ONLY)
     def server_status() -> str:
@@ -264,7 +247,7 @@ def register_kernel_tools(mcp: MCPServer, state: AppState) -> None:
         status["compute"] = kernel_text.compute_status(
             compute.status_section(
                 settings,
-                host.query_when_idle(compute.STATUS_EXPRESSION),
+                host.probes.query_when_idle(compute.STATUS_EXPRESSION),
                 status["kernel"]["state"],
                 busy=status["kernel"]["current_job"] is not None,
             )

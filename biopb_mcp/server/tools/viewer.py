@@ -83,7 +83,7 @@ def register_viewer_tools(mcp: MCPServer, state: AppState) -> None:
     @tool(mcp, READ_ONLY, description=viewer_text.LOOK_DESCRIPTION)
     def look_at_viewer(whole_window: bool = False) -> CallToolResult:
         """The napari viewer in the kernel: its screenshot (saved and attached) and its layers."""
-        answer = host.query(viewer.look_expression(canvas_only=not whole_window), what="the viewer query")
+        answer = host.probes.query(viewer.look_expression(canvas_only=not whole_window), what="the viewer query")
         look = viewer.parse_look(answer)
         placeholder, attached = "", None
         if look.png is not None:
