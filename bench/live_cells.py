@@ -23,7 +23,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from bench.jupyter_lab import JupyterLab
+from _tests.support.jupyter_lab import JupyterLab
 
 POLL = 0.002
 """Seconds between two looks at the room's document."""
