@@ -14,6 +14,7 @@ import sys
 from pathlib import Path
 
 from _tests.support.prepared_trees import ConfigTree
+from biopb_mcp.config.isolated import IsolatedDirs
 
 __all__ = ["child_env", "server_command", "write_mcp_config"]
 
@@ -24,23 +25,8 @@ def child_env(tree: ConfigTree) -> dict[str, str]:
     BIOPB_CONFIG_DIR moves the config and docs; the XDG, Jupyter and IPython variables keep
     platformdirs, jupyter-client and the kernel's history database inside the tree too.
     """
-    root = tree.root
-    xdg = root / "xdg"
-    return {
-        "BIOPB_CONFIG_DIR": str(root),
-        "XDG_CONFIG_HOME": str(xdg / "config"),
-        "XDG_STATE_HOME": str(xdg / "state"),
-        "XDG_DATA_HOME": str(xdg / "data"),
-        "XDG_CACHE_HOME": str(xdg / "cache"),
-        "XDG_RUNTIME_DIR": str(tree.runtime_dir),
-        "JUPYTER_CONFIG_DIR": str(xdg / "jupyter"),
-        "JUPYTER_DATA_DIR": str(xdg / "jupyter-data"),
-        "JUPYTER_RUNTIME_DIR": str(tree.runtime_dir),
-        "IPYTHONDIR": str(xdg / "ipython"),
-        "MPLCONFIGDIR": str(xdg / "matplotlib"),
-        "MPLBACKEND": "Agg",
-        "PYTHONUNBUFFERED": "1",
-    }
+    dirs = IsolatedDirs.in_tree(tree.root, homes=tree.root / "xdg", runtime_dir=tree.runtime_dir)
+    return {**dirs.variables(), "PYTHONUNBUFFERED": "1"}
 
 
 def server_command() -> list[str]:
