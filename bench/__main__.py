@@ -42,7 +42,8 @@ def _bool(text: str) -> bool:
 
 
 def _prepare(args: argparse.Namespace) -> int:
-    from bench.prepare import child_env, prepare_tree
+    from _tests.support.prepared_trees import prepare_tree
+    from bench.prepare import child_env
 
     tree = prepare_tree(args.out, bench_docs=args.bench_docs)
     print(f"config tree: {tree.root} (bench docs {'on' if tree.bench_docs else 'off'})")
@@ -162,7 +163,7 @@ def expected_pass(agent: str, category: str, arm: str, needs: tuple[str, ...] = 
 
 def withheld_needs(case: Case) -> tuple[str, ...]:
     """The shipped procedures a case's docs-arm solution reads: what the procedures-off arm withholds from it."""
-    from bench.prepare import ablate_index, shipped_index_path
+    from _tests.support.prepared_trees import ablate_index, shipped_index_path
 
     withheld = set(ablate_index(shipped_index_path().read_text(encoding="utf-8")).withheld)
     needed = set(case.docs) | set(case.procedure.docs if case.procedure else ())

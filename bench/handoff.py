@@ -12,22 +12,19 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import subprocess
 import sys
 import threading
 import time
-import urllib.error
-import urllib.request
 from pathlib import Path
 
+from _tests.support.http_start import started, token_accepted
+from _tests.support.prepared_trees import ConfigTree
 from bench.agents import AgentRun, kill_tree
-from bench.prepare import ConfigTree, child_env, server_command
+from bench.prepare import child_env, server_command
 
-__all__ = ["HandoffFiles", "handoff_files", "run_handoff", "started", "token_accepted"]
+__all__ = ["HandoffFiles", "handoff_files", "run_handoff"]
 
-_SERVING = re.compile(r"serving streamable HTTP at (http://\S+)")
-_BEARER = re.compile(r"Bearer ([A-Za-z0-9_\-.~+/=]{16,})")
 START_TIMEOUT = 60.0
 """Seconds for the HTTP server to say where it listens."""
 
@@ -47,44 +44,6 @@ class HandoffFiles:
 
 def handoff_files(run_dir: Path, session: int = 1, sessions: int = 1) -> HandoffFiles:
     return HandoffFiles(run_dir, session, sessions)
-
-
-def started(stderr: str) -> tuple[str, str] | None:
-    """(url, token) once the server's stderr holds both its serving line and its bearer token.
-
-    The serving line comes first and the token lines after it, so a reader that stops at the
-    serving line can miss the token (under load, many servers starting at once): wait for both.
-    The token is read from stderr only; nothing else says which token this server holds.
-    """
-    serving = _SERVING.search(stderr)
-    bearer = _BEARER.search(stderr, serving.end()) if serving else None
-    return (serving.group(1), bearer.group(1)) if serving and bearer else None
-
-
-def token_accepted(url: str, token: str, timeout: float = 10.0) -> bool:
-    """Whether the server at ``url`` takes ``token``: a request with it is not refused 401/403.
-
-    The body is no MCP message (the server answers it 400 without a session), so nothing is
-    started; only the guard in front of the MCP app judges the token.
-    """
-    request = urllib.request.Request(
-        url,
-        data=b"{}",
-        method="POST",
-        headers={
-            "Authorization": f"Bearer {token}",
-            "Content-Type": "application/json",
-            "Accept": "application/json, text/event-stream",
-        },
-    )
-    try:
-        # no proxy: the server is on loopback, and a proxy from the environment must not answer for it
-        with urllib.request.build_opener(urllib.request.ProxyHandler({})).open(request, timeout=timeout) as reply:
-            return reply.status < 400
-    except urllib.error.HTTPError as refused:
-        return refused.code not in (401, 403)
-    except OSError:
-        return False
 
 
 def run_handoff(

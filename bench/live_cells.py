@@ -23,7 +23,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from bench.jupyter_lab import JupyterLab
+from _tests.support.jupyter_lab import JupyterLab
+from biopb_mcp.config.isolated import IsolatedDirs
 
 POLL = 0.002
 """Seconds between two looks at the room's document."""
@@ -50,15 +51,10 @@ async def measure(root: Path, calls: int) -> dict[str, list[float]]:
     from jupyter_nbmodel_client import NbModelClient
     from mcp import Client, StdioServerParameters
 
-    config = root / "config"
-    config.mkdir()
-    (root / "runtime").mkdir(mode=0o700)
-    env = {
-        "BIOPB_CONFIG_DIR": str(config),
-        "XDG_RUNTIME_DIR": str(root / "runtime"),
-        "XDG_STATE_HOME": str(root / "state"),
-        "XDG_CACHE_HOME": str(root / "cache"),
-    }
+    dirs = IsolatedDirs.side_by_side(root)
+    dirs.config_dir.mkdir()
+    dirs.runtime_dir.mkdir(mode=0o700)
+    env = dirs.variables()
     lab = JupyterLab(root, env)
     try:
         path = lab.new_notebook("bench.ipynb", [])

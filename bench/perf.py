@@ -38,6 +38,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from biopb_mcp.config.isolated import IsolatedDirs
+
 __all__ = ["Figure", "Scale", "main", "register", "run_perf"]
 
 clock = time.perf_counter
@@ -121,52 +123,20 @@ def ratio(name: str, num: list[float], den: list[float], limit: float, note: str
 # --------------------------------------------------------------------------- environment
 
 
+def harness_dirs(root: Path) -> IsolatedDirs:
+    """The harness's own platform dirs (in-process servers read them), all under ``root``; its
+    config dir names nothing (each server is given its tree's)."""
+    homes = root / "xdg-harness"
+    return IsolatedDirs.in_tree(root / "unused-config", homes=homes, runtime_dir=homes / "run")
+
+
 @contextmanager
 def _isolated_env(root: Path) -> Iterator[None]:
     """Point this process's platform dirs into `root` for the run (the in-process servers read them)."""
-    keys = [
-        "BIOPB_CONFIG_DIR",
-        "XDG_CONFIG_HOME",
-        "XDG_STATE_HOME",
-        "XDG_DATA_HOME",
-        "XDG_CACHE_HOME",
-        "XDG_RUNTIME_DIR",
-        "JUPYTER_CONFIG_DIR",
-        "JUPYTER_DATA_DIR",
-        "JUPYTER_RUNTIME_DIR",
-        "IPYTHONDIR",
-        "MPLCONFIGDIR",
-        "MPLBACKEND",
-    ]
-    saved = {k: os.environ.get(k) for k in keys}
-    xdg = root / "xdg-harness"
-    for sub in ("config", "state", "data", "cache", "run", "jupyter", "jupyter-data", "ipython", "mpl"):
-        (xdg / sub).mkdir(parents=True, exist_ok=True)
-    (xdg / "run").chmod(0o700)
-    os.environ.update(
-        {
-            "BIOPB_CONFIG_DIR": str(root / "unused-config"),
-            "XDG_CONFIG_HOME": str(xdg / "config"),
-            "XDG_STATE_HOME": str(xdg / "state"),
-            "XDG_DATA_HOME": str(xdg / "data"),
-            "XDG_CACHE_HOME": str(xdg / "cache"),
-            "XDG_RUNTIME_DIR": str(xdg / "run"),
-            "JUPYTER_CONFIG_DIR": str(xdg / "jupyter"),
-            "JUPYTER_DATA_DIR": str(xdg / "jupyter-data"),
-            "JUPYTER_RUNTIME_DIR": str(xdg / "run"),
-            "IPYTHONDIR": str(xdg / "ipython"),
-            "MPLCONFIGDIR": str(xdg / "mpl"),
-            "MPLBACKEND": "Agg",
-        }
-    )
-    try:
+    dirs = harness_dirs(root)
+    dirs.make_dirs()
+    with dirs.applied():
         yield
-    finally:
-        for key, value in saved.items():
-            if value is None:
-                os.environ.pop(key, None)
-            else:
-                os.environ[key] = value
 
 
 def _quiet_logs() -> None:

@@ -11,10 +11,11 @@ import random
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from biopb_mcp.config.isolated import IsolatedDirs
 from biopb_mcp.docs import index as index_mod
 from biopb_mcp.docs.store import SHIPPED_DIR, DocStore
 
-__all__ = ["Tree", "child_env", "make_tree", "vocabulary"]
+__all__ = ["Tree", "child_env", "make_tree", "tree_dirs", "vocabulary"]
 
 _SYLLABLES = ["ka", "lo", "mi", "ne", "ru", "ta", "si", "po", "ve", "di", "gan", "tor", "mel", "bis", "qua", "zen"]
 LITERALS = ["ValueError", "threshold_otsu", "kernel.promote_after", "MemoryError", "peak_local_max", "tifffile.imread"]
@@ -44,24 +45,14 @@ class Tree:
         return self.root
 
 
+def tree_dirs(tree: Tree) -> IsolatedDirs:
+    """Where a process that must see only this tree keeps things (its platform dirs in ``xdg/``)."""
+    return IsolatedDirs.in_tree(tree.root, homes=tree.root / "xdg", runtime_dir=tree.root / "xdg" / "run")
+
+
 def child_env(tree: Tree) -> dict[str, str]:
     """Environment for a process that must see only this tree (server children, kernels)."""
-    xdg = tree.root / "xdg"
-    runtime = xdg / "run"
-    return {
-        "BIOPB_CONFIG_DIR": str(tree.root),
-        "XDG_CONFIG_HOME": str(xdg / "config"),
-        "XDG_STATE_HOME": str(xdg / "state"),
-        "XDG_DATA_HOME": str(xdg / "data"),
-        "XDG_CACHE_HOME": str(xdg / "cache"),
-        "XDG_RUNTIME_DIR": str(runtime),
-        "JUPYTER_CONFIG_DIR": str(xdg / "jupyter"),
-        "JUPYTER_DATA_DIR": str(xdg / "jupyter-data"),
-        "JUPYTER_RUNTIME_DIR": str(runtime),
-        "IPYTHONDIR": str(xdg / "ipython"),
-        "MPLCONFIGDIR": str(xdg / "matplotlib"),
-        "MPLBACKEND": "Agg",
-    }
+    return tree_dirs(tree).variables()
 
 
 def _paragraph(rng: random.Random, vocab: list[str], words: int) -> str:
@@ -109,8 +100,9 @@ def make_tree(
     docs = root / "docs"
     tree = Tree(root=root, docs=docs)
     docs.mkdir(parents=True, exist_ok=True)
-    (root / "xdg" / "run").mkdir(parents=True, exist_ok=True, mode=0o700)  # runtime dirs must be 0700
-    (root / "xdg" / "run").chmod(0o700)
+    runtime = tree_dirs(tree).runtime_dir
+    runtime.mkdir(parents=True, exist_ok=True, mode=0o700)  # runtime dirs must be 0700
+    runtime.chmod(0o700)
     if config_toml:
         (root / "config.toml").write_text(config_toml, encoding="utf-8")
     hooks: dict[str, str] = {}

@@ -45,6 +45,7 @@ from typing import Any
 
 import numpy as np
 
+from _tests.support.prepared_trees import ConfigTree, prepare_tree
 from bench.agents import (
     PROMPT_SUFFIX,
     REPO_ROOT,
@@ -54,7 +55,7 @@ from bench.agents import (
     run_command,
 )
 from bench.cases import Case, scored_check
-from bench.prepare import ConfigTree, prepare_tree, write_mcp_config
+from bench.prepare import write_mcp_config
 
 __all__ = ["ARMS", "Arm", "RunSpec", "parse_trace", "run_bench", "run_one", "trace_cost"]
 

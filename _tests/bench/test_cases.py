@@ -16,16 +16,16 @@ import pytest
 from jupyter_client.blocking.client import BlockingKernelClient
 from jupyter_client.manager import KernelManager, start_new_kernel
 
-from _tests.support.seedlib import builtin_plugins
-from bench.cases import Case, Score, all_cases, get_case, python_blocks, run_check, scored_check
-from bench.cases._kit import read_number
-from bench.prepare import (
+from _tests.support.prepared_trees import (
     LAB_DIR,
     LAB_SECTION,
     PROCEDURES_HEADING,
     ablate_index,
     shipped_index_path,
 )
+from _tests.support.seedlib import builtin_plugins
+from bench.cases import Case, Score, all_cases, get_case, python_blocks, run_check, scored_check
+from bench.cases._kit import read_number
 
 CASES = all_cases()
 # Every lab and two-session case, and one hard case: `python -m bench selftest` runs the textbook
@@ -303,7 +303,7 @@ def test_a_check_may_return_its_score_or_declare_it() -> None:
 def test_the_scripted_agent_can_read_every_doc_a_case_needs_in_the_docs_arm_only(tmp_path: Path) -> None:
     """The scripted agent plays a case's docs-arm solution only when the handshake lists every doc
     it needs: the docs arm lists them all (a memo once session 1 wrote it), the ablated arm none."""
-    from bench.prepare import prepare_tree
+    from _tests.support.prepared_trees import prepare_tree
     from biopb_mcp.config.settings import load_settings
     from biopb_mcp.docs.store import DocStore
 

@@ -17,11 +17,11 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.types import TextContent
 
 from _tests.server.test_http import HttpServer
+from _tests.support.http_start import started, token_accepted
 from _tests.support.results import text_of
 from _tests.support.runner import run_to_end
 from bench.agents import make_agent
 from bench.cases import get_case
-from bench.handoff import started, token_accepted
 from bench.run import RunSpec, run_one
 
 

@@ -14,10 +14,10 @@ import numpy as np
 import pytest
 import tifffile
 
+from _tests.support.prepared_trees import LAB_DIR, LAB_SECTION
 from bench.cases import all_cases
 from bench.cases.lab import CENTRE, DEAD_FACTOR, WELLS
 from bench.cases.scope import INSTRUMENTS, PLATE_IMAGER, SPINNING_DISK, WIDEFIELD, Acquired, Instrument
-from bench.prepare import LAB_DIR, LAB_SECTION
 
 
 def _doc(name: str) -> str:

@@ -8,10 +8,10 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from _tests.support.prepared_trees import LAB_DIR
 from bench.agents import Agent, make_agent
 from bench.cases import get_case
 from bench.cases.memory import LAB_RULE, NARROW_CUTOFF
-from bench.prepare import LAB_DIR
 from bench.run import RunSpec, run_one
 
 

@@ -13,16 +13,16 @@ import anyio
 import pytest
 from mcp import Client, StdioServerParameters
 
-from bench.__main__ import main
-from bench.prepare import (
+from _tests.support.prepared_trees import (
     PROCEDURES_HEADING,
     ConfigTree,
     ablate_index,
     prepare_tree,
     shipped_index_path,
     with_lab_section,
-    write_mcp_config,
 )
+from bench.__main__ import main
+from bench.prepare import write_mcp_config
 from biopb_mcp.config.settings import load_settings
 from biopb_mcp.docs.search.query import search_docs, tokenize
 from biopb_mcp.docs.store import DocStore
@@ -31,7 +31,7 @@ from biopb_mcp.text.index import render_index
 
 
 def _sections(text: str) -> dict[str, list[str]]:
-    """Entry ids per ``##`` heading, read independently of bench.prepare."""
+    """Entry ids per ``##`` heading, read independently of the tree preparation."""
     sections: dict[str, list[str]] = {}
     current = ""
     for line in text.splitlines():

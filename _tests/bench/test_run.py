@@ -136,7 +136,7 @@ def test_scripted_agent_on_a_two_session_case_follows_jobs_and_keeps_the_convent
 
 
 def test_a_docs_off_run_that_reached_a_procedure_is_flagged(tmp_path: Path) -> None:
-    from bench.prepare import prepare_tree
+    from _tests.support.prepared_trees import prepare_tree
     from bench.report import summarize
     from bench.run import contamination
     from biopb_mcp.docs.store import DocStore

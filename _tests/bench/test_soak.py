@@ -11,8 +11,9 @@ from pathlib import Path
 
 import pytest
 
+from _tests.support.soak import crash, hostile_ids
 from bench.__main__ import main as bench_main
-from bench.soak import crash, hostile_ids, size_caps
+from bench.soak import size_caps
 from bench.soak.run import FOUND
 from biopb_mcp.docs.store import DocStore
 from biopb_mcp.errors import InvalidDocId

@@ -15,7 +15,7 @@ import pytest
 from mcp import Client, MCPError
 from mcp.types import CallToolResult, ResourceTemplateReference, TextContent, TextResourceContents
 
-from bench.prepare import prepare_tree, shipped_index_path
+from _tests.support.prepared_trees import prepare_tree, shipped_index_path
 from bench.run import contamination
 from biopb_mcp.config.settings import load_settings
 from biopb_mcp.docs.index import parse as parse_index

@@ -19,8 +19,7 @@ import pytest
 import tifffile
 
 from _tests.support import seedlib
-from _tests.support.isolation import make_settings
-from bench.ooc import (
+from _tests.support.disc_grid import (
     DIAMETER,
     DISC_AREA,
     disc_mask,
@@ -31,6 +30,7 @@ from bench.ooc import (
     synthetic_region,
     write_synthetic_tiff,
 )
+from _tests.support.isolation import make_settings
 from biopb_mcp.config.settings import load_settings
 from biopb_mcp.kernel import KernelHost
 from biopb_mcp.text.kernel import rendered_text

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from bench.prepare import prepare_tree
+from _tests.support.prepared_trees import prepare_tree
 from biopb_mcp.docs.procedures import Input, parse_inputs, procedures, takes_file
 from biopb_mcp.docs.store import DocStore
 from biopb_mcp.fs.stamps import RACY_NS

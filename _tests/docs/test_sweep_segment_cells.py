@@ -10,7 +10,6 @@ conditions, with the naive split beside it) is run by hand, not here: it takes m
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -22,6 +21,7 @@ from scipy import ndimage as ndi
 
 from _tests.support import seedlib
 from _tests.support.sweeplib import Inputs, Outputs, replace_once, run_doc
+from _tests.support.synthetic_cells import cell_edges, cell_layout
 
 pytestmark = pytest.mark.slow
 
@@ -54,57 +54,17 @@ def make_cells(case: Case) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(cells_image, nuclei, truth cells): each truth cell carries its nucleus's label."""
     rng = np.random.default_rng(case.seed)
     h, w = case.shape
-    placed: list[tuple[float, float, float]] = []
-    for _ in range(400_000):
-        if len(placed) == case.n:
-            break
-        r = rng.uniform(*case.radius)
-        y, x = rng.uniform(0.6 * r, h - 0.6 * r), rng.uniform(0.6 * r, w - 0.6 * r)
-        # a sheet: centres 0.8 of the radii sum apart or more, so cells overlap and touch; else 4 px apart
-        if all(
-            math.dist((y, x), (cy, cx)) >= (0.8 * (r + cr) if case.touching else r + cr + 4) for cy, cx, cr in placed
-        ):
-            placed.append((y, x, r))
-    else:
-        raise RuntimeError("could not place the cells")
-    yy, xx = np.mgrid[:h, :w].astype(float)
-    best = np.full((h, w), np.inf)
-    owner = np.zeros((h, w), np.int32)
-    for i, (cy, cx, r) in enumerate(placed, start=1):  # size-weighted split: a big cell reaches further
-        angle = np.arctan2(yy - cy, xx - cx)
-        wobble = 1 + 0.08 * np.cos(rng.integers(2, 4) * angle + rng.uniform(0, 2 * np.pi))
-        s = np.hypot(yy - cy, xx - cx) / (r * wobble)
-        take = (s <= 1) & (s < best)
-        owner[take], best[take] = i, s[take]
-    for i in range(1, len(placed) + 1):  # one piece per cell
-        pieces, n = ndi.label(owner == i)
-        if n > 1:
-            owner[(pieces > 0) & (pieces != 1 + np.argmax(np.bincount(pieces.ravel())[1:]))] = 0
-    nuclei = np.zeros((h, w), np.int32)
-    kept = []
-    for i, (cy, cx, r) in enumerate(placed, start=1):  # off-centre, at least 3 px inside its cell
-        inner = ndi.distance_transform_edt(owner == i)
-        rn = rng.uniform(0.35, 0.45) * r
-        for off in np.linspace(0.35, 0, 8):
-            a = rng.uniform(0, 2 * np.pi)
-            inside = (yy - cy - off * r * np.sin(a)) ** 2 + (xx - cx - off * r * np.cos(a)) ** 2 <= rn**2
-            if inside.any() and inner[inside].min() >= 3:
-                nuclei[inside] = i
-                kept.append(i)
-                break
-    lut = np.zeros(len(placed) + 1, np.int32)
-    lut[kept] = np.arange(1, len(kept) + 1)
-    owner, nuclei = lut[owner], lut[nuclei]
-    n = len(kept)
+    owner, nuclei = cell_layout(
+        rng, case.n, touching=case.touching, shape=case.shape, radius=case.radius, nucleus_offset=0.35, wobble=0.08
+    )
+    n = int(nuclei.max())
     bright = rng.uniform(0.7, 1.3, n + 1)
     if case.dim:
         bright[rng.choice(np.arange(1, n + 1), round(case.dim * n), replace=False)] /= 3
     bright[0] = 0
     texture = ndi.gaussian_filter(rng.normal(size=(h, w)), 2)
     texture /= texture.std()
-    edge = np.zeros((h, w), bool)  # a cell's outermost pixels
-    for shift in ((0, 1), (1, 0), (0, -1), (-1, 0)):
-        edge |= (owner > 0) & (np.roll(owner, shift, axis=(0, 1)) != owner)
+    edge = cell_edges(owner)
     if case.stain == "cytoplasm":
         scene = bright[owner] * (1 + 0.1 * texture)
         scene[nuclei > 0] *= 0.6  # the dye is kept out of the nucleus

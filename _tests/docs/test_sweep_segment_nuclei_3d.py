@@ -17,10 +17,10 @@ from typing import Any
 import numpy as np
 import pytest
 import tifffile
-from scipy import ndimage as ndi
 
 from _tests.support import seedlib
 from _tests.support.sweeplib import Inputs, Outputs, replace_once, run_doc
+from _tests.support.synthetic_cells import PIXEL_UM, nuclei_stack
 
 pytestmark = pytest.mark.slow
 
@@ -37,7 +37,6 @@ class Case:
     field_px: int = 128
 
 
-PIXEL_UM = 0.5
 DEPTH_UM = 30.0
 
 CASES = {
@@ -53,48 +52,10 @@ CASES = {
 def make_stack(case: Case) -> tuple[np.ndarray, tuple[float, float, float], np.ndarray]:
     """(stack, voxel size in um (z, y, x), true volumes in um3)."""
     rng = np.random.default_rng(case.seed)
-    h = w = case.field_px
-    size = np.array([DEPTH_UM, h * PIXEL_UM, w * PIXEL_UM])
-    placed: list[tuple[np.ndarray, np.ndarray]] = []  # centre, semi-axes (z, y, x), um
-
-    def fits(c: np.ndarray, r: np.ndarray) -> bool:
-        return all(np.sum(((c - c2) / (r + r2 + 1.0)) ** 2) >= 1 for c2, r2 in placed)
-
-    pairs = round(case.stacked * case.n / 2)
-    for kind in ["pair"] * pairs + ["single"] * (case.n - 2 * pairs):
-        for _ in range(100_000):
-            rxy = rng.uniform(3.5, 5.0)
-            r = np.array([rxy * rng.uniform(0.75, 0.95), rxy, rxy * rng.uniform(0.85, 1.15)])
-            c = rng.uniform(r + 1, size - r - 1)
-            if kind == "single":
-                if fits(c, r):
-                    placed.append((c, r))
-                    break
-                continue
-            r2 = r * rng.uniform(0.9, 1.1)  # a second nucleus on top, touching in Z
-            c2 = c + np.array([0.92 * (r[0] + r2[0]), rng.uniform(-1, 1), rng.uniform(-1, 1)])
-            if c2[0] + r2[0] <= size[0] - 1 and fits(c, r) and fits(c2, r2):
-                placed += [(c, r), (c2, r2)]
-                break
-        else:
-            raise RuntimeError("could not place the nuclei")
-    nz = round(DEPTH_UM / PIXEL_UM)
-    grid = np.ogrid[:nz, :h, :w]
-    owner = np.zeros((nz, h, w), np.int32)
-    best = np.full((nz, h, w), np.inf)
-    for i, (c, r) in enumerate(placed, start=1):
-        s = sum(((grid[a] + 0.5) * PIXEL_UM - c[a]) ** 2 / r[a] ** 2 for a in range(3))
-        take = (s <= 1) & (s < best)
-        owner[take], best[take] = i, s[take]
-    bright = np.concatenate([[0.0], rng.uniform(0.8, 1.2, len(placed))])
-    if case.dim:
-        bright[1 + rng.choice(len(placed), round(case.dim * len(placed)), replace=False)] /= 3
-    scene = bright[owner] * (1 + 0.3 * ndi.gaussian_filter(rng.normal(size=owner.shape), 1.5))
-    blurred = ndi.gaussian_filter(scene, (0.8 / PIXEL_UM, 0.25 / PIXEL_UM, 0.25 / PIXEL_UM))
+    stack, volumes = nuclei_stack(
+        rng, case.n, case.z_ratio, case.stacked, field_px=case.field_px, depth_um=DEPTH_UM, dim=case.dim, texture=0.3
+    )
     k = case.z_ratio
-    planes = blurred[k // 2 :: k]  # the Z step samples every k-th fine plane
-    stack = 100 + 800 * planes + rng.normal(0, 15, planes.shape)
-    volumes = np.array([4 / 3 * np.pi * np.prod(r) for _, r in placed])
     return np.clip(stack, 0, 65535).astype(np.uint16), (k * PIXEL_UM, PIXEL_UM, PIXEL_UM), volumes
 
 

@@ -1,7 +1,7 @@
 """track-objects on generated moving blobs with known tracks, its blocks run as written in a kernel.
 
 Conditions from its validated range, kept small here (the wide sweep, 5-200 objects, is run by
-hand with the same generator, `bench/cases/_tracks.py`): objects entering and leaving the
+hand with the same generator, `_tests/support/track_scenes.py`): objects entering and leaving the
 field, a fifth of them missed for 1-2 frames, pairs crossing, the fastest at half the spacing per
 frame, from a movie and from label images. Truth: every link between an object's consecutive
 appearances; tolerances: 95 % of them recovered, 2 in 3 of the links across missed frames, mean
@@ -19,7 +19,7 @@ import pytest
 
 from _tests.support import seedlib
 from _tests.support.sweeplib import Inputs, Outputs, replace_once, run_doc
-from bench.cases._tracks import Scene, Truth, generate, link_recall, naive_tracks, track_speed
+from _tests.support.track_scenes import Scene, Truth, generate, link_recall, naive_tracks, track_speed
 
 pytestmark = pytest.mark.slow
 

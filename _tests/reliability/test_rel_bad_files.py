@@ -20,8 +20,8 @@ import pytest
 from mcp import Client
 from mcp.types import TextContent
 
+from _tests.support.raw_server import write_config
 from _tests.support.rel_helpers import stdio_params
-from bench.soak.servers import write_config
 
 pytestmark = pytest.mark.anyio
 

@@ -18,9 +18,9 @@ import anyio
 import pytest
 from mcp import Client
 
+from _tests.support.raw_server import write_config
 from _tests.support.rel_helpers import stdio_params
-from bench.soak import writers
-from bench.soak.servers import write_config
+from _tests.support.soak import writers
 from biopb_mcp.docs.store import DocStore
 from biopb_mcp.text.doc_views import read_doc
 

@@ -14,8 +14,8 @@ import random
 from collections import Counter
 from pathlib import Path
 
-from bench.soak import crash
-from bench.soak.servers import write_config
+from _tests.support.raw_server import write_config
+from _tests.support.soak import crash
 from biopb_mcp.docs.store import DocStore
 
 STORE_ROUNDS = 30

@@ -18,8 +18,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from mcp import Client
 
-from bench.soak import hostile_ids as hostile
-from bench.soak.servers import write_config
+from _tests.support.raw_server import write_config
+from _tests.support.soak import hostile_ids as hostile
 from biopb_mcp.config.settings import load_settings
 from biopb_mcp.docs.search.query import search_docs
 from biopb_mcp.docs.store import DocStore

@@ -21,9 +21,9 @@ import pytest
 from mcp import Client
 from mcp.types import CallToolResult, TextContent
 
+from _tests.support.raw_server import write_config
 from _tests.support.rel_helpers import stdio_params
 from _tests.support.runner import run_to_end as finish_call
-from bench.soak.servers import write_config
 
 pytestmark = pytest.mark.anyio
 

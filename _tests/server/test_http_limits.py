@@ -18,7 +18,7 @@ import pytest
 import uvicorn
 from starlette.types import Receive, Scope, Send
 
-from bench.soak.http_flood import LOG_GROWTH_BOUND, HttpServer, malformed_flood, slowloris
+from _tests.support.soak.http_flood import LOG_GROWTH_BOUND, HttpServer, malformed_flood, slowloris
 from biopb_mcp.server.transports.http_limits import LimitedH11Protocol, accept_error_handler, connection_cap
 
 

@@ -27,8 +27,8 @@ from mcp.types import (
     TextResourceContents,
 )
 
+from _tests.support.prepared_trees import prepare_tree
 from _tests.support.results import text_of
-from bench.prepare import prepare_tree
 from biopb_mcp.config.settings import load_settings
 from biopb_mcp.docs.resources import DOC_URI_TEMPLATE
 from biopb_mcp.docs.store import DocStore

@@ -22,9 +22,9 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.message import SessionMessage
 from mcp.types import INTERNAL_ERROR, JSONRPCError, JSONRPCResponse, PromptReference, TextContent
 
+from _tests.support.http_start import started
 from _tests.support.results import text_of
 from _tests.support.stdio_procs import make_env
-from bench.handoff import started
 from biopb_mcp.fs.names import escape_name, unescape_name
 from biopb_mcp.fs.workdir import matching_paths
 from biopb_mcp.server.unsendable import GuardedWriteStream

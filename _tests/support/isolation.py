@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from biopb_mcp.config.isolated import IsolatedDirs
 from biopb_mcp.config.settings import Settings, load_settings
 
 __all__ = ["NO_WARM_IMPORTS", "config_text", "isolated_vars", "make_settings", "without_warm_imports", "write_config"]
@@ -54,12 +55,7 @@ def write_config(root: Path, text: str | None = None, *, plugins: dict[str, str]
 
 def isolated_vars(root: Path) -> dict[str, str]:
     """The variables that keep the config, the platform dirs and the caches under ``root``."""
-    return {
-        "BIOPB_CONFIG_DIR": str(root / "config"),
-        "XDG_STATE_HOME": str(root / "state"),
-        "XDG_RUNTIME_DIR": str(root / "runtime"),
-        "XDG_CACHE_HOME": str(root / "cache"),
-    }
+    return IsolatedDirs.side_by_side(root).variables()
 
 
 def make_settings(root: Path, extra: str = "", *, kernel: str = "", runtime_dir: Path | None = None) -> Settings:

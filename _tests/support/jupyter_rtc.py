@@ -1,4 +1,4 @@
-"""The live-cells tests' JupyterLab (:mod:`bench.jupyter_lab`) under the test's isolated env, and
+"""The live-cells tests' JupyterLab (:mod:`_tests.support.jupyter_lab`) under the test's isolated env, and
 what the tests skip on."""
 
 from __future__ import annotations
@@ -12,8 +12,8 @@ from typing import Any
 import pytest
 from jupyter_client import BlockingKernelClient
 
+from _tests.support.jupyter_lab import JupyterLab, Notebook
 from _tests.support.notebook_kernel import isolated_env
-from bench.jupyter_lab import JupyterLab, Notebook
 
 __all__ = ["REQUIRE_ENV", "SCIENTIST_CELL", "JupyterServer", "Notebook", "Opened", "cells_of", "require_rtc"]
 

@@ -1,8 +1,9 @@
-"""Helpers for the reliability tests that only tests need; the attacks and checks live in bench.soak.
+"""Helpers for the reliability tests that only tests need; the attacks and checks live in
+:mod:`_tests.support.soak`.
 
 The reliability tests and ``python -m bench soak`` share their generators and checks
-(``bench.soak.hostile_ids``, ``crash``, ``writers``, ``servers``): CI runs them at small counts,
-the soak at big ones.
+(``_tests.support.soak``'s ``hostile_ids``, ``crash``, ``writers``, and ``raw_server``): CI runs
+them at small counts, the soak at big ones.
 """
 
 from __future__ import annotations

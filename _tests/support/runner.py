@@ -14,7 +14,7 @@ import anyio
 from mcp import Client
 from mcp.types import CallToolResult, TextContent
 
-from bench.soak.servers import RawServer, result_text
+from _tests.support.raw_server import RawServer, result_text
 from biopb_mcp.kernel import Execution, KernelHost, Rendered
 from biopb_mcp.text.kernel import parse_job_line, rendered_text
 

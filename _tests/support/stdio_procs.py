@@ -12,7 +12,7 @@ from pathlib import Path
 from mcp import StdioServerParameters
 
 from _tests.support.isolation import isolated_vars, without_warm_imports, write_config
-from bench.soak.servers import RawServer, result_text
+from _tests.support.raw_server import RawServer, result_text
 
 __all__ = ["RawServer", "make_env", "result_text", "stdio_params"]
 

@@ -8,15 +8,15 @@ projection) merges each stacked pair.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
 from scipy import ndimage as ndi
 
+from _tests.support.synthetic_cells import cell_edges, cell_layout, nuclei_stack
 from bench.cases import Case, CheckFailed, Procedure, Run, Truth, register, score
-from bench.cases._kit import load_tiff, read_csv, read_number, redraws, save_tiff, to_uint16
+from bench.cases._kit import load_tiff, read_csv, read_number, save_tiff, to_uint16
 
 # --- cells -----------------------------------------------------------------------------------
 
@@ -26,45 +26,9 @@ def cell_sheet(
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(cytoplasm image, nuclei labels, truth cells): cells split by a size-weighted boundary,
     nuclei off-centre, a dark line where two cells meet, the dye kept out of the nuclei."""
-    h, w = shape
-    placed: list[tuple[float, float, float]] = []
-    for _ in redraws("cell_sheet", 400_000):
-        if len(placed) == n:
-            break
-        r = rng.uniform(11.0, 22.0)
-        y, x = rng.uniform(0.6 * r, h - 0.6 * r), rng.uniform(0.6 * r, w - 0.6 * r)
-        if all(math.dist((y, x), (cy, cx)) >= (0.8 * (r + cr) if touching else r + cr + 4) for cy, cx, cr in placed):
-            placed.append((y, x, r))
-    yy, xx = np.mgrid[:h, :w].astype(float)
-    best = np.full(shape, np.inf)
-    owner = np.zeros(shape, np.int32)
-    for i, (cy, cx, r) in enumerate(placed, start=1):
-        s = np.hypot(yy - cy, xx - cx) / r
-        take = (s <= 1) & (s < best)
-        owner[take], best[take] = i, s[take]
-    for i in range(1, len(placed) + 1):
-        pieces, count = ndi.label(owner == i)
-        if count > 1:
-            owner[(pieces > 0) & (pieces != 1 + np.argmax(np.bincount(pieces.ravel())[1:]))] = 0
-    nuclei = np.zeros(shape, np.int32)
-    kept = []
-    for i, (cy, cx, r) in enumerate(placed, start=1):
-        inner = ndi.distance_transform_edt(owner == i)
-        rn = rng.uniform(0.35, 0.45) * r
-        for off in np.linspace(0.4, 0, 8):
-            a = rng.uniform(0, 2 * np.pi)
-            inside = (yy - cy - off * r * np.sin(a)) ** 2 + (xx - cx - off * r * np.cos(a)) ** 2 <= rn**2
-            if inside.any() and inner[inside].min() >= 3:
-                nuclei[inside] = i
-                kept.append(i)
-                break
-    lut = np.zeros(len(placed) + 1, np.int32)
-    lut[kept] = np.arange(1, len(kept) + 1)
-    owner, nuclei = lut[owner], lut[nuclei]
-    bright = np.concatenate([[0.0], rng.uniform(0.7, 1.3, len(kept))])
-    edge = np.zeros(shape, bool)
-    for shift in ((0, 1), (1, 0), (0, -1), (-1, 0)):
-        edge |= (owner > 0) & (np.roll(owner, shift, axis=(0, 1)) != owner)
+    owner, nuclei = cell_layout(rng, n, touching=touching, shape=shape, radius=(11.0, 22.0), nucleus_offset=0.4)
+    bright = np.concatenate([[0.0], rng.uniform(0.7, 1.3, int(nuclei.max()))])
+    edge = cell_edges(owner)
     scene = bright[owner]
     scene[nuclei > 0] *= 0.6
     scene[edge & ~ndi.binary_dilation(owner == 0)] *= 0.35
@@ -156,64 +120,13 @@ register(
 
 # --- nuclei in 3-D ------------------------------------------------------------------------------
 
-PIXEL_UM = 0.5
-
-
-def nuclei_stack(
-    rng: np.random.Generator,
-    n: int,
-    z_ratio: int,
-    stacked: float,
-    axial_um: float = 0.8,
-    gap_um: float = 1.0,
-    field_px: int = 128,
-) -> tuple[np.ndarray, np.ndarray]:
-    """(stack, true volumes in um3): ellipsoids on a fine grid, blurred (``axial_um`` along Z,
-    0.25 um across), sampled every ``z_ratio``-th plane; ``stacked`` of them in pairs touching in Z, the
-    others ``gap_um`` apart at least."""
-    size = np.array([30.0, field_px * PIXEL_UM, field_px * PIXEL_UM])
-    placed: list[tuple[np.ndarray, np.ndarray]] = []
-
-    def fits(c: np.ndarray, r: np.ndarray) -> bool:
-        return all(np.sum(((c - c2) / (r + r2 + gap_um)) ** 2) >= 1 for c2, r2 in placed)
-
-    pairs = round(stacked * n / 2)
-    for kind in ["pair"] * pairs + ["single"] * (n - 2 * pairs):
-        for _ in redraws("nuclei_stack", 100_000):
-            rxy = rng.uniform(3.5, 5.0)
-            r = np.array([rxy * rng.uniform(0.75, 0.95), rxy, rxy * rng.uniform(0.85, 1.15)])
-            c = rng.uniform(r + 1, size - r - 1)
-            if kind == "single":
-                if fits(c, r):
-                    placed.append((c, r))
-                    break
-                continue
-            r2 = r * rng.uniform(0.9, 1.1)
-            c2 = c + np.array([0.92 * (r[0] + r2[0]), rng.uniform(-1, 1), rng.uniform(-1, 1)])
-            if c2[0] + r2[0] <= size[0] - 1 and fits(c, r) and fits(c2, r2):
-                placed += [(c, r), (c2, r2)]
-                break
-    nz = round(size[0] / PIXEL_UM)
-    grid = np.ogrid[:nz, :field_px, :field_px]
-    owner = np.zeros((nz, field_px, field_px), np.int32)
-    best = np.full(owner.shape, np.inf)
-    for i, (c, r) in enumerate(placed, start=1):
-        s = sum(((grid[a] + 0.5) * PIXEL_UM - c[a]) ** 2 / r[a] ** 2 for a in range(3))
-        take = (s <= 1) & (s < best)
-        owner[take], best[take] = i, s[take]
-    bright = np.concatenate([[0.0], rng.uniform(0.8, 1.2, len(placed))])
-    blurred = ndi.gaussian_filter(bright[owner], (axial_um / PIXEL_UM, 0.25 / PIXEL_UM, 0.25 / PIXEL_UM))
-    planes = blurred[z_ratio // 2 :: z_ratio]
-    stack = 100 + 800 * planes + rng.normal(0, 15, planes.shape)
-    return to_uint16(stack), np.array([4 / 3 * np.pi * np.prod(r) for _, r in placed])
-
 
 def _setup_stack(
     n: int, z_ratio: int, stacked: float, axial_um: float = 0.8, gap_um: float = 1.0
 ) -> Callable[[Path, np.random.Generator], Truth]:
     def setup(workdir: Path, rng: np.random.Generator) -> Truth:
-        stack, volumes = nuclei_stack(rng, n, z_ratio, stacked, axial_um, gap_um)
-        save_tiff(workdir / "stack.tif", stack, axes="ZYX")
+        stack, volumes = nuclei_stack(rng, n, z_ratio, stacked, axial_um=axial_um, gap_um=gap_um)
+        save_tiff(workdir / "stack.tif", to_uint16(stack), axes="ZYX")
         return {"count": len(volumes), "median_volume": float(np.median(volumes))}
 
     return setup

@@ -1,6 +1,6 @@
 """Tracking cases: migrating cells in a time-lapse, linked into tracks, with their mean speed.
 
-The movies come from the generator the track-objects sweep uses (``bench.cases._tracks``), so
+The movies come from the generator the track-objects sweep uses (``_tests.support.track_scenes``), so
 every cell's centre in every frame, and every link between its appearances, is known. The
 textbook case is slow and sparse: a nearest-neighbour linker solves it. The hard case has cells
 missed for a frame or two and pairs that cross at speed: the nearest-neighbour linker breaks a
@@ -14,10 +14,10 @@ from pathlib import Path
 
 import numpy as np
 
+from _tests.support.track_scenes import Scene, generate, link_recall
+from _tests.support.track_scenes import Truth as Tracks
 from bench.cases import Case, CheckFailed, Procedure, Run, Truth, register, score
 from bench.cases._kit import read_csv, read_number, save_tiff, to_uint16
-from bench.cases._tracks import Scene, generate, link_recall
-from bench.cases._tracks import Truth as Tracks
 
 FRAME_MIN, PIXEL_UM = 2.0, 0.65
 """Stated in the requests: a frame every 2 minutes, 0.65 µm pixels."""

@@ -22,7 +22,7 @@ from pathlib import Path
 from random import Random
 from typing import Any
 
-from bench.soak import servers
+from _tests.support import raw_server as servers
 
 __all__ = ["FOUND", "doc_answers", "edit_memory", "names", "wide_inputs"]
 

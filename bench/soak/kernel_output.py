@@ -25,7 +25,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, Protocol
 
-from bench.soak import servers
+from _tests.support import raw_server as servers
 
 __all__ = ["PHASES", "output_memory", "run_phase", "viewer_names"]
 

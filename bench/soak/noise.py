@@ -17,7 +17,7 @@ from pathlib import Path
 
 import psutil
 
-from bench.soak.servers import RawServer, WireError, result_text
+from _tests.support.raw_server import RawServer, WireError, result_text
 
 __all__ = ["NOISE_OFF", "NOISE_ON", "NOISY_PLUGIN", "kill_with_kernel", "pipeline_with_noise"]
 

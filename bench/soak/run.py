@@ -21,11 +21,13 @@ from pathlib import Path
 from random import Random
 from typing import Any
 
-from bench.soak import bounds, http_flood, kernel_output, search_cost, servers, size_caps
-from bench.soak import crash as crashes
-from bench.soak import hostile_ids as hostile
+from _tests.support import raw_server as servers
+from _tests.support.soak import crash as crashes
+from _tests.support.soak import hostile_ids as hostile
+from _tests.support.soak import http_flood
+from _tests.support.soak import writers as writing
+from bench.soak import bounds, kernel_output, search_cost, size_caps
 from bench.soak import noise as noisy
-from bench.soak import writers as writing
 from biopb_mcp.docs.limits import FILE_MAX_BYTES
 from biopb_mcp.docs.store import DocStore
 from biopb_mcp.text.doc_views import read_doc

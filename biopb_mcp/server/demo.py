@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import base64
 import json
-import os
 import re
 import shutil
 import sys
@@ -22,6 +21,7 @@ from typing import Any, TextIO
 
 import anyio
 
+from biopb_mcp.config.isolated import IsolatedDirs
 from biopb_mcp.fs.runtime import pid_alive
 from biopb_mcp.kernel.lifeline import without_banners
 from biopb_mcp.text.kernel import split_job_line
@@ -131,35 +131,16 @@ def _check(result: Any, tool: str) -> str:
 
 def _demo_env(root: Path) -> dict[str, str]:
     """The child's environment: every place the server or kernel writes lies under ``root``."""
-    env = dict(os.environ)
-    env.update(
-        {
-            "BIOPB_CONFIG_DIR": str(root / "config"),
-            "XDG_STATE_HOME": str(root / "state"),
-            "XDG_RUNTIME_DIR": str(root / "runtime"),
-            "XDG_CACHE_HOME": str(root / "cache"),
-            "IPYTHONDIR": str(root / "ipython"),
-            "MPLCONFIGDIR": str(root / "matplotlib"),
-            "JUPYTER_RUNTIME_DIR": str(root / "runtime" / "jupyter"),
-        }
-    )
+    env = IsolatedDirs.side_by_side(root, tools=True).environ()
     env.pop("BIOPB_DEBUG", None)
     return env
 
 
 def _write_config(root: Path) -> None:
-    """Explicit state and runtime dirs: the XDG variables do not move them on every platform."""
-    config = root / "config"
-    config.mkdir(mode=0o700)
-    (root / "runtime").mkdir(mode=0o700)
-    lines = [
-        "[server]",
-        f"state_dir = {json.dumps(str(root / 'state'))}",
-        f"runtime_dir = {json.dumps(str(root / 'runtime'))}",
-        'log_level = "WARNING"',
-        "",
-    ]
-    (config / "config.toml").write_text("\n".join(lines), encoding="utf-8")
+    """The tree's config and its private runtime dir."""
+    dirs = IsolatedDirs.side_by_side(root, tools=True)
+    dirs.write_config(log_level="WARNING")
+    dirs.runtime_dir.mkdir(mode=0o700)
 
 
 class _Transcript:

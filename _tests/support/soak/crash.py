@@ -18,7 +18,7 @@ import time
 from pathlib import Path
 from random import Random
 
-from bench.soak.servers import RawServer
+from _tests.support.raw_server import RawServer
 from biopb_mcp.docs import index as index_mod
 from biopb_mcp.docs.frontmatter import parse
 from biopb_mcp.docs.resources import walk

@@ -20,8 +20,8 @@ import time
 from collections import Counter
 from pathlib import Path
 
-from bench.handoff import started
-from bench.soak.servers import write_config
+from _tests.support.http_start import started
+from _tests.support.raw_server import write_config
 
 __all__ = ["LOG_GROWTH_BOUND", "HttpServer", "malformed_flood", "slowloris"]
 

@@ -18,6 +18,8 @@ from typing import Any
 
 from mcp import StdioServerParameters
 
+from biopb_mcp.config.isolated import IsolatedDirs
+
 __all__ = ["RawServer", "WireError", "processes_under", "result_text", "server_params", "write_config"]
 
 SERVER_ARGS = ["-m", "biopb_mcp"]
@@ -29,21 +31,9 @@ def write_config(root: Path, extra: str = "", *, log_level: str = "INFO") -> dic
     Every path the server uses is spelled out in config.toml, so the server touches nothing
     outside ``root`` whatever the caller's environment says.
     """
-    config = root / "config"
-    config.mkdir(parents=True, exist_ok=True)
-    text = (
-        "[server]\n"
-        f'state_dir = "{root / "state"}"\n'
-        f'runtime_dir = "{root / "runtime"}"\n'
-        f'log_level = "{log_level}"\n' + extra
-    )
-    (config / "config.toml").write_text(text)
-    return {
-        "BIOPB_CONFIG_DIR": str(config),
-        "XDG_STATE_HOME": str(root / "state"),
-        "XDG_RUNTIME_DIR": str(root / "runtime"),
-        "XDG_CACHE_HOME": str(root / "cache"),
-    }
+    dirs = IsolatedDirs.side_by_side(root)
+    dirs.write_config(extra, log_level=log_level)
+    return dirs.variables()
 
 
 def server_params(env: dict[str, str]) -> StdioServerParameters:
