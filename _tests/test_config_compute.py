@@ -10,6 +10,7 @@ import pytest
 from biopb_mcp.config.settings import Settings, load_settings, render_show
 from biopb_mcp.errors import ConfigError
 from biopb_mcp.kernel import compute
+from biopb_mcp.kernel.env import compute_env
 
 
 def load(tmp_path: Path, body: str) -> Settings:
@@ -53,7 +54,7 @@ def test_bad_compute_values_name_the_key_and_the_fix(tmp_path: Path, body: str, 
 
 def test_kernel_env_carries_the_compute_settings_and_the_plugin(tmp_path: Path) -> None:
     settings = load(tmp_path, 'scheduler = "local"\nworkers = 3\nthreads_per_worker = 2\nconnect_timeout = 4.5\n')
-    env = compute.kernel_env(settings)
+    env = compute_env(settings)
     assert Path(env["BIOPB_MCP_BUILTIN_PLUGINS"]).is_file()
     config = json.loads(env["BIOPB_MCP_COMPUTE"])
     assert config == {

@@ -15,7 +15,7 @@ from biopb_mcp.docs import QUERY_MAX_CHARS
 from biopb_mcp.docs.search.query import Hit
 from biopb_mcp.docs.store import DocStore
 from biopb_mcp.docs.views import Origin
-from biopb_mcp.errors import DocError
+from biopb_mcp.errors import DocError, DocNotFound, DocProblem, WriteRefused
 from biopb_mcp.text.doc_views import read_doc
 from biopb_mcp.text.docs import FOR_AGENT, FOR_TERMINAL, Calls, format_hits, refusal
 
@@ -143,3 +143,35 @@ def test_without_a_vocabulary_the_views_name_no_tool(edited: DocStore) -> None:
     assert plain[1] == "authoring has no local copy: it reads as the shipped text itself.\n"
     # (a version's source label "write_doc" is what made it, stored in the history, not a call)
     assert not any("read_doc" in text or "write_doc(" in text or " write_doc " in text for text in plain), plain
+
+
+FROM_FIELDS = [
+    (
+        DocNotFound("x", kind=DocProblem.NO_DOC, doc_id="kernell", suggestions=["kernel"]),
+        "No doc 'kernell'. Closest: kernel. read_doc(\"index\") lists the docs; write_doc(id, body=…) creates one.",
+    ),
+    (
+        DocNotFound("x", kind=DocProblem.NO_VERSION, doc_id="proc", version=9, first=1, last=3),
+        "No version 9 of 'proc': the kept versions are v1–v3 (see read_doc(\"proc@history\")).",
+    ),
+    (
+        WriteRefused("x", kind=DocProblem.BODY_EMPTY),
+        'body is empty. There is no delete: retire a doc by removing its index entry (write_doc("index", old=…, new=…)).',
+    ),
+    (
+        WriteRefused("x", kind=DocProblem.OLD_NOT_FOUND, doc_id="kernel", count=0),
+        "old was not found in 'kernel' (0 matches); nothing was changed. Re-read it with "
+        'read_doc("kernel") and copy the exact text (whitespace included).',
+    ),
+    (
+        WriteRefused("x", kind=DocProblem.SECTION_EXISTING, doc_id="planned", listed=True),
+        "The index lists 'planned' already: section only files the line of a doc the index does not list, and a "
+        "listed doc keeps the line it has. Nothing was changed. To move an index line under another heading, edit "
+        'the index: write_doc("index", old=…, new=…).',
+    ),
+]
+
+
+@pytest.mark.parametrize(("exc", "says"), FROM_FIELDS)
+def test_the_sentence_is_written_from_the_kind_and_fields_not_cut_from_the_message(exc: DocError, says: str) -> None:
+    assert refusal(exc, FOR_AGENT) == says

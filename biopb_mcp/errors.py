@@ -5,18 +5,30 @@ reaches the agent, the CLI into one ``error: …`` line and an exit code.
 
 * BiopbMcpError
   x ConfigError          a config file that cannot be used (syntax, type, unknown key)
+  x SdkMismatch          the installed MCP SDK lacks a private hook the server needs
   x DocError             anything the docs store refuses (kind: a DocProblem, plus fields)
     + InvalidDocId       an id outside the id grammar, or a path escaping its tier
     + DocNotFound        no doc by that id (carries the closest ids)
     + DocUnreadable      a file that exists but cannot be read as UTF-8 markdown
     + WriteRefused       a write the rules forbid: caps, old/new matching 0 or 2+ times, bad args
     + InvalidQuery       a search query that cannot be run (empty, whitespace, too costly)
+    + InvalidCursor      a resources/list cursor that is not the URI of a docs resource
+    + SearchUnavailable  search cannot run here (no FTS5, an index locked or broken)
   x KernelError          anything about the kernel the server manages
     + KernelNotReady     no usable kernel: state is not_started, starting, dead or error
     + KernelBusy         code is already running (carries its job id)
     + JobNotFound        no job by that id
     + KernelNotOwned     restart/shutdown of a kernel the server joined but does not own
     + RestartRefused     a restart whose new kernel could not start: the running one is kept
+    + StartFailed        a start that did not reach ready (the host's own signal: it becomes a
+                         KernelNotReady or a RestartRefused before any reader sees it)
+
+Exceptions outside the tree are internal signals that never reach a reader as they are: the
+file layer's ``OSError`` subclasses (a refused link, a file too big, an unsafe runtime file, no
+watcher), the search index's (a query past its deadline, a busy or foreign index file), the
+config loader's malformed-line marker, and the classes of ``kernel/inside`` (which runs in the
+kernel and imports nothing of this package). The CLI's ``UsageError`` is bad command-line usage,
+worded by the CLI itself.
 """
 
 from __future__ import annotations
@@ -89,6 +101,8 @@ class DocProblem(StrEnum):
     BAD_SECTION = "bad_section"
     BAD_QUERY = "bad_query"
     QUERY_TOO_COSTLY = "query_too_costly"
+    BAD_CURSOR = "bad_cursor"
+    SEARCH_UNAVAILABLE = "search_unavailable"
 
 
 class DocError(BiopbMcpError):
@@ -147,6 +161,33 @@ class InvalidQuery(DocError):
     """A search query that cannot be run, such as an empty one."""
 
     default_kind = DocProblem.BAD_QUERY
+
+
+class InvalidCursor(DocError):
+    """A ``resources/list`` cursor that is not the URI of a docs resource; the client sees an
+    invalid-params error."""
+
+    default_kind = DocProblem.BAD_CURSOR
+
+
+class SearchUnavailable(DocError):
+    """Search cannot run: this Python's sqlite3 lacks FTS5, or the index file is locked or broken.
+    The rest of the docs store works."""
+
+    default_kind = DocProblem.SEARCH_UNAVAILABLE
+
+
+class SdkMismatch(BiopbMcpError):
+    """The installed MCP SDK lacks a private hook this server relies on; raised when a server is
+    built, before any client connects, so the CLI reports it as its ``error:`` line.
+
+    ``installed`` is the SDK's version, ``missing`` the hooks it lacks.
+    """
+
+    def __init__(self, message: str, *, installed: str = "", missing: list[str] | None = None) -> None:
+        self.installed = installed
+        self.missing = missing or []
+        super().__init__(message)
 
 
 class KernelError(BiopbMcpError):
@@ -233,3 +274,18 @@ class RestartRefused(KernelError):
         self.wanted = wanted
         self.config_file = config_file
         super().__init__(message)
+
+
+class StartFailed(KernelError):
+    """A kernel start that did not reach ready; raised by the kernel's start phases and caught by
+    the host, which keeps it as the reason of the KernelNotReady (or RestartRefused) a reader sees.
+
+    The message states what failed; ``setting`` names the config key that fixes it (``wanted``:
+    what it should be); ``joined``: joining the user's kernel failed.
+    """
+
+    def __init__(self, message: str, *, setting: str | None = None, wanted: str = "", joined: bool = False) -> None:
+        super().__init__(message)
+        self.setting = setting
+        self.wanted = wanted
+        self.joined = joined

@@ -13,7 +13,6 @@ from _tests.support.doc_corpus import make_corpus as make_local_corpus
 from biopb_mcp.docs.resources import (
     INDEX_URI,
     PAGE_SIZE,
-    InvalidCursor,
     Listing,
     doc_uri,
     list_page,
@@ -21,7 +20,7 @@ from biopb_mcp.docs.resources import (
     walk,
 )
 from biopb_mcp.docs.store import DocStore
-from biopb_mcp.errors import DocUnreadable, InvalidDocId
+from biopb_mcp.errors import DocUnreadable, InvalidCursor, InvalidDocId
 
 
 def make_corpus(root: Path, n: int) -> tuple[DocStore, list[str]]:

@@ -20,8 +20,9 @@ import pytest
 
 from biopb_mcp.docs.search import fts
 from biopb_mcp.docs.search import query as search_mod
-from biopb_mcp.docs.search.query import SearchUnavailable, search_docs
+from biopb_mcp.docs.search.query import search_docs
 from biopb_mcp.docs.store import DocStore
+from biopb_mcp.errors import SearchUnavailable
 from biopb_mcp.text.doc_views import read_doc
 
 _OLD = 1_700_000_000

@@ -8,10 +8,10 @@ import pytest
 from mcp.server.mcpserver import MCPServer
 
 from biopb_mcp.config.settings import load_settings
+from biopb_mcp.errors import SdkMismatch
 from biopb_mcp.server import build_server
 from biopb_mcp.server.sdk import (
     TESTED_MCP,
-    SdkMismatch,
     check_sdk,
     installed_mcp,
     lowlevel_server,

@@ -21,7 +21,7 @@ from biopb_mcp.cli.docs import run_docs
 from biopb_mcp.cli.serve import TTY_HINT, run_serve
 from biopb_mcp.cli.usage import UsageError
 from biopb_mcp.config.settings import load_settings
-from biopb_mcp.errors import BiopbMcpError, DocError
+from biopb_mcp.errors import BiopbMcpError
 from biopb_mcp.text.install import install_command
 
 __all__ = ["TTY_HINT", "main"]
@@ -284,12 +284,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _dispatch(args)
     except UsageError as exc:
         return _fail(str(exc))
-    except DocError as exc:
-        from biopb_mcp.text.docs import FOR_TERMINAL, refusal
-
-        return _fail(refusal(exc, FOR_TERMINAL))
     except BiopbMcpError as exc:
-        return _fail(str(exc))
+        from biopb_mcp.text.failures import for_terminal
+
+        return _fail(for_terminal(exc))
     except OSError as exc:
         where = f"{exc.filename}: " if exc.filename else ""
         return _fail(f"{where}{exc.strerror or exc}")

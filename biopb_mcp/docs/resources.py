@@ -25,7 +25,7 @@ from dataclasses import dataclass
 
 from biopb_mcp.docs.ids import check_id
 from biopb_mcp.docs.store import DocStore
-from biopb_mcp.errors import DocError, InvalidDocId
+from biopb_mcp.errors import DocError, InvalidCursor, InvalidDocId
 from biopb_mcp.fs.stamps import FileCache, stamps
 
 logger = logging.getLogger(__name__)
@@ -49,10 +49,6 @@ INDEX_DESCRIPTION = (
     "The rendered docs index: one line per doc with the request it answers. "
     "Read it first; read a doc as biopb://docs/<id>."
 )
-
-
-class InvalidCursor(DocError):
-    """A ``resources/list`` cursor that is not the URI of a docs resource."""
 
 
 @dataclass(frozen=True)

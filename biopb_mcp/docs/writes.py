@@ -296,6 +296,7 @@ def write_doc(
             "and an existing doc keeps the line it has. Nothing was changed.",
             kind=DocProblem.SECTION_EXISTING,
             doc_id=doc_id,
+            origin="local" if current is not None else "shipped",
         )
     after = _apply(doc_id, base, body, old, new)
     _check_body_cap(doc_id, after)
@@ -318,6 +319,7 @@ def write_doc(
                 "list, and a listed doc keeps the line it has. Nothing was changed.",
                 kind=DocProblem.SECTION_EXISTING,
                 doc_id=doc_id,
+                listed=True,
             )
     # Everything is checked: now write, history first so a hand edit is never lost.
     kept: int | None = None

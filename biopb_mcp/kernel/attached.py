@@ -24,11 +24,12 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from biopb_mcp.errors import KernelError
+from biopb_mcp.errors import KernelError, StartFailed
 from biopb_mcp.fs import process_groups
 from biopb_mcp.fs.runtime import pid_alive
+from biopb_mcp.kernel.env import ATTACHED_ENV
 from biopb_mcp.kernel.existing import find_existing, read_connection_info
-from biopb_mcp.kernel.process import Connection, KernelProcess, StartFailed
+from biopb_mcp.kernel.process import Connection, KernelProcess
 
 if TYPE_CHECKING:
     from biopb_mcp.config.settings import Settings
@@ -281,10 +282,6 @@ def _interrupt_mode(kernel_name: str) -> str:
         return KernelSpecManager().get_kernel_spec(kernel_name).interrupt_mode or "signal"
     except (NoSuchKernel, OSError, ValueError, json.JSONDecodeError):
         return "signal"
-
-
-ATTACHED_ENV = "BIOPB_MCP_ATTACHED"
-"""Tells the bootstrap the kernel is not the server's: it must leave the kernel's shutdown alone."""
 
 
 def bootstrap_code(source: str, env: dict[str, str]) -> str:

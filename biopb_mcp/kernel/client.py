@@ -23,13 +23,12 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from biopb_mcp.errors import JobNotFound, KernelBusy, KernelError
+from biopb_mcp.errors import JobNotFound, KernelBusy, KernelError, StartFailed
 from biopb_mcp.kernel import image_files, inspection, rendering
 from biopb_mcp.kernel.channels import KernelChannels, nudge_waits
 from biopb_mcp.kernel.executions import Execution, ForeignCell, Rendered
 from biopb_mcp.kernel.link import AGENT_REQUEST_KEY
 from biopb_mcp.kernel.output_files import Overflow
-from biopb_mcp.kernel.process import StartFailed
 from biopb_mcp.kernel.states import ExecutionStatus, KernelState
 
 if TYPE_CHECKING:
@@ -697,9 +696,8 @@ class KernelClient:
         about = self.recorder.about(pid, desc)
         setup = KernelSetup(cwd=None if joined else os.getcwd(), joined=str(joined) if joined else None)
         if not joined or settings.kernel.existing_plugins:  # the bootstrap ran: the plugins are there
-            from biopb_mcp.kernel.plugins import kernel_env
+            from biopb_mcp.kernel.env import compute_config, outputs_config
 
-            env = kernel_env(settings)
             setup = dataclasses.replace(
                 setup,
                 plugins=(
@@ -708,8 +706,8 @@ class KernelClient:
                 ),
                 load={
                     "plugins_dir": str(settings.plugins_dir),
-                    "compute": env["BIOPB_MCP_COMPUTE"],
-                    "outputs": env["BIOPB_MCP_OUTPUTS"],
+                    "compute": compute_config(settings),
+                    "outputs": outputs_config(settings),
                 },
             )
         self.recorder.start_notebook(kernel_name=name, display_name=f"Python ({name})", about=about, setup=setup)

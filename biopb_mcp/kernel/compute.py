@@ -1,12 +1,11 @@
 """The server's side of Dask in the kernel: what the kernel's plugin is told, and its status.
 
-The plugin itself (``inside/compute.py``) runs inside the kernel; this module only passes it the
-``[compute]`` settings and reads back its status through a silent expression.
+The plugin itself (``inside/compute.py``) runs inside the kernel and is passed the ``[compute]``
+settings by ``kernel.env``; this module reads back its status through a silent expression.
 """
 
 from __future__ import annotations
 
-import json
 from enum import StrEnum
 from typing import TYPE_CHECKING, Any
 
@@ -20,20 +19,6 @@ PLUGIN_FILE = INSIDE_DIR / "compute.py"
 
 STATUS_EXPRESSION = "__import__('sys').modules['biopb_mcp_builtin_compute'].status_json()"
 """Evaluated in the kernel (as a user expression: no history, no output) for server_status."""
-
-
-def kernel_env(settings: Settings) -> dict[str, str]:
-    """Environment for a kernel start: the plugin's file and the ``[compute]`` settings."""
-    c = settings.compute
-    config = {
-        "scheduler": c.scheduler,
-        "workers": c.workers,
-        "threads_per_worker": c.threads_per_worker,
-        "memory_limit": c.memory_limit,
-        "connect_timeout": c.connect_timeout,
-        "config_file": str(settings.config_file),
-    }
-    return {"BIOPB_MCP_BUILTIN_PLUGINS": str(PLUGIN_FILE), "BIOPB_MCP_COMPUTE": json.dumps(config)}
 
 
 def mode(scheduler: str) -> str:

@@ -22,21 +22,20 @@ from enum import StrEnum
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from biopb_mcp.errors import KernelError, KernelNotOwned, KernelNotReady, RestartRefused
-from biopb_mcp.kernel import plugins
+from biopb_mcp.errors import KernelError, KernelNotOwned, KernelNotReady, RestartRefused, StartFailed
 from biopb_mcp.kernel.attached import (
     IDENTITY_EXPRESSION,
     AttachedKernel,
     bootstrap_code,
 )
 from biopb_mcp.kernel.client import KernelClient
+from biopb_mcp.kernel.env import bootstrap_env
 from biopb_mcp.kernel.executions import Execution, ForeignCell, Rendered
 from biopb_mcp.kernel.link import KernelLink, link_id
 from biopb_mcp.kernel.process import (
     BOOTSTRAP_FILE,
     KernelProcess,
     LaunchedKernel,
-    StartFailed,
     wait_deadline,
 )
 from biopb_mcp.kernel.states import ExecutionStatus, KernelState, KernelStatus
@@ -328,11 +327,7 @@ class KernelHost:
         joined.identify(answer, session)
         if not self._settings.kernel.existing_plugins:
             return {}
-        env = {
-            "BIOPB_MCP_PLUGINS_DIR": str(self._settings.plugins_dir),
-            "BIOPB_MCP_KERNEL_LOG": str(self._settings.kernel_log_file),
-            **plugins.kernel_env(self._settings),
-        }
+        env = bootstrap_env(self._settings)
         self._client.run_silent(bootstrap_code(BOOTSTRAP_FILE.read_text(encoding="utf-8"), env), remaining())
         return self._client.fetch_bootstrap(remaining) or {"errors": ["the bootstrap did not run in the joined kernel"]}
 

@@ -25,9 +25,11 @@ from typing import TYPE_CHECKING, Any
 
 from jupyter_client.connect import write_connection_file
 
+from biopb_mcp.errors import StartFailed
 from biopb_mcp.fs import process_groups
 from biopb_mcp.fs.runtime import CONFIG_DIR_KEY, kernel_stem
-from biopb_mcp.kernel import lifeline, plugins
+from biopb_mcp.kernel import lifeline
+from biopb_mcp.kernel.env import LIFELINE_FD_ENV, launch_env
 from biopb_mcp.kernel.inside import INSIDE_DIR
 from biopb_mcp.kernel.link import link_id
 
@@ -51,17 +53,6 @@ def kernel_transport() -> str:
     import zmq
 
     return "ipc" if zmq.has("ipc") else "tcp"
-
-
-class StartFailed(Exception):
-    """A kernel start that did not reach ready: the message says why; ``setting`` names the config
-    key that fixes it (``wanted``: what it should be); ``joined``: joining the user's kernel failed."""
-
-    def __init__(self, message: str, *, setting: str | None = None, wanted: str = "", joined: bool = False) -> None:
-        super().__init__(message)
-        self.setting = setting
-        self.wanted = wanted
-        self.joined = joined
 
 
 @dataclass
@@ -226,14 +217,9 @@ class LaunchedKernel(KernelProcess):
             argv.append("--HistoryManager.hist_file=:memory:")
         log_path = Path(settings.kernel_log_file)
         env = {**os.environ, **spec_env}
-        env.update(
-            BIOPB_MCP_UMASK=f"{lifeline.current_umask():o}",
-            BIOPB_MCP_PLUGINS_DIR=str(settings.plugins_dir),
-            BIOPB_MCP_KERNEL_LOG=str(log_path),
-        )
-        env.update(plugins.kernel_env(settings))
         # the presence file the server shares with this kernel: its cell hook reads it
-        env["BIOPB_MCP_AGENT_FILE"] = str(runtime / f"agent-{link_id(dict(info), conn)}.json")
+        agent_file = runtime / f"agent-{link_id(dict(info), conn)}.json"
+        env.update(launch_env(settings, umask=lifeline.current_umask(), agent_file=agent_file))
         env.pop("JPY_PARENT_PID", None)
         if is_python and "MPLBACKEND" not in spec_env:
             # figures must come back to the agent as PNGs, whatever backend the user's shell
@@ -288,7 +274,7 @@ class LaunchedKernel(KernelProcess):
     def launch(self, plan: LaunchPlan) -> None:
         """Start the kernel process in its own session, with the lifeline and its reaper."""
         read_fd, write_fd = os.pipe()
-        env = {**plan.env, "BIOPB_MCP_LIFELINE_FD": str(read_fd)}
+        env = {**plan.env, LIFELINE_FD_ENV: str(read_fd)}
         try:
             lifeline.rotate_log(plan.log_path)
             self._log_start = plan.log_path.stat().st_size if plan.log_path.exists() else 0

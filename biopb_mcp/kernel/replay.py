@@ -9,11 +9,10 @@ server is the parent) and no shutdown guard (the re-run's client owns this kerne
 
 from __future__ import annotations
 
-import os
 from typing import Any
 
 from biopb_mcp.kernel.attached import bootstrap_code
-from biopb_mcp.kernel.plugins import BUILTIN_FILES
+from biopb_mcp.kernel.env import replay_env
 from biopb_mcp.kernel.process import BOOTSTRAP_FILE
 
 __all__ = ["load_plugins"]
@@ -31,14 +30,7 @@ def load_plugins(ns: dict[str, Any], *, plugins_dir: str = "", compute: str = ""
     Returns:
         The bootstrap's record: what loaded, what failed and why.
     """
-    env = {
-        "BIOPB_MCP_BUILTIN_PLUGINS": os.pathsep.join(str(path) for path in BUILTIN_FILES),
-        "BIOPB_MCP_PLUGINS_DIR": plugins_dir,
-    }
-    if compute:
-        env["BIOPB_MCP_COMPUTE"] = compute
-    if outputs:
-        env["BIOPB_MCP_OUTPUTS"] = outputs
+    env = replay_env(plugins_dir, compute, outputs)
     exec(bootstrap_code(BOOTSTRAP_FILE.read_text(encoding="utf-8"), env), ns)
     record = ns.get("__biopb_bootstrap__")
     return record if isinstance(record, dict) else {}

@@ -18,13 +18,12 @@ from mcp.server.mcpserver import MCPServer
 from mcp.server.session import ServerSession
 from mcp.server.subscriptions import SubscriptionBus
 
-from biopb_mcp.errors import BiopbMcpError
+from biopb_mcp.errors import SdkMismatch
 
 logger = logging.getLogger(__name__)
 
 __all__ = [
     "TESTED_MCP",
-    "SdkMismatch",
     "check_sdk",
     "installed_mcp",
     "lowlevel_server",
@@ -38,10 +37,6 @@ TESTED_MCP = ((2, 3), (2, 4))
 
 _PRIVATE_HOOKS = ("_lowlevel_server", "_subscriptions")
 """``MCPServer`` attributes read here; the SDK has no public accessor for them."""
-
-
-class SdkMismatch(BiopbMcpError):
-    """The installed MCP SDK lacks a private hook this server relies on."""
 
 
 def installed_mcp() -> str:

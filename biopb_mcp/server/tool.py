@@ -17,9 +17,8 @@ from typing import Any, TypeVar
 from mcp.server.mcpserver import MCPServer
 from mcp.types import CallToolResult, TextContent, ToolAnnotations
 
-from biopb_mcp.errors import BiopbMcpError, DocError, KernelError, KernelNotReady
-from biopb_mcp.text import kernel as kernel_text
-from biopb_mcp.text.docs import FOR_AGENT, refusal
+from biopb_mcp.errors import BiopbMcpError, KernelNotReady
+from biopb_mcp.text.failures import for_agent
 
 logger = logging.getLogger(__name__)
 
@@ -31,22 +30,13 @@ READ_ONLY = ToolAnnotations(read_only_hint=True, destructive_hint=False, open_wo
 _F = TypeVar("_F", bound=Callable[..., Any])
 
 
-def _agent_text(exc: BiopbMcpError) -> str:
-    """The failure as the agent reads it, with the next step in it."""
-    if isinstance(exc, KernelError):
-        return kernel_text.error_text(exc)
-    if isinstance(exc, DocError):
-        return refusal(exc, FOR_AGENT)
-    return str(exc)
-
-
 def error_result(tool_name: str, exc: BiopbMcpError) -> CallToolResult:
     """The error result a tool answers an anticipated failure with.
 
     A kernel that is not ready answers with its text alone (it names start_kernel); other failures
     carry the same ``Error executing tool <name>:`` lead the SDK gives its own tool errors.
     """
-    text = _agent_text(exc)
+    text = for_agent(exc)
     logger.info("Tool %r failed: %r", tool_name, text)
     if isinstance(exc, KernelNotReady):
         return CallToolResult(content=[TextContent(type="text", text=text)], is_error=True)

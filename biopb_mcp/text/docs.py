@@ -12,11 +12,12 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from biopb_mcp.docs.ids import INDEX_ID
 from biopb_mcp.docs.index import UNFILED_HEADING
 from biopb_mcp.docs.limits import INDEX_MAX_ENTRIES
 from biopb_mcp.docs.search.query import shown_query
 from biopb_mcp.docs.writes import WriteResult
-from biopb_mcp.errors import DocError, DocProblem
+from biopb_mcp.errors import DocError, DocNotFound, DocProblem
 from biopb_mcp.text.doc_views import ORIGIN_WORDS
 
 if TYPE_CHECKING:
@@ -61,17 +62,26 @@ FOR_TERMINAL = Calls(
 
 
 def refusal(exc: DocError, calls: Calls) -> str:
-    """The message for a docs refusal, with the next step named in `calls`' words."""
-    text = str(exc)
-    kind, doc_id = exc.kind, exc.doc_id or ""
+    """The message for a docs refusal, written from its kind and fields with the next step named
+    in `calls`' words; a kind that suggests no step reads as the store's own message."""
+    kind, doc_id, facts = exc.kind, exc.doc_id or "", exc.details
     if kind is DocProblem.EMPTY_ID:
         return f"Empty doc id: give the id the index lists, e.g. {calls.read('index')}."
     if kind in (DocProblem.NO_DOC, DocProblem.NO_DOC_TO_EDIT):
-        return f"{text} {calls.read('index')} lists the docs; {calls.write('id', 'body=…')} creates one."
+        what = " to edit with old/new; create it with body=…" if kind is DocProblem.NO_DOC_TO_EDIT else ""
+        close = exc.suggestions if isinstance(exc, DocNotFound) else []
+        hint = f" Closest: {', '.join(close)}." if close else ""
+        return (
+            f"No doc {doc_id!r}{what}.{hint} {calls.read('index')} lists the docs; "
+            f"{calls.write('id', 'body=…')} creates one."
+        )
     if kind is DocProblem.NO_HISTORY:
         return f"No history for {doc_id!r}: versions are kept from its first {calls.writer} on."
     if kind is DocProblem.NO_VERSION:
-        return f"{text[:-1]} (see {calls.read(doc_id + '@history')})."
+        return (
+            f"No version {facts['version']} of {doc_id!r}: the kept versions are v{facts['first']}–v{facts['last']} "
+            f"(see {calls.read(doc_id + '@history')})."
+        )
     if kind is DocProblem.ARGS_NEITHER:
         return (
             f"{calls.writer} needs body (the whole new text) or old and new (replace one exact "
@@ -79,15 +89,35 @@ def refusal(exc: DocError, calls: Calls) -> str:
         )
     if kind is DocProblem.BODY_EMPTY:
         retire = calls.write('"index"', "old=…, new=…")
-        return f"{text[:-1]} ({retire})."
+        return f"body is empty. There is no delete: retire a doc by removing its index entry ({retire})."
     if kind is DocProblem.OLD_EMPTY:
-        return f"{text[:-1]} (copy it from {calls.reader})."
+        return f"old is empty: give the exact text to replace (copy it from {calls.reader})."
     if kind in (DocProblem.SECTION_EXISTING, DocProblem.SECTION_WITH_EDIT):
         move = calls.write('"index"', "old=…, new=…")
-        return f"{text} To move an index line under another heading, edit the index: {move}."
+        return f"{_section_refused(exc)} To move an index line under another heading, edit the index: {move}."
     if kind is DocProblem.OLD_NOT_FOUND:
-        return f"{text} Re-read it with {calls.read(doc_id)} and copy the exact text (whitespace included)."
-    return text
+        return (
+            f"old was not found in {doc_id!r} ({facts.get('count', 0)} matches); nothing was changed. Re-read it "
+            f"with {calls.read(doc_id)} and copy the exact text (whitespace included)."
+        )
+    return str(exc)
+
+
+def _section_refused(exc: DocError) -> str:
+    """Why a write's ``section`` was refused: it files only a new doc's line, never an edit's."""
+    doc_id = exc.doc_id or ""
+    if exc.kind is DocProblem.SECTION_WITH_EDIT:
+        what = "the index itself" if doc_id == INDEX_ID else "an old/new edit"
+        return f"section files a new doc's index line; it does not apply to {what}. Nothing was changed."
+    if exc.details.get("listed"):
+        return (
+            f"The index lists {doc_id!r} already: section only files the line of a doc the index does not "
+            "list, and a listed doc keeps the line it has. Nothing was changed."
+        )
+    return (
+        f"{doc_id!r} exists already (a {exc.details.get('origin')} doc): section only files the index line "
+        "of a new doc, and an existing doc keeps the line it has. Nothing was changed."
+    )
 
 
 def format_hits(hits: Sequence[Hit], query: str, calls: Calls) -> str:

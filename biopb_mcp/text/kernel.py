@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from biopb_mcp.errors import (
+    ConfigError,
     JobNotFound,
     KernelBusy,
     KernelError,
@@ -48,6 +49,7 @@ __all__ = [
     "overflow_note",
     "parse_job_line",
     "rendered_text",
+    "reread_refused",
     "restart_refused",
     "split_job_line",
     "started",
@@ -72,8 +74,7 @@ def not_ready(exc: KernelNotReady) -> str:
     else:
         advice = ""
         if exc.setting:
-            where = f" in {exc.config_file}" if exc.config_file else ""
-            advice += f" Set {exc.setting}{where} {exc.wanted}.".replace(" .", ".")
+            advice += f" {_set_line(exc.setting, exc.config_file, exc.wanted)}."
         if exc.joined:
             advice += (
                 " If its frontend shut it down, start it there again; for another kernel, restart "
@@ -124,11 +125,24 @@ def restart_refused(exc: RestartRefused) -> str:
     """Why restart_kernel left the running kernel alone, and how to make the restart possible."""
     advice = ""
     if exc.setting:
-        where = f" in {exc.config_file}" if exc.config_file else ""
-        advice = f" Set {exc.setting}{where} {exc.wanted}, then call restart_kernel again.".replace(" ,", ",")
+        advice = f" {_set_line(exc.setting, exc.config_file, exc.wanted)}, then call restart_kernel again."
     return (
         f"Restart refused: the new kernel could not start: {exc.reason} The running kernel was not "
         f"touched: its namespace is kept and execute_code still runs there.{advice}"
+    )
+
+
+def _set_line(setting: str, config_file: str, wanted: str) -> str:
+    """``Set <key> in <file> <what it should be>``, each part only when known."""
+    where = f" in {config_file}" if config_file else ""
+    return f"Set {setting}{where}{' ' + wanted if wanted else ''}"
+
+
+def reread_refused(exc: ConfigError) -> str:
+    """Why start_kernel or restart_kernel refused a config file it re-read: nothing was (re)started."""
+    return (
+        f"{exc} (start_kernel and restart_kernel re-read kernel.name and [compute] from "
+        "the config file; nothing was started or restarted: fix the file, then call again)"
     )
 
 

@@ -24,7 +24,7 @@ from pathlib import Path
 
 from biopb_mcp.docs.search.fts_file import ForeignFile, Replaced, file_id, open_file, unlink_files
 from biopb_mcp.docs.search.sections import atoms, compounds, fold
-from biopb_mcp.errors import DocError
+from biopb_mcp.errors import SearchUnavailable
 
 __all__ = [
     "MAX_SECTIONS",
@@ -32,7 +32,6 @@ __all__ = [
     "FtsIndex",
     "IndexBusy",
     "Indexed",
-    "SearchUnavailable",
     "Section",
     "TermStats",
     "TooCostly",
@@ -94,10 +93,6 @@ _SCHEMA = (
         "tokenize = 'unicode61 remove_diacritics 0')"
     ),
 )
-
-
-class SearchUnavailable(DocError):
-    """Search cannot run in this Python (its sqlite3 lacks FTS5); the rest of the docs store works."""
 
 
 class TooCostly(Exception):

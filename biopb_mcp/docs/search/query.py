@@ -32,11 +32,11 @@ from biopb_mcp.docs.frontmatter import parse
 from biopb_mcp.docs.ids import INDEX_ID
 from biopb_mcp.docs.limits import QUERY_BUDGET_S, QUERY_MAX_CHARS
 from biopb_mcp.docs.search.freshness import Freshness, Scope
-from biopb_mcp.docs.search.fts import FtsIndex, IndexBusy, Indexed, SearchUnavailable, Section, TooCostly, digest
+from biopb_mcp.docs.search.fts import FtsIndex, IndexBusy, Indexed, Section, TooCostly, digest
 from biopb_mcp.docs.search.ranking import WEAK_BELOW, about_words, names, score_all
 from biopb_mcp.docs.search.sections import ATOM, atoms, compounds, split_sections, tokenize
 from biopb_mcp.docs.views import Origin
-from biopb_mcp.errors import DocError, DocProblem, InvalidQuery
+from biopb_mcp.errors import DocError, DocProblem, InvalidQuery, SearchUnavailable
 from biopb_mcp.fs.stamps import Stamp, is_settled, stamp_of
 
 if TYPE_CHECKING:
@@ -44,7 +44,6 @@ if TYPE_CHECKING:
 
 __all__ = [
     "Hit",
-    "SearchUnavailable",
     "search_docs",
     "shown_query",
     "snippet",

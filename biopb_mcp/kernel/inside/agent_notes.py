@@ -7,7 +7,8 @@ it after each cell and prints one line into that cell's output, in the console o
 where the scientist ran it, so they learn why the agent's code did not run.
 
 Loaded by the kernel bootstrap from this file's path (standard library only), with the file named
-by ``BIOPB_MCP_AGENT_FILE``, and by ``%load_ext biopb_mcp`` in a kernel the server joined.
+by ``BIOPB_MCP_AGENT_FILE`` (declared in the server's ``biopb_mcp.kernel.env``), and by
+``%load_ext biopb_mcp`` in a kernel the server joined.
 """
 
 from __future__ import annotations

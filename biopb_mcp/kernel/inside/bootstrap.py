@@ -9,7 +9,9 @@ Inputs come from environment variables set by the host:
 ``BIOPB_MCP_LIFELINE_FD`` (read end of the parent-death pipe), ``BIOPB_MCP_UMASK`` (the umask
 to restore after the kernel bound its sockets under 0o077), ``BIOPB_MCP_PLUGINS_DIR`` and
 ``BIOPB_MCP_KERNEL_LOG``; ``BIOPB_MCP_BUILTIN_PLUGINS`` (built-in plugin files, such as
-``inside/compute.py``) and whatever those read. The outcome is stored as a JSON-able dict in the namespace under
+``inside/compute.py``) and whatever those read; ``BIOPB_MCP_ATTACHED`` in a kernel the server
+only joined. The names, and who sets each, are declared in the server's ``biopb_mcp.kernel.env``
+(this file reads them by their literal names: it imports nothing of biopb_mcp). The outcome is stored as a JSON-able dict in the namespace under
 ``__biopb_bootstrap__``, which the host fetches during its readiness check.
 
 The kernel is shared: a scientist may attach a console to it. Only the server ends it (by killing

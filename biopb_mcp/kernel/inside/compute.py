@@ -18,6 +18,7 @@ import threading
 from typing import Any
 
 CONFIG_ENV = "BIOPB_MCP_COMPUTE"
+"""Named in the server's ``biopb_mcp.kernel.env`` (the kernel's environment contract), which sets it."""
 
 _WORKER_PRELOAD = (
     "import signal\n"

@@ -30,6 +30,7 @@ import shlex
 from typing import Any
 
 CONFIG_ENV = "BIOPB_MCP_IMAGES"
+"""Named in the server's ``biopb_mcp.kernel.env`` (the kernel's environment contract), which sets it."""
 
 _config: dict[str, Any] = {"lazy_above_bytes": 512_000_000, "install": {}}
 

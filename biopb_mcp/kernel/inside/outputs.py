@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 CONFIG_ENV = "BIOPB_MCP_OUTPUTS"
+"""Named in the server's ``biopb_mcp.kernel.env`` (the kernel's environment contract), which sets it."""
 
 DEFAULT_PATTERN = "{source_dir}/results/{stem}_{step}.{ext}"
 FIELDS = ("stem", "step", "ext", "source_dir")

@@ -174,8 +174,9 @@ def _close_quietly(closed: Any) -> None:
 
 
 VIEWER_INSTALL_ENV = "BIOPB_MCP_VIEWER_INSTALL"
-"""The pip requirement of biopb-mcp's viewer extra, set by the server that started the kernel:
-the bare name on PyPI is another project's until this one is published."""
+"""The pip requirement of biopb-mcp's viewer extra, set by the server that started the kernel
+(named in its ``biopb_mcp.kernel.env``): the bare name on PyPI is another project's until this
+one is published."""
 
 
 def _viewer_install() -> str:

@@ -25,6 +25,7 @@ import time
 from typing import Any
 
 CONFIG_ENV = "BIOPB_MCP_WARM_IMPORTS"
+"""Named in the server's ``biopb_mcp.kernel.env`` (the kernel's environment contract), which sets it."""
 
 state: dict[str, Any] = {"modules": [], "done": [], "failed": {}, "seconds": None}
 """What the thread did: the modules asked for, those imported, those that failed (name -> error),

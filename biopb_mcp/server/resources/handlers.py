@@ -43,16 +43,16 @@ from biopb_mcp.docs.resources import (
     INDEX_NAME,
     INDEX_URI,
     MIME_TYPE,
-    InvalidCursor,
     Listing,
 )
 from biopb_mcp.docs.store import DocStore
-from biopb_mcp.errors import DocError, DocNotFound, InvalidDocId
+from biopb_mcp.errors import DocError, DocNotFound, InvalidCursor, InvalidDocId
 from biopb_mcp.server.doc_answers import first_page
 from biopb_mcp.server.resources.subscriptions import POLL_INTERVAL, DocNotifier
 from biopb_mcp.server.sdk import lowlevel_server, subscription_bus
 from biopb_mcp.text.doc_views import read_doc
 from biopb_mcp.text.docs import FOR_AGENT, refusal
+from biopb_mcp.text.failures import for_agent
 
 logger = logging.getLogger(__name__)
 
@@ -108,7 +108,7 @@ def install_resources(
         try:
             page = await anyio.to_thread.run_sync(listing.page, params.cursor)
         except InvalidCursor as exc:
-            raise MCPError(code=INVALID_PARAMS, message=str(exc)) from None
+            raise MCPError(code=INVALID_PARAMS, message=for_agent(exc)) from None
         resources = [
             Resource(uri=e.uri, name=e.name, description=e.description, mime_type=e.mime_type) for e in page.entries
         ]

@@ -111,11 +111,7 @@ def _reread_kernel_name(state: AppState) -> None:
     try:
         settings, changed = reread_kernel_start_keys(state.settings)
     except ConfigError as exc:
-        raise ConfigError(
-            f"{exc} (start_kernel and restart_kernel re-read kernel.name and [compute] from "
-            "the config file; nothing was started or restarted: fix the file, then call again)",
-            key=exc.key,
-        ) from exc
+        raise ConfigError(kernel_text.reread_refused(exc), key=exc.key) from exc
     if changed:
         logger.info("%s changed in %s; the kernel start applies them", ", ".join(changed), state.settings.config_file)
         state.settings = settings
