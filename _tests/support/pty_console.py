@@ -78,21 +78,17 @@ class PtyProgram:
         return _ANSI.sub("", text).replace("\r", "")
 
     @property
-    def display(self) -> list[str]:
-        """The terminal's lines as a person sees them now (what was overwritten is gone)."""
-        with self._lock:
-            return [line.rstrip() for line in self._terminal.display]
-
-    @property
     def cursor_line(self) -> str:
         """The line the cursor is on, up to the cursor."""
         with self._lock:
             return self._terminal.display[self._terminal.cursor.y][: self._terminal.cursor.x]
 
-    def picture(self, path: Path) -> tuple[int, int]:
-        """The terminal's screen drawn into a PNG at ``path``; the (rows, columns) drawn."""
+    def picture(self, path: Path) -> tuple[list[str], int]:
+        """The terminal's lines as a person sees them now (what was overwritten is gone), and that
+        screen drawn into a PNG at ``path`` at the same moment, with how many rows it drew."""
         with self._lock:
-            return terminal_picture.draw(self._terminal, path)
+            rows, _ = terminal_picture.draw(self._terminal, path)
+            return [line.rstrip() for line in self._terminal.display], rows
 
     def type(self, text: str) -> None:
         os.write(self._master, text.encode())

@@ -150,16 +150,22 @@ async def test_console_keeps_the_prompt_whole_and_in_step_with_the_agents_cells(
 
                 # what a person at this terminal sees: the agent's cell, marked, its output and result, the
                 # image and the bar's last state; below them the scientist's line as typed, at the cursor
-                shown = console.display
+                seen = await anyio.to_thread.run_sync(
+                    lambda: console.wait_for(r"\[agent\] Out\[\d+\]: 1\n", after=seen)
+                )
+                typed = r"In \[\d+\]: typed_here = a \+ b"
+                deadline = anyio.current_time() + 30
+                while not re.fullmatch(typed, console.cursor_line) and anyio.current_time() < deadline:
+                    await anyio.sleep(0.1)  # the prompt is redrawn below the agent's last output
+                shot = tmp_path / "console.png"
+                shown, rows = console.picture(shot)
                 at = shown.index("[agent] In [3]: print('agent printed', a + b)")
                 assert shown[at + 1 : at + 4] == ["[agent]    ...: a + b", "agent printed 3", "[agent] Out[3]: 3"], (
                     shown
                 )
                 assert "[agent] [image 556×413]" in shown and "progress 50/50" in shown, shown
                 assert not [line for line in shown if "progress 2" in line], shown
-                assert re.fullmatch(r"In \[\d+\]: typed_here = a \+ b", console.cursor_line), console.cursor_line
-                shot = tmp_path / "console.png"
-                rows, _ = console.picture(shot)
+                assert re.fullmatch(typed, shown[rows - 1]), shown  # the last line, where the cursor is
                 # the picture holds that screen: ink on each line with text (and the cursor's), none between
                 assert inked_rows(shot, rows) == [bool(line) for line in shown[: rows - 1]] + [True], shown
                 keep_for_guide(shot, "console-screenshot.png")  # the guide's kernel page shows it
