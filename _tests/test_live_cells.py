@@ -23,6 +23,7 @@ from mcp import Client, StdioServerParameters
 from _tests.support.jupyter_rtc import SCIENTIST_CELL, JupyterServer, Notebook, Opened, cells_of, require_rtc
 from _tests.support.results import text_of
 from _tests.support.runner import run_to_end
+from _tests.support.screenshots import chromium, keep_for_guide, open_chromium
 
 pytestmark = pytest.mark.anyio
 
@@ -249,60 +250,20 @@ async def test_two_notebooks_two_agents_each_writes_only_its_own(server: Jupyter
     assert [text_outputs(c) for c in agent_cells(right_cells)] == ["right agent 0\n", "right agent 1\n"]
 
 
-SCREENSHOT = Path(__file__).resolve().parent.parent / "docs" / "notebook-live-screenshot.png"
-"""Where ``BIOPB_UPDATE_SCREENSHOTS=1`` puts the browser's picture (the guide's notebook page shows it)."""
-
-
-def chromium() -> tuple[str, str]:
-    """The system's headless browser and its driver; skip (fail under ``BIOPB_REQUIRE_LIVE=1``) without."""
-    import shutil
-
-    browser = next((p for p in map(shutil.which, ("chromium", "chromium-browser")) if p), None)
-    driver = shutil.which("chromedriver")
-    try:
-        import selenium  # noqa: F401
-    except ImportError:
-        browser = None
-    if browser is None or driver is None:
-        why = (
-            "needs chromium, chromedriver and selenium: apt-get install chromium chromium-driver; pip install selenium"
-        )
-        if os.environ.get("BIOPB_REQUIRE_LIVE") == "1":
-            pytest.fail(why)
-        pytest.skip(why)
-    return browser, driver
-
-
 async def test_jupyterlab_in_a_browser_shows_the_agents_cell_its_output_and_marker(
     server: JupyterServer, opened: Opened, agent: Client, tmp_path: Path
 ) -> None:
-    browser, driver_path = chromium()
-    from selenium import webdriver
+    chromium()  # skip before the agent's work when there is no browser
     from selenium.common.exceptions import TimeoutException
-    from selenium.webdriver.chrome.service import Service
     from selenium.webdriver.common.by import By
     from selenium.webdriver.support.ui import WebDriverWait
 
     await run_to_end(agent, "nuclei = [12, 15, 9]\nprint('nuclei per field:', nuclei)\n" + FIGURE.split("\n", 2)[2])
     count = len(agent_cells(cells_of(opened.doc)))
     await until(opened.doc, finished(count))
-    options = webdriver.ChromeOptions()
-    options.binary_location = browser
-    for arg in (
-        "--headless",
-        "--no-sandbox",
-        "--disable-gpu",
-        "--no-first-run",
-        "--disable-background-networking",
-        "--disable-component-update",
-        "--disable-sync",
-        "--window-size=1280,1000",
-        f"--user-data-dir={tmp_path / 'chromium-profile'}",
-    ):
-        options.add_argument(arg)
 
     def look() -> str:
-        driver = webdriver.Chrome(service=Service(driver_path), options=options)
+        driver = open_chromium(tmp_path / "chromium-profile", 1280, 1000)
         try:
             driver.get(f"{server.url}/lab/tree/{opened.notebook.path}?token={server.token}&reset")
             wait = WebDriverWait(driver, 120, poll_frequency=0.5)
@@ -316,8 +277,7 @@ async def test_jupyterlab_in_a_browser_shows_the_agents_cell_its_output_and_mark
             driver.execute_script("arguments[0].scrollIntoView({block: 'center'});", last)
             shot = tmp_path / "notebook-live.png"
             driver.save_screenshot(str(shot))
-            if os.environ.get("BIOPB_UPDATE_SCREENSHOTS") == "1":
-                SCREENSHOT.write_bytes(shot.read_bytes())
+            keep_for_guide(shot, "notebook-live-screenshot.png")  # the guide's notebook page shows it
             return str(driver.find_element(By.ID, "main").text)
         finally:
             driver.quit()

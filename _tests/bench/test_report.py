@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -53,11 +54,17 @@ def _row(case: str, category: str, arm: str, repeat: int, passed: bool) -> dict[
     }
 
 
-def test_repeat_summary_has_rates_paired_test_and_categories() -> None:
+def _repeat_rows() -> list[dict[str, Any]]:
+    """Two cases, three repeats in both arms: the lab case passes only with the docs."""
     rows = []
     for repeat in range(3):
         rows += [_row("lab-a", "lab", "docs", repeat, True), _row("lab-a", "lab", "nodocs", repeat, False)]
         rows += [_row("text-b", "textbook", "docs", repeat, True), _row("text-b", "textbook", "nodocs", repeat, True)]
+    return rows
+
+
+def test_repeat_summary_has_rates_paired_test_and_categories() -> None:
+    rows = _repeat_rows()
     text = summarize(rows, agent="m", wall_s=5, cases=2, repeat=3)
     assert "**docs: 6 passed, 0 failed · no docs: 3 passed, 3 failed**" in text
     assert "| docs | 6 | 0 | 100% | 61%–100% |" in text
@@ -108,3 +115,64 @@ def test_scores_agreement_and_cost_sections() -> None:
     assert wilcoxon_exact([1, -2, 3, 4, 5, 6, 7, 8]) == pytest.approx((34.0, 0.0234375))
     assert wilcoxon_exact([1, 1, -1, 2]) == pytest.approx((8.0, 0.5))
     assert wilcoxon_exact([0, 0]) is None
+
+
+STYLE = """
+body { font: 15px/1.5 -apple-system, "Segoe UI", "Liberation Sans", "DejaVu Sans", sans-serif;
+       color: #1f2328; max-width: 980px; margin: 24px auto; padding: 0 24px; }
+h1, h2, h3 { border-bottom: 1px solid #d1d9e0; padding-bottom: .3em; }
+table { border-collapse: collapse; margin: 12px 0; }
+th, td { border: 1px solid #d1d9e0; padding: 4px 12px; }
+th { background: #f6f8fa; }
+code { background: #eff1f3; padding: .1em .3em; border-radius: 4px; }
+::-webkit-scrollbar { display: none; }
+"""
+"""Close to how GitHub and editors' previews show markdown, where a reader opens summary.md."""
+
+
+def test_a_report_reads_as_its_headline_and_tables_in_a_browser(tmp_path: Path) -> None:
+    """summary.md rendered as a markdown viewer shows it: the headline in bold, the pass rates and
+    the discordant pairs as tables with their figures; its picture is the guide's."""
+    from _tests.support.screenshots import chromium, keep_for_guide, open_chromium
+
+    chromium()  # skip (or fail under BIOPB_REQUIRE_LIVE=1) before any work without a browser
+    import markdown  # type: ignore[import-untyped]  # ships no type information
+    from selenium.webdriver.common.by import By
+
+    rows = _repeat_rows()
+    for row in rows:  # what a lab check says of its measure (the format of bench/cases/lab.py's)
+        ratio = 0.99 if row["passed"] else 0.49
+        row["detail"] = f"median area_um2 {64 * ratio:.1f} vs true 64.0 (ratio {ratio:.2f}, allowed 0.85-1.15)"
+    text = summarize(rows, agent="example", wall_s=312, cases=2, repeat=3)
+    page = tmp_path / "summary.html"
+    body = markdown.markdown(text, extensions=["tables"])
+    page.write_text(f"<!doctype html><meta charset=utf-8><style>{STYLE}</style>{body}", encoding="utf-8")
+
+    driver = open_chromium(tmp_path / "chromium-profile", 1100, 900)
+    try:
+        driver.get(page.as_uri())
+        headline = [b.text for b in driver.find_elements(By.TAG_NAME, "strong")]
+        tables = [
+            [
+                [cell.text for cell in tr.find_elements(By.XPATH, "./th|./td")]
+                for tr in t.find_elements(By.TAG_NAME, "tr")
+            ]
+            for t in driver.find_elements(By.TAG_NAME, "table")
+        ]
+        shown = driver.find_element(By.TAG_NAME, "body").text
+        shot = tmp_path / "report.png"
+        driver.save_screenshot(str(shot))
+    finally:
+        driver.quit()
+    assert headline[0] == "docs: 6 passed, 0 failed · no docs: 3 passed, 3 failed", headline
+    rates, discordant = tables[0], tables[1]
+    assert rates == [
+        ["arm", "passed", "failed", "pass rate", "95 % interval (Wilson)"],
+        ["docs", "6", "0", "100%", "61%–100%"],
+        ["no docs", "3", "3", "50%", "19%–81%"],
+    ], rates
+    assert discordant[0] == ["case", "category", "repeat", "passed in", "the other arm's detail"]
+    assert discordant[1][:4] == ["lab-a", "lab", "0", "docs"] and "ratio 0.49" in discordant[1][4], discordant
+    assert "exact McNemar on the discordant pairs: p = 0.25" in shown
+    assert "|" not in shown, "a table left as raw markdown"
+    keep_for_guide(shot, "report-screenshot.png")  # the guide's report page shows it

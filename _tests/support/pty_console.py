@@ -1,23 +1,48 @@
-"""A program in a real pseudo-terminal: what it prints is collected, keys are typed into it."""
+"""A program in a real pseudo-terminal: what it prints is collected, keys are typed into it, and a
+terminal emulator (pyte) keeps the screen a person at that terminal would see."""
 
 from __future__ import annotations
 
+import fcntl
 import os
 import re
+import struct
 import subprocess
+import termios
 import threading
 import time
 from collections.abc import Sequence
+from pathlib import Path
+
+import pyte
+
+from _tests.support import terminal_picture
 
 _ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)|\x1b[=>]")
 
 
+class _Terminal(pyte.Screen):
+    """pyte's screen, whose answers to the program's queries (the cursor's position) go back to it."""
+
+    def __init__(self, columns: int, lines: int, master: int) -> None:
+        super().__init__(columns, lines)
+        self._master = master
+
+    def write_process_input(self, data: str) -> None:
+        os.write(self._master, data.encode())
+
+
 class PtyProgram:
-    """``argv`` with a pty as its controlling terminal (stdin, stdout and stderr)."""
+    """``argv`` with a pty as its controlling terminal (stdin, stdout and stderr), as big as the
+    ``LINES`` and ``COLUMNS`` of ``env`` say (24 × 80 without them)."""
 
     def __init__(self, argv: Sequence[str], env: dict[str, str]) -> None:
         self._master, slave = os.openpty()
         os.set_blocking(self._master, True)
+        lines, columns = int(env.get("LINES", 24)), int(env.get("COLUMNS", 80))
+        fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", lines, columns, 0, 0))
+        self._terminal = _Terminal(columns, lines, self._master)
+        self._stream = pyte.ByteStream(self._terminal)
         self.proc = subprocess.Popen(
             list(argv),
             stdin=slave,
@@ -43,8 +68,7 @@ class PtyProgram:
                 return
             with self._lock:
                 self._raw.extend(chunk)
-            if b"\x1b[6n" in chunk:  # answer cursor-position requests like a real terminal
-                self.type("\x1b[1;1R")
+                self._stream.feed(chunk)  # answers cursor-position requests, as a real terminal does
 
     @property
     def screen(self) -> str:
@@ -52,6 +76,19 @@ class PtyProgram:
         with self._lock:
             text = self._raw.decode("utf-8", "replace")
         return _ANSI.sub("", text).replace("\r", "")
+
+    @property
+    def cursor_line(self) -> str:
+        """The line the cursor is on, up to the cursor."""
+        with self._lock:
+            return self._terminal.display[self._terminal.cursor.y][: self._terminal.cursor.x]
+
+    def picture(self, path: Path) -> tuple[list[str], int]:
+        """The terminal's lines as a person sees them now (what was overwritten is gone), and that
+        screen drawn into a PNG at ``path`` at the same moment, with how many rows it drew."""
+        with self._lock:
+            rows, _ = terminal_picture.draw(self._terminal, path)
+            return [line.rstrip() for line in self._terminal.display], rows
 
     def type(self, text: str) -> None:
         os.write(self._master, text.encode())

@@ -15,7 +15,9 @@ from mcp import Client
 from _tests.support.pty_console import PtyProgram
 from _tests.support.results import text_of
 from _tests.support.runner import run_to_end
+from _tests.support.screenshots import keep_for_guide
 from _tests.support.stdio_procs import make_env, stdio_params
+from _tests.support.terminal_picture import inked_rows
 from biopb_mcp.cli.commands import main
 from biopb_mcp.errors import KernelError
 
@@ -101,9 +103,9 @@ BAR = (
 async def test_console_keeps_the_prompt_whole_and_in_step_with_the_agents_cells(tmp_path: Path) -> None:
     """Attached after the agent ran two cells, the prompt says In [3]; the agent's result is its own
     line, every line of its code marked; output arriving while the scientist types is printed above the prompt, which comes back
-    with what was typed; an image is shown by its size."""
+    with what was typed; an image is shown by its size. The guide shows its terminal's picture."""
     env = make_env(tmp_path, config=f'[server]\nruntime_dir = "{tmp_path / "rt"}"\n')
-    console_env = {**os.environ, **env, "TERM": "xterm", "COLUMNS": "200", "LINES": "50"}
+    console_env = {**os.environ, **env, "TERM": "xterm", "COLUMNS": "110", "LINES": "40"}  # a window's size
     with anyio.fail_after(240):
         async with Client(stdio_params(env), mode="legacy", read_timeout_seconds=90) as client:
             await client.call_tool("start_kernel", {})
@@ -146,6 +148,27 @@ async def test_console_keeps_the_prompt_whole_and_in_step_with_the_agents_cells(
                 seen = await anyio.to_thread.run_sync(lambda: console.wait_for(r"progress 50/50\n", after=seen))
                 assert "progress 25/50" not in console.screen and "\rprogress" not in console.screen
 
+                # what a person at this terminal sees: the agent's cell, marked, its output and result, the
+                # image and the bar's last state; below them the scientist's line as typed, at the cursor
+                seen = await anyio.to_thread.run_sync(
+                    lambda: console.wait_for(r"\[agent\] Out\[\d+\]: 1\n", after=seen)
+                )
+                typed = r"In \[\d+\]: typed_here = a \+ b"
+                deadline = anyio.current_time() + 30
+                while not re.fullmatch(typed, console.cursor_line) and anyio.current_time() < deadline:
+                    await anyio.sleep(0.1)  # the prompt is redrawn below the agent's last output
+                shot = tmp_path / "console.png"
+                shown, rows = console.picture(shot)
+                at = shown.index("[agent] In [3]: print('agent printed', a + b)")
+                assert shown[at + 1 : at + 4] == ["[agent]    ...: a + b", "agent printed 3", "[agent] Out[3]: 3"], (
+                    shown
+                )
+                assert "[agent] [image 556×413]" in shown and "progress 50/50" in shown, shown
+                assert not [line for line in shown if "progress 2" in line], shown
+                assert re.fullmatch(typed, shown[rows - 1]), shown  # the last line, where the cursor is
+                # the picture holds that screen: ink on each line with text (and the cursor's), none between
+                assert inked_rows(shot, rows) == [bool(line) for line in shown[: rows - 1]] + [True], shown
+                keep_for_guide(shot, "console-screenshot.png")  # the guide's kernel page shows it
                 console.type("\r")  # the typed line, intact, runs in the shared namespace
                 await until_in_namespace(client, console, "typed_here", "3")
                 console.type("quit\r")
