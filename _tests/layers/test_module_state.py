@@ -15,6 +15,7 @@ from pathlib import Path
 import biopb_mcp
 from biopb_mcp.fs.atomic import TIER_LOCKS, TierLocks
 from biopb_mcp.fs.file_locks import FILE_LOCKS, FileLocks
+from biopb_mcp.kernel.host import LIVE_HOSTS, LiveHosts
 from biopb_mcp.kernel.image_files import IMAGE_FOLDERS, ImageFolders
 
 PACKAGE = Path(biopb_mcp.__file__).parent
@@ -49,11 +50,8 @@ STATEFUL_CALLS = frozenset(
     }
 )
 
-PENDING = {
-    "docs/procedures.py": {"_caches", "_caches_lock"},
-    "docs/search/query.py": {"_corpora", "_corpora_lock"},
-}
-"""The docs' read caches, which move into the store with its visibility model (a separate change)."""
+PENDING: dict[str, set[str]] = {}
+"""Module state known and not yet moved to an owner: none (the docs' read caches are the store's)."""
 
 
 def _callee(func: ast.expr) -> str:
@@ -106,6 +104,11 @@ def test_the_scan_sees_module_state(tmp_path: Path) -> None:
 
 
 def test_each_process_wide_registry_is_one_typed_instance_that_says_why() -> None:
-    for registry, cls in ((TIER_LOCKS, TierLocks), (FILE_LOCKS, FileLocks), (IMAGE_FOLDERS, ImageFolders)):
+    for registry, cls in (
+        (TIER_LOCKS, TierLocks),
+        (FILE_LOCKS, FileLocks),
+        (IMAGE_FOLDERS, ImageFolders),
+        (LIVE_HOSTS, LiveHosts),
+    ):
         assert type(registry) is cls
         assert cls.__doc__ is not None and "Process-wide" in cls.__doc__

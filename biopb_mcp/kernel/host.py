@@ -149,7 +149,7 @@ class KernelHost:
         )
         if self._recording is not None:
             self._client.events.subscribe(self._recording)
-        _live_hosts.add(self)
+        LIVE_HOSTS.add(self)
 
     # -- state -------------------------------------------------------------------------------------
     @property
@@ -553,15 +553,27 @@ class _KernelWatch(ConnectionObserver):
         self._host._on_death(self._generation)
 
 
-_live_hosts: weakref.WeakSet[KernelHost] = weakref.WeakSet()
-"""Every host of this process: the one exit hook shuts down those still holding a kernel."""
+class LiveHosts:
+    """The hosts of this process that may still hold a kernel.
+
+    Process-wide by nature: interpreter exit is one event of the process, so one exit hook walks
+    every host still alive (held weakly, so a dropped host is not kept for the hook) and shuts
+    down the kernels they own, instead of each host registering a hook of its own.
+    """
+
+    def __init__(self) -> None:
+        self._hosts: weakref.WeakSet[KernelHost] = weakref.WeakSet()
+        atexit.register(self.shutdown_all)
+
+    def add(self, host: KernelHost) -> None:
+        self._hosts.add(host)
+
+    def shutdown_all(self) -> None:
+        for host in list(self._hosts):
+            if host._process is not None:
+                with contextlib.suppress(Exception):
+                    host.shutdown()
 
 
-def _shutdown_at_exit() -> None:
-    for host in list(_live_hosts):
-        if host._process is not None:
-            with contextlib.suppress(Exception):
-                host.shutdown()
-
-
-atexit.register(_shutdown_at_exit)
+LIVE_HOSTS = LiveHosts()
+"""The one registry of live hosts (see :class:`LiveHosts`)."""
