@@ -31,6 +31,7 @@ from _tests.support import seedlib
 from _tests.support.isolation import make_settings
 from _tests.support.notebook_kernel import NotebookKernel, Ran
 from _tests.support.results import output_of, text_of
+from _tests.support.screenshots import keep_for_guide
 from _tests.support.xvfb import require_napari, virtual_display
 from biopb_mcp.server import build_server
 from biopb_mcp.server.result_size import encoded_size
@@ -344,6 +345,47 @@ async def test_while_a_job_runs_it_answers_busy_naming_the_job(agent: tuple[Clie
 
 
 # -- the scientist's own notebook kernel ------------------------------------------------------------------
+
+
+async def test_the_guides_picture_is_a_nuclei_image_with_its_labels_as_look_at_viewer_returns_it(
+    agent: tuple[Client, Any],
+) -> None:
+    """The guide's viewer picture is the window this call returns (kept with BIOPB_UPDATE_SCREENSHOTS=1)."""
+    client, _ = agent
+    facts = json.loads(
+        await run_code(
+            client,
+            (
+                "import json\n"
+                "import numpy as np\n"
+                "from scipy import ndimage as ndi\n"
+                "from skimage import filters, measure, segmentation\n"
+                "rng = np.random.default_rng(3)\n"
+                "yy, xx = np.mgrid[:360, :480]\n"
+                "dapi = np.zeros((360, 480), np.float32)\n"
+                "for cy, cx in rng.uniform((30, 30), (330, 450), (28, 2)):\n"
+                "    r = rng.uniform(12, 20)\n"
+                "    dapi += np.exp(-(((yy - cy) ** 2 + (xx - cx) ** 2) / (2 * r * r)) ** 2)\n"
+                "dapi = ndi.gaussian_filter(dapi + rng.normal(0, 0.03, dapi.shape), 1).astype(np.float32)\n"
+                "nuclei = measure.label(segmentation.clear_border(dapi > filters.threshold_otsu(dapi)))\n"
+                "guide = viewer()\n"
+                "for name in [layer.name for layer in guide.layers]:\n"
+                "    guide.layers.remove(name)\n"
+                "guide.add_image(dapi, name='DAPI', colormap='gray')\n"
+                "guide.add_labels(nuclei, name='nuclei', opacity=0.45)\n"
+                "guide.reset_view()\n"
+                "print(json.dumps({'labels': int(nuclei.max())}))"
+            ),
+        )
+    )
+    result = await call(client, "look_at_viewer", whole_window=True)
+    text = text_of(result)
+    assert not result.is_error, text
+    assert "- DAPI: image, shape (360, 480) float32, visible" in text, text
+    assert f"- nuclei (selected): labels, shape (360, 480) int32, visible, {facts['labels']} labels" in text, text
+    window = screenshot(result)
+    assert facts["labels"] >= 10 and window.std() > 10, "a picture with content, not a blank window"
+    keep_for_guide(Path(text.split("saved to ")[1].split("]")[0]), "viewer-screenshot.png")
 
 
 async def test_in_a_joined_notebook_kernel_it_finds_the_scientists_own_viewer(world: World) -> None:
