@@ -29,7 +29,7 @@ def install(ns: dict[str, Any], path: str | None = None) -> Notes | None:
     from IPython import get_ipython
 
     path = path or os.environ.get("BIOPB_MCP_AGENT_FILE", "")
-    shell = get_ipython()  # type: ignore[no-untyped-call]
+    shell = get_ipython()  # type: ignore[no-untyped-call,unused-ignore]  # typed from IPython 9 on
     if not path or shell is None:
         return None
     hook = Notes(path)
@@ -42,7 +42,7 @@ def uninstall(hook: Notes) -> None:
     """Unregister a hook ``install`` returned (``%unload_ext``)."""
     from IPython import get_ipython
 
-    shell = get_ipython()  # type: ignore[no-untyped-call]
+    shell = get_ipython()  # type: ignore[no-untyped-call,unused-ignore]  # typed from IPython 9 on
     if shell is not None:
         for event, callback in (("pre_run_cell", hook.before), ("post_run_cell", hook.after)):
             try:
