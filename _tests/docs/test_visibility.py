@@ -67,3 +67,32 @@ def test_the_model_is_kept_while_nothing_changed_and_rebuilt_after_a_change(tmp_
     (store.local_dir / "lab" / "b.md").write_text("# New under the folder line\n", encoding="utf-8")
     again = store.visibility()
     assert again is not first and again.state("lab/b") is Shown.SURFACED
+
+
+def test_asking_the_tier_per_id_finds_exactly_what_the_walk_finds(tmp_path: Path) -> None:
+    """The index is rendered without a walk, by asking the tier per id: that answer must be the
+    walk's for every kind of place (links in and out, linked folders, folders named like docs)."""
+    from biopb_mcp.docs.tier import Tier
+
+    root, outside = tmp_path / "local", tmp_path / "outside"
+    (root / "lab" / "deep").mkdir(parents=True)
+    (root / ".hidden").mkdir()
+    (root / "dir.md").mkdir()
+    outside.mkdir()
+    for rel in ("plain.md", "lab/a.md", "lab/deep/b.md", ".hidden/c.md", "lab/.d.md", "Bad Name.md"):
+        (root / rel).write_text("# x\n", encoding="utf-8")
+    (outside / "secret.md").write_text("# secret\n", encoding="utf-8")
+    (outside / "folder").mkdir()
+    (outside / "folder" / "e.md").write_text("# e\n", encoding="utf-8")
+    os.symlink(root / "plain.md", root / "inside-link.md")
+    os.symlink(outside / "secret.md", root / "escape.md")
+    os.symlink(outside / "folder", root / "linked")
+    os.symlink(root / "lab", root / "lab-again")
+    tier = Tier(root, writable=True)
+    walked = set(tier.files())
+    asked = [
+        "plain", "lab/a", "lab/deep/b", "hidden/c", "lab/d", "Bad Name", "dir", "inside-link", "escape",
+        "linked/e", "lab-again/a", "index", "missing", "lab/missing", "plain/x",
+    ]  # fmt: skip
+    assert walked == {"plain", "lab/a", "lab/deep/b", "inside-link"}
+    assert {doc_id for doc_id in asked if tier.has_doc(doc_id)} == walked

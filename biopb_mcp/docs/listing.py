@@ -16,7 +16,7 @@ from biopb_mcp.docs.shelf import INDEX_FILE, Shelf
 from biopb_mcp.docs.visibility import Visibility
 from biopb_mcp.errors import DocUnreadable
 from biopb_mcp.fs.atomic import tier_lock, write_atomic
-from biopb_mcp.fs.stamps import FileCache, stamp, stamps
+from biopb_mcp.fs.stamps import FileCache, Stamp, is_settled, stamp, stamps
 
 __all__ = ["DEFAULT_INDEX", "Listing"]
 
@@ -96,11 +96,12 @@ class Listing:
     def visibility(self, inputs: tuple[list[str], list[str]] | None = None) -> Visibility:
         """What the docs show now (``docs.visibility``), after the setup steps.
 
-        Built from one read of the index and one walk of both tiers, and kept while the stamps
+        Built from one read of the index and the tiers (walked whole only on first need, see
+        ``Visibility``), and kept while the stamps
         of what it derives from (``list_inputs``: the index files, the manifest, every folder)
         hold: a file added, removed or renamed changes its folder's stamp, an edit of the index
-        its own. A racy stamp is never trusted (``fs.stamps``): a tier changed in the last
-        seconds is walked again.
+        its own. A racy stamp is never trusted (``fs.stamps``): while a tier changed in the last
+        seconds, each call builds a model of its own and none is kept.
 
         ``inputs``, the (files, folders) of a ``list_inputs`` the caller just made, spares a second
         walk of the folders.
@@ -113,24 +114,38 @@ class Listing:
             if kept is not None:
                 return kept
         now = time.time_ns()
+        if (
+            inputs is None
+            and watched is not None
+            and signature is not None
+            and not all(is_settled(st, now) for st in signature)
+        ):
+            # Changed a moment ago: a model built now could not be kept (its stamps are racy), so
+            # the walk of every folder that keeping it needs is skipped until they settle.
+            return self._build(changed, watched, signature)
         if inputs is None:
             files, folders, _ = self.list_inputs()  # a folder may have come or gone
             if watched != files + folders:
                 watched = files + folders
                 signature = stamps(watched)
         assert watched is not None and signature is not None
+        found = self._build(changed, watched, signature)
+        self._watched = watched
+        self._visibility.put(tuple(watched), signature, found, now)
+        return found
+
+    def _build(self, changed: frozenset[str], watched: list[str], signature: tuple[Stamp | None, ...]) -> Visibility:
         text, problem = self.index_text()
-        found = visibility.build(
+        return visibility.build(
             text,
             problem,
-            self.shelf.doc_entries(),
+            self.shelf.shipped_files(),
+            self.shelf.local.has_doc,
+            self.shelf.doc_entries,
             changed,
             self.shelf.withheld,
             dict(zip(watched, signature, strict=True)),
         )
-        self._watched = watched
-        self._visibility.put(tuple(watched), signature, found, now)
-        return found
 
     def index_facts(self, *, hide_ignored: bool = False) -> index_mod.IndexFacts:
         """What read_doc("index") and the handshake show, as facts (``text.index`` renders them).

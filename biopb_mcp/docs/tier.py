@@ -127,6 +127,33 @@ class Tier:
         except DocUnreadable as exc:
             return Peeked(doc_id, Found.FILE, path, stamp, error=exc)
 
+    def has_doc(self, doc_id: str) -> bool:
+        """Whether the walk (``scan_tier``) would yield ``doc_id`` here, found with one ``lstat``
+        per segment instead of a walk: a valid id, no folder on the way a link or a non-folder,
+        the file itself no folder, and a link only when it resolves inside the tier."""
+        if doc_id == INDEX_ID or not is_valid_id(doc_id):
+            return False
+        root = self._root_str
+        *folders, name = doc_id.split("/")
+        path = root
+        try:
+            if not os.path.isdir(root):
+                return False
+            for folder in folders:
+                path = os.path.join(path, folder)
+                if not stat.S_ISDIR(os.lstat(path).st_mode):
+                    return False
+            path = os.path.join(path, name + DOC_SUFFIX)
+            mode = os.lstat(path).st_mode
+        except OSError:
+            return False
+        if stat.S_ISDIR(mode):
+            return False
+        if stat.S_ISLNK(mode) and not _inside(os.path.realpath(root), os.path.realpath(path)):
+            logger.warning("Skipping %s: a symlink that leaves the docs tier", path)
+            return False
+        return True
+
     def scan(self, *, include_invalid: bool = False) -> Iterator[tuple[str | None, os.DirEntry[str]]]:
         """`(id, DirEntry)` of every doc file here (see `scan_tier`)."""
         return scan_tier(self.root, include_invalid=include_invalid)

@@ -3,8 +3,9 @@ read by id; one immutable answer per state of the index and the tiers.
 
 Every reader that shows docs without being asked for one by id (the rendered index, search,
 resources, prompts, completions, the pack) asks a :class:`Visibility` instead of deciding again.
-It is built from one snapshot: the index text, one walk of both tiers (shadowing and withholding
-applied by the shelf) and the shipped ids changed at the last version bump. The listing keeps
+It is built from one snapshot: the index text, the served shipped docs, the local tier (asked per
+id, and walked whole only when a question needs every doc: a folder line, the reading order, the
+corpus) and the shipped ids changed at the last version bump. The listing keeps
 the last one while the files and folders it was built from keep their stamps (``fs.stamps``).
 
 The rules, written here only:
@@ -24,7 +25,7 @@ The rules, written here only:
 from __future__ import annotations
 
 import functools
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
 
@@ -55,36 +56,84 @@ def is_banked(doc_id: str) -> bool:
 
 @dataclass(frozen=True, eq=False)
 class Visibility:
-    """What the docs show at one state of the index and the tiers (see the module docstring)."""
+    """What the docs show at one state of the index and the tiers (see the module docstring).
+
+    The walk of every doc is made on first need: the rendered index and the listed ids ask the
+    local tier per id (one ``lstat`` per segment, the walk's own rules), so reading the index of a
+    10,000-doc tier whose folders changed a moment ago costs no walk.
+    """
 
     index: index_mod.IndexFile
     """The parsed index the rest derives from (the local file, else the shipped one)."""
     index_text: str
     problem: str | None
     """Why the local index could not be read (the shipped one was used), or None."""
-    docs: Mapping[str, tuple[str, Origin]]
-    """id -> (file path, origin) of every doc, shadowing applied, in walk order."""
-    listed: tuple[str, ...]
-    surfaced: frozenset[str]
-    ignored: frozenset[str]
-    new: tuple[str, ...]
-    """The New-shipped tail, sorted."""
-    stale: tuple[str, ...]
-    """The stale tail, sorted."""
+    shipped: Mapping[str, str]
+    """id -> file path of every shipped doc served (withheld ones left out)."""
+    local_has: Callable[[str], bool]
+    """Whether the local tier holds a doc for an id, by the rules of the walk."""
+    walk: Callable[[], Iterable[tuple[str, str, Origin]]]
+    """Every doc as (id, path, origin), shadowing applied (``Shelf.doc_entries``)."""
+    changed: frozenset[str] = frozenset()
+    """The shipped ids changed at the last version bump."""
     withheld: frozenset[str] = frozenset()
-    hooks: Mapping[str, str] = field(default_factory=dict)
-    """id -> the hook of its index entry (folder lines left out)."""
     inputs: Mapping[str, Stamp | None] = field(default_factory=dict)
     """The files and folders it was derived from, with their stamps taken before the reads."""
 
+    @functools.cached_property
+    def docs(self) -> Mapping[str, tuple[str, Origin]]:
+        """id -> (file path, origin) of every doc, shadowing applied, in walk order."""
+        return {doc_id: (path, origin) for doc_id, path, origin in self.walk()}
+
+    def _local(self, doc_id: str) -> bool:
+        if "docs" in self.__dict__:  # walked already: answer from the walk
+            found = self.docs.get(doc_id)
+            return found is not None and found[1] != Origin.SHIPPED
+        return self.local_has(doc_id)
+
     def exists(self, doc_id: str) -> bool:
         """Whether a doc resolves for ``doc_id`` in either tier."""
-        return doc_id in self.docs
+        return doc_id in self.shipped or self._local(doc_id)
 
     def shadows(self, doc_id: str) -> bool:
         """Whether a local copy hides a shipped doc of ``doc_id``."""
-        found = self.docs.get(doc_id)
-        return found is not None and found[1] == Origin.SHADOW
+        return doc_id in self.shipped and self._local(doc_id)
+
+    @functools.cached_property
+    def ignored(self) -> frozenset[str]:
+        return frozenset(self.index.ignored)
+
+    @functools.cached_property
+    def hooks(self) -> Mapping[str, str]:
+        """id -> the hook of its index entry (folder lines left out)."""
+        return {e.doc_id: e.hook for e in self.index.entries if not e.collection}
+
+    @functools.cached_property
+    def new(self) -> tuple[str, ...]:
+        """The New-shipped tail, sorted."""
+        entries = self.index.entry_ids
+        return tuple(sorted(i for i in self.shipped if i not in entries and i not in self.ignored and not is_banked(i)))
+
+    @functools.cached_property
+    def stale(self) -> tuple[str, ...]:
+        """The stale tail, sorted."""
+        return tuple(sorted(i for i in self.changed if i in self.shipped and self._local(i)))
+
+    @functools.cached_property
+    def listed(self) -> tuple[str, ...]:
+        resolving = [e.doc_id for e in self.index.entries if not e.collection and self.exists(e.doc_id)]
+        return tuple(dict.fromkeys(resolving + list(self.new) + list(self.stale)))
+
+    @functools.cached_property
+    def surfaced(self) -> frozenset[str]:
+        surfaced = set(self.listed)
+        prefixes = tuple(e.doc_id + "/" for e in self.index.entries if e.collection)
+        if prefixes:
+            # "/_" in "/" + id: a banked segment, without splitting every id of a large tier
+            surfaced.update(
+                i for i in self.docs if i.startswith(prefixes) and "/_" not in "/" + i and i not in self.ignored
+            )
+        return frozenset(surfaced)
 
     def state(self, doc_id: str) -> Shown:
         """How ``doc_id`` is shown (the strongest that applies)."""
@@ -92,7 +141,7 @@ class Visibility:
             return Shown.LISTED
         if doc_id in self.surfaced:
             return Shown.SURFACED
-        if doc_id not in self.docs:
+        if not self.exists(doc_id):
             return Shown.WITHHELD if doc_id in self.withheld else Shown.ABSENT
         if doc_id in self.ignored:
             return Shown.IGNORED
@@ -117,41 +166,24 @@ class Visibility:
 def build(
     index_text: str,
     problem: str | None,
-    walked: Iterable[tuple[str, str, Origin]],
+    shipped: Mapping[str, str],
+    local_has: Callable[[str], bool],
+    walk: Callable[[], Iterable[tuple[str, str, Origin]]],
     changed: frozenset[str],
     withheld: frozenset[str] = frozenset(),
     inputs: Mapping[str, Stamp | None] | None = None,
 ) -> Visibility:
-    """The visibility of one snapshot: the index text, ``walked`` (``Shelf.doc_entries``: every
-    doc with its path and origin, withheld shipped docs left out) and the shipped ids ``changed``
-    at the last version bump."""
-    parsed = index_mod.parse(index_text)
-    docs = {doc_id: (path, origin) for doc_id, path, origin in walked}
-    shipped = {doc_id for doc_id, (_, origin) in docs.items() if origin != Origin.LOCAL}
-    local = {doc_id for doc_id, (_, origin) in docs.items() if origin != Origin.SHIPPED}
-    ignored = frozenset(parsed.ignored)
-    entries = parsed.entry_ids
-    new = tuple(sorted(i for i in shipped if i not in entries and i not in ignored and not is_banked(i)))
-    stale = tuple(sorted(i for i in changed if i in shipped and i in local))
-    resolving = [e.doc_id for e in parsed.entries if not e.collection and e.doc_id in docs]
-    listed = tuple(dict.fromkeys(resolving + list(new) + list(stale)))
-    surfaced = set(listed)
-    prefixes = tuple(e.doc_id + "/" for e in parsed.entries if e.collection)
-    if prefixes:
-        # "/_" in "/" + id: a banked segment, without splitting every id of a large tier
-        surfaced.update(i for i in docs if i.startswith(prefixes) and "/_" not in "/" + i and i not in ignored)
-    hooks = {e.doc_id: e.hook for e in parsed.entries if not e.collection}
+    """The visibility of one snapshot: the index text, the served ``shipped`` docs, the local tier
+    (``local_has`` per id, ``walk`` for every doc: ``Shelf.doc_entries``) and the shipped ids
+    ``changed`` at the last version bump. Nothing is walked here."""
     return Visibility(
-        index=parsed,
+        index=index_mod.parse(index_text),
         index_text=index_text,
         problem=problem,
-        docs=docs,
-        listed=listed,
-        surfaced=frozenset(surfaced),
-        ignored=ignored,
-        new=new,
-        stale=stale,
+        shipped=shipped,
+        local_has=local_has,
+        walk=walk,
+        changed=changed,
         withheld=withheld,
-        hooks=hooks,
         inputs=dict(inputs or {}),
     )
