@@ -137,15 +137,13 @@ class Tier:
         *folders, name = doc_id.split("/")
         path = root
         try:
-            if not os.path.isdir(root):
-                return False
             for folder in folders:
-                path = os.path.join(path, folder)
+                path = f"{path}{os.sep}{folder}"
                 if not stat.S_ISDIR(os.lstat(path).st_mode):
                     return False
-            path = os.path.join(path, name + DOC_SUFFIX)
+            path = f"{path}{os.sep}{name}{DOC_SUFFIX}"
             mode = os.lstat(path).st_mode
-        except OSError:
+        except OSError:  # missing, or the root is no folder
             return False
         if stat.S_ISDIR(mode):
             return False

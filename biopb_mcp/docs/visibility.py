@@ -89,7 +89,15 @@ class Visibility:
         if "docs" in self.__dict__:  # walked already: answer from the walk
             found = self.docs.get(doc_id)
             return found is not None and found[1] != Origin.SHIPPED
-        return self.local_has(doc_id)
+        asked = self._asked
+        if doc_id not in asked:
+            asked[doc_id] = self.local_has(doc_id)
+        return asked[doc_id]
+
+    @functools.cached_property
+    def _asked(self) -> dict[str, bool]:
+        """The local tier's answers so far, so one model asks it once per id."""
+        return {}
 
     def exists(self, doc_id: str) -> bool:
         """Whether a doc resolves for ``doc_id`` in either tier."""
