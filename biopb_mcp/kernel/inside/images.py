@@ -510,22 +510,20 @@ def _scaled_to_level(
 
 def length_um(value: Any, unit: str | None) -> float | None:
     """``value`` in ``unit`` as micrometres; None when the unit is absent or not a length."""
-    if value is None or unit is None:
-        return None
-    key = _unit_key(unit)
-    factor = _LENGTH_UM.get(key) or _LENGTH_UM.get(key.rstrip("s"))
-    number = float(value)
-    if factor is None or not math.isfinite(number) or number <= 0:
-        return None
-    return _tidy(number * factor)
+    return _in_units(value, unit, _LENGTH_UM)
 
 
 def time_s(value: Any, unit: str | None) -> float | None:
     """``value`` in ``unit`` as seconds; None when the unit is absent or not a time."""
+    return _in_units(value, unit, _TIME_S)
+
+
+def _in_units(value: Any, unit: str | None, factors: dict[str, float]) -> float | None:
+    """A positive, finite ``value`` in ``unit`` scaled by ``factors`` (singular or plural unit names)."""
     if value is None or unit is None:
         return None
     key = _unit_key(unit)
-    factor = _TIME_S.get(key) or _TIME_S.get(key.rstrip("s"))
+    factor = factors.get(key) or factors.get(key.rstrip("s"))
     number = float(value)
     if factor is None or not math.isfinite(number) or number <= 0:
         return None
