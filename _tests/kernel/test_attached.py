@@ -7,9 +7,11 @@ works across a tunnel is left: the session id on its messages and its heartbeat.
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -99,3 +101,31 @@ def test_a_remote_kernel_restart_and_death_are_seen_without_its_pid(notebook: No
     finally:
         channels.close()
         kernel.shutdown()
+
+
+def test_a_kernel_started_with_transport_encryption_is_joined(tmp_path: Path) -> None:
+    """A Jupyter server set to ``transport_encryption`` writes CurveZMQ keys into the connection
+    file, and its kernel answers only a client presenting them: every channel the host opens
+    (shell, control, iopub, heartbeat, the session probe) must use them."""
+    notebook = NotebookKernel(
+        isolated_env(tmp_path), tmp_path / "kernel-encrypted.json", transport_encryption="required"
+    )
+    try:
+        assert "curve_publickey" in json.loads(notebook.connection_file.read_text())
+        kernel = attached(notebook, tmp_path)
+        channels, gone = join(kernel, remote=True)  # shell answered; watched by heartbeat and probe alone
+        try:
+            # the reply waits for the request's iopub idle too, so iopub is heard as well
+            reply = channels.call(
+                "shell", "execute_request", {"code": "x = 6 * 7", "silent": False}, 30, want_idle=True
+            )
+            assert reply is not None and reply["content"]["status"] == "ok"
+            reply = channels.call("control", "kernel_info_request", {}, 30)
+            assert reply is not None and reply["content"]["status"] == "ok"
+            time.sleep(HEARTBEAT_GRACE + 2)  # a heartbeat that cannot reach the kernel counts as gone by now
+            assert kernel.is_alive() and not gone.is_set() and not kernel.restarted.is_set()
+        finally:
+            channels.close()
+            kernel.shutdown()
+    finally:
+        notebook.close()

@@ -281,21 +281,13 @@ class LiveCells:
     # -- the iopub thread ----------------------------------------------------------------------------
     def _listen_iopub(self) -> None:
         import zmq
-        from jupyter_client.session import Session
 
-        info = self._info
-        if info.get("transport") == "ipc":
-            address = f"ipc://{info['ip']}-{info['iopub_port']}"
-        else:
-            address = f"tcp://{info['ip']}:{info['iopub_port']}"
-        session = Session(
-            key=str(info.get("key", "")).encode(), signature_scheme=str(info.get("signature_scheme", "hmac-sha256"))
-        )
+        from biopb_mcp.kernel.sockets import KernelSockets
+
         ctx = zmq.Context()
-        sock = ctx.socket(zmq.SUB)
-        sock.linger = 0
-        sock.setsockopt(zmq.SUBSCRIBE, b"")
-        sock.connect(address)
+        sockets = KernelSockets(self._info, ctx)
+        session = sockets.session()
+        sock = sockets.connect("iopub")
         try:
             while not self._stop.is_set():
                 if not sock.poll(200):

@@ -4,7 +4,8 @@ Laid out as jupyter_client separates manager and client: ``process.py`` is the p
 (``KernelProcess``: where the kernel runs and who owns it; ``LaunchedKernel`` starts and owns one
 in named phases, ``attached.py`` joins one it does not own), ``client.py`` the client side (the
 connection, with its parts: ``jobs.py`` executions by id, ``probes.py`` inspection and queries,
-``cells.py`` other clients' cells), and ``host.py`` the small facade composing both. Observers
+``cells.py`` other clients' cells; its sockets are made by jupyter_client in ``sockets.py`` and
+read by the one IO thread of ``channels.py``), and ``host.py`` the small facade composing both. Observers
 (``events.py``; the session notebook is ``recording.py``) hear what executions do. ``states.py``
 holds the kernel states and execution statuses as ``StrEnum``s.
 

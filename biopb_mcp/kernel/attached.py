@@ -59,14 +59,11 @@ class Heartbeat:
 
     def __init__(self, info: dict[str, Any]) -> None:
         import zmq
-        from jupyter_client.channels import HBChannel
+
+        from biopb_mcp.kernel.sockets import KernelSockets
 
         self._ctx = zmq.Context()
-        if info["transport"] == "ipc":
-            address = f"ipc://{info['ip']}-{info['hb_port']}"
-        else:
-            address = f"tcp://{info['ip']}:{info['hb_port']}"
-        self._channel = HBChannel(context=self._ctx, address=address)
+        self._channel = KernelSockets(info, self._ctx).heartbeat()
         self._channel.start()
         self._last_beat = time.monotonic()
 
@@ -101,18 +98,14 @@ class SessionProbe:
 
     def __init__(self, info: dict[str, Any], session: str, on_restart: Callable[[], None]) -> None:
         import zmq
-        from jupyter_client.session import Session
+
+        from biopb_mcp.kernel.sockets import KernelSockets
 
         self._expected = session
         self._on_restart = on_restart
-        self._session = Session(
-            key=str(info["key"]).encode(), signature_scheme=info["signature_scheme"], username="biopb-mcp"
-        )
-        if info["transport"] == "ipc":
-            self._address = f"ipc://{info['ip']}-{info['control_port']}"
-        else:
-            self._address = f"tcp://{info['ip']}:{info['control_port']}"
         self._ctx = zmq.Context()
+        self._sockets = KernelSockets(info, self._ctx)
+        self._session = self._sockets.session()
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="biopb-session-probe", daemon=True)
         self._thread.start()
@@ -120,9 +113,7 @@ class SessionProbe:
     def _run(self) -> None:
         import zmq
 
-        sock = self._ctx.socket(zmq.DEALER)
-        sock.linger = 0
-        sock.connect(self._address)
+        sock = self._sockets.connect("control")
         try:
             while not self._stop.is_set():
                 self._session.send(sock, "kernel_info_request", {})

@@ -4,7 +4,8 @@ zmq sockets are not thread-safe, and the server calls the host from many worker 
 single IO thread polls shell, control and iopub, sends what callers queue (woken through an
 inproc socket, so a send costs no polling delay), dispatches messages to the host, and watches
 the kernel process. Callers either ``send`` (fire and forget; replies reach ``on_message``) or
-``call`` (wait for the reply with a timeout).
+``call`` (wait for the reply with a timeout). The sockets and the session come from
+jupyter_client (:mod:`biopb_mcp.kernel.sockets`); reading them is this module's.
 """
 
 from __future__ import annotations
@@ -19,9 +20,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import zmq
-from jupyter_client.session import Session
 
 from biopb_mcp.kernel import wire
+from biopb_mcp.kernel.sockets import KernelSockets
 
 logger = logging.getLogger(__name__)
 
@@ -71,15 +72,13 @@ class KernelChannels:
         is_alive: Callable[[], bool],
         on_death: Callable[[], None],
     ) -> None:
-        self._info = info
         self._on_message = on_message
         self._is_alive = is_alive
         self._on_death = on_death
-        self.session = Session(
-            key=info["key"].encode(), signature_scheme=info["signature_scheme"], username="biopb-mcp"
-        )
-        self.session.unpack = wire.unpack  # a big image's base64 stays as the received bytes
         self._ctx = zmq.Context()
+        sockets = KernelSockets(info, self._ctx)
+        self.session = sockets.session()
+        self.session.unpack = wire.unpack  # a big image's base64 stays as the received bytes
         self._wake_addr = f"inproc://biopb-wake-{uuid.uuid4().hex}"
         self._wake_recv = self._ctx.socket(zmq.PULL)
         self._wake_recv.bind(self._wake_addr)
@@ -93,23 +92,10 @@ class KernelChannels:
         self.closed = threading.Event()
         self._sockets: dict[str, zmq.Socket[bytes]] = {}
         identity = uuid.uuid4().hex.encode()
-        for name, kind in (("shell", zmq.DEALER), ("control", zmq.DEALER), ("iopub", zmq.SUB)):
-            sock = self._ctx.socket(kind)
-            sock.linger = 0
-            if kind == zmq.DEALER:
-                sock.identity = identity
-            else:
-                sock.setsockopt(zmq.SUBSCRIBE, b"")
-            sock.connect(self._url(name))
-            self._sockets[name] = sock
+        for name in ("shell", "control", "iopub"):
+            self._sockets[name] = sockets.connect(name, identity if name != "iopub" else None)
         self._thread = threading.Thread(target=self._run, name="biopb-kernel-io", daemon=True)
         self._thread.start()
-
-    def _url(self, channel: str) -> str:
-        port = self._info[f"{channel}_port"]
-        if self._info["transport"] == "ipc":
-            return f"ipc://{self._info['ip']}-{port}"
-        return f"tcp://{self._info['ip']}:{port}"
 
     # -- caller side (any thread) ------------------------------------------------------------------
     def new_msg(self, msg_type: str, content: dict[str, Any]) -> dict[str, Any]:
