@@ -64,10 +64,11 @@ def _wide(store: DocStore, rng: Random, n: int) -> None:
 def _index_lines(store: DocStore, rng: Random, n: int) -> None:
     """The index grown by old/new, a few hundred lines at a time, until refused; then put back,
     so the other shapes' new docs are refused for their own size, not for the index's."""
-    before = store.listing.index_text_at_disk()
+    index = store.local_file("index")  # the file itself: what the writes left on disk
+    before = index.read_text(encoding="utf-8")
     try:
         for _ in range(20):
-            text = store.listing.index_text_at_disk()
+            text = index.read_text(encoding="utf-8")
             last = text.rstrip("\n").rsplit("\n", 1)[-1]
             extra = "".join(f"note {n}.{k} {'z' * rng.randint(0, 400)}\n" for k in range(rng.randint(50, 400)))
             store.write_doc("index", old=last + "\n", new=last + "\n" + extra)
