@@ -104,6 +104,8 @@ def test_read_connection_info_checks_the_shape(tmp_path: Path) -> None:
         ("ip", 7, "ip 7 is not an address"),
         ("ip", "", "ip '' is not an address"),
         ("kernel_name", 3, "kernel_name 3 is not text"),
+        ("curve_publickey", "k" * 40, "curve_publickey is given without curve_secretkey"),
+        ("curve_secretkey", "k" * 39, "curve_secretkey is given without curve_publickey"),
     ],
 )
 def test_every_field_a_client_uses_is_checked_and_named(
@@ -115,6 +117,18 @@ def test_every_field_a_client_uses_is_checked_and_named(
         read_connection_info(crafted)
     assert str(crafted) in str(caught.value)
     assert '"k"' not in str(caught.value) and "'k'" not in str(caught.value)  # the key's value is never shown
+
+
+@pytest.mark.parametrize("bad", ["short", "k" * 39 + "~", 40, None])
+def test_a_malformed_curve_key_is_named_and_never_shown(tmp_path: Path, bad: object) -> None:
+    crafted = tmp_path / "kernel-crafted.json"
+    good = "rq:rM>}U?@Lns47E1%kR.o@n%FcmmsL/@{H8]yf7"  # a public key as zmq.curve_keypair writes one
+    crafted.write_text(json.dumps({**INFO, "curve_publickey": good, "curve_secretkey": bad}))
+    with pytest.raises(KernelError, match="curve_secretkey is not a CurveZMQ key") as caught:
+        read_connection_info(crafted)
+    assert "curve_publickey" not in str(caught.value) and good not in str(caught.value)
+    if isinstance(bad, str):
+        assert bad not in str(caught.value)
 
 
 def test_a_deeply_nested_connection_file_is_a_clear_error(tmp_path: Path) -> None:

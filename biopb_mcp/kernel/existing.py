@@ -87,11 +87,34 @@ def read_connection_info(path: Path) -> dict[str, Any]:
         problems.append(
             f"signature_scheme {_shown(scheme)} is not hmac-<hash> with a hash Python knows (e.g. hmac-sha256)"
         )
+    problems.extend(_curve_problems(info))
     if "kernel_name" in info and not isinstance(info["kernel_name"], str):
         problems.append(f"kernel_name {_shown(info['kernel_name'])} is not text")
     if problems:
         raise KernelError(f"{path}: {'; '.join(problems)}.")
     return info
+
+
+_CURVE_KEYS = ("curve_publickey", "curve_secretkey")
+_Z85 = frozenset("0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ.-:+=^!/*?&<>()[]{}@%$#")
+
+
+def _curve_problems(info: dict[str, object]) -> list[str]:
+    """What is wrong with the CurveZMQ keys a Jupyter server adds for transport encryption.
+
+    zmq would refuse a malformed key only when a socket is made, as an error naming no field;
+    the values are secrets, so only their names are shown."""
+    present = [k for k in _CURVE_KEYS if k in info]
+    if not present:
+        return []
+    if len(present) == 1:
+        missing = next(k for k in _CURVE_KEYS if k not in info)
+        return [f"{present[0]} is given without {missing} (transport encryption needs both)"]
+    return [f"{k} is not a CurveZMQ key (40 characters of Z85 text)" for k in _CURVE_KEYS if not _is_z85_key(info[k])]
+
+
+def _is_z85_key(value: object) -> bool:
+    return isinstance(value, str) and len(value) == 40 and set(value) <= _Z85
 
 
 def _is_port(value: object) -> bool:
