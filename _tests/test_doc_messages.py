@@ -196,6 +196,11 @@ FROM_FIELDS = [
         "a function name.",
     ),
     (
+        InvalidQuery("x", kind=DocProblem.QUERY_TOO_COSTLY, limit=1.5, shown="'pixel size'"),
+        "Search query 'pixel size' was stopped after 1.5 s: it matches too much of the docs to rank in time. "
+        "Search for its most distinctive part instead: a name, one line of an error, two or three uncommon words.",
+    ),
+    (
         SearchUnavailable("x", kind=DocProblem.INDEX_LOCKED, path="/s/search.sqlite3", changed=1200, limit=500),
         "The search index /s/search.sqlite3 is locked by another process, and 1,200 docs changed since it was "
         "written (at most 500 are searched without it); search again in a moment.",
@@ -218,6 +223,7 @@ FACTS_QUOTED = [
     lambda s: s.write_doc("kernel", body="x", old="a", new="b"),
     lambda s: s.write_doc("kernel", old="a"),
     lambda s: s.write_doc("kernel", old="", new="b"),
+    lambda s: s.write_doc("kernel", body="  \n"),
     lambda s: s.write_doc("kernel", old="n", new="b"),
     lambda s: s.write_doc("big", body="# Big\n" + "l\n" * BODY_MAX_LINES),
     lambda s: s.write_doc("index", body="# Index\n" + "".join(f"- d{i}: hook\n" for i in range(INDEX_MAX_ENTRIES + 1))),

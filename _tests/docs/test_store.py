@@ -17,7 +17,7 @@ from biopb_mcp.docs import BODY_MAX_LINES, FILE_MAX_BYTES, INDEX_MAX_ENTRIES
 from biopb_mcp.docs.index import parse
 from biopb_mcp.docs.store import DocStore
 from biopb_mcp.docs.views import Origin
-from biopb_mcp.errors import DocNotFound, DocUnreadable, InvalidDocId, WriteRefused
+from biopb_mcp.errors import DocNotFound, DocProblem, DocUnreadable, InvalidDocId, WriteRefused
 from biopb_mcp.fs import stamps
 from biopb_mcp.text.doc_views import read_doc
 from biopb_mcp.text.docs import FOR_AGENT
@@ -160,21 +160,24 @@ def test_replace_matching_zero_or_two_times_is_refused_and_changes_nothing(
 
 
 @pytest.mark.parametrize(
-    ("kwargs", "says"),
+    ("kwargs", "says", "kind"),
     [
-        ({}, "got neither"),
-        ({"body": "# x\n", "old": "a", "new": "b"}, "not both"),
-        ({"old": "a"}, "got only old"),
-        ({"new": "b"}, "got only new"),
-        ({"body": "   \n"}, "There is no delete"),
-        ({"old": "", "new": "b"}, "old is empty"),
+        ({}, "got neither", DocProblem.ARGS_NEITHER),
+        ({"body": "# x\n", "old": "a", "new": "b"}, "not both", DocProblem.ARGS_BOTH),
+        ({"old": "a"}, "got only old", DocProblem.ARGS_HALF),
+        ({"new": "b"}, "got only new", DocProblem.ARGS_HALF),
+        ({"body": "   \n"}, "body is empty", DocProblem.BODY_EMPTY),  # the advice (no delete) is text/'s
+        ({"old": "", "new": "b"}, "old is empty", DocProblem.OLD_EMPTY),
     ],
 )
-def test_other_argument_combinations_are_refused(store: DocStore, kwargs: dict[str, str], says: str) -> None:
+def test_other_argument_combinations_are_refused(
+    store: DocStore, kwargs: dict[str, str], says: str, kind: DocProblem
+) -> None:
     render_index(store)
     before = snapshot(store.local_dir)
-    with pytest.raises(WriteRefused, match=says):
+    with pytest.raises(WriteRefused, match=says) as caught:
         store.write_doc("kernel", **kwargs)
+    assert caught.value.kind is kind
     assert snapshot(store.local_dir) == before
 
 

@@ -8,14 +8,13 @@ from pathlib import Path
 
 from biopb_mcp.cli.usage import print_warnings
 from biopb_mcp.config.settings import (
-    CONFIG_DIR_ENV,
     CONFIG_FILE_NAME,
     config_dir,
     load_settings,
     render_example,
     render_show,
 )
-from biopb_mcp.errors import ConfigError
+from biopb_mcp.errors import ConfigError, ConfigProblem
 from biopb_mcp.fs import nofollow
 
 __all__ = ["init_config", "run_config"]
@@ -32,16 +31,13 @@ def init_config(cdir: Path, *, force: bool = False) -> Path:
     """
     cfile = cdir / CONFIG_FILE_NAME
     if not force and (cfile.exists() or cfile.is_symlink()):
-        raise ConfigError(
-            "already exists; edit it, or rerun with --force to overwrite it with the defaults", path=cfile
-        )
+        raise ConfigError("already exists", path=cfile, kind=ConfigProblem.FILE_EXISTS)
     try:
         cdir.mkdir(parents=True, exist_ok=True, mode=0o700)
         nofollow.write_atomic(cdir, CONFIG_FILE_NAME, render_example().encode("utf-8"))
     except OSError as exc:
         raise ConfigError(
-            f"cannot write the config file: {exc.strerror or exc}; set ${CONFIG_DIR_ENV} to a writable directory",
-            path=cfile,
+            f"cannot write the config file: {exc.strerror or exc}", path=cfile, kind=ConfigProblem.FILE_UNWRITABLE
         ) from None
     return cfile
 

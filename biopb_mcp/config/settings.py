@@ -586,11 +586,11 @@ def load_settings(config_dir: Path | None = None) -> Settings:
     outputs: OutputsSettings = sections["outputs"]
     if outputs.decimal_mark == outputs.table_delimiter:
         raise ConfigError(
-            f'outputs.decimal_mark "{outputs.decimal_mark}" cannot also be the table delimiter; with a '
-            'decimal comma set table_delimiter = ";"',
+            f'outputs.decimal_mark "{outputs.decimal_mark}" cannot also be the table delimiter',
             path=cfile,
             line=lines.get("outputs.decimal_mark"),
             key="outputs.decimal_mark",
+            kind=ConfigProblem.MARK_IS_DELIMITER,
         )
     server: ServerSettings = sections["server"]
     own_tree = _is_own_tree(cdir)

@@ -24,4 +24,10 @@ def config_refusal(exc: ConfigError) -> str:
     if kind is ConfigProblem.BAD_TOML:
         what = f" (key {exc.key})" if exc.key else ""
         return f"{where}invalid TOML{what}: {exc.details['reason']}; fix that line"
+    if kind is ConfigProblem.FILE_EXISTS:
+        return f"{exc}; edit it, or rerun with --force to overwrite it with the defaults"
+    if kind is ConfigProblem.FILE_UNWRITABLE:
+        return f"{exc}; set ${CONFIG_DIR_ENV} to a writable directory"
+    if kind is ConfigProblem.MARK_IS_DELIMITER:
+        return f'{exc}; with a decimal comma set table_delimiter = ";"'
     return str(exc)

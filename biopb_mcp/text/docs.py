@@ -129,6 +129,12 @@ def refusal(exc: DocError, calls: Calls) -> str:
             f"Search query is {facts['count']:,} characters; the most is {facts['limit']:,}. Search for its "
             f"distinctive part instead: one line of an error, a name, a few words (it began {facts['began']})."
         )
+    if kind is DocProblem.QUERY_TOO_COSTLY:
+        return (
+            f"Search query {facts['shown']} was stopped after {facts['limit']:g} s: it matches too much of the "
+            "docs to rank in time. Search for its most distinctive part instead: a name, one line of an error, "
+            "two or three uncommon words."
+        )
     if kind is DocProblem.BAD_CURSOR:
         return _bad_cursor(exc)
     if kind is DocProblem.NO_FTS5:
