@@ -26,6 +26,7 @@ from biopb_mcp.config.settings import (
 )
 from biopb_mcp.errors import ConfigError, ConfigProblem
 from biopb_mcp.server.logs import setup_logging
+from biopb_mcp.text.failures import for_terminal
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -376,9 +377,13 @@ def test_unwritable_log_location_is_a_config_error_naming_the_keys(tmp_path: Pat
     (tmp_path / "blocker").write_text("", encoding="utf-8")
     write_config(tmp_path / "cfg", f"[server]\nstate_dir = '{tmp_path / 'blocker' / 'state'}'\n")
     settings = load_settings(tmp_path / "cfg")
-    with pytest.raises(ConfigError, match=r"server.log_file or server.state_dir") as info:
+    with pytest.raises(ConfigError) as info:
         setup_logging(settings, stderr=False)
-    assert str(settings.log_file) in str(info.value)
+    assert str(info.value).startswith(f"cannot write the log file {settings.log_file}: ")
+    assert info.value.kind is ConfigProblem.LOG_UNWRITABLE and info.value.key == "server.log_file"
+    assert for_terminal(info.value) == (  # the keys that move it are text/'s
+        f"{info.value}; set server.log_file or server.state_dir in {settings.config_file} to a writable place"
+    )
 
 
 def test_logging_goes_to_a_private_file_and_stderr_never_stdout(

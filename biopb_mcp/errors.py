@@ -57,6 +57,12 @@ class ConfigProblem(StrEnum):
     """``config init`` found a config file there already."""
     FILE_UNWRITABLE = "file_unwritable"
     """``config init`` could not write the file (the config dir is moved by its variable)."""
+    LOG_UNWRITABLE = "log_unwritable"
+    """The server's log file cannot be created (``config_file`` in the details)."""
+    TOKEN_UNKEPT = "token_unkept"
+    """The stable HTTP token cannot be kept in the state dir (``config_file``)."""
+    TOKEN_FILE_UNWRITABLE = "token_file_unwritable"
+    """The HTTP token file cannot be written in the runtime dir (``config_file``)."""
     MARK_IS_DELIMITER = "mark_is_delimiter"
     """outputs.decimal_mark equals outputs.table_delimiter (the key is the mark's)."""
 

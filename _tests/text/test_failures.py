@@ -3,6 +3,7 @@ the advice is written here, once, for the agent (``for_agent``) or a terminal (`
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -10,6 +11,7 @@ import pytest
 from biopb_mcp.config.settings import load_settings
 from biopb_mcp.errors import ConfigError, ConfigProblem, KernelBusy, KernelNotReady
 from biopb_mcp.kernel import KernelState
+from biopb_mcp.server.transports.http import http_token
 from biopb_mcp.text.failures import for_agent, for_terminal
 from biopb_mcp.text.kernel import lost_kernel
 
@@ -100,3 +102,25 @@ def test_a_dead_kernel_is_told_its_exit_its_log_and_that_the_namespace_is_lost()
     )
     plain = KernelNotReady("The kernel is dead.", state="dead")  # no facts: the statement is quoted
     assert for_agent(plain) == "The kernel is dead. Call start_kernel to start a fresh kernel (the namespace was lost)."
+
+
+def test_a_server_that_cannot_keep_its_token_is_told_the_key_to_set_or_the_other_choice(tmp_path: Path) -> None:
+    settings = load_settings(tmp_path / "cfg")
+    blocked = tmp_path / "blocker"
+    blocked.write_text("", encoding="utf-8")
+    with pytest.raises(ConfigError) as unkept:
+        http_token(replace(settings, state_dir=blocked / "state"))
+    assert unkept.value.kind is ConfigProblem.TOKEN_UNKEPT
+    assert str(unkept.value).startswith(f"cannot keep the HTTP token in {blocked / 'state'}: ")
+    assert for_terminal(unkept.value) == (
+        f"{unkept.value}; set server.state_dir in {settings.config_file} to a writable directory, or "
+        'http.token = "per-start"'
+    )
+    with pytest.raises(ConfigError) as unwritable:
+        http_token(replace(settings, runtime_dir=blocked / "rt"))
+    assert unwritable.value.kind is ConfigProblem.TOKEN_FILE_UNWRITABLE
+    assert str(unwritable.value).startswith(f"cannot write the HTTP token file in {blocked / 'rt'}: ")
+    assert for_terminal(unwritable.value) == (
+        f"{unwritable.value}; set server.runtime_dir in {settings.config_file} to a writable directory (or use "
+        "--no-auth)"
+    )

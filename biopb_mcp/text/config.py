@@ -28,6 +28,17 @@ def config_refusal(exc: ConfigError) -> str:
         return f"{exc}; edit it, or rerun with --force to overwrite it with the defaults"
     if kind is ConfigProblem.FILE_UNWRITABLE:
         return f"{exc}; set ${CONFIG_DIR_ENV} to a writable directory"
+    if kind is ConfigProblem.LOG_UNWRITABLE:
+        return f"{exc}; set server.log_file or server.state_dir in {exc.details['config_file']} to a writable place"
+    if kind is ConfigProblem.TOKEN_UNKEPT:
+        return (
+            f"{exc}; set server.state_dir in {exc.details['config_file']} to a writable directory, or "
+            'http.token = "per-start"'
+        )
+    if kind is ConfigProblem.TOKEN_FILE_UNWRITABLE:
+        return (
+            f"{exc}; set server.runtime_dir in {exc.details['config_file']} to a writable directory (or use --no-auth)"
+        )
     if kind is ConfigProblem.MARK_IS_DELIMITER:
         return f'{exc}; with a decimal comma set table_delimiter = ";"'
     return str(exc)
