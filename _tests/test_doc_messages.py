@@ -50,6 +50,39 @@ def _refused(call: Any) -> DocError:
 AGENT_TEXT = [
     (lambda s: read_doc(s, ""), 'Empty doc id: give the id the index lists, e.g. read_doc("index").'),
     (
+        lambda s: read_doc(s, "/abs"),
+        "'/abs' is an absolute path; ids are relative to the docs tier (drop the leading '/').",
+    ),
+    (
+        lambda s: read_doc(s, "lab/"),
+        "'lab/' ends in '/': ids ending in '/' are reserved for collections; name a doc inside it instead, e.g. "
+        "'group/name'.",
+    ),
+    (
+        lambda s: read_doc(s, "win\\path"),
+        "Doc id 'win\\\\path' contains '\\\\' (use '/' to separate segments); ids use letters, digits, '.', '_', "
+        "'-' and '/' between segments.",
+    ),
+    (lambda s: read_doc(s, "a//b"), "Doc id 'a//b' has an empty segment ('//'); remove the extra '/'."),
+    (
+        lambda s: s.write_doc("kernel@diff", body="# x\n"),
+        "'kernel@diff' is a read-only view, not a doc; write to the doc id itself ('kernel').",
+    ),
+    (
+        lambda s: s.write_doc("a b@diff", body="# x\n"),
+        "'a b@diff' is a read-only view, not a doc; write to the doc id itself.",
+    ),
+    (
+        lambda s: parse_cursor("biopb://docs/a//b"),
+        "Invalid cursor 'biopb://docs/a//b': Doc id 'a//b' has an empty segment ('//'); remove the extra '/'. Pass "
+        "back the nextCursor you received, or none to start over.",
+    ),
+    (
+        lambda s: parse_cursor("biopb://docs/"),
+        "Invalid cursor 'biopb://docs/': Empty doc id: give the id the index lists. Pass back the nextCursor you "
+        "received, or none to start over.",
+    ),
+    (
         lambda s: read_doc(s, "kernell"),
         "No doc 'kernell'. Closest: kernel. read_doc(\"index\") lists the docs; write_doc(id, body=…) creates one.",
     ),

@@ -203,7 +203,8 @@ class InvalidQuery(DocError):
 class InvalidCursor(DocError):
     """A ``resources/list`` cursor that is not the URI of a docs resource; the client sees an
     invalid-params error. ``cursor`` is the cursor (cut to 80 characters), ``prefix`` what a
-    docs URI starts with, ``problem`` what the id grammar refused in it (when it names an id)."""
+    docs URI starts with, ``problem`` the InvalidDocId the id grammar refused it with (when it
+    names an id)."""
 
     default_kind = DocProblem.BAD_CURSOR
 
