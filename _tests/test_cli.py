@@ -348,7 +348,13 @@ def test_config_show_flags_a_kernel_name_with_no_installed_spec(
     code, out, err = run(["config", "show"], capsys)
     assert code == 0 and 'name = "nosuchkernel"' in out
     flagged = [line for line in err.splitlines() if "nosuchkernel" in line]
-    assert len(flagged) == 1 and flagged[0].startswith("warning: ") and "kernelspec list" in flagged[0]
+    from jupyter_client.kernelspec import KernelSpecManager
+
+    known = ", ".join(sorted(KernelSpecManager().find_kernel_specs())) or "none installed"
+    assert flagged == [
+        f"warning: kernel.name = 'nosuchkernel' names no installed Jupyter kernel spec (available: {known}); "
+        "start_kernel will fail until it does (see `jupyter kernelspec list`)"
+    ]
 
 
 def test_config_show_after_config_init_still_attributes_every_value_to_its_default(

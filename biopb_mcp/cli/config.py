@@ -50,23 +50,20 @@ def run_config(args: argparse.Namespace) -> int:
     settings = load_settings()
     print_warnings(settings)
     sys.stdout.write(render_show(settings))
-    problem = _kernel_spec_problem(settings.kernel.name)
-    if problem:
-        print(f"warning: {problem}", file=sys.stderr)
+    known = _specs_without(settings.kernel.name)
+    if known is not None:
+        from biopb_mcp.text.config import unknown_kernel_spec
+
+        print(f"warning: {unknown_kernel_spec(settings.kernel.name, known)}", file=sys.stderr)
     return 0
 
 
-def _kernel_spec_problem(name: str) -> str | None:
-    """Why ``kernel.name`` cannot start, or None: caught here, not at the agent's first start_kernel."""
+def _specs_without(name: str) -> list[str] | None:
+    """The installed kernel specs when ``kernel.name`` is none of them, else None: caught here,
+    not at the agent's first start_kernel."""
     if not name:
         return None
     from jupyter_client.kernelspec import KernelSpecManager
 
     specs = KernelSpecManager().find_kernel_specs()
-    if name in specs:
-        return None
-    known = ", ".join(sorted(specs)) or "none installed"
-    return (
-        f"kernel.name = {name!r} names no installed Jupyter kernel spec (available: {known}); "
-        "start_kernel will fail until it does (see `jupyter kernelspec list`)"
-    )
+    return None if name in specs else sorted(specs)

@@ -6,7 +6,7 @@ from __future__ import annotations
 from biopb_mcp.config.settings import CONFIG_DIR_ENV
 from biopb_mcp.errors import ConfigError, ConfigProblem
 
-__all__ = ["config_refusal"]
+__all__ = ["config_refusal", "unknown_kernel_spec"]
 
 
 def config_refusal(exc: ConfigError) -> str:
@@ -42,3 +42,11 @@ def config_refusal(exc: ConfigError) -> str:
     if kind is ConfigProblem.MARK_IS_DELIMITER:
         return f'{exc}; with a decimal comma set table_delimiter = ";"'
     return str(exc)
+
+
+def unknown_kernel_spec(name: str, known: list[str]) -> str:
+    """``config show``'s warning that ``kernel.name`` names no installed kernel spec (``known``)."""
+    return (
+        f"kernel.name = {name!r} names no installed Jupyter kernel spec (available: "
+        f"{', '.join(known) or 'none installed'}); start_kernel will fail until it does (see `jupyter kernelspec list`)"
+    )
