@@ -16,8 +16,10 @@ from biopb_mcp.config.settings import (
     CONFIG_DIR_ENV,
     SCHEMA,
     SECTIONS,
+    ConfigWarning,
     Key,
     Settings,
+    WarningKind,
     config_dir,
     defaults,
     load_settings,
@@ -26,6 +28,7 @@ from biopb_mcp.config.settings import (
 )
 from biopb_mcp.errors import ConfigError, ConfigProblem
 from biopb_mcp.server.logs import setup_logging
+from biopb_mcp.text.config import config_warning
 from biopb_mcp.text.failures import for_terminal
 
 REPO = Path(__file__).resolve().parents[1]
@@ -157,8 +160,12 @@ def test_old_skills_key_is_an_alias_with_a_deprecation_warning(tmp_path: Path) -
     s = load_settings(tmp_path)
     assert s.docs_local_dir == tmp_path / "old-docs"
     assert s.sources["services.docs_local_dir"] == f"alias services.skills_local_dir ({cfile}:2)"
-    assert len(s.warnings) == 1
-    assert "skills_local_dir is deprecated" in s.warnings[0] and "docs_local_dir" in s.warnings[0]
+    old, new = "services.skills_local_dir", "services.docs_local_dir"
+    assert s.warnings == [ConfigWarning(WarningKind.ALIAS_USED, f"{cfile}:2", {"old": old, "new": new})]
+    assert config_warning(s.warnings[0]) == (  # the rename to make is text/'s
+        f"{cfile}:2: services.skills_local_dir is deprecated and will stop working in the next release; rename it "
+        "to docs_local_dir (same value)"
+    )
 
 
 def test_new_docs_key_wins_over_the_alias_and_says_the_old_one_is_ignored(tmp_path: Path) -> None:
@@ -166,7 +173,12 @@ def test_new_docs_key_wins_over_the_alias_and_says_the_old_one_is_ignored(tmp_pa
     s = load_settings(tmp_path)
     assert s.docs_local_dir == tmp_path / "new"
     assert s.sources["services.docs_local_dir"] == f"{cfile}:3"
-    assert len(s.warnings) == 1 and "ignored" in s.warnings[0]
+    facts = {"old": "services.skills_local_dir", "new": "services.docs_local_dir", "source": f"{cfile}:3"}
+    assert s.warnings == [ConfigWarning(WarningKind.ALIAS_IGNORED, f"{cfile}:2", facts)]
+    assert config_warning(s.warnings[0]) == (
+        f"{cfile}:2: services.skills_local_dir is deprecated and ignored because services.docs_local_dir is also "
+        f"set ({cfile}:3); delete the services.skills_local_dir line"
+    )
     assert set(ALIASES) == {"services.skills_local_dir"}
 
 

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 
 from biopb_mcp.config.settings import Settings
 from biopb_mcp.errors import ConfigError, ConfigProblem
+from biopb_mcp.text.config import config_warning
 
 __all__ = [
     "LOG_BACKUPS",
@@ -96,8 +97,8 @@ def setup_logging(settings: Settings, *, stderr: bool) -> None:
     root.addHandler(limited)
     root.setLevel(settings.server.log_level)
     log = logging.getLogger(__name__)
-    for message in settings.warnings:
-        log.warning(message)
+    for warning in settings.warnings:
+        log.warning(config_warning(warning))
 
 
 class PrivateRotatingFileHandler(logging.handlers.RotatingFileHandler):

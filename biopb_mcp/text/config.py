@@ -3,10 +3,10 @@ key, what is wrong) and, where it depends on the problem, what to do about it.""
 
 from __future__ import annotations
 
-from biopb_mcp.config.settings import CONFIG_DIR_ENV
+from biopb_mcp.config.settings import CONFIG_DIR_ENV, ConfigWarning, WarningKind
 from biopb_mcp.errors import ConfigError, ConfigProblem
 
-__all__ = ["config_refusal", "unknown_kernel_spec"]
+__all__ = ["config_refusal", "config_warning", "unknown_kernel_spec"]
 
 
 def config_refusal(exc: ConfigError) -> str:
@@ -50,3 +50,19 @@ def unknown_kernel_spec(name: str, known: list[str]) -> str:
         f"kernel.name = {name!r} names no installed Jupyter kernel spec (available: "
         f"{', '.join(known) or 'none installed'}); start_kernel will fail until it does (see `jupyter kernelspec list`)"
     )
+
+
+def config_warning(warning: ConfigWarning) -> str:
+    """A config warning (a deprecated key, the runtime dir's fallback) with what to do about it."""
+    facts = warning.facts
+    if warning.kind is WarningKind.ALIAS_USED:
+        return (
+            f"{warning.where}: {facts['old']} is deprecated and will stop working in the next release; rename it "
+            f"to {facts['new'].split('.')[1]} (same value)"
+        )
+    if warning.kind is WarningKind.ALIAS_IGNORED:
+        return (
+            f"{warning.where}: {facts['old']} is deprecated and ignored because {facts['new']} is also set "
+            f"({facts['source']}); delete the {facts['old']} line"
+        )
+    return f"{facts['message']}; runtime files go to {facts['path']} (set server.runtime_dir to move them)"

@@ -27,6 +27,7 @@ from biopb_mcp.server import presence
 from biopb_mcp.server.result_size import Fitted, encoded_size, fit_images, image_blocks, text_block
 from biopb_mcp.server.state import SERVER_NAME, AppState
 from biopb_mcp.server.tool import READ_ONLY, tool
+from biopb_mcp.text import config as config_text
 from biopb_mcp.text import kernel as kernel_text
 
 logger = logging.getLogger(__name__)
@@ -267,5 +268,5 @@ def register_kernel_tools(mcp: MCPServer, state: AppState) -> None:
         }
         status.update(state.extra_status)
         if settings.warnings:
-            status["config_warnings"] = list(settings.warnings)
+            status["config_warnings"] = [config_text.config_warning(w) for w in settings.warnings]
         return json.dumps(status, indent=2, default=str)
