@@ -29,6 +29,7 @@ from biopb_mcp.server.state import SERVER_NAME, AppState
 from biopb_mcp.server.tool import READ_ONLY, tool
 from biopb_mcp.text import config as config_text
 from biopb_mcp.text import kernel as kernel_text
+from biopb_mcp.text.failures import for_agent
 
 logger = logging.getLogger(__name__)
 
@@ -256,7 +257,7 @@ def register_kernel_tools(mcp: MCPServer, state: AppState) -> None:
         try:
             status["docs"] = state.store.summary()
         except BiopbMcpError as exc:
-            status["docs"] = {"error": str(exc)}
+            status["docs"] = {"error": for_agent(exc)}
         status["paths"] = {
             "config_file": str(settings.config_file),
             "docs_local_dir": str(settings.docs_local_dir),
