@@ -16,16 +16,20 @@ from biopb_mcp.config.settings import (
     CONFIG_DIR_ENV,
     SCHEMA,
     SECTIONS,
+    ConfigWarning,
     Key,
     Settings,
+    WarningKind,
     config_dir,
     defaults,
     load_settings,
     render_example,
     render_show,
 )
-from biopb_mcp.errors import ConfigError
+from biopb_mcp.errors import ConfigError, ConfigProblem
 from biopb_mcp.server.logs import setup_logging
+from biopb_mcp.text.config import config_warning
+from biopb_mcp.text.failures import for_terminal
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -110,9 +114,9 @@ def test_init_writes_the_example_and_refuses_to_overwrite_without_force(tmp_path
     assert path.read_text(encoding="utf-8") == render_example()
     assert stat.S_IMODE(cdir.stat().st_mode) == 0o700
     path.write_text("[kernel]\nname = 'mine'\n", encoding="utf-8")
-    with pytest.raises(ConfigError, match="--force") as info:
+    with pytest.raises(ConfigError) as info:
         init_config(cdir)
-    assert str(path) in str(info.value)
+    assert str(info.value) == f"{path}: already exists" and info.value.kind is ConfigProblem.FILE_EXISTS
     assert path.read_text(encoding="utf-8") == "[kernel]\nname = 'mine'\n"
     init_config(cdir, force=True)
     assert path.read_text(encoding="utf-8") == render_example()
@@ -156,8 +160,12 @@ def test_old_skills_key_is_an_alias_with_a_deprecation_warning(tmp_path: Path) -
     s = load_settings(tmp_path)
     assert s.docs_local_dir == tmp_path / "old-docs"
     assert s.sources["services.docs_local_dir"] == f"alias services.skills_local_dir ({cfile}:2)"
-    assert len(s.warnings) == 1
-    assert "skills_local_dir is deprecated" in s.warnings[0] and "docs_local_dir" in s.warnings[0]
+    old, new = "services.skills_local_dir", "services.docs_local_dir"
+    assert s.warnings == [ConfigWarning(WarningKind.ALIAS_USED, f"{cfile}:2", {"old": old, "new": new})]
+    assert config_warning(s.warnings[0]) == (  # the rename to make is text/'s
+        f"{cfile}:2: services.skills_local_dir is deprecated and will stop working in the next release; rename it "
+        "to docs_local_dir (same value)"
+    )
 
 
 def test_new_docs_key_wins_over_the_alias_and_says_the_old_one_is_ignored(tmp_path: Path) -> None:
@@ -165,7 +173,12 @@ def test_new_docs_key_wins_over_the_alias_and_says_the_old_one_is_ignored(tmp_pa
     s = load_settings(tmp_path)
     assert s.docs_local_dir == tmp_path / "new"
     assert s.sources["services.docs_local_dir"] == f"{cfile}:3"
-    assert len(s.warnings) == 1 and "ignored" in s.warnings[0]
+    facts = {"old": "services.skills_local_dir", "new": "services.docs_local_dir", "source": f"{cfile}:3"}
+    assert s.warnings == [ConfigWarning(WarningKind.ALIAS_IGNORED, f"{cfile}:2", facts)]
+    assert config_warning(s.warnings[0]) == (
+        f"{cfile}:2: services.skills_local_dir is deprecated and ignored because services.docs_local_dir is also "
+        f"set ({cfile}:3); delete the services.skills_local_dir line"
+    )
     assert set(ALIASES) == {"services.skills_local_dir"}
 
 
@@ -368,6 +381,7 @@ def test_config_dir_under_a_regular_file_cannot_be_loaded_or_initialised(tmp_pat
     with pytest.raises(ConfigError, match="cannot write the config file") as info:
         init_config(blocker / "cfg")
     assert str(blocker / "cfg" / "config.toml") in str(info.value)
+    assert info.value.kind is ConfigProblem.FILE_UNWRITABLE  # where to point the config dir is text/'s
     assert blocker.read_text(encoding="utf-8") == "not a dir"
 
 
@@ -375,9 +389,13 @@ def test_unwritable_log_location_is_a_config_error_naming_the_keys(tmp_path: Pat
     (tmp_path / "blocker").write_text("", encoding="utf-8")
     write_config(tmp_path / "cfg", f"[server]\nstate_dir = '{tmp_path / 'blocker' / 'state'}'\n")
     settings = load_settings(tmp_path / "cfg")
-    with pytest.raises(ConfigError, match=r"server.log_file or server.state_dir") as info:
+    with pytest.raises(ConfigError) as info:
         setup_logging(settings, stderr=False)
-    assert str(settings.log_file) in str(info.value)
+    assert str(info.value).startswith(f"cannot write the log file {settings.log_file}: ")
+    assert info.value.kind is ConfigProblem.LOG_UNWRITABLE and info.value.key == "server.log_file"
+    assert for_terminal(info.value) == (  # the keys that move it are text/'s
+        f"{info.value}; set server.log_file or server.state_dir in {settings.config_file} to a writable place"
+    )
 
 
 def test_logging_goes_to_a_private_file_and_stderr_never_stdout(

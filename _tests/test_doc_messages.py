@@ -50,6 +50,39 @@ def _refused(call: Any) -> DocError:
 AGENT_TEXT = [
     (lambda s: read_doc(s, ""), 'Empty doc id: give the id the index lists, e.g. read_doc("index").'),
     (
+        lambda s: read_doc(s, "/abs"),
+        "'/abs' is an absolute path; ids are relative to the docs tier (drop the leading '/').",
+    ),
+    (
+        lambda s: read_doc(s, "lab/"),
+        "'lab/' ends in '/': ids ending in '/' are reserved for collections; name a doc inside it instead, e.g. "
+        "'group/name'.",
+    ),
+    (
+        lambda s: read_doc(s, "win\\path"),
+        "Doc id 'win\\\\path' contains '\\\\' (use '/' to separate segments); ids use letters, digits, '.', '_', "
+        "'-' and '/' between segments.",
+    ),
+    (lambda s: read_doc(s, "a//b"), "Doc id 'a//b' has an empty segment ('//'); remove the extra '/'."),
+    (
+        lambda s: s.write_doc("kernel@diff", body="# x\n"),
+        "'kernel@diff' is a read-only view, not a doc; write to the doc id itself ('kernel').",
+    ),
+    (
+        lambda s: s.write_doc("a b@diff", body="# x\n"),
+        "'a b@diff' is a read-only view, not a doc; write to the doc id itself.",
+    ),
+    (
+        lambda s: parse_cursor("biopb://docs/a//b"),
+        "Invalid cursor 'biopb://docs/a//b': Doc id 'a//b' has an empty segment ('//'); remove the extra '/'. Pass "
+        "back the nextCursor you received, or none to start over.",
+    ),
+    (
+        lambda s: parse_cursor("biopb://docs/"),
+        "Invalid cursor 'biopb://docs/': Empty doc id: give the id the index lists. Pass back the nextCursor you "
+        "received, or none to start over.",
+    ),
+    (
         lambda s: read_doc(s, "kernell"),
         "No doc 'kernell'. Closest: kernel. read_doc(\"index\") lists the docs; write_doc(id, body=…) creates one.",
     ),
@@ -196,6 +229,11 @@ FROM_FIELDS = [
         "a function name.",
     ),
     (
+        InvalidQuery("x", kind=DocProblem.QUERY_TOO_COSTLY, limit=1.5, shown="'pixel size'"),
+        "Search query 'pixel size' was stopped after 1.5 s: it matches too much of the docs to rank in time. "
+        "Search for its most distinctive part instead: a name, one line of an error, two or three uncommon words.",
+    ),
+    (
         SearchUnavailable("x", kind=DocProblem.INDEX_LOCKED, path="/s/search.sqlite3", changed=1200, limit=500),
         "The search index /s/search.sqlite3 is locked by another process, and 1,200 docs changed since it was "
         "written (at most 500 are searched without it); search again in a moment.",
@@ -218,6 +256,7 @@ FACTS_QUOTED = [
     lambda s: s.write_doc("kernel", body="x", old="a", new="b"),
     lambda s: s.write_doc("kernel", old="a"),
     lambda s: s.write_doc("kernel", old="", new="b"),
+    lambda s: s.write_doc("kernel", body="  \n"),
     lambda s: s.write_doc("kernel", old="n", new="b"),
     lambda s: s.write_doc("big", body="# Big\n" + "l\n" * BODY_MAX_LINES),
     lambda s: s.write_doc("index", body="# Index\n" + "".join(f"- d{i}: hook\n" for i in range(INDEX_MAX_ENTRIES + 1))),

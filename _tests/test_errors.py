@@ -69,7 +69,7 @@ def test_a_config_file_path_is_quoted_whole_in_the_advice_to_set_a_key() -> None
     """The advice is assembled from its parts, never patched by replacing characters in it."""
     path = "/home/lab/my .config/biopb-mcp/config.toml"
     not_ready = KernelNotReady(
-        "x", state="error", reason="cannot use the runtime dir.", setting="server.runtime_dir", config_file=path
+        "x", state="error", cause="cannot use the runtime dir.", setting="server.runtime_dir", config_file=path
     )
     assert f"Set server.runtime_dir in {path}. Call start_kernel" in for_agent(not_ready)
     refused = RestartRefused("x", reason="no spec.", setting="kernel.name", config_file="/lab/a ,b/config.toml")

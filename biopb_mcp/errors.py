@@ -18,7 +18,7 @@ on the problem. The sentence a reader gets, next step included, is written by ``
     + InvalidCursor      a resources/list cursor that is not the URI of a docs resource
     + SearchUnavailable  search cannot run here (no FTS5, an index locked or broken)
   x KernelError          anything about the kernel the server manages (kind: a KernelProblem)
-    + KernelNotReady     no usable kernel: state is not_started, starting, dead or error
+    + KernelNotReady     no usable kernel: state is not_started, starting, dead, gone or error
     + KernelBusy         code is already running (carries its job id)
     + JobNotFound        no job by that id
     + KernelNotOwned     restart/shutdown of a kernel the server joined but does not own
@@ -53,6 +53,18 @@ class ConfigProblem(StrEnum):
     FILE_IS_A_DIR = "file_is_a_dir"
     NOT_UTF8 = "not_utf8"
     BAD_TOML = "bad_toml"
+    FILE_EXISTS = "file_exists"
+    """``config init`` found a config file there already."""
+    FILE_UNWRITABLE = "file_unwritable"
+    """``config init`` could not write the file (the config dir is moved by its variable)."""
+    LOG_UNWRITABLE = "log_unwritable"
+    """The server's log file cannot be created (``config_file`` in the details)."""
+    TOKEN_UNKEPT = "token_unkept"
+    """The stable HTTP token cannot be kept in the state dir (``config_file``)."""
+    TOKEN_FILE_UNWRITABLE = "token_file_unwritable"
+    """The HTTP token file cannot be written in the runtime dir (``config_file``)."""
+    MARK_IS_DELIMITER = "mark_is_delimiter"
+    """outputs.decimal_mark equals outputs.table_delimiter (the key is the mark's)."""
 
 
 class ConfigError(BiopbMcpError):
@@ -191,7 +203,8 @@ class InvalidQuery(DocError):
 class InvalidCursor(DocError):
     """A ``resources/list`` cursor that is not the URI of a docs resource; the client sees an
     invalid-params error. ``cursor`` is the cursor (cut to 80 characters), ``prefix`` what a
-    docs URI starts with, ``problem`` what the id grammar refused in it (when it names an id)."""
+    docs URI starts with, ``problem`` the InvalidDocId the id grammar refused it with (when it
+    names an id)."""
 
     default_kind = DocProblem.BAD_CURSOR
 
@@ -209,12 +222,16 @@ class SdkMismatch(BiopbMcpError):
     """The installed MCP SDK lacks a private hook this server relies on; raised when a server is
     built, before any client connects, so the CLI reports it as its ``error:`` line.
 
-    ``installed`` is the SDK's version, ``missing`` the hooks it lacks.
+    ``installed`` is the SDK's version, ``missing`` the hooks it lacks, ``tested`` the version
+    range they were tested on (a pip specifier, ``>=2.3,<2.4``).
     """
 
-    def __init__(self, message: str, *, installed: str = "", missing: list[str] | None = None) -> None:
+    def __init__(
+        self, message: str, *, installed: str = "", missing: list[str] | None = None, tested: str = ""
+    ) -> None:
         self.installed = installed
         self.missing = missing or []
+        self.tested = tested
         super().__init__(message)
 
 
@@ -240,11 +257,13 @@ class KernelError(BiopbMcpError):
 
 
 class KernelNotReady(KernelError):
-    """No usable kernel; ``state`` is one of not_started, starting, dead, error, and ``reason``
-    says why it died or could not start (the kernel's last log lines included), else "".
+    """No usable kernel; ``state`` is one of not_started, starting, dead, gone, error.
 
-    A start that failed on a setting names it in ``setting`` (with what it should be, ``wanted``,
-    and the ``config_file`` it is in); ``joined`` marks a failure to join the user's own kernel.
+    ``cause`` is what failed (error: the failed start's own statement) or how the kernel went
+    (dead, gone: ``exit code 1``), else ""; ``log_tail`` the kernel's last log lines then (dead,
+    error; "" when it left none). A start that failed on a setting names it in ``setting`` (with
+    what it should be, ``wanted``, and the ``config_file`` it is in); ``joined`` marks a failure
+    to join the user's own kernel.
     """
 
     def __init__(
@@ -252,14 +271,16 @@ class KernelNotReady(KernelError):
         message: str,
         *,
         state: str,
-        reason: str = "",
+        cause: str = "",
+        log_tail: str = "",
         setting: str | None = None,
         wanted: str = "",
         config_file: str = "",
         joined: bool = False,
     ) -> None:
         self.state = state
-        self.reason = reason
+        self.cause = cause
+        self.log_tail = log_tail
         self.setting = setting
         self.wanted = wanted
         self.config_file = config_file

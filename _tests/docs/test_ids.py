@@ -10,7 +10,7 @@ import pytest
 from biopb_mcp.docs import ID_MAX_CHARS
 from biopb_mcp.docs.ids import Ref, check_id, check_write_id, parse_ref
 from biopb_mcp.docs.tier import doc_path, walk_tier
-from biopb_mcp.errors import InvalidDocId
+from biopb_mcp.errors import DocProblem, InvalidDocId
 
 
 @pytest.mark.parametrize(
@@ -35,7 +35,7 @@ def test_valid_ids_are_accepted(doc_id: str) -> None:
         ("x@diff", "'@' is never part of an id"),
         ("", "Empty doc id"),
         ("has space", "contains ' '"),
-        ("win\\path", "use '/' to separate"),
+        ("win\\path", "contains '\\\\'"),  # and to use '/' instead: text/'s (test_doc_messages)
         ("x" * (ID_MAX_CHARS + 1), f"{ID_MAX_CHARS + 1} characters; ids are at most {ID_MAX_CHARS}"),
     ],
 )
@@ -60,8 +60,10 @@ def test_unknown_views_and_bad_ids_before_the_view_are_refused(ref: str) -> None
 
 
 def test_a_view_is_refused_as_a_write_target_naming_the_doc() -> None:
-    with pytest.raises(InvalidDocId, match=r"read-only view.*'x'"):
+    """The doc to write instead is named by the text layer (test_doc_messages), from doc_id."""
+    with pytest.raises(InvalidDocId, match=r"read-only view") as caught:
         check_write_id("x@diff")
+    assert caught.value.kind is DocProblem.READ_ONLY_VIEW and caught.value.doc_id == "x"
 
 
 def test_symlink_out_of_the_tier_is_refused_and_inside_is_allowed(tmp_path: Path) -> None:

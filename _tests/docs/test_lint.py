@@ -8,6 +8,7 @@ import pytest
 
 from biopb_mcp.cli.commands import main
 from biopb_mcp.config.settings import load_settings
+from biopb_mcp.docs.lint import Finding, Lint
 from biopb_mcp.docs.store import DocStore
 
 
@@ -35,14 +36,15 @@ def test_a_dangling_link_in_a_local_doc_is_a_warning_not_a_problem(
         "See [[kernel]], [[kernel@diff]] and `[[quoted-example]]`.\n"
         "Again [[camera-offset]].\n",
     )
-    warnings = [w for w in store.check_warnings() if "links [[" in w]
-    assert warnings == [
-        "local: lab/scope links [[camera-offset]], which is no doc in either tier; write "
-        "camera-offset, or fix the link (a dangling link is allowed)."
-    ]
+    warnings = [w for w in store.check_warnings() if w.kind is Lint.DANGLING_LINK]
+    assert warnings == [Finding(Lint.DANGLING_LINK, {"doc_id": "lab/scope", "target": "camera-offset"})]
     assert not store.check()
     code, out = check(capsys)
-    assert code == 0 and f"warning: {warnings[0]}" in out and "no problems; 1 warning(s)" in out
+    said = (
+        "local: lab/scope links [[camera-offset]], which is no doc in either tier; write camera-offset, or fix "
+        "the link (a dangling link is allowed)."
+    )
+    assert code == 0 and f"warning: {said}\n" in out and "no problems; 1 warning(s)" in out
 
 
 def test_a_hook_that_no_longer_matches_its_rewritten_doc_is_a_warning(
@@ -57,13 +59,24 @@ def test_a_hook_that_no_longer_matches_its_rewritten_doc_is_a_warning(
     assert store.check_warnings() == []
     store.write_doc("lab/camera", body="# Pixel size\n\nThe 40x objective gives 0.16 um per pixel.\n")
     warnings = store.check_warnings()
-    assert len(warnings) == 1 and "the hook of lab/camera" in warnings[0], warnings
-    assert "'Pixel size'" in warnings[0] and "update the line" in warnings[0]
     line = next(
         i
         for i, text in enumerate(Path(store.shelf.index_path).read_text().splitlines(), 1)
         if text.startswith("- lab/camera:")
     )
-    assert warnings[0].startswith(f"index line {line}: ")
+    hook = "subtract our camera's offset before measuring intensities"
+    assert warnings == [
+        Finding(
+            Lint.STALE_HOOK,
+            {
+                "line": line,
+                "doc_id": "lab/camera",
+                "hook": hook,
+                "title": "Pixel size",
+                "description": "The 40x objective gives 0.16 um per pixel.",
+            },
+        )
+    ], warnings
     code, out = check(capsys)
-    assert code == 0 and "warning: index line" in out
+    assert code == 0 and f"warning: index line {line}: the hook of lab/camera ({hook!r}) shares no word" in out
+    assert "'Pixel size'" in out and "update the line to say when to use it now." in out

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from _tests.support.doc_corpus import make_corpus as make_local_corpus
+from biopb_mcp.docs.lint import Lint
 from biopb_mcp.docs.resources import (
     INDEX_URI,
     PAGE_SIZE,
@@ -20,7 +21,7 @@ from biopb_mcp.docs.resources import (
     walk,
 )
 from biopb_mcp.docs.store import DocStore
-from biopb_mcp.errors import DocUnreadable, InvalidCursor, InvalidDocId
+from biopb_mcp.errors import DocProblem, DocUnreadable, InvalidCursor, InvalidDocId
 
 
 def make_corpus(root: Path, n: int) -> tuple[DocStore, list[str]]:
@@ -200,7 +201,8 @@ def test_indexed_symlink_leaving_the_tier_is_skipped_not_fatal(
         uris = [e.uri for e in walk(store)]
     assert uris == [INDEX_URI] + [doc_uri(i) for i in ids]
     assert any("escape" in r.getMessage() and r.levelno == logging.WARNING for r in caplog.records)
-    assert any("'escape'" in p and "outside" in p for p in store.check())
+    escapes = [p.facts["error"] for p in store.check() if p.kind is Lint.INDEX_ESCAPES]
+    assert [(e.kind, e.doc_id) for e in escapes if isinstance(e, InvalidDocId)] == [(DocProblem.ESCAPES_TIER, "escape")]
 
 
 def test_batch_reads_open_each_folder_once_yet_keep_shadowing_links_and_bad_files(tmp_path: Path) -> None:

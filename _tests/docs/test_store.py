@@ -15,9 +15,10 @@ import pytest
 from _tests.support.write_reports import as_agent_reads
 from biopb_mcp.docs import BODY_MAX_LINES, FILE_MAX_BYTES, INDEX_MAX_ENTRIES
 from biopb_mcp.docs.index import parse
+from biopb_mcp.docs.lint import Finding, Lint
 from biopb_mcp.docs.store import DocStore
 from biopb_mcp.docs.views import Origin
-from biopb_mcp.errors import DocNotFound, DocUnreadable, InvalidDocId, WriteRefused
+from biopb_mcp.errors import DocNotFound, DocProblem, DocUnreadable, InvalidDocId, WriteRefused
 from biopb_mcp.fs import stamps
 from biopb_mcp.text.doc_views import read_doc
 from biopb_mcp.text.docs import FOR_AGENT
@@ -160,21 +161,24 @@ def test_replace_matching_zero_or_two_times_is_refused_and_changes_nothing(
 
 
 @pytest.mark.parametrize(
-    ("kwargs", "says"),
+    ("kwargs", "says", "kind"),
     [
-        ({}, "got neither"),
-        ({"body": "# x\n", "old": "a", "new": "b"}, "not both"),
-        ({"old": "a"}, "got only old"),
-        ({"new": "b"}, "got only new"),
-        ({"body": "   \n"}, "There is no delete"),
-        ({"old": "", "new": "b"}, "old is empty"),
+        ({}, "got neither", DocProblem.ARGS_NEITHER),
+        ({"body": "# x\n", "old": "a", "new": "b"}, "not both", DocProblem.ARGS_BOTH),
+        ({"old": "a"}, "got only old", DocProblem.ARGS_HALF),
+        ({"new": "b"}, "got only new", DocProblem.ARGS_HALF),
+        ({"body": "   \n"}, "body is empty", DocProblem.BODY_EMPTY),  # the advice (no delete) is text/'s
+        ({"old": "", "new": "b"}, "old is empty", DocProblem.OLD_EMPTY),
     ],
 )
-def test_other_argument_combinations_are_refused(store: DocStore, kwargs: dict[str, str], says: str) -> None:
+def test_other_argument_combinations_are_refused(
+    store: DocStore, kwargs: dict[str, str], says: str, kind: DocProblem
+) -> None:
     render_index(store)
     before = snapshot(store.local_dir)
-    with pytest.raises(WriteRefused, match=says):
+    with pytest.raises(WriteRefused, match=says) as caught:
         store.write_doc("kernel", **kwargs)
+    assert caught.value.kind is kind
     assert snapshot(store.local_dir) == before
 
 
@@ -304,7 +308,7 @@ def test_shipped_doc_removed_in_a_new_release_renders_missing(tmp_path: Path, sh
     store = DocStore(tmp_path / "local", shipped_dir=shipped, version="1.1")
     assert "- stitch-tiles: assemble a grid of tiles (missing)" in render_index(store)
     assert "stitch-tiles" not in store.listed_ids()
-    assert any("'stitch-tiles' resolves to no doc" in p for p in store.check())
+    assert any(p.kind is Lint.INDEX_MISSING and p.facts["doc_id"] == "stitch-tiles" for p in store.check())
 
 
 def test_version_bump_flags_only_changed_shadowed_docs_until_the_next_bump(tmp_path: Path, shipped: Path) -> None:
@@ -355,8 +359,8 @@ def test_hand_edited_files_never_crash_render_or_read(store: DocStore) -> None:
         assert str(local / f"{doc_id}.md") in str(exc_info.value) and says in str(exc_info.value)
         with pytest.raises(DocUnreadable):
             store.write_doc(doc_id, body="# Replace\n")
-    problems = "\n".join(store.check())
-    assert "latin1" in problems and "binary" in problems
+    unreadable = {p.facts["doc_id"] for p in store.check() if p.kind is Lint.UNREADABLE}
+    assert {"latin1", "binary"} <= unreadable
     assert store.write_doc("crlf", old="Notepad", new="an editor").changed
 
 
@@ -511,7 +515,7 @@ def test_an_index_entry_naming_index_is_not_a_doc(store: DocStore) -> None:
     )
     assert "- index: this file (missing)" in render_index(store)
     assert "index" not in store.listed_ids()
-    assert any("'index'" in p for p in store.check())
+    assert any(p.kind is Lint.INDEX_SELF for p in store.check())
     with pytest.raises(InvalidDocId):
         store.info("index")
 
@@ -520,7 +524,7 @@ def test_line_cap_counts_newlines_only(store: DocStore) -> None:
     """A form feed or U+2028 inside a line is not a line break in a markdown file (str.splitlines says it is)."""
     body = "".join(f"line {i}\n" for i in range(BODY_MAX_LINES - 2)) + "page\x0cbreak\nsep\u2028inside\n"
     assert store.write_doc("odd-breaks", body=body).created
-    assert not any("odd-breaks" in p for p in store.check())
+    assert not any(p.facts.get("doc_id") == "odd-breaks" for p in store.check())
 
 
 def test_check_reports_entry_lines_whose_id_is_outside_the_grammar(store: DocStore) -> None:
@@ -529,7 +533,7 @@ def test_check_reports_entry_lines_whose_id_is_outside_the_grammar(store: DocSto
     store.write_doc("index", old="ignored: smlm", new="".join(f"- {b}: hook\n" for b in bad) + "ignored: smlm")
     problems = store.check()
     for b in bad:
-        assert any(f"{b!r}" in p and "not a valid id" in p for p in problems), (b, problems)
+        assert any(p.kind is Lint.INDEX_BAD_ID and p.facts["token"] == b for p in problems), (b, problems)
     assert render_index(store).count("(missing)") == 0
 
 
@@ -560,11 +564,11 @@ def test_check_ignores_links_quoted_as_code_in_shipped_docs(tmp_path: Path) -> N
         authoring="# Authoring\n\nLink with `[[other-doc]]`; e.g.\n\n```\nsee [[nowhere]]\n```\n\nSee [[kernel]].\n",
     )
     store = DocStore(tmp_path / "local", shipped_dir=make_shipped(tmp_path / "shipped", docs))
-    assert not [p for p in store.check() if "links [[" in p]
+    assert not [p for p in store.check() if p.kind is Lint.SHIPPED_LINK]
     docs["authoring"] += "\nAnd [[really-missing]].\n"
     store = DocStore(tmp_path / "local2", shipped_dir=make_shipped(tmp_path / "shipped2", docs))
-    assert [p for p in store.check() if "links [[" in p] == [
-        "shipped: authoring links [[really-missing]], which is not a shipped doc."
+    assert [p for p in store.check() if p.kind is Lint.SHIPPED_LINK] == [
+        Finding(Lint.SHIPPED_LINK, {"doc_id": "authoring", "target": "really-missing"})
     ]
 
 

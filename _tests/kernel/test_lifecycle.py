@@ -17,7 +17,7 @@ from _tests.support.kernel_helpers import stop_process
 from _tests.support.processes import gone, wait_gone
 from biopb_mcp.errors import KernelNotReady
 from biopb_mcp.kernel import KernelHost
-from biopb_mcp.text.kernel import error_text, rendered_text, started
+from biopb_mcp.text.kernel import error_text, rendered_text, started, status_json
 
 pytestmark = pytest.mark.slow
 
@@ -54,7 +54,9 @@ def test_os_exit_gives_dead_with_log_lines_and_start_recovers(host: KernelHost) 
         host.jobs.submit("1+1")
     assert not_ready.value.state == "dead"
     assert "start_kernel" in error_text(not_ready.value) and "last words" in error_text(not_ready.value)
-    assert "Last kernel log lines" in host.status().message
+    assert (host.status().cause, host.status().log_tail) == (not_ready.value.cause, not_ready.value.log_tail)
+    assert not_ready.value.cause == "exit code 1" and "last words" in not_ready.value.log_tail
+    assert status_json(host.status())["message"].startswith("The kernel died (exit code 1). Last kernel log lines:\n")
     host.start()
     assert host.state == "ready"
     ex = host.jobs.submit("40 + 2")
@@ -142,7 +144,10 @@ def test_kernel_that_never_gets_ready_or_exits_at_once_ends_in_error(
     h2 = KernelHost(make_settings(tmp_path / "b", kernel='name = "crashes"\n'))
     with pytest.raises(KernelNotReady) as err:
         h2.start()
-    assert "exited during start-up (exit code 3)" in str(err.value) and "boom at start" in str(err.value)
+    assert err.value.cause == "the kernel process exited during start-up (exit code 3)."
+    assert "boom at start" in err.value.log_tail
+    said = error_text(err.value)  # the facts, as the agent reads them
+    assert "exited during start-up (exit code 3).\nLast kernel log lines:\n" in said and "boom at start" in said
 
 
 def test_plugins_load_print_to_the_log_and_a_broken_one_is_skipped(

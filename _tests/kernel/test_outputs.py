@@ -131,7 +131,7 @@ async def test_a_fresh_kernel_has_the_helpers_and_they_follow_the_labs_layout_an
         ('path = "{source_dir}/results/{sample}_{step}.{ext}"', "{sample}"),
         ('path = "{source_dir}/results/{stem}.tif"', "{step} and {ext}"),
         ('names = ["labels.tif"]', "step=file name"),
-        ('table_delimiter = ","\ndecimal_mark = ","', "decimal comma"),
+        ('table_delimiter = ","\ndecimal_mark = ","', "cannot also be the table delimiter"),
         ('table_delimiter = "|"', "must be one of"),
     ],
 )

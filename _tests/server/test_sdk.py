@@ -17,6 +17,7 @@ from biopb_mcp.server.sdk import (
     lowlevel_server,
     subscription_bus,
 )
+from biopb_mcp.text.failures import for_terminal
 
 SDK_LOGGER = "biopb_mcp.server.sdk"
 
@@ -56,4 +57,7 @@ def test_a_missing_private_hook_is_a_clear_error_naming_it_and_the_fix() -> None
     del server._lowlevel_server  # what an SDK release that renamed it looks like
     with pytest.raises(SdkMismatch) as raised:
         check_sdk(server, installed="2.9.0")
-    assert "MCPServer._lowlevel_server" in str(raised.value) and "install mcp>=2.3,<2.4" in str(raised.value)
+    assert raised.value.missing == ["_lowlevel_server"] and raised.value.tested == ">=2.3,<2.4"
+    assert for_terminal(raised.value) == (
+        "the installed mcp 2.9.0 has no MCPServer._lowlevel_server, which biopb-mcp needs; install mcp>=2.3,<2.4"
+    )

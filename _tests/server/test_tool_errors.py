@@ -35,7 +35,7 @@ def probe_server() -> MCPServer:
         """Raise KernelBusy from a worker thread under an async body."""
 
         def blocked() -> str:
-            raise KernelBusy("code is already running", job_id="job-7")
+            raise KernelBusy("Busy: code is already running (3 s).", job_id="job-7", seconds=3.2)
 
         return await anyio.to_thread.run_sync(blocked)
 
@@ -78,7 +78,7 @@ async def test_an_async_tool_answers_a_domain_error_from_a_worker_thread_with_th
     result = await call("async_busy_off_loop")
     assert result.is_error
     text = text_of(result)
-    assert text.startswith("Error executing tool async_busy_off_loop: code is already running")
+    assert text.startswith("Error executing tool async_busy_off_loop: Busy: code is already running (3 s). (job-7")
     assert "poll_job('job-7')" in text and "interrupt_kernel" in text
 
 

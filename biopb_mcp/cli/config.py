@@ -8,14 +8,13 @@ from pathlib import Path
 
 from biopb_mcp.cli.usage import print_warnings
 from biopb_mcp.config.settings import (
-    CONFIG_DIR_ENV,
     CONFIG_FILE_NAME,
     config_dir,
     load_settings,
     render_example,
     render_show,
 )
-from biopb_mcp.errors import ConfigError
+from biopb_mcp.errors import ConfigError, ConfigProblem
 from biopb_mcp.fs import nofollow
 
 __all__ = ["init_config", "run_config"]
@@ -32,16 +31,13 @@ def init_config(cdir: Path, *, force: bool = False) -> Path:
     """
     cfile = cdir / CONFIG_FILE_NAME
     if not force and (cfile.exists() or cfile.is_symlink()):
-        raise ConfigError(
-            "already exists; edit it, or rerun with --force to overwrite it with the defaults", path=cfile
-        )
+        raise ConfigError("already exists", path=cfile, kind=ConfigProblem.FILE_EXISTS)
     try:
         cdir.mkdir(parents=True, exist_ok=True, mode=0o700)
         nofollow.write_atomic(cdir, CONFIG_FILE_NAME, render_example().encode("utf-8"))
     except OSError as exc:
         raise ConfigError(
-            f"cannot write the config file: {exc.strerror or exc}; set ${CONFIG_DIR_ENV} to a writable directory",
-            path=cfile,
+            f"cannot write the config file: {exc.strerror or exc}", path=cfile, kind=ConfigProblem.FILE_UNWRITABLE
         ) from None
     return cfile
 
@@ -54,23 +50,20 @@ def run_config(args: argparse.Namespace) -> int:
     settings = load_settings()
     print_warnings(settings)
     sys.stdout.write(render_show(settings))
-    problem = _kernel_spec_problem(settings.kernel.name)
-    if problem:
-        print(f"warning: {problem}", file=sys.stderr)
+    known = _specs_without(settings.kernel.name)
+    if known is not None:
+        from biopb_mcp.text.config import unknown_kernel_spec
+
+        print(f"warning: {unknown_kernel_spec(settings.kernel.name, known)}", file=sys.stderr)
     return 0
 
 
-def _kernel_spec_problem(name: str) -> str | None:
-    """Why ``kernel.name`` cannot start, or None: caught here, not at the agent's first start_kernel."""
+def _specs_without(name: str) -> list[str] | None:
+    """The installed kernel specs when ``kernel.name`` is none of them, else None: caught here,
+    not at the agent's first start_kernel."""
     if not name:
         return None
     from jupyter_client.kernelspec import KernelSpecManager
 
     specs = KernelSpecManager().find_kernel_specs()
-    if name in specs:
-        return None
-    known = ", ".join(sorted(specs)) or "none installed"
-    return (
-        f"kernel.name = {name!r} names no installed Jupyter kernel spec (available: {known}); "
-        "start_kernel will fail until it does (see `jupyter kernelspec list`)"
-    )
+    return None if name in specs else sorted(specs)

@@ -52,12 +52,14 @@ def _docs_command(args: argparse.Namespace, store: DocStore) -> int:
 
         print_text(read_doc(store, args.id, FOR_TERMINAL))
     elif cmd == "check":
+        from biopb_mcp.text.lint import finding_text
+
         problems = store.check()
         warnings = store.check_warnings()
         for problem in problems:
-            print(problem)
+            print(finding_text(problem))
         for warning in warnings:
-            print(f"warning: {warning}")
+            print(f"warning: {finding_text(warning)}")
         if problems:
             print(f"{len(problems)} problem(s) found in {store.shipped_dir} and {store.local_dir}", file=sys.stderr)
             return 1

@@ -15,9 +15,11 @@ class UsageError(Exception):
 
 def print_warnings(settings: Settings, *, config_file_only: bool = False) -> None:
     """Settings warnings as ``warning:`` lines; docs commands show only those about the file."""
-    for message in settings.warnings:
-        if not config_file_only or message.startswith(str(settings.config_file)):
-            print(f"warning: {message}", file=sys.stderr)
+    from biopb_mcp.text.config import config_warning
+
+    for warning in settings.warnings:
+        if not config_file_only or warning.where.startswith(str(settings.config_file)):
+            print(f"warning: {config_warning(warning)}", file=sys.stderr)
 
 
 def print_text(text: str) -> None:

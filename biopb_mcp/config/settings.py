@@ -19,8 +19,9 @@ import threading
 import tomllib
 import typing
 import warnings as _warnings
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
@@ -38,6 +39,7 @@ __all__ = [
     "SCHEMA",
     "SECTIONS",
     "ComputeSettings",
+    "ConfigWarning",
     "DocsSettings",
     "HttpSettings",
     "KernelSettings",
@@ -47,6 +49,7 @@ __all__ = [
     "ServerSettings",
     "ServicesSettings",
     "Settings",
+    "WarningKind",
     "config_dir",
     "defaults",
     "load_settings",
@@ -427,6 +430,27 @@ _SECTION_TYPES: dict[str, type[Any]] = {
 """Section name -> its dataclass, in file order; ``Settings`` has an attribute of each name."""
 
 
+class WarningKind(StrEnum):
+    """What a config warning is about; its facts are named beside each kind."""
+
+    ALIAS_USED = "alias_used"
+    """An old key's value is used for its new name: ``old``, ``new``."""
+    ALIAS_IGNORED = "alias_ignored"
+    """An old key is ignored because its new name is set too: ``old``, ``new``, ``source``."""
+    RUNTIME_FALLBACK = "runtime_fallback"
+    """No per-user runtime dir (no XDG_RUNTIME_DIR): platformdirs' ``message``, the ``path`` used."""
+
+
+@dataclass(frozen=True)
+class ConfigWarning:
+    """Something in effect that is probably not what was meant, as facts (``biopb_mcp.text.config``
+    words it); ``where`` is the ``<file>:<line>`` it is about, "" when it is about no file line."""
+
+    kind: WarningKind
+    where: str = ""
+    facts: Mapping[str, str] = field(default_factory=dict)
+
+
 @dataclass(frozen=True)
 class Settings:
     """The merged, validated configuration with every path resolved.
@@ -434,8 +458,8 @@ class Settings:
     Each section holds the keys as the file set them (a path key: resolved, or None when unset);
     the paths in effect, defaults derived, are the attributes here (``state_dir``, ``log_file``,
     ...). ``sources`` maps each dotted key to ``"default"``, ``"<file>:<line>"`` or
-    ``"alias services.skills_local_dir (<file>:<line>)"``; ``warnings`` holds messages (such as
-    deprecations) for whoever sets up logging to log.
+    ``"alias services.skills_local_dir (<file>:<line>)"``; ``warnings`` holds what is probably
+    unintended (such as deprecations) for whoever sets up logging to log.
     """
 
     config_dir: Path
@@ -456,7 +480,7 @@ class Settings:
     outputs: OutputsSettings = field(default_factory=OutputsSettings)
     services: ServicesSettings = field(default_factory=ServicesSettings)
     sources: dict[str, str] = field(default_factory=dict)
-    warnings: list[str] = field(default_factory=list)
+    warnings: list[ConfigWarning] = field(default_factory=list)
 
     @property
     def search_db(self) -> Path:
@@ -566,7 +590,7 @@ def load_settings(config_dir: Path | None = None) -> Settings:
     merged = defaults()
     sources = {k.dotted: "default" for k in SCHEMA}
     lines: dict[str, int | None] = {}
-    warnings: list[str] = []
+    warnings: list[ConfigWarning] = []
 
     text = _read_text(cfile)
     if text is not None:
@@ -586,11 +610,11 @@ def load_settings(config_dir: Path | None = None) -> Settings:
     outputs: OutputsSettings = sections["outputs"]
     if outputs.decimal_mark == outputs.table_delimiter:
         raise ConfigError(
-            f'outputs.decimal_mark "{outputs.decimal_mark}" cannot also be the table delimiter; with a '
-            'decimal comma set table_delimiter = ";"',
+            f'outputs.decimal_mark "{outputs.decimal_mark}" cannot also be the table delimiter',
             path=cfile,
             line=lines.get("outputs.decimal_mark"),
             key="outputs.decimal_mark",
+            kind=ConfigProblem.MARK_IS_DELIMITER,
         )
     server: ServerSettings = sections["server"]
     own_tree = _is_own_tree(cdir)
@@ -622,12 +646,15 @@ def _is_own_tree(cdir: Path) -> bool:
     return cdir != platform
 
 
-def _platform_runtime_dir(warnings: list[str]) -> Path:
+def _platform_runtime_dir(warnings: list[ConfigWarning]) -> Path:
     """platformdirs' runtime dir; its fallback warning (no XDG_RUNTIME_DIR) goes into ``warnings``."""
     with _warnings.catch_warnings(record=True) as caught:
         _warnings.simplefilter("always")
         path = Path(platformdirs.user_runtime_dir(APP_NAME))
-    warnings.extend(f"{w.message}; runtime files go to {path} (set server.runtime_dir to move them)" for w in caught)
+    warnings.extend(
+        ConfigWarning(WarningKind.RUNTIME_FALLBACK, facts={"message": str(w.message), "path": str(path)})
+        for w in caught
+    )
     return path
 
 
@@ -690,7 +717,7 @@ def _merge(
     data: dict[str, Any],
     merged: dict[str, dict[str, Any]],
     sources: dict[str, str],
-    warnings: list[str],
+    warnings: list[ConfigWarning],
     cfile: Path,
     lines: dict[str, int],
 ) -> dict[str, int | None]:
@@ -753,15 +780,10 @@ def _merge(
             merged[section][name] = value
             sources[new] = f"alias {old} ({where})"
             key_line[new] = line
-            warnings.append(
-                f"{where}: {old} is deprecated and will stop working in the next release; "
-                f"rename it to {new.split('.')[1]} (same value)"
-            )
+            warnings.append(ConfigWarning(WarningKind.ALIAS_USED, where, {"old": old, "new": new}))
         else:
-            warnings.append(
-                f"{where}: {old} is deprecated and ignored because {new} is also set "
-                f"({sources[new]}); delete the {old} line"
-            )
+            facts = {"old": old, "new": new, "source": sources[new]}
+            warnings.append(ConfigWarning(WarningKind.ALIAS_IGNORED, where, facts))
     return key_line
 
 

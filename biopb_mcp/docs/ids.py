@@ -22,6 +22,9 @@ DOC_SUFFIX = ".md"
 
 VIEWS_HELP = '"<id>@diff", "<id>@history" or "<id>@v<N>"'
 
+ID_CHARS_HELP = "ids use letters, digits, '.', '_', '-' and '/' between segments"
+"""The charset rule, as a refusal of a character outside it states it."""
+
 _ALLOWED = re.compile(r"[A-Za-z0-9._/-]*\Z")
 _BAD_CHAR = re.compile(r"[^A-Za-z0-9._/-]")
 _VERSION_VIEW = re.compile(r"v([1-9][0-9]{0,8})\Z")
@@ -50,12 +53,13 @@ def check_id(doc_id: str) -> str:
     """Return `doc_id` if it is in the grammar (or is `index`), else raise InvalidDocId saying why.
 
     Raises:
-        InvalidDocId: with a message naming the rule broken and what to write instead.
+        InvalidDocId: with a message naming the rule broken (kind and fields let the text layer
+            say what to write instead).
     """
     if is_valid_id(doc_id):
         return doc_id
     if not isinstance(doc_id, str) or doc_id == "":
-        raise InvalidDocId("Empty doc id: give the id the index lists.", kind=DocProblem.EMPTY_ID, doc_id="")
+        raise InvalidDocId("Empty doc id", kind=DocProblem.EMPTY_ID, doc_id="")
     shown = doc_id if len(doc_id) <= 80 else doc_id[:77] + "..."
     if len(doc_id) > ID_MAX_CHARS:
         raise InvalidDocId(
@@ -73,32 +77,30 @@ def check_id(doc_id: str) -> str:
         )
     if doc_id.startswith("/"):
         raise InvalidDocId(
-            f"{shown!r} is an absolute path; ids are relative to the docs tier (drop the leading '/').",
+            f"{shown!r} is an absolute path; ids are relative to the docs tier",
             kind=DocProblem.ABSOLUTE_ID,
             doc_id=doc_id,
         )
     if doc_id.endswith("/"):
         raise InvalidDocId(
-            f"{shown!r} ends in '/': ids ending in '/' are reserved for collections; "
-            "name a doc inside it instead, e.g. 'group/name'.",
+            f"{shown!r} ends in '/': ids ending in '/' are reserved for collections",
             kind=DocProblem.COLLECTION_ID,
             doc_id=doc_id,
         )
     if not _ALLOWED.match(doc_id):
         bad = _BAD_CHAR.search(doc_id)
         char = bad.group(0) if bad else "?"
-        hint = " (use '/' to separate segments)" if char == "\\" else ""
         raise InvalidDocId(
-            f"Doc id {shown!r} contains {char!r}{hint}; ids use letters, digits, '.', '_', '-' "
-            "and '/' between segments.",
+            f"Doc id {shown!r} contains {char!r}; {ID_CHARS_HELP}.",
             kind=DocProblem.BAD_CHAR,
             doc_id=doc_id,
             char=char,
+            shown=shown,
         )
     for segment in doc_id.split("/"):
         if segment == "":
             raise InvalidDocId(
-                f"Doc id {shown!r} has an empty segment ('//'); remove the extra '/'.",
+                f"Doc id {shown!r} has an empty segment ('//')",
                 kind=DocProblem.EMPTY_SEGMENT,
                 doc_id=doc_id,
             )
@@ -155,10 +157,5 @@ def check_write_id(doc_id: str) -> str:
     """
     if isinstance(doc_id, str) and "@" in doc_id:
         base = doc_id.partition("@")[0]
-        raise InvalidDocId(
-            f"{doc_id!r} is a read-only view, not a doc; write to the doc id itself"
-            + (f" ({base!r})." if is_valid_id(base) else "."),
-            kind=DocProblem.READ_ONLY_VIEW,
-            doc_id=base,
-        )
+        raise InvalidDocId(f"{doc_id!r} is a read-only view, not a doc", kind=DocProblem.READ_ONLY_VIEW, doc_id=base)
     return check_id(doc_id)

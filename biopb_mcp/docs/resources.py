@@ -98,7 +98,7 @@ def parse_cursor(cursor: str) -> str | None:
         return check_id(doc_id)  # the store's own grammar: a cursor can only name an id we listed
     except InvalidDocId as exc:
         raise InvalidCursor(
-            f"Invalid cursor {cursor[:80]!r}: {exc}", cursor=cursor[:80], prefix=URI_PREFIX, problem=str(exc)
+            f"Invalid cursor {cursor[:80]!r}: {exc}", cursor=cursor[:80], prefix=URI_PREFIX, problem=exc
         ) from None
 
 

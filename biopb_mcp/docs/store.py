@@ -270,12 +270,13 @@ class DocStore:
         _, text = self.history.read(doc_id, n)
         return self.write_doc(doc_id, body=text)
 
-    def check(self) -> list[str]:
-        """Lint both tiers: ids, readability, caps, index entries that do not resolve, shipped links."""
+    def check(self) -> list[lint.Finding]:
+        """Lint both tiers: ids, readability, caps, index entries that do not resolve, shipped links
+        (findings: ``biopb_mcp.text.lint`` words them)."""
         self._prepare()
         return lint.check(self)
 
-    def check_warnings(self) -> list[str]:
+    def check_warnings(self) -> list[lint.Finding]:
         """What is legal but probably unintended: local docs the agent is never shown."""
         return lint.check_warnings(self)
 

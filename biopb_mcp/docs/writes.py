@@ -102,10 +102,7 @@ def check_args(body: str | None, old: str | None, new: str | None) -> None:
                 f"{name} must be text, got {type(value).__name__}.", kind=DocProblem.ARG_TYPE, argument=name
             )
     if body is not None and not body.strip():
-        raise WriteRefused(
-            "body is empty. There is no delete: retire a doc by removing its index entry.",
-            kind=DocProblem.BODY_EMPTY,
-        )
+        raise WriteRefused("body is empty", kind=DocProblem.BODY_EMPTY)
     if old is not None and old == "":
         raise WriteRefused("old is empty", kind=DocProblem.OLD_EMPTY)
     for name, value in (("body", body), ("new", new)):

@@ -36,8 +36,6 @@ __all__ = ["attach_text", "live_text", "load", "server_command", "status_text", 
 DEFAULT_LOG_CELLS = 3
 """Cells ``%biopb log`` replays without a count."""
 
-CONFIG_ENV = "BIOPB_CONFIG_DIR"
-
 USAGE = (
     "%biopb status          is an agent attached, what it last ran, is it paused\n"
     "%biopb log [N]         the agent's last N cells (default 3) with their outputs\n"
@@ -69,11 +67,13 @@ def attach_text(connection_file: Path, command: list[str], config_dir: str | Non
     ``config_dir`` (the kernel's ``BIOPB_CONFIG_DIR``, when set) is passed on to the server, so
     it reads the config this kernel's magics read and the two find each other's files.
     """
+    from biopb_mcp.config.settings import CONFIG_DIR_ENV  # here: %load_ext stays light
+
     argv = [*command, "--existing", str(connection_file)]
-    env = {CONFIG_ENV: config_dir} if config_dir else {}
+    env = {CONFIG_DIR_ENV: config_dir} if config_dir else {}
     shell = shlex.join(argv)
     if env:
-        shell = f"{CONFIG_ENV}={shlex.quote(config_dir or '')} {shell}"
+        shell = f"{CONFIG_DIR_ENV}={shlex.quote(config_dir or '')} {shell}"
     claude = ["claude", "mcp", "add", "biopb"]
     for name, value in env.items():
         claude += ["-e", f"{name}={value}"]
@@ -426,7 +426,9 @@ def load(ip: Any) -> None:
             _write(f"biopb_mcp: cannot use the runtime dir {link.runtime_dir}: {exc}\n", err=True)
     import os
 
-    _write(attach_text(conn, server_command(), os.environ.get(CONFIG_ENV)))
+    from biopb_mcp.config.settings import CONFIG_DIR_ENV
+
+    _write(attach_text(conn, server_command(), os.environ.get(CONFIG_DIR_ENV)))
     _start_live(ip, loaded)
     if loaded.cells is not None:
         _write(

@@ -135,7 +135,10 @@ class KernelHost:
         self._life = threading.Lock()  # serialises start / restart / shutdown
         self._closing = threading.Event()  # set by shutdown(): a start in progress gives up
         self._state = KernelState.NOT_STARTED
-        self._message = ""
+        self._cause = ""
+        """Why the kernel is error, dead or gone: what failed, or how it exited."""
+        self._log_tail = ""
+        """The kernel's last log lines when it failed to start or died."""
         self._failed_on: StartFailed | None = None
         """The failed start's facts (setting to change, joined kernel), for the not-ready answer."""
         self._generation = 0
@@ -172,17 +175,27 @@ class KernelHost:
 
     def _not_ready(self, state: KernelState | None = None) -> KernelNotReady:
         state = state or self._state
-        reason = self._message if state in (KernelState.DEAD, KernelState.ERROR, KernelState.GONE) else ""
-        text = {
-            KernelState.NOT_STARTED: "No kernel is running.",
-            KernelState.STARTING: "The kernel is still starting.",
-            KernelState.ERROR: f"The kernel could not start: {reason}",
-        }.get(state, reason or f"The kernel is {state}.")
+        lost = state in (KernelState.DEAD, KernelState.ERROR, KernelState.GONE)
+        cause, log_tail = (self._cause, self._log_tail) if lost else ("", "")
+        # a short statement, for logs: the reader's sentence is written from the fields (text.kernel)
+        if state == KernelState.NOT_STARTED:
+            text = "No kernel is running."
+        elif state == KernelState.STARTING:
+            text = "The kernel is still starting."
+        elif state == KernelState.ERROR:
+            text = f"The kernel could not start: {cause}"
+        elif state == KernelState.DEAD and cause:
+            text = f"The kernel died ({cause})."
+        elif state == KernelState.GONE and cause:
+            text = f"The joined kernel is gone: {cause}."
+        else:
+            text = f"The kernel is {state}."
         failed = self._failed_on if state == KernelState.ERROR else None
         return KernelNotReady(
             text,
             state=state,
-            reason=reason,
+            cause=cause,
+            log_tail=log_tail,
             config_file=str(self._settings.config_file),
             setting=failed.setting if failed else None,
             wanted=failed.wanted if failed else "",
@@ -289,7 +302,7 @@ class KernelHost:
         try:
             self._teardown(note="The server shut the kernel down while this ran.")
             with self._lock:
-                self._state, self._message = KernelState.NOT_STARTED, ""
+                self._state, self._cause, self._log_tail = KernelState.NOT_STARTED, "", ""
         finally:
             self._closing.clear()
             if acquired:
@@ -300,7 +313,7 @@ class KernelHost:
         ks = self._settings.kernel
         process = self._new_process()
         with self._lock:
-            self._state, self._message = KernelState.STARTING, ""
+            self._state, self._cause, self._log_tail = KernelState.STARTING, "", ""
             self._generation += 1
             generation = self._generation
             self._process = process
@@ -339,15 +352,13 @@ class KernelHost:
             with self._lock:
                 self._link = KernelLink(Path(self._settings.runtime_dir), link_id(conn.info, conn.file))
             return self.status()
-        except (StartFailed, OSError, KernelError) as exc:
+        except (OSError, KernelError) as exc:  # StartFailed is a KernelError
             log = process.log_tail()
-            tail = f"\nLast kernel log lines:\n{log}" if log else ""
             self._teardown()
             with self._lock:
-                self._state = KernelState.ERROR
-                self._message = f"{exc}{tail}"
+                self._state, self._cause, self._log_tail = KernelState.ERROR, str(exc), log
                 self._failed_on = exc if isinstance(exc, StartFailed) else None
-            logger.error("kernel start failed: %s", self._message)
+            logger.error("kernel start failed: %s%s", exc, f"\nLast kernel log lines:\n{log}" if log else "")
             raise self._not_ready() from None
 
     def _join(self, joined: AttachedKernel, remaining: Callable[[], float]) -> dict[str, Any] | None:
@@ -381,15 +392,16 @@ class KernelHost:
                 return
             how = process.exit_reason()
             if not process.owned:
-                self._state = KernelState.GONE
-                self._message = f"The joined kernel is gone: {how}."
+                self._state, self._cause, self._log_tail = KernelState.GONE, how, ""
+                # the ended execution keeps a note in words: its record has no fields for these facts
+                note = f"The joined kernel is gone: {how}."
             else:
                 tail = process.log_tail()
-                self._state = KernelState.DEAD
-                self._message = f"The kernel died ({how}). Last kernel log lines:\n{tail}\n"
-            lost, message = self._state, self._message
+                self._state, self._cause, self._log_tail = KernelState.DEAD, how, tail
+                note = f"The kernel died ({how}). Last kernel log lines:\n{tail}\n"
+            lost = self._state
         logger.error("kernel %s (%s)", "gone" if not process.owned else "died", how)
-        self._client.abandon(ExecutionStatus.DEAD, note=message, kernel_lost=lost)
+        self._client.abandon(ExecutionStatus.DEAD, note=note, kernel_lost=lost)
 
     # -- executions --------------------------------------------------------------------------------
     @property
@@ -506,7 +518,8 @@ class KernelHost:
             boot = self._bootstrap
             return KernelStatus(
                 state=self._state,
-                message=self._message,
+                cause=self._cause,
+                log_tail=self._log_tail,
                 owned=self.owns_kernel,
                 interrupt=proc.get("interrupt", process.interrupt_mode if process else None),
                 kernel_host=proc.get("kernel_host"),

@@ -51,10 +51,13 @@ class KernelStatus:
     dir's path was too long for IPC sockets. ``current_job``: job_id, status, seconds, promoted.
     ``parent_death_watch``: the kernel (or a reaper beside it) watches the server's lifeline.
     ``server_pid``: the server's own pid, which the scientist's console is pointed at.
+    ``cause`` and ``log_tail``: why the kernel is ``error``, ``dead`` or ``gone``, as the host's
+    ``KernelNotReady`` carries them ("" in the other states).
     """
 
     state: KernelState
-    message: str
+    cause: str
+    log_tail: str
     owned: bool
     interrupt: str | None
     kernel_host: str | None

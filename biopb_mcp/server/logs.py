@@ -18,7 +18,8 @@ import time
 from dataclasses import dataclass
 
 from biopb_mcp.config.settings import Settings
-from biopb_mcp.errors import ConfigError
+from biopb_mcp.errors import ConfigError, ConfigProblem
+from biopb_mcp.text.config import config_warning
 
 __all__ = [
     "LOG_BACKUPS",
@@ -75,9 +76,10 @@ def setup_logging(settings: Settings, *, stderr: bool) -> None:
         )
     except OSError as exc:
         raise ConfigError(
-            f"cannot write the log file {log_file}: {exc.strerror or exc}; set server.log_file "
-            f"or server.state_dir in {settings.config_file} to a writable place",
+            f"cannot write the log file {log_file}: {exc.strerror or exc}",
             key="server.log_file",
+            kind=ConfigProblem.LOG_UNWRITABLE,
+            config_file=str(settings.config_file),
         ) from None
     handlers = [file_handler]
     if stderr:
@@ -95,8 +97,8 @@ def setup_logging(settings: Settings, *, stderr: bool) -> None:
     root.addHandler(limited)
     root.setLevel(settings.server.log_level)
     log = logging.getLogger(__name__)
-    for message in settings.warnings:
-        log.warning(message)
+    for warning in settings.warnings:
+        log.warning(config_warning(warning))
 
 
 class PrivateRotatingFileHandler(logging.handlers.RotatingFileHandler):

@@ -86,10 +86,10 @@ def check_sdk(mcp: MCPServer[Any], installed: str | None = None) -> None:
     missing = [name for name in _PRIVATE_HOOKS if not hasattr(mcp, name)]
     if missing:
         raise SdkMismatch(
-            f"the installed mcp {found} has no MCPServer.{', MCPServer.'.join(missing)}, which biopb-mcp needs; "
-            f"install mcp>={'.'.join(map(str, low))},<{'.'.join(map(str, high))}",
+            f"the installed mcp {found} has no MCPServer.{', MCPServer.'.join(missing)}, which biopb-mcp needs",
             installed=found,
             missing=missing,
+            tested=f">={'.'.join(map(str, low))},<{'.'.join(map(str, high))}",
         )
 
 

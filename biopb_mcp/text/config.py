@@ -3,10 +3,10 @@ key, what is wrong) and, where it depends on the problem, what to do about it.""
 
 from __future__ import annotations
 
-from biopb_mcp.config.settings import CONFIG_DIR_ENV
+from biopb_mcp.config.settings import CONFIG_DIR_ENV, ConfigWarning, WarningKind
 from biopb_mcp.errors import ConfigError, ConfigProblem
 
-__all__ = ["config_refusal"]
+__all__ = ["config_refusal", "config_warning", "unknown_kernel_spec"]
 
 
 def config_refusal(exc: ConfigError) -> str:
@@ -24,4 +24,45 @@ def config_refusal(exc: ConfigError) -> str:
     if kind is ConfigProblem.BAD_TOML:
         what = f" (key {exc.key})" if exc.key else ""
         return f"{where}invalid TOML{what}: {exc.details['reason']}; fix that line"
+    if kind is ConfigProblem.FILE_EXISTS:
+        return f"{exc}; edit it, or rerun with --force to overwrite it with the defaults"
+    if kind is ConfigProblem.FILE_UNWRITABLE:
+        return f"{exc}; set ${CONFIG_DIR_ENV} to a writable directory"
+    if kind is ConfigProblem.LOG_UNWRITABLE:
+        return f"{exc}; set server.log_file or server.state_dir in {exc.details['config_file']} to a writable place"
+    if kind is ConfigProblem.TOKEN_UNKEPT:
+        return (
+            f"{exc}; set server.state_dir in {exc.details['config_file']} to a writable directory, or "
+            'http.token = "per-start"'
+        )
+    if kind is ConfigProblem.TOKEN_FILE_UNWRITABLE:
+        return (
+            f"{exc}; set server.runtime_dir in {exc.details['config_file']} to a writable directory (or use --no-auth)"
+        )
+    if kind is ConfigProblem.MARK_IS_DELIMITER:
+        return f'{exc}; with a decimal comma set table_delimiter = ";"'
     return str(exc)
+
+
+def unknown_kernel_spec(name: str, known: list[str]) -> str:
+    """``config show``'s warning that ``kernel.name`` names no installed kernel spec (``known``)."""
+    return (
+        f"kernel.name = {name!r} names no installed Jupyter kernel spec (available: "
+        f"{', '.join(known) or 'none installed'}); start_kernel will fail until it does (see `jupyter kernelspec list`)"
+    )
+
+
+def config_warning(warning: ConfigWarning) -> str:
+    """A config warning (a deprecated key, the runtime dir's fallback) with what to do about it."""
+    facts = warning.facts
+    if warning.kind is WarningKind.ALIAS_USED:
+        return (
+            f"{warning.where}: {facts['old']} is deprecated and will stop working in the next release; rename it "
+            f"to {facts['new'].split('.')[1]} (same value)"
+        )
+    if warning.kind is WarningKind.ALIAS_IGNORED:
+        return (
+            f"{warning.where}: {facts['old']} is deprecated and ignored because {facts['new']} is also set "
+            f"({facts['source']}); delete the {facts['old']} line"
+        )
+    return f"{facts['message']}; runtime files go to {facts['path']} (set server.runtime_dir to move them)"

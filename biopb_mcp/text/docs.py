@@ -12,7 +12,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from biopb_mcp.docs.ids import INDEX_ID
+from biopb_mcp.docs.ids import ID_CHARS_HELP, INDEX_ID, is_valid_id
 from biopb_mcp.docs.index import UNFILED_HEADING
 from biopb_mcp.docs.limits import INDEX_MAX_ENTRIES
 from biopb_mcp.docs.search.query import shown_query
@@ -66,7 +66,10 @@ def refusal(exc: DocError, calls: Calls) -> str:
     in `calls`' words; a kind that suggests no step reads as the store's own message."""
     kind, doc_id, facts = exc.kind, exc.doc_id or "", exc.details
     if kind is DocProblem.EMPTY_ID:
-        return f"Empty doc id: give the id the index lists, e.g. {calls.read('index')}."
+        return f"{exc}: give the id the index lists, e.g. {calls.read('index')}."
+    said = _id_refusal(exc)
+    if said is not None:
+        return said
     if kind in (DocProblem.NO_DOC, DocProblem.NO_DOC_TO_EDIT):
         what = " to edit with old/new; create it with body=…" if kind is DocProblem.NO_DOC_TO_EDIT else ""
         close = exc.suggestions if isinstance(exc, DocNotFound) else []
@@ -129,6 +132,12 @@ def refusal(exc: DocError, calls: Calls) -> str:
             f"Search query is {facts['count']:,} characters; the most is {facts['limit']:,}. Search for its "
             f"distinctive part instead: one line of an error, a name, a few words (it began {facts['began']})."
         )
+    if kind is DocProblem.QUERY_TOO_COSTLY:
+        return (
+            f"Search query {facts['shown']} was stopped after {facts['limit']:g} s: it matches too much of the "
+            "docs to rank in time. Search for its most distinctive part instead: a name, one line of an error, "
+            "two or three uncommon words."
+        )
     if kind is DocProblem.BAD_CURSOR:
         return _bad_cursor(exc)
     if kind is DocProblem.NO_FTS5:
@@ -169,11 +178,33 @@ def _index_cap(exc: DocError) -> str:
     )
 
 
+def _id_refusal(exc: DocError) -> str | None:
+    """An id the grammar refuses, with what to write instead, in words any reader follows; None
+    for a kind that has no next step here."""
+    kind = exc.kind
+    if kind is DocProblem.EMPTY_ID:
+        return f"{exc}: give the id the index lists."
+    if kind is DocProblem.ABSOLUTE_ID:
+        return f"{exc} (drop the leading '/')."
+    if kind is DocProblem.COLLECTION_ID:
+        return f"{exc}; name a doc inside it instead, e.g. 'group/name'."
+    if kind is DocProblem.BAD_CHAR and exc.details.get("char") == "\\":
+        shown, char = exc.details["shown"], exc.details["char"]
+        return f"Doc id {shown!r} contains {char!r} (use '/' to separate segments); {ID_CHARS_HELP}."
+    if kind is DocProblem.EMPTY_SEGMENT:
+        return f"{exc}; remove the extra '/'."
+    if kind is DocProblem.READ_ONLY_VIEW:
+        base = exc.doc_id or ""
+        return f"{exc}; write to the doc id itself" + (f" ({base!r})." if is_valid_id(base) else ".")
+    return None
+
+
 def _bad_cursor(exc: DocError) -> str:
     """A resources/list cursor refused, and that the client should pass back the one it was given."""
     cursor, problem = exc.details.get("cursor"), exc.details.get("problem")
-    if problem:
-        return f"Invalid cursor {cursor!r}: {problem} Pass back the nextCursor you received, or none to start over."
+    if isinstance(problem, DocError):
+        said = _id_refusal(problem) or str(problem)
+        return f"Invalid cursor {cursor!r}: {said} Pass back the nextCursor you received, or none to start over."
     return (
         f"Invalid cursor {cursor!r}: a cursor is the URI of the last resource of a page (starting "
         f"{exc.details.get('prefix')!r}); pass back the nextCursor you received, or none to start over."

@@ -2,13 +2,13 @@
 terminal (commands).
 
 The server's tool, resource and prompt errors and the CLI's ``error:`` line all come through here,
-so each kind of error is worded in one place: the docs store's refusals, the kernel's failures and
-a config file's problems from their kinds and fields, the rest (the SDK) as its message states it.
+so each kind of error is worded in one place: the docs store's refusals, the kernel's failures, a
+config file's problems and an SDK without the hooks the server needs, from their kinds and fields.
 """
 
 from __future__ import annotations
 
-from biopb_mcp.errors import BiopbMcpError, ConfigError, DocError, KernelError
+from biopb_mcp.errors import BiopbMcpError, ConfigError, DocError, KernelError, SdkMismatch
 from biopb_mcp.text import kernel as kernel_text
 from biopb_mcp.text.config import config_refusal
 from biopb_mcp.text.docs import FOR_AGENT, FOR_TERMINAL, refusal
@@ -24,6 +24,8 @@ def for_agent(exc: BiopbMcpError) -> str:
         return refusal(exc, FOR_AGENT)
     if isinstance(exc, ConfigError):
         return config_refusal(exc)
+    if isinstance(exc, SdkMismatch):
+        return _sdk_refusal(exc)
     return str(exc)
 
 
@@ -38,4 +40,12 @@ def for_terminal(exc: BiopbMcpError) -> str:
         return refusal(exc, FOR_TERMINAL)
     if isinstance(exc, ConfigError):
         return config_refusal(exc)
+    if isinstance(exc, SdkMismatch):
+        return _sdk_refusal(exc)
     return str(exc)
+
+
+def _sdk_refusal(exc: SdkMismatch) -> str:
+    """The missing hooks, and the SDK versions to install instead (raised as a server is built,
+    before any client connects: a person at a terminal reads it)."""
+    return f"{exc}; install mcp{exc.tested}" if exc.tested else str(exc)

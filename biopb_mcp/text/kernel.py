@@ -48,6 +48,7 @@ __all__ = [
     "inspection_text",
     "interrupted",
     "job_line",
+    "lost_kernel",
     "not_owned",
     "notebook_about",
     "overflow_note",
@@ -61,9 +62,23 @@ __all__ = [
 ]
 
 
+def lost_kernel(state: str, cause: str, log_tail: str) -> str:
+    """Why the kernel is ``error``, ``dead`` or ``gone``, from the host's facts: what failed or how
+    it went, and its last log lines; "" in any other state or without a cause."""
+    if not cause:
+        return ""
+    if state == KernelState.ERROR:
+        return f"{cause}\nLast kernel log lines:\n{log_tail}" if log_tail else cause
+    if state == KernelState.DEAD:
+        return f"The kernel died ({cause}). Last kernel log lines:\n{log_tail}\n"
+    if state == KernelState.GONE:
+        return f"The joined kernel is gone: {cause}."
+    return ""
+
+
 def not_ready(exc: KernelNotReady) -> str:
     """Why no kernel can take the call, and that start_kernel is the way on."""
-    state, reason = exc.state, exc.reason or str(exc)
+    state, reason = exc.state, lost_kernel(exc.state, exc.cause, exc.log_tail) or str(exc)
     if state == KernelState.NOT_STARTED:
         text = "No kernel is running. Call start_kernel first."
     elif state == KernelState.STARTING:
@@ -91,14 +106,14 @@ def not_ready(exc: KernelNotReady) -> str:
 
 
 def busy(exc: KernelBusy) -> str:
-    """Which job holds the kernel, and how to follow or stop it."""
+    """Which job holds the kernel, for how long, and how to follow or stop it."""
     job = exc.job_id
     if not job:
         return "inspect_object is running; retry in a moment."
     # ends with the job line, as every answer about a job does: a client follows the running job by it
     return (
-        f"{exc} ({job} is running: poll_job('{job}') to follow it, interrupt_kernel to stop it.)\n"
-        f"[{job}: {ExecutionStatus.RUNNING}]"
+        f"Busy: code is already running ({exc.seconds:.0f} s). ({job} is running: poll_job('{job}') to follow "
+        f"it, interrupt_kernel to stop it.)\n[{job}: {ExecutionStatus.RUNNING}]"
     )
 
 
@@ -208,7 +223,7 @@ def status_json(status: KernelStatus) -> dict[str, Any]:
     """The ``kernel`` section of server_status: the facts, and the owner and console command in words."""
     return {
         "state": status.state,
-        "message": status.message,
+        "message": lost_kernel(status.state, status.cause, status.log_tail),
         "mode": "owned" if status.owned else "attached",
         "owner": (
             "this server (it started the kernel and ends it)"

@@ -497,12 +497,13 @@ def search_docs(store: DocStore, query: str, max_results: int = 5) -> list[Hit]:
             with corpus.index.budget(deadline):
                 return _query(corpus, view, query, max_results, deadline)
         except TooCostly:
+            shown = shown_query(query, 60)
             raise InvalidQuery(
-                f"Search query {shown_query(query, 60)} was stopped after {QUERY_BUDGET_S:g} s: it matches "
-                "too much of the docs to rank in time. Search for its most distinctive part instead: "
-                "a name, one line of an error, two or three uncommon words.",
+                f"Search query {shown} was stopped after {QUERY_BUDGET_S:g} s: it matches too much of the "
+                "docs to rank in time.",
                 kind=DocProblem.QUERY_TOO_COSTLY,
                 limit=QUERY_BUDGET_S,
+                shown=shown,
             ) from None
 
     return store.search.run(store, work)

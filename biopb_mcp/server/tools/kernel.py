@@ -27,7 +27,9 @@ from biopb_mcp.server import presence
 from biopb_mcp.server.result_size import Fitted, encoded_size, fit_images, image_blocks, text_block
 from biopb_mcp.server.state import SERVER_NAME, AppState
 from biopb_mcp.server.tool import READ_ONLY, tool
+from biopb_mcp.text import config as config_text
 from biopb_mcp.text import kernel as kernel_text
+from biopb_mcp.text.failures import for_agent
 
 logger = logging.getLogger(__name__)
 
@@ -255,7 +257,7 @@ def register_kernel_tools(mcp: MCPServer, state: AppState) -> None:
         try:
             status["docs"] = state.store.summary()
         except BiopbMcpError as exc:
-            status["docs"] = {"error": str(exc)}
+            status["docs"] = {"error": for_agent(exc)}
         status["paths"] = {
             "config_file": str(settings.config_file),
             "docs_local_dir": str(settings.docs_local_dir),
@@ -267,5 +269,5 @@ def register_kernel_tools(mcp: MCPServer, state: AppState) -> None:
         }
         status.update(state.extra_status)
         if settings.warnings:
-            status["config_warnings"] = list(settings.warnings)
+            status["config_warnings"] = [config_text.config_warning(w) for w in settings.warnings]
         return json.dumps(status, indent=2, default=str)

@@ -28,7 +28,7 @@ from mcp.server.mcpserver import MCPServer
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from biopb_mcp.config.settings import Settings
-from biopb_mcp.errors import ConfigError
+from biopb_mcp.errors import ConfigError, ConfigProblem
 from biopb_mcp.fs import nofollow
 from biopb_mcp.fs.runtime import private_runtime_dir, read_private_text
 from biopb_mcp.server.app import log_level
@@ -325,10 +325,10 @@ def http_token(settings: Settings, rotate: bool = False) -> tuple[str, Path, tup
             token, stable_path, how = stable_token(settings.state_dir, rotate=rotate)
         except OSError as exc:
             raise ConfigError(
-                f"cannot keep the HTTP token in {settings.state_dir}: {exc.strerror or exc}; set "
-                f"server.state_dir in {settings.config_file} to a writable directory, or "
-                f'http.token = "per-start"',
+                f"cannot keep the HTTP token in {settings.state_dir}: {exc.strerror or exc}",
                 key="server.state_dir",
+                kind=ConfigProblem.TOKEN_UNKEPT,
+                config_file=str(settings.config_file),
             ) from None
         stable: tuple[Path, str] | None = (stable_path, how)
     else:
@@ -337,9 +337,10 @@ def http_token(settings: Settings, rotate: bool = False) -> tuple[str, Path, tup
         return token, write_token_file(settings.runtime_dir, token), stable
     except OSError as exc:
         raise ConfigError(
-            f"cannot write the HTTP token file in {settings.runtime_dir}: {exc.strerror or exc}; set "
-            f"server.runtime_dir in {settings.config_file} to a writable directory (or use --no-auth)",
+            f"cannot write the HTTP token file in {settings.runtime_dir}: {exc.strerror or exc}",
             key="server.runtime_dir",
+            kind=ConfigProblem.TOKEN_FILE_UNWRITABLE,
+            config_file=str(settings.config_file),
         ) from None
 
 
