@@ -13,6 +13,7 @@ from pathlib import Path
 import psutil
 import pytest
 
+from biopb_mcp.errors import UnsafeRuntimeDir
 from biopb_mcp.fs.runtime import pid_alive, private_runtime_dir, sweep_stale
 from biopb_mcp.server.transports.http import write_token_file
 
@@ -74,8 +75,13 @@ def test_a_planted_subdir_is_refused_and_left_alone(shared: Path, tmp_path: Path
     else:
         sub.mkdir()
         sub.chmod(0o777)
-    with pytest.raises(PermissionError, match="not a private directory"):
+    with pytest.raises(PermissionError) as refused:
         private_runtime_dir(shared)
+    assert isinstance(refused.value, UnsafeRuntimeDir)  # its facts; the way past it is text's (test_failures)
+    assert (refused.value.path, refused.value.runtime_dir) == (str(sub), str(shared))
+    assert str(refused.value) == (
+        f"{sub} exists but is not a private directory of this user (a link, another owner, or open to group/others)"
+    )
     assert mode(shared) == 0o1777
     assert sub.is_symlink() if planted == "link" else mode(sub) == 0o777
 

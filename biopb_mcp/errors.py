@@ -9,6 +9,8 @@ on the problem. The sentence a reader gets, next step included, is written by ``
 * BiopbMcpError
   x ConfigError          a config file that cannot be used (kind: a ConfigProblem; file, line, key)
   x SdkMismatch          the installed MCP SDK lacks a private hook the server needs
+  x UnsafeRuntimeDir     the runtime dir's private subdirectory is there but not private (an
+                         OSError too: every reader of the runtime dir catches it as one)
   x DocError             anything the docs store refuses (kind: a DocProblem, plus fields)
     + InvalidDocId       an id outside the id grammar, or a path escaping its tier
     + DocNotFound        no doc by that id (carries the closest ids)
@@ -235,6 +237,17 @@ class SdkMismatch(BiopbMcpError):
         super().__init__(message)
 
 
+class UnsafeRuntimeDir(BiopbMcpError, PermissionError):
+    """The private subdirectory ``path`` of the configured ``runtime_dir`` exists but is not a
+    private directory of this user (a link, another owner, group/other access); nothing was changed.
+    A PermissionError too, so whatever reads the runtime dir treats it as one more OSError."""
+
+    def __init__(self, message: str, *, path: str, runtime_dir: str) -> None:
+        self.path = path
+        self.runtime_dir = runtime_dir
+        super().__init__(message)
+
+
 class KernelProblem(StrEnum):
     """What a plain kernel failure is about, where the reader's next step depends on it (the
     subclasses below carry their own fields instead). Any other failure states itself."""
@@ -244,6 +257,10 @@ class KernelProblem(StrEnum):
     CONSOLE_OTHER_CONFIG = "console_other_config"
     CONSOLE_NO_SERVER = "console_no_server"
     CONSOLE_NEEDS_EXTRA = "console_needs_extra"
+    NO_ANSWER_AT_START = "no_answer_at_start"
+    """A start's question got no answer (``seconds``): a joined kernel may be running a cell."""
+    RUNTIME_DIR_UNSAFE = "runtime_dir_unsafe"
+    """A start could not use the runtime dir (``runtime_dir``): ``refused`` is the UnsafeRuntimeDir."""
 
 
 class KernelError(BiopbMcpError):
@@ -263,7 +280,7 @@ class KernelNotReady(KernelError):
     (dead, gone: ``exit code 1``), else ""; ``log_tail`` the kernel's last log lines then (dead,
     error; "" when it left none). A start that failed on a setting names it in ``setting`` (with
     what it should be, ``wanted``, and the ``config_file`` it is in); ``joined`` marks a failure
-    to join the user's own kernel.
+    to join the user's own kernel. ``kind`` and ``details`` are the failed start's (StartFailed's).
     """
 
     def __init__(
@@ -277,6 +294,8 @@ class KernelNotReady(KernelError):
         wanted: str = "",
         config_file: str = "",
         joined: bool = False,
+        kind: KernelProblem = KernelProblem.OTHER,
+        **details: object,
     ) -> None:
         self.state = state
         self.cause = cause
@@ -285,7 +304,7 @@ class KernelNotReady(KernelError):
         self.wanted = wanted
         self.config_file = config_file
         self.joined = joined
-        super().__init__(message)
+        super().__init__(message, kind=kind, **details)
 
 
 class KernelBusy(KernelError):
@@ -347,11 +366,21 @@ class StartFailed(KernelError):
     the host, which keeps it as the reason of the KernelNotReady (or RestartRefused) a reader sees.
 
     The message states what failed; ``setting`` names the config key that fixes it (``wanted``:
-    what it should be); ``joined``: joining the user's kernel failed.
+    what it should be); ``joined``: joining the user's kernel failed; ``kind`` and ``details`` the
+    facts a reader's hint is written from (a probe's ``seconds``, a refused runtime dir).
     """
 
-    def __init__(self, message: str, *, setting: str | None = None, wanted: str = "", joined: bool = False) -> None:
-        super().__init__(message)
+    def __init__(
+        self,
+        message: str,
+        *,
+        setting: str | None = None,
+        wanted: str = "",
+        joined: bool = False,
+        kind: KernelProblem = KernelProblem.OTHER,
+        **details: object,
+    ) -> None:
+        super().__init__(message, kind=kind, **details)
         self.setting = setting
         self.wanted = wanted
         self.joined = joined

@@ -15,8 +15,9 @@ import pytest
 from _tests.support.isolation import make_settings
 from _tests.support.kernel_helpers import stop_process
 from _tests.support.processes import gone, wait_gone
-from biopb_mcp.errors import KernelNotReady
+from biopb_mcp.errors import KernelNotReady, KernelProblem, StartFailed, UnsafeRuntimeDir
 from biopb_mcp.kernel import KernelHost
+from biopb_mcp.kernel.probes import Probes
 from biopb_mcp.text.kernel import error_text, rendered_text, started, status_json
 
 pytestmark = pytest.mark.slow
@@ -122,6 +123,49 @@ def test_an_unusable_runtime_dir_names_the_key_that_moves_it(tmp_path: Path) -> 
     said = error_text(err.value)  # the agent's words for the failure: the key that moves the dir
     assert "Set server.runtime_dir in" in said and str(blocker / "rt") in said
     h.shutdown()
+
+
+def test_a_runtime_dir_whose_subdirectory_is_not_private_is_a_failed_start_with_its_facts(tmp_path: Path) -> None:
+    """The start keeps the refusal's facts; the way past it is text's, for the agent and server_status."""
+    shared = tmp_path / "shared"
+    shared.mkdir(mode=0o777)
+    shared.chmod(0o777)
+    sub = shared / f"biopb-mcp-{os.getuid()}"
+    sub.mkdir()
+    sub.chmod(0o755)
+    h = KernelHost(make_settings(tmp_path, runtime_dir=shared))
+    with pytest.raises(KernelNotReady) as err:
+        h.start()
+    statement = (
+        f"{sub} exists but is not a private directory of this user (a link, another owner, or open to group/others)"
+    )
+    assert err.value.kind is KernelProblem.RUNTIME_DIR_UNSAFE and err.value.details["runtime_dir"] == str(shared)
+    refused = err.value.details["refused"]
+    assert isinstance(refused, UnsafeRuntimeDir) and str(refused) == statement and refused.path == str(sub)
+    assert err.value.cause == f"cannot use the runtime dir {shared} ({statement})."  # the facts, no advice
+    said = f"cannot use the runtime dir {shared} ({statement}; remove it, or point server.runtime_dir at a private directory)."
+    assert error_text(err.value) == (
+        f"Kernel not ready (state: error). The kernel could not start: {said} Set server.runtime_dir in "
+        f"{err.value.config_file} to a writable directory. Call start_kernel to try again."
+    )
+    assert status_json(h.status())["message"] == said
+    h.shutdown()
+
+
+def test_a_start_question_left_unanswered_states_its_seconds() -> None:
+    """The hint that a joined kernel may be running its notebook's cell is text's (test_failures)."""
+
+    class Silent:
+        def call(self, *args: object, **kwargs: object) -> None:
+            return None
+
+    class Conn:
+        channels = Silent()
+
+    with pytest.raises(StartFailed) as err:
+        Probes(Conn(), None).evaluate("1", 4.2)  # type: ignore[arg-type]
+    assert str(err.value) == "the kernel did not answer within 4 s."
+    assert err.value.kind is KernelProblem.NO_ANSWER_AT_START and err.value.details == {"seconds": 4.2}
 
 
 def _kernelspec(root: Path, name: str, argv: list[str]) -> None:

@@ -3,13 +3,21 @@ the advice is written here, once, for the agent (``for_agent``) or a terminal (`
 
 from __future__ import annotations
 
+import os
 from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
 from biopb_mcp.config.settings import load_settings
-from biopb_mcp.errors import ConfigError, ConfigProblem, KernelBusy, KernelNotReady
+from biopb_mcp.errors import (
+    ConfigError,
+    ConfigProblem,
+    KernelBusy,
+    KernelNotReady,
+    KernelProblem,
+    UnsafeRuntimeDir,
+)
 from biopb_mcp.kernel import KernelState
 from biopb_mcp.server.transports.http import http_token
 from biopb_mcp.text.failures import for_agent, for_terminal
@@ -123,4 +131,75 @@ def test_a_server_that_cannot_keep_its_token_is_told_the_key_to_set_or_the_other
     assert for_terminal(unwritable.value) == (
         f"{unwritable.value}; set server.runtime_dir in {settings.config_file} to a writable directory (or use "
         "--no-auth)"
+    )
+
+
+UNSAFE_STATEMENT = (
+    "/run/shared/biopb-mcp-7 exists but is not a private directory of this user (a link, another owner, or open "
+    "to group/others)"
+)
+
+
+def _unsafe() -> UnsafeRuntimeDir:
+    return UnsafeRuntimeDir(UNSAFE_STATEMENT, path="/run/shared/biopb-mcp-7", runtime_dir="/run/shared")
+
+
+def test_the_token_file_error_keeps_the_runtime_dirs_refusal_as_a_fact(tmp_path: Path) -> None:
+    settings = load_settings(tmp_path / "cfg")
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    shared.chmod(0o777)
+    (shared / f"biopb-mcp-{os.getuid()}").mkdir(mode=0o755)
+    with pytest.raises(ConfigError) as caught:
+        http_token(replace(settings, runtime_dir=shared, http=replace(settings.http, token="per-start")))
+    refused = caught.value.details["refused"]
+    assert caught.value.kind is ConfigProblem.TOKEN_FILE_UNWRITABLE and isinstance(refused, UnsafeRuntimeDir)
+    assert str(caught.value) == f"cannot write the HTTP token file in {shared}: {refused}"
+    assert for_terminal(caught.value).startswith(
+        f"cannot write the HTTP token file in {shared}: {refused}; remove it, or point server.runtime_dir at "
+    )
+
+
+def test_a_runtime_dir_that_is_not_private_is_told_the_way_past_it_on_every_path() -> None:
+    """Moved from fs.runtime's message: the terminal and the magics (for_terminal), the HTTP token
+    file's error line and a failed start read the same two ways past it."""
+    way = "; remove it, or point server.runtime_dir at a private directory"
+    assert for_terminal(_unsafe()) == for_agent(_unsafe()) == UNSAFE_STATEMENT + way
+    token = ConfigError(
+        f"cannot write the HTTP token file in /run/shared: {UNSAFE_STATEMENT}",
+        key="server.runtime_dir",
+        kind=ConfigProblem.TOKEN_FILE_UNWRITABLE,
+        config_file="/lab/config.toml",
+        refused=_unsafe(),
+    )
+    assert for_terminal(token) == (
+        f"cannot write the HTTP token file in /run/shared: {UNSAFE_STATEMENT}{way}; set server.runtime_dir in "
+        "/lab/config.toml to a writable directory (or use --no-auth)"
+    )
+    said = f"cannot use the runtime dir /run/shared ({UNSAFE_STATEMENT}{way})."
+    facts = {"runtime_dir": "/run/shared", "refused": _unsafe()}
+    cause = f"cannot use the runtime dir /run/shared ({UNSAFE_STATEMENT})."
+    assert lost_kernel(KernelState.ERROR, cause, "", KernelProblem.RUNTIME_DIR_UNSAFE, facts) == said
+
+
+def test_a_start_question_left_unanswered_asks_whether_a_cell_still_runs() -> None:
+    """Moved from kernel.probes' message: the hint is written here from the seconds waited."""
+    cause = "the kernel did not answer within 4 s."
+    hinted = "the kernel did not answer within 4 s (is a cell still running in its notebook?)."
+    facts = {"seconds": 4.2}
+    assert lost_kernel(KernelState.ERROR, cause, "", KernelProblem.NO_ANSWER_AT_START, facts) == hinted
+    failed = KernelNotReady(
+        f"The kernel could not start: {cause}",
+        state="error",
+        cause=cause,
+        kind=KernelProblem.NO_ANSWER_AT_START,
+        seconds=4.2,
+    )
+    assert (
+        for_agent(failed)
+        == f"Kernel not ready (state: error). The kernel could not start: {hinted} Call start_kernel to try again."
+    )
+    assert (
+        lost_kernel(KernelState.ERROR, cause, "boom", KernelProblem.OTHER, facts)
+        == f"{cause}\nLast kernel log lines:\nboom"
     )

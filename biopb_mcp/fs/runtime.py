@@ -22,6 +22,7 @@ import stat
 import tempfile
 from pathlib import Path
 
+from biopb_mcp.errors import UnsafeRuntimeDir
 from biopb_mcp.fs.processes import pid_alive
 
 logger = logging.getLogger(__name__)
@@ -97,9 +98,9 @@ def private_runtime_dir(runtime_dir: Path, *, create: bool = True) -> Path | Non
     ``biopb-mcp-<uid>``, created 0700. Returns None when ``create`` is false and neither exists.
 
     Raises:
-        OSError: a directory cannot be created, or the subdirectory exists but is not a private
-            directory of this user (a link, another owner, group/other access): the message says
-            which, and nothing is changed.
+        UnsafeRuntimeDir: the subdirectory exists but is not a private directory of this user (a
+            link, another owner, group/other access); nothing is changed. A PermissionError.
+        OSError: a directory cannot be created.
     """
     if create and _make_private(runtime_dir):
         return runtime_dir
@@ -119,9 +120,11 @@ def private_runtime_dir(runtime_dir: Path, *, create: bool = True) -> Path | Non
     except FileNotFoundError:
         return None
     if not _is_private(sub_st):
-        raise PermissionError(
+        raise UnsafeRuntimeDir(
             f"{sub} exists but is not a private directory of this user (a link, another owner, or "
-            f"open to group/others); remove it, or point server.runtime_dir at a private directory"
+            "open to group/others)",
+            path=str(sub),
+            runtime_dir=str(runtime_dir),
         )
     return sub
 

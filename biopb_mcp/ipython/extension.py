@@ -302,7 +302,21 @@ def biopb_magic(ip: Any, line: str, loaded: _Loaded) -> None:
         else:
             _write("The agent was not paused.\n")
     except OSError as exc:
-        _write(f"%biopb {command}: cannot use the runtime dir {link.runtime_dir}: {exc}\n", err=True)
+        _write(
+            f"%biopb {command}: cannot use the runtime dir {link.runtime_dir}: {_runtime_dir_problem(exc)}\n", err=True
+        )
+
+
+def _runtime_dir_problem(exc: OSError) -> str:
+    """What is wrong with the runtime dir; a subdirectory that is not private comes with the way
+    past it, in the words the text layer writes for it."""
+    from biopb_mcp.errors import UnsafeRuntimeDir  # here: %load_ext stays light
+
+    if isinstance(exc, UnsafeRuntimeDir):
+        from biopb_mcp.text.failures import for_terminal
+
+        return for_terminal(exc)
+    return str(exc)
 
 
 class _Loaded:
@@ -423,7 +437,7 @@ def load(ip: Any) -> None:
         try:
             loaded.hooks.append(agent_notes.install({}, str(link.agent_file())))
         except OSError as exc:
-            _write(f"biopb_mcp: cannot use the runtime dir {link.runtime_dir}: {exc}\n", err=True)
+            _write(f"biopb_mcp: cannot use the runtime dir {link.runtime_dir}: {_runtime_dir_problem(exc)}\n", err=True)
     import os
 
     from biopb_mcp.config.settings import CONFIG_DIR_ENV

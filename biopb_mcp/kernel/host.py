@@ -22,7 +22,7 @@ from enum import StrEnum
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from biopb_mcp.errors import KernelError, KernelNotOwned, KernelNotReady, RestartRefused, StartFailed
+from biopb_mcp.errors import KernelError, KernelNotOwned, KernelNotReady, KernelProblem, RestartRefused, StartFailed
 from biopb_mcp.kernel.attached import (
     IDENTITY_EXPRESSION,
     AttachedKernel,
@@ -200,6 +200,8 @@ class KernelHost:
             setting=failed.setting if failed else None,
             wanted=failed.wanted if failed else "",
             joined=bool(failed and failed.joined),
+            kind=failed.kind if failed else KernelProblem.OTHER,
+            **(failed.details if failed else {}),
         )
 
     def _require_ready(self) -> None:
@@ -516,10 +518,13 @@ class KernelHost:
             process = self._process
             proc = process.status() if process is not None else {}
             boot = self._bootstrap
+            failed = self._failed_on if self._state == KernelState.ERROR else None
             return KernelStatus(
                 state=self._state,
                 cause=self._cause,
                 log_tail=self._log_tail,
+                failed_kind=failed.kind if failed else KernelProblem.OTHER,
+                failed_details=dict(failed.details) if failed else {},
                 owned=self.owns_kernel,
                 interrupt=proc.get("interrupt", process.interrupt_mode if process else None),
                 kernel_host=proc.get("kernel_host"),

@@ -66,7 +66,9 @@ class Probes:
         reply = channels.call("shell", "execute_request", content, timeout)
         if reply is None:
             raise StartFailed(
-                f"the kernel did not answer within {timeout:.0f} s (is a cell still running in its notebook?)."
+                f"the kernel did not answer within {timeout:.0f} s.",
+                kind=KernelProblem.NO_ANSWER_AT_START,
+                seconds=timeout,
             )
         session = reply.get("header", {}).get("session")
         expr = reply["content"].get("user_expressions", {}).get("e", {})

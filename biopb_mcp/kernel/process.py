@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 from jupyter_client.connect import write_connection_file
 
-from biopb_mcp.errors import StartFailed
+from biopb_mcp.errors import KernelProblem, StartFailed, UnsafeRuntimeDir
 from biopb_mcp.fs import process_groups
 from biopb_mcp.fs.runtime import CONFIG_DIR_KEY, kernel_stem
 from biopb_mcp.kernel import lifeline
@@ -185,11 +185,18 @@ class LaunchedKernel(KernelProcess):
         try:
             runtime = lifeline.private_dir(Path(settings.runtime_dir))
         except OSError as exc:  # retrying cannot help: say which setting moves it
-            raise StartFailed(
-                f"cannot use the runtime dir {settings.runtime_dir} ({exc.strerror or exc}).",
-                setting="server.runtime_dir",
-                wanted="to a writable directory",
-            ) from None
+            said = f"cannot use the runtime dir {settings.runtime_dir} ({exc.strerror or exc})."
+            setting, wanted = "server.runtime_dir", "to a writable directory"
+            if isinstance(exc, UnsafeRuntimeDir):  # the reader is told the way past that subdirectory
+                raise StartFailed(
+                    said,
+                    setting=setting,
+                    wanted=wanted,
+                    kind=KernelProblem.RUNTIME_DIR_UNSAFE,
+                    runtime_dir=str(settings.runtime_dir),
+                    refused=exc,
+                ) from None
+            raise StartFailed(said, setting=setting, wanted=wanted) from None
         stem = kernel_stem(os.getpid())
         conn = runtime / f"{stem}.json"
         argv, spec_env, desc, is_python = self._kernel_command(conn)

@@ -6,6 +6,8 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
+from biopb_mcp.errors import KernelProblem
+
 
 class KernelState(StrEnum):
     """Where the one kernel is in its life; a ``str``, so it compares and serialises as its value."""
@@ -52,12 +54,15 @@ class KernelStatus:
     ``parent_death_watch``: the kernel (or a reaper beside it) watches the server's lifeline.
     ``server_pid``: the server's own pid, which the scientist's console is pointed at.
     ``cause`` and ``log_tail``: why the kernel is ``error``, ``dead`` or ``gone``, as the host's
-    ``KernelNotReady`` carries them ("" in the other states).
+    ``KernelNotReady`` carries them ("" in the other states); ``failed_kind`` and ``failed_details``
+    the failed start's kind and facts (``error`` only, else ``other`` and none).
     """
 
     state: KernelState
     cause: str
     log_tail: str
+    failed_kind: KernelProblem
+    failed_details: dict[str, object]
     owned: bool
     interrupt: str | None
     kernel_host: str | None

@@ -4,9 +4,15 @@ key, what is wrong) and, where it depends on the problem, what to do about it.""
 from __future__ import annotations
 
 from biopb_mcp.config.settings import CONFIG_DIR_ENV, ConfigWarning, WarningKind
-from biopb_mcp.errors import ConfigError, ConfigProblem
+from biopb_mcp.errors import ConfigError, ConfigProblem, UnsafeRuntimeDir
 
-__all__ = ["config_refusal", "config_warning", "unknown_kernel_spec"]
+__all__ = ["config_refusal", "config_warning", "unknown_kernel_spec", "unsafe_runtime_dir"]
+
+
+def unsafe_runtime_dir(exc: UnsafeRuntimeDir) -> str:
+    """The runtime dir's subdirectory that is not private, and the two ways past it (nothing was
+    changed there: it may be another user's, or a link planted to catch our secrets)."""
+    return f"{exc}; remove it, or point server.runtime_dir at a private directory"
 
 
 def config_refusal(exc: ConfigError) -> str:
@@ -36,9 +42,11 @@ def config_refusal(exc: ConfigError) -> str:
             'http.token = "per-start"'
         )
     if kind is ConfigProblem.TOKEN_FILE_UNWRITABLE:
-        return (
-            f"{exc}; set server.runtime_dir in {exc.details['config_file']} to a writable directory (or use --no-auth)"
-        )
+        fix = f"; set server.runtime_dir in {exc.details['config_file']} to a writable directory (or use --no-auth)"
+        refused = exc.details.get("refused")
+        if isinstance(refused, UnsafeRuntimeDir):  # the statement, with the way past that subdirectory
+            return f"cannot write the HTTP token file in {refused.runtime_dir}: {unsafe_runtime_dir(refused)}{fix}"
+        return f"{exc}{fix}"
     if kind is ConfigProblem.MARK_IS_DELIMITER:
         return f'{exc}; with a decimal comma set table_delimiter = ";"'
     return str(exc)

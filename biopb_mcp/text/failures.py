@@ -3,14 +3,15 @@ terminal (commands).
 
 The server's tool, resource and prompt errors and the CLI's ``error:`` line all come through here,
 so each kind of error is worded in one place: the docs store's refusals, the kernel's failures, a
-config file's problems and an SDK without the hooks the server needs, from their kinds and fields.
+config file's problems, an SDK without the hooks the server needs and a runtime dir that is not
+private, from their kinds and fields.
 """
 
 from __future__ import annotations
 
-from biopb_mcp.errors import BiopbMcpError, ConfigError, DocError, KernelError, SdkMismatch
+from biopb_mcp.errors import BiopbMcpError, ConfigError, DocError, KernelError, SdkMismatch, UnsafeRuntimeDir
 from biopb_mcp.text import kernel as kernel_text
-from biopb_mcp.text.config import config_refusal
+from biopb_mcp.text.config import config_refusal, unsafe_runtime_dir
 from biopb_mcp.text.docs import FOR_AGENT, FOR_TERMINAL, refusal
 
 __all__ = ["for_agent", "for_terminal"]
@@ -26,6 +27,8 @@ def for_agent(exc: BiopbMcpError) -> str:
         return config_refusal(exc)
     if isinstance(exc, SdkMismatch):
         return _sdk_refusal(exc)
+    if isinstance(exc, UnsafeRuntimeDir):
+        return unsafe_runtime_dir(exc)
     return str(exc)
 
 
@@ -42,6 +45,8 @@ def for_terminal(exc: BiopbMcpError) -> str:
         return config_refusal(exc)
     if isinstance(exc, SdkMismatch):
         return _sdk_refusal(exc)
+    if isinstance(exc, UnsafeRuntimeDir):
+        return unsafe_runtime_dir(exc)
     return str(exc)
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 import importlib.util
 import re
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -23,6 +24,7 @@ from biopb_mcp.errors import (
     KernelNotReady,
     KernelProblem,
     RestartRefused,
+    UnsafeRuntimeDir,
 )
 from biopb_mcp.kernel import (
     ExecutionStatus,
@@ -33,7 +35,7 @@ from biopb_mcp.kernel import (
     Rendered,
     StartOutcome,
 )
-from biopb_mcp.text.config import config_refusal
+from biopb_mcp.text.config import config_refusal, unsafe_runtime_dir
 from biopb_mcp.text.install import install_command
 
 __all__ = [
@@ -62,13 +64,21 @@ __all__ = [
 ]
 
 
-def lost_kernel(state: str, cause: str, log_tail: str) -> str:
+def lost_kernel(
+    state: str,
+    cause: str,
+    log_tail: str,
+    failed: KernelProblem = KernelProblem.OTHER,
+    details: Mapping[str, object] | None = None,
+) -> str:
     """Why the kernel is ``error``, ``dead`` or ``gone``, from the host's facts: what failed or how
-    it went, and its last log lines; "" in any other state or without a cause."""
+    it went, and its last log lines; "" in any other state or without a cause. A failed start's
+    kind (``failed``, with its ``details``) adds the hint it calls for."""
     if not cause:
         return ""
     if state == KernelState.ERROR:
-        return f"{cause}\nLast kernel log lines:\n{log_tail}" if log_tail else cause
+        said = _start_failure(cause, failed, details or {})
+        return f"{said}\nLast kernel log lines:\n{log_tail}" if log_tail else said
     if state == KernelState.DEAD:
         return f"The kernel died ({cause}). Last kernel log lines:\n{log_tail}\n"
     if state == KernelState.GONE:
@@ -76,9 +86,22 @@ def lost_kernel(state: str, cause: str, log_tail: str) -> str:
     return ""
 
 
+def _start_failure(cause: str, failed: KernelProblem, details: Mapping[str, object]) -> str:
+    """What a start failed on (``cause``, the host's statement), written with its hint where the
+    kind has one: a joined kernel busy with its notebook's cell, a runtime dir that is not private."""
+    refused = details.get("refused")
+    if failed is KernelProblem.RUNTIME_DIR_UNSAFE and isinstance(refused, UnsafeRuntimeDir):
+        return f"cannot use the runtime dir {details['runtime_dir']} ({unsafe_runtime_dir(refused)})."
+    seconds = details.get("seconds")
+    if failed is KernelProblem.NO_ANSWER_AT_START and isinstance(seconds, int | float):
+        return f"the kernel did not answer within {seconds:.0f} s (is a cell still running in its notebook?)."
+    return cause
+
+
 def not_ready(exc: KernelNotReady) -> str:
     """Why no kernel can take the call, and that start_kernel is the way on."""
-    state, reason = exc.state, lost_kernel(exc.state, exc.cause, exc.log_tail) or str(exc)
+    lost = lost_kernel(exc.state, exc.cause, exc.log_tail, exc.kind, exc.details)
+    state, reason = exc.state, lost or str(exc)
     if state == KernelState.NOT_STARTED:
         text = "No kernel is running. Call start_kernel first."
     elif state == KernelState.STARTING:
@@ -223,7 +246,7 @@ def status_json(status: KernelStatus) -> dict[str, Any]:
     """The ``kernel`` section of server_status: the facts, and the owner and console command in words."""
     return {
         "state": status.state,
-        "message": lost_kernel(status.state, status.cause, status.log_tail),
+        "message": lost_kernel(status.state, status.cause, status.log_tail, status.failed_kind, status.failed_details),
         "mode": "owned" if status.owned else "attached",
         "owner": (
             "this server (it started the kernel and ends it)"

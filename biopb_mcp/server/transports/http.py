@@ -28,7 +28,7 @@ from mcp.server.mcpserver import MCPServer
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from biopb_mcp.config.settings import Settings
-from biopb_mcp.errors import ConfigError, ConfigProblem
+from biopb_mcp.errors import ConfigError, ConfigProblem, UnsafeRuntimeDir
 from biopb_mcp.fs import nofollow
 from biopb_mcp.fs.runtime import private_runtime_dir, read_private_text
 from biopb_mcp.server.app import log_level
@@ -341,6 +341,7 @@ def http_token(settings: Settings, rotate: bool = False) -> tuple[str, Path, tup
             key="server.runtime_dir",
             kind=ConfigProblem.TOKEN_FILE_UNWRITABLE,
             config_file=str(settings.config_file),
+            refused=exc if isinstance(exc, UnsafeRuntimeDir) else None,
         ) from None
 
 
