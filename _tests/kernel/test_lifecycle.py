@@ -16,7 +16,7 @@ from _tests.support.isolation import make_settings
 from _tests.support.kernel_helpers import stop_process
 from _tests.support.processes import gone, wait_gone
 from biopb_mcp.errors import KernelNotReady, KernelProblem, StartFailed, UnsafeRuntimeDir
-from biopb_mcp.kernel import KernelHost
+from biopb_mcp.kernel import Ending, KernelHost
 from biopb_mcp.kernel.probes import Probes
 from biopb_mcp.text.kernel import error_text, rendered_text, started, status_json
 
@@ -73,7 +73,9 @@ def test_kernel_killed_externally_mid_job_is_reported_dead(host: KernelHost) -> 
     assert ex.status == "dead" and host.state == "dead"
     polled = host.jobs.poll(ex.job_id)
     assert "killed by signal SIGKILL" in rendered_text(polled) and "start_kernel" in rendered_text(polled)
-    assert polled.kernel_lost == "dead" and "start_kernel" not in polled.note  # the server adds the advice
+    # the host's facts: the note and the advice are the server's words (test_rendering)
+    assert polled.kernel_lost == "dead" and polled.note == "" and polled.ending is not None
+    assert (polled.ending.why, polled.ending.cause) == (Ending.KERNEL_LOST, "killed by signal SIGKILL")
     # launch banners are not why it died; IPython's "Ctrl-C will not work" contradicts interrupt_kernel
     assert (
         "Ctrl-C" not in rendered_text(polled)

@@ -7,9 +7,9 @@ from pathlib import Path
 import pytest
 
 from _tests.support.kernel_helpers import png_bytes
-from biopb_mcp.kernel import Execution, KernelState, rendering
+from biopb_mcp.kernel import Ending, Execution, HostEnding, KernelState, rendering
 from biopb_mcp.kernel.executions import strip_ansi
-from biopb_mcp.text.kernel import rendered_text
+from biopb_mcp.text.kernel import execution_note, rendered_text
 
 
 def finished(text: str) -> Execution:
@@ -75,28 +75,50 @@ def test_a_page_is_data_naming_no_tool_and_the_server_words_it() -> None:
 
 
 @pytest.mark.parametrize(
-    ("lost", "note", "advice"),
+    ("lost", "ending", "note", "advice"),
     [
         (
             KernelState.DEAD,
+            HostEnding(Ending.KERNEL_LOST, "exit code 1", "boom"),
             "The kernel died (exit code 1). Last kernel log lines:\nboom\n",
             "Call start_kernel to start a fresh kernel (namespace lost).",
         ),
         (
             KernelState.GONE,
+            HostEnding(Ending.KERNEL_LOST, "it was restarted by its frontend"),
             "The joined kernel is gone: it was restarted by its frontend.",
             " Call start_kernel to join it again once its frontend runs it.",
         ),
     ],
 )
-def test_a_lost_kernel_is_a_fact_the_server_turns_into_advice(lost: KernelState, note: str, advice: str) -> None:
+def test_a_lost_kernel_is_a_fact_the_server_turns_into_advice(
+    lost: KernelState, ending: HostEnding, note: str, advice: str
+) -> None:
+    """The host's facts (how the kernel went, its log tail) reach the page; the note is text's."""
     ex = Execution("job-7", "code", "msg")
-    ex.finish("dead", note=note, kernel_lost=lost)
+    ex.finish("dead", kernel_lost=lost, ending=ending)
     page = rendering.render(ex, 0, 100, header=False)
-    assert page.kernel_lost == lost and page.note == note and page.header
+    assert page.kernel_lost == lost and page.ending == ending and page.note == "" and page.header
+    assert execution_note(page.note, page.ending, page.kernel_lost) == note  # the session notebook's note
     assert rendered_text(page) == "\n".join(
         [f"job-7: the kernel died while this ran ({page.elapsed:.1f} s).", "(no output)", note + advice]
     )
+
+
+@pytest.mark.parametrize(
+    ("why", "note"),
+    [
+        (Ending.RESTARTED, "The kernel was restarted while this ran; its namespace is gone."),
+        (Ending.SHUT_DOWN, "The server shut the kernel down while this ran."),
+    ],
+)
+def test_an_execution_the_host_ended_carries_why_and_text_writes_its_note(why: Ending, note: str) -> None:
+    ex = Execution("job-3", "code", "msg")
+    ex.finish("aborted", ending=HostEnding(why))
+    page = rendering.render(ex, 0, 100, header=False)
+    assert page.ending == HostEnding(why) and page.note == "" and page.kernel_lost is None
+    assert execution_note(page.note, page.ending, page.kernel_lost) == note
+    assert rendered_text(page).endswith("\n" + note)
 
 
 def test_offset_past_the_end_says_so() -> None:

@@ -35,7 +35,7 @@ def probe_server() -> MCPServer:
         """Raise KernelBusy from a worker thread under an async body."""
 
         def blocked() -> str:
-            raise KernelBusy("Busy: code is already running (3 s).", job_id="job-7", seconds=3.2)
+            raise KernelBusy("job-7 is running (3.2 s)", job_id="job-7", seconds=3.2)
 
         return await anyio.to_thread.run_sync(blocked)
 

@@ -13,12 +13,12 @@ from biopb_mcp.config.settings import load_settings
 from biopb_mcp.errors import (
     ConfigError,
     ConfigProblem,
-    KernelBusy,
     KernelNotReady,
     KernelProblem,
     UnsafeRuntimeDir,
 )
-from biopb_mcp.kernel import KernelState
+from biopb_mcp.kernel import Execution, KernelState
+from biopb_mcp.kernel.jobs import busy
 from biopb_mcp.server.transports.http import http_token
 from biopb_mcp.text.failures import for_agent, for_terminal
 from biopb_mcp.text.kernel import lost_kernel
@@ -38,12 +38,15 @@ def test_a_decimal_mark_that_is_also_the_delimiter_is_told_the_delimiter_to_set(
 
 
 def test_a_busy_kernel_is_worded_from_its_job_and_seconds() -> None:
-    busy = KernelBusy("Busy: code is already running (3 s).", job_id="job-4", seconds=3.4)
-    assert for_agent(busy) == (
+    ex = Execution("job-4", "code", "msg")
+    ex.started -= 3.4
+    refused = busy(ex)  # the host's facts; its message is a statement for logs
+    assert refused.job_id == "job-4" and 3.4 <= refused.seconds < 3.5
+    assert str(refused) == f"job-4 is running ({refused.seconds:.1f} s)"
+    assert for_agent(refused) == (
         "Busy: code is already running (3 s). (job-4 is running: poll_job('job-4') to follow it, interrupt_kernel "
         "to stop it.)\n[job-4: running]"
     )
-    assert str(busy) in for_agent(busy)  # the host's statement (as jobs.busy words it) stays whole in the answer
 
 
 LOST = [

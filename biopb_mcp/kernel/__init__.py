@@ -48,7 +48,7 @@ Every execution has an id (``job-N``), promoted or not, so ``poll(job_id, offset
 
 ``Rendered`` holds facts, not prose: the page (``output``), where it sits (``offset``, ``end``,
 ``total_chars``, ``next_offset``), the status, whether a status line is due, why it ended
-(``note``, ``kernel_lost``); the server words them for the agent. ``Rendered.images`` are PNG bytes, each at most ``kernel.max_image_bytes`` (bigger images are
+(``note``, ``kernel_lost``, ``ending``); the server words them for the agent. ``Rendered.images`` are PNG bytes, each at most ``kernel.max_image_bytes`` (bigger images are
 saved under ``<state_dir>/images/`` and named in the text instead).
 """
 
@@ -56,11 +56,13 @@ from __future__ import annotations
 
 from biopb_mcp.kernel.executions import Execution, Rendered
 from biopb_mcp.kernel.host import Interruption, KernelHost, KernelStart, RunOutcome, StartOutcome
-from biopb_mcp.kernel.states import ExecutionStatus, KernelState, KernelStatus
+from biopb_mcp.kernel.states import Ending, ExecutionStatus, HostEnding, KernelState, KernelStatus
 
 __all__ = [
+    "Ending",
     "Execution",
     "ExecutionStatus",
+    "HostEnding",
     "Interruption",
     "KernelHost",
     "KernelStart",

@@ -21,7 +21,7 @@ from biopb_mcp.kernel.connection import ClientConnection
 from biopb_mcp.kernel.events import ConnectionObserver, ExecutionEvents
 from biopb_mcp.kernel.jobs import Jobs
 from biopb_mcp.kernel.probes import Probes
-from biopb_mcp.kernel.states import ExecutionStatus, KernelState
+from biopb_mcp.kernel.states import ExecutionStatus, HostEnding, KernelState
 
 if TYPE_CHECKING:
     from biopb_mcp.config.settings import Settings
@@ -84,13 +84,15 @@ class KernelClient:
         with self._conn.lock:
             self._conn.open = self._conn.channels is not None
 
-    def abandon(self, status: ExecutionStatus, note: str = "", kernel_lost: KernelState | None = None) -> None:
+    def abandon(
+        self, status: ExecutionStatus, ending: HostEnding | None = None, kernel_lost: KernelState | None = None
+    ) -> None:
         """Stop accepting code and end the running execution as ``status`` (safe on the IO thread);
-        ``kernel_lost`` says the kernel was lost under it (``dead`` or ``gone``)."""
+        ``ending`` is why, ``kernel_lost`` says the kernel was lost under it (``dead`` or ``gone``)."""
         with self._conn.lock:
             self._conn.open = False
             self.cells.clear()
-        self.jobs.abandon(status, note, kernel_lost)
+        self.jobs.abandon(status, ending, kernel_lost)
 
     def disconnect(self) -> None:
         """Close the channels (after ``abandon``)."""

@@ -17,7 +17,7 @@ from typing import Any
 
 from biopb_mcp.kernel.lines import LineEditor
 from biopb_mcp.kernel.output_files import Overflow
-from biopb_mcp.kernel.states import FINISHED, ExecutionStatus, KernelState
+from biopb_mcp.kernel.states import FINISHED, ExecutionStatus, HostEnding, KernelState
 
 MAX_TRANSCRIPT_BYTES = 32 * 1024 * 1024
 """Bytes of output one execution keeps in memory, counted at Python's cost for its text (1, 2
@@ -101,10 +101,11 @@ class Rendered:
         open_line: the line still being drawn (a progress bar), shown after a running
             execution's last page; not part of the transcript until a newline ends it.
         waiting_behind: the other client's cell this execution waits behind (not begun yet).
-        note: why it ended as it did (restart, kernel death with its log tail, stdin); shown
-            once it finished.
+        note: why it ended as it did, in its own words (stdin, an interrupt before it began, a
+            withdrawal); shown once it finished.
         kernel_lost: ``dead`` or ``gone`` when the kernel was lost under it (``gone``: a joined
             kernel that only its frontend can bring back), else None.
+        ending: the host's facts when the host ended it (restart, shutdown, a lost kernel).
     """
 
     output: str = ""
@@ -127,6 +128,7 @@ class Rendered:
     waiting_behind: ForeignCell | None = None
     note: str = ""
     kernel_lost: KernelState | None = None
+    ending: HostEnding | None = None
 
     @property
     def done(self) -> bool:
@@ -178,9 +180,11 @@ class Execution:
         ipykernel ignores SIGINT while a request is still queued, so an interrupt must wait for it."""
         self.error: tuple[str, str, list[str]] | None = None
         self.note = ""
-        """Why it ended as it did (e.g. why the kernel died, with its log tail)."""
+        """Why it ended as it did, in its own words (e.g. stdin is not offered)."""
         self.kernel_lost: KernelState | None = None
         """``dead`` or ``gone`` when the kernel was lost under it."""
+        self.ending: HostEnding | None = None
+        """The host's facts when the host ended it (a restart, a shutdown, a lost kernel)."""
         self.images: list[ImageRecord] = []
         self.inline_images = 0
         """How many of ``images`` hold their pixels in memory (the rest are files)."""
@@ -302,7 +306,13 @@ class Execution:
             self._append(line + "\n")
             self._last_stream = None if self._last_stream is None else "image"
 
-    def finish(self, status: ExecutionStatus | str, note: str = "", kernel_lost: KernelState | None = None) -> bool:
+    def finish(
+        self,
+        status: ExecutionStatus | str,
+        note: str = "",
+        kernel_lost: KernelState | None = None,
+        ending: HostEnding | None = None,
+    ) -> bool:
         """Mark the execution finished; False when it had finished already (the first terminal
         status wins)."""
         with self._lock:
@@ -316,6 +326,7 @@ class Execution:
             if note:
                 self.note = note
             self.kernel_lost = kernel_lost
+            self.ending = ending
             self.finished = time.monotonic()
         self.began.set()
         self.done.set()

@@ -42,7 +42,7 @@ from biopb_mcp.kernel.process import (
     wait_deadline,
 )
 from biopb_mcp.kernel.recording import SessionRecording
-from biopb_mcp.kernel.states import ExecutionStatus, KernelState, KernelStatus
+from biopb_mcp.kernel.states import Ending, ExecutionStatus, HostEnding, KernelState, KernelStatus
 
 if TYPE_CHECKING:
     from biopb_mcp.config.settings import Settings
@@ -272,7 +272,7 @@ class KernelHost:
             had = self._process is not None
             if had:
                 self._check_next_start()
-            self._teardown(note="The kernel was restarted while this ran; its namespace is gone.")
+            self._teardown(HostEnding(Ending.RESTARTED))
             status = self._launch()
         finally:
             self._life.release()
@@ -302,7 +302,7 @@ class KernelHost:
         self._closing.set()
         acquired = self._life.acquire(timeout=self._settings.kernel.startup_timeout)
         try:
-            self._teardown(note="The server shut the kernel down while this ran.")
+            self._teardown(HostEnding(Ending.SHUT_DOWN))
             with self._lock:
                 self._state, self._cause, self._log_tail = KernelState.NOT_STARTED, "", ""
         finally:
@@ -374,14 +374,15 @@ class KernelHost:
         probes.run_silent(bootstrap_code(BOOTSTRAP_FILE.read_text(encoding="utf-8"), env), remaining())
         return probes.fetch_bootstrap(remaining) or {"errors": ["the bootstrap did not run in the joined kernel"]}
 
-    def _teardown(self, note: str = "") -> None:
-        """Forget the current kernel and run its stop phases (caller holds ``_life``)."""
+    def _teardown(self, ending: HostEnding | None = None) -> None:
+        """Forget the current kernel and run its stop phases (caller holds ``_life``); a running
+        execution ends as aborted, ``ending`` saying why."""
         with self._lock:
             self._generation += 1  # a death report from the old IO thread is now ignored
             process, self._process = self._process, None
             self._bootstrap = {}
             self._link = None
-        self._client.abandon(ExecutionStatus.ABORTED, note)
+        self._client.abandon(ExecutionStatus.ABORTED, ending)
         self._client.disconnect()
         if process is not None:
             process.shutdown()
@@ -395,15 +396,11 @@ class KernelHost:
             how = process.exit_reason()
             if not process.owned:
                 self._state, self._cause, self._log_tail = KernelState.GONE, how, ""
-                # the ended execution keeps a note in words: its record has no fields for these facts
-                note = f"The joined kernel is gone: {how}."
             else:
-                tail = process.log_tail()
-                self._state, self._cause, self._log_tail = KernelState.DEAD, how, tail
-                note = f"The kernel died ({how}). Last kernel log lines:\n{tail}\n"
-            lost = self._state
+                self._state, self._cause, self._log_tail = KernelState.DEAD, how, process.log_tail()
+            lost, ending = self._state, HostEnding(Ending.KERNEL_LOST, how, self._log_tail)
         logger.error("kernel %s (%s)", "gone" if not process.owned else "died", how)
-        self._client.abandon(ExecutionStatus.DEAD, note=note, kernel_lost=lost)
+        self._client.abandon(ExecutionStatus.DEAD, ending, kernel_lost=lost)
 
     # -- executions --------------------------------------------------------------------------------
     @property

@@ -29,7 +29,7 @@ from biopb_mcp.kernel.events import ExecutionEvents
 from biopb_mcp.kernel.executions import Execution, Rendered
 from biopb_mcp.kernel.link import AGENT_REQUEST_KEY
 from biopb_mcp.kernel.output_files import Overflow
-from biopb_mcp.kernel.states import ExecutionStatus, KernelState
+from biopb_mcp.kernel.states import ExecutionStatus, HostEnding, KernelState
 
 logger = logging.getLogger(__name__)
 
@@ -239,23 +239,30 @@ class Jobs:
         return True
 
     def end(
-        self, ex: Execution, status: ExecutionStatus, note: str = "", kernel_lost: KernelState | None = None
+        self,
+        ex: Execution,
+        status: ExecutionStatus,
+        note: str = "",
+        kernel_lost: KernelState | None = None,
+        ending: HostEnding | None = None,
     ) -> None:
         """Finish ``ex`` (the first terminal status wins), tell the observers, bound memory."""
         self._forget(ex)
-        if ex.finish(status, note=note, kernel_lost=kernel_lost):
+        if ex.finish(status, note=note, kernel_lost=kernel_lost, ending=ending):
             self._events.finished(ex)
         with self._conn.lock:  # what finished executions hold is bounded now, not at the next submit
             self._evict()
 
-    def abandon(self, status: ExecutionStatus, note: str = "", kernel_lost: KernelState | None = None) -> None:
+    def abandon(
+        self, status: ExecutionStatus, ending: HostEnding | None = None, kernel_lost: KernelState | None = None
+    ) -> None:
         """End the running execution as ``status`` and stop routing messages (safe on the IO thread)."""
         with self._conn.lock:
             current, self._current = self._current, None
             self._by_msg.clear()
             self._nudges.clear()
         if current is not None:
-            self.end(current, status, note=note, kernel_lost=kernel_lost)
+            self.end(current, status, kernel_lost=kernel_lost, ending=ending)
 
     def sweep_files(self) -> None:
         """Bound the images and output files saved by earlier runs (every server of the state dir
@@ -377,6 +384,7 @@ class Jobs:
 
 
 def busy(ex: Execution) -> KernelBusy:
-    """The answer to a request while ``ex`` runs."""
+    """The refusal of a request while ``ex`` runs: its job and how long it has run (the agent's
+    sentence is text's, from these fields; the message is a statement for logs)."""
     seconds = ex.elapsed()
-    return KernelBusy(f"Busy: code is already running ({seconds:.0f} s).", job_id=ex.job_id, seconds=seconds)
+    return KernelBusy(f"{ex.job_id} is running ({seconds:.1f} s)", job_id=ex.job_id, seconds=seconds)

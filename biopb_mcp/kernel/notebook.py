@@ -52,6 +52,7 @@ from typing import Any
 from biopb_mcp.fs.notebook_file import SLOT_BYTES, NotebookFile, mend_torn
 from biopb_mcp.kernel.cell_names import cell_names
 from biopb_mcp.kernel.lines import collapse
+from biopb_mcp.kernel.states import HostEnding, KernelState
 
 logger = logging.getLogger(__name__)
 
@@ -335,11 +336,15 @@ class SessionRecorder:
         max_output_chars: int = 100_000,
         max_session_bytes: int = MAX_SESSION_BYTES,
         about: Callable[[int | None, str], str] | None = None,
+        note_of: Callable[[str, HostEnding | None, KernelState | None], str] | None = None,
     ) -> None:
         self.directory = Path(directory)
         self.about = about or (lambda pid, desc: f"Kernel pid {pid}, {desc}.")
         """The notebook's opening line from the kernel's pid and description (the server passes
         its wording in; the kernel side states only the facts)."""
+        self.note_of = note_of or (lambda note, ending, lost: note)
+        """A cell's note from why its execution ended (its own note, the host's ending, the kernel
+        lost): the server passes its wording in, as for ``about``."""
         self.max_output_chars = max_output_chars
         self.max_session_bytes = max_session_bytes
         self.error: str | None = None

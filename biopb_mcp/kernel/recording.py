@@ -83,8 +83,9 @@ class SessionRecording(ExecutionObserver):
         count = ex.reply_content.get("execution_count")
         collector.execution_count = count if isinstance(count, int) else None
         meta = {"job_id": ex.job_id, "status": ex.status, "seconds": round(ex.elapsed(), 3), "promoted": ex.promoted}
-        if ex.note:
-            meta["note"] = ex.note
+        note = self.recorder.note_of(ex.note, ex.ending, ex.kernel_lost)
+        if note:
+            meta["note"] = note
         self.recorder.code_cell(ex.code, collector, meta)
 
     def outside_cell(self, code: str) -> None:

@@ -192,6 +192,7 @@ def render(ex: Execution, offset: int, max_chars: int, *, header: bool) -> Rende
         open_line=ex.open_line() if running and (end == total or tail_start < total) and not dropped else "",
         note=ex.note,
         kernel_lost=ex.kernel_lost,
+        ending=ex.ending,
     )
 
 

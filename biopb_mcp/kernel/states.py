@@ -39,6 +39,27 @@ class ExecutionStatus(StrEnum):
     """A restart or shutdown while it ran, or the kernel aborted the request."""
 
 
+class Ending(StrEnum):
+    """Why the host ended a running execution: text writes its note from this."""
+
+    RESTARTED = "restarted"
+    """restart_kernel stopped the kernel under it; its namespace is gone."""
+    SHUT_DOWN = "shut_down"
+    """The server shut the kernel down under it."""
+    KERNEL_LOST = "kernel_lost"
+    """The kernel died, or a joined one went (``kernel_lost`` says which)."""
+
+
+@dataclass(frozen=True)
+class HostEnding:
+    """The host's facts about an execution it ended: ``why``, and for a lost kernel how it went
+    (``cause``: ``exit code 1``) and its last log lines (``log_tail``; "" for a joined kernel)."""
+
+    why: Ending
+    cause: str = ""
+    log_tail: str = ""
+
+
 FINISHED = frozenset(s for s in ExecutionStatus if s is not ExecutionStatus.RUNNING)
 """Terminal statuses."""
 

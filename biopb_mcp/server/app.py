@@ -172,7 +172,12 @@ def _recorder(settings: Settings) -> Any:
         return None
     from biopb_mcp.kernel.notebook import SessionRecorder
 
-    return SessionRecorder(record.dir, max_output_chars=record.max_output_chars, about=kernel_text.notebook_about)
+    return SessionRecorder(
+        record.dir,
+        max_output_chars=record.max_output_chars,
+        about=kernel_text.notebook_about,
+        note_of=kernel_text.execution_note,
+    )
 
 
 def log_level(settings: Settings) -> Literal["DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"]:

@@ -27,7 +27,9 @@ from biopb_mcp.errors import (
     UnsafeRuntimeDir,
 )
 from biopb_mcp.kernel import (
+    Ending,
     ExecutionStatus,
+    HostEnding,
     Interruption,
     KernelStart,
     KernelState,
@@ -46,6 +48,7 @@ __all__ = [
     "console_refusal",
     "cut_note",
     "error_text",
+    "execution_note",
     "fitted_note",
     "inspection_text",
     "interrupted",
@@ -434,6 +437,23 @@ def _status_header(r: Rendered) -> str:
     return f"{r.job_id}: {r.status} after {secs}."
 
 
+_HOST_ENDINGS = {
+    Ending.RESTARTED: "The kernel was restarted while this ran; its namespace is gone.",
+    Ending.SHUT_DOWN: "The server shut the kernel down while this ran.",
+}
+"""The note of an execution the host ended (a lost kernel's is ``lost_kernel``'s)."""
+
+
+def execution_note(note: str, ending: HostEnding | None, kernel_lost: KernelState | None) -> str:
+    """Why an execution ended as it did: its own note, or the host's ending in words (the agent's
+    answer and the session notebook's cell read the same)."""
+    if ending is None:
+        return note
+    if ending.why is Ending.KERNEL_LOST and kernel_lost is not None:
+        return lost_kernel(kernel_lost, ending.cause, ending.log_tail)
+    return _HOST_ENDINGS.get(ending.why, note)
+
+
 _LOST_ADVICE = {
     KernelState.DEAD: "Call start_kernel to start a fresh kernel (namespace lost).",
     KernelState.GONE: " Call start_kernel to join it again once its frontend runs it.",
@@ -443,9 +463,10 @@ _LOST_ADVICE = {
 
 def ending_note(r: Rendered) -> str:
     """Why a finished execution ended as it did, and, when the kernel was lost, how to get one back."""
+    note = execution_note(r.note, r.ending, r.kernel_lost)
     if r.kernel_lost is None:
-        return r.note
-    return r.note + _LOST_ADVICE.get(r.kernel_lost, "")
+        return note
+    return note + _LOST_ADVICE.get(r.kernel_lost, "")
 
 
 def cancelled_note(jobs: list[tuple[str, str]]) -> str:
