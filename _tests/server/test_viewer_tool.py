@@ -413,7 +413,8 @@ async def test_in_a_joined_notebook_kernel_it_finds_the_scientists_own_viewer(wo
                 assert not (await call(client, "start_kernel")).is_error
                 result = await call(client, "look_at_viewer")
                 # Back-to-back requests: ipykernel idling in Qt's loop can miss one that lands as it
-                # re-enters the loop; one not begun soon is followed by a message that wakes it
+                # re-enters the loop; one not begun soon is followed by a message that wakes it, and
+                # the wake-up poll given at join takes in one no message could wake it for
                 for i in range(40):
                     for again in (
                         await call(client, "look_at_viewer"),
@@ -429,5 +430,10 @@ async def test_in_a_joined_notebook_kernel_it_finds_the_scientists_own_viewer(wo
         assert screenshot(result).size > 0
         leftover = await anyio.to_thread.run_sync(notebook.run, "print(sorted(n for n in dir() if 'biopb' in n))")
         assert leftover.stdout == "[]\n", "the look leaves no name in the scientist's namespace"
+        # zmq can leave a request unread with no later message waking Qt's loop: only this poll does
+        waking = await anyio.to_thread.run_sync(
+            notebook.run, "print(get_ipython().kernel._biopb_wake_timer.isActive())"
+        )
+        assert waking.stdout == "True\n", waking
     finally:
         await anyio.to_thread.run_sync(notebook.close)

@@ -248,7 +248,8 @@ class KernelSettings:
     existing_plugins: bool = field(
         default=False,
         metadata=_about(
-            "Load the kernel plugins into a joined kernel too (once per attach); false = leave it as it is."
+            "Load the kernel plugins into a joined kernel too (once per attach); false = leave it as it is "
+            "but for the Qt wake-up that keeps napari from hanging it."
         ),
     )
     warm_imports: list[str] = field(

@@ -43,6 +43,7 @@ from biopb_mcp.kernel.process import (
 )
 from biopb_mcp.kernel.recording import SessionRecording
 from biopb_mcp.kernel.states import Ending, ExecutionStatus, HostEnding, KernelState, KernelStatus
+from biopb_mcp.kernel.viewer import wake_expression
 
 if TYPE_CHECKING:
     from biopb_mcp.config.settings import Settings
@@ -364,10 +365,14 @@ class KernelHost:
             raise self._not_ready() from None
 
     def _join(self, joined: AttachedKernel, remaining: Callable[[], float]) -> dict[str, Any] | None:
-        """Learn who the joined kernel is; push the bootstrap only when ``kernel.existing_plugins``."""
+        """Learn who the joined kernel is and give it the viewer plugin's Qt wake-up (without it a
+        request can hang a kernel idling in Qt's loop for good: see ``wake_expression``); push the
+        bootstrap only when ``kernel.existing_plugins``."""
         probes = self._client.probes
         answer, session = probes.evaluate(IDENTITY_EXPRESSION, remaining())
         joined.identify(answer, session)
+        waking, _ = probes.evaluate(wake_expression(), remaining())
+        logger.info("joined kernel: Qt wake-up running now: %s", waking is True)
         if not self._settings.kernel.existing_plugins:
             return {}
         env = bootstrap_env(self._settings)

@@ -157,7 +157,10 @@ class Jobs:
         ``kernel_info_request``, and again at growing intervals while it has not begun: a kernel
         idling in Qt's loop (napari in a user's notebook) can miss that a request arrived, and the
         next message wakes it (on a loaded machine a nudge can land in the same gap). A kernel that
-        is merely busy answers them later; their replies are dropped.
+        is merely busy answers them later; their replies are dropped. When the kernel saw the
+        request waiting but left reading it until after Qt's loop, no message wakes it (zmq
+        signals none while one is unread): there only the viewer plugin's wake-up in the kernel
+        helps, which a joined kernel gets at join too.
         """
         timeout = max(0.0, timeout)
         deadline = time.monotonic() + timeout

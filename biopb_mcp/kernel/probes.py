@@ -56,6 +56,8 @@ class Probes:
     def evaluate(self, expression: str, timeout: float) -> tuple[Any, str | None]:
         """(decoded value of ``expression``, which yields JSON; the kernel's session id) at start-up.
 
+        Nudged like a tool's query: a joined kernel may idle in Qt's loop.
+
         Raises:
             StartFailed: the kernel did not answer within ``timeout``.
         """
@@ -63,7 +65,7 @@ class Probes:
         assert channels is not None
         content = _silent("")
         content["user_expressions"] = {"e": expression}
-        reply = channels.call("shell", "execute_request", content, timeout)
+        reply = channels.call("shell", "execute_request", content, timeout, nudge_after=NUDGE_AFTER)
         if reply is None:
             raise StartFailed(
                 f"the kernel did not answer within {timeout:.0f} s.",

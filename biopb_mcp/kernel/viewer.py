@@ -17,7 +17,15 @@ from typing import Any
 
 from biopb_mcp.kernel.inside import INSIDE_DIR
 
-__all__ = ["PLUGIN_FILE", "LayerFacts", "ViewerLook", "ViewerState", "look_expression", "parse_look"]
+__all__ = [
+    "PLUGIN_FILE",
+    "LayerFacts",
+    "ViewerLook",
+    "ViewerState",
+    "look_expression",
+    "parse_look",
+    "wake_expression",
+]
 
 PLUGIN_FILE = INSIDE_DIR / "viewer.py"
 """Loaded by the kernel bootstrap as a built-in plugin (it defines ``viewer``)."""
@@ -92,6 +100,17 @@ def look_expression(*, canvas_only: bool) -> str:
     """
     globals_src = "{'__name__': 'biopb_mcp_viewer_look'}"
     return f"(lambda g: (exec({_plugin_source()!r}, g), g['look_json']({bool(canvas_only)!r}))[1])({globals_src})"
+
+
+def wake_expression() -> str:
+    """A ``user_expressions`` entry giving a joined kernel, which may lack the plugins, the
+    plugin's Qt wake-up (its ``keep_answering``); yields JSON: whether it runs now.
+
+    ipykernel idling in Qt's loop (napari in a notebook) can leave a request unread where no
+    later message wakes it, so the nudges of ``Jobs.wait`` cannot help there.
+    """
+    globals_src = "{'__name__': 'biopb_mcp_viewer_wake'}"
+    return f"(lambda g: (exec({_plugin_source()!r}, g), g['keep_answering']())[1])({globals_src})"
 
 
 def _layer(raw: dict[str, Any]) -> LayerFacts:

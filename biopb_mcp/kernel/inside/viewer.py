@@ -364,17 +364,23 @@ def _keep_waking(kernel: Any) -> None:
     ipykernel leaves Qt's loop only when a socket notifier sees a new request on the shell
     socket. Two ways a request is then left waiting (an execute_code that never starts): the
     kernel's asyncio loop took the request in (its handler is a task not yet run) just before
-    ipykernel re-entered Qt's loop, which blocks that asyncio loop; or the request landed while
-    the notifier was off and zmq, which signals readability once, never signals it again. So
-    the timer takes in any waiting request (as the notifier would) and leaves Qt's loop when
-    it took one in or a task waits on the asyncio loop; ipykernel re-enters Qt's loop a
-    millisecond later, so the window stays live.
+    ipykernel re-entered Qt's loop, which blocks that asyncio loop; or pyzmq's stream saw the
+    request waiting (reading the socket's events, which uses up zmq's one readability signal)
+    and left reading it to an asyncio callback that Qt's loop then blocks. In the second case
+    zmq signals no later message either while that one is unread, so a client's further
+    requests cannot wake the kernel: it hangs for good. So the timer takes in any waiting
+    request (as the notifier would, asking the socket itself) and leaves Qt's loop when it took
+    one in or a task waits on the asyncio loop; ipykernel re-enters Qt's loop a millisecond
+    later, so the window stays live.
     """
     app = getattr(kernel, "app", None)
     if kernel is None or app is None or getattr(kernel, "_biopb_wake_timer", None) is not None:
         return
-    from ipykernel import eventloops
-    from qtpy.QtCore import QTimer
+    try:  # the binding ipykernel made ``kernel.app`` with (qtpy may pick another, or be absent)
+        from ipykernel import eventloops
+        from IPython.external.qt_for_kernel import QtCore
+    except ImportError:
+        return
 
     # ipykernel 7 reads requests through a per-subshell stream; earlier versions had one shell stream
     shell_stream = (
@@ -393,7 +399,7 @@ def _keep_waking(kernel: Any) -> None:
             notifier.setEnabled(False)
         loop.quit()
 
-    timer = QTimer(app)
+    timer = QtCore.QTimer(app)
     timer.setInterval(WAKE_INTERVAL_MS)
     timer.timeout.connect(wake)
     timer.start()
@@ -528,11 +534,41 @@ def install(ns: dict[str, Any]) -> None:
         # %reset empties the namespace; the helper must outlive it like the kernel's own names
         shell.user_ns.setdefault("viewer", viewer)
 
+    shell.events.register("pre_run_cell", restore_name)
+    _wake_after_cells(shell)
+
+
+def _wake_after_cells(shell: Any) -> None:
+    """After every cell, the wake-up when Qt's loop is on: napari.Viewer() or %gui qt typed by
+    hand turn it on without viewer(). Registered once per kernel process (each attach runs a
+    fresh copy of this file)."""
+    kernel = getattr(shell, "kernel", None)
+    if kernel is None or getattr(kernel, "_biopb_wake_hook", False):
+        return
+
     def keep_qt_loop_answering(_result: Any) -> None:
-        # napari.Viewer() or %gui qt typed by hand turn on Qt's loop without viewer(): it needs
-        # the same wake-up
         if getattr(shell, "active_eventloop", None) == "qt":
             _keep_waking(getattr(shell, "kernel", None))
 
-    shell.events.register("pre_run_cell", restore_name)
     shell.events.register("post_run_cell", keep_qt_loop_answering)
+    kernel._biopb_wake_hook = True
+
+
+def keep_answering() -> str:
+    """Entry for a kernel the server joins (its plugins loaded or not): the Qt wake-up of
+    ``_keep_waking``, now when Qt's loop is on and after any later cell that turns it on.
+
+    Without it an agent's request can hang the scientist's kernel for good (see
+    ``_keep_waking``). It adds no name to the namespace: a timer and a cell hook on the kernel.
+    Returns JSON: whether the wake-up runs now (Qt's loop is on).
+    """
+    try:
+        shell = _shell()
+        if shell is None:
+            return json.dumps(False)
+        _wake_after_cells(shell)
+        if getattr(shell, "active_eventloop", None) == "qt":
+            _keep_waking(getattr(shell, "kernel", None))
+        return json.dumps(getattr(getattr(shell, "kernel", None), "_biopb_wake_timer", None) is not None)
+    except Exception:  # the scientist's kernel is left as it was; joining goes on without the wake-up
+        return json.dumps(False)
