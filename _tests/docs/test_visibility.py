@@ -6,8 +6,11 @@ import os
 import time
 from pathlib import Path
 
+import pytest
+
 from biopb_mcp.docs.store import DocStore
 from biopb_mcp.docs.visibility import Shown
+from biopb_mcp.fs import stamps
 
 
 def _tiers(tmp_path: Path) -> DocStore:
@@ -96,3 +99,30 @@ def test_asking_the_tier_per_id_finds_exactly_what_the_walk_finds(tmp_path: Path
     ]  # fmt: skip
     assert walked == {"plain", "lab/a", "lab/deep/b", "inside-link"}
     assert {doc_id for doc_id in asked if tier.has_doc(doc_id)} == walked
+    folders: dict[str, bool] = {}  # one memo for all, as a model asks
+    assert {doc_id for doc_id in asked if tier.has_doc(doc_id, folders)} == walked
+
+
+def test_while_the_tiers_are_racy_each_read_sees_the_last_change(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """No model is kept while a stamp is racy: a doc added, removed or folder swapped within the
+    racy window shows on the very next read, though the stamps are taken only up to the first
+    racy one and the folders' answers are shared between ids of one model."""
+    monkeypatch.setattr(stamps, "RACY_NS", 3600 * 10**9)  # every stamp stays racy
+    store = _tiers(tmp_path)
+    store.visibility()  # the first access writes the manifest and lists the folders
+    first = store.visibility()
+    assert first.state("lab/b") is Shown.ABSENT and first.inputs == {}  # built from reads alone
+    (store.local_dir / "lab" / "b.md").write_text("# New\n", encoding="utf-8")
+    assert store.visibility().state("lab/b") is Shown.SURFACED
+    assert store.visibility() is not store.visibility()  # none kept
+    index = store.local_dir / "index.md"
+    index.write_text(index.read_text(encoding="utf-8") + "- lab/c: c\n", encoding="utf-8")
+    assert "lab/c" not in store.listed_ids()
+    (store.local_dir / "lab" / "c.md").write_text("# C\n", encoding="utf-8")
+    assert store.listed_ids()[-2:] == ["lab/c", "tail"]  # the entry in index order, then the tail
+    os.rename(store.local_dir / "lab", tmp_path / "lab-moved")
+    os.symlink(tmp_path / "lab-moved", store.local_dir / "lab")  # the folder is now a link
+    assert "lab/c" not in store.listed_ids()
+    assert store.visibility().state("lab/a") is Shown.ABSENT

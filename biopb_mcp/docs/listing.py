@@ -16,7 +16,7 @@ from biopb_mcp.docs.shelf import INDEX_FILE, Shelf
 from biopb_mcp.docs.visibility import Visibility
 from biopb_mcp.errors import DocUnreadable
 from biopb_mcp.fs.atomic import tier_lock, write_atomic
-from biopb_mcp.fs.stamps import FileCache, Stamp, is_settled, stamp, stamps
+from biopb_mcp.fs.stamps import FileCache, Stamp, settled_stamps, stamp, stamps
 
 __all__ = ["DEFAULT_INDEX", "Listing"]
 
@@ -101,50 +101,55 @@ class Listing:
         of what it derives from (``list_inputs``: the index files, the manifest, every folder)
         hold: a file added, removed or renamed changes its folder's stamp, an edit of the index
         its own. A racy stamp is never trusted (``fs.stamps``): while a tier changed in the last
-        seconds, each call builds a model of its own and none is kept.
+        seconds, each call builds a model of its own from fresh reads and none is kept. Such a
+        model needs no stamp, so they are taken only up to the first racy one (its ``inputs``
+        stay empty) and no folder is walked.
 
         ``inputs``, the (files, folders) of a ``list_inputs`` the caller just made, spares a second
-        walk of the folders.
+        walk of the folders; its model carries the stamps of all of them, racy or not.
         """
         changed = self.prepare()
         watched = self._watched if inputs is None else inputs[0] + inputs[1]
-        signature = stamps(watched) if watched is not None else None  # before the reads below
-        if watched is not None and signature is not None:
+        now = time.time_ns()  # before the stamps and the reads below
+        signature: tuple[Stamp | None, ...] | None = None
+        if watched is not None:
+            signature = stamps(watched) if inputs is not None else settled_stamps(watched, now)
+            if signature is None:
+                # Changed a moment ago: a model built now could not be kept (its stamps are
+                # racy), so the rest of the stamps and the walk of every folder are skipped
+                # until they settle.
+                return self._build(changed, {})
             kept = self._visibility.get(tuple(watched), signature)
             if kept is not None:
                 return kept
-        now = time.time_ns()
-        if (
-            inputs is None
-            and watched is not None
-            and signature is not None
-            and not all(is_settled(st, now) for st in signature)
-        ):
-            # Changed a moment ago: a model built now could not be kept (its stamps are racy), so
-            # the walk of every folder that keeping it needs is skipped until they settle.
-            return self._build(changed, watched, signature)
         if inputs is None:
             files, folders, _ = self.list_inputs()  # a folder may have come or gone
-            if watched != files + folders:
+            if signature is None or watched != files + folders:
                 watched = files + folders
                 signature = stamps(watched)
         assert watched is not None and signature is not None
-        found = self._build(changed, watched, signature)
+        found = self._build(changed, dict(zip(watched, signature, strict=True)))
         self._watched = watched
         self._visibility.put(tuple(watched), signature, found, now)
         return found
 
-    def _build(self, changed: frozenset[str], watched: list[str], signature: tuple[Stamp | None, ...]) -> Visibility:
+    def _build(self, changed: frozenset[str], inputs: dict[str, Stamp | None]) -> Visibility:
         text, problem = self.index_text()
+        local = self.shelf.local
+        folders: dict[str, bool] = {}  # one model, one snapshot: each folder is looked at once
+
+        def local_has(doc_id: str) -> bool:
+            return local.has_doc(doc_id, folders)
+
         return visibility.build(
             text,
             problem,
             self.shelf.shipped_files(),
-            self.shelf.local.has_doc,
+            local_has,
             self.shelf.doc_entries,
             changed,
             self.shelf.withheld,
-            dict(zip(watched, signature, strict=True)),
+            inputs,
         )
 
     def index_facts(self, *, hide_ignored: bool = False) -> index_mod.IndexFacts:

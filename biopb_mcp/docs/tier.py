@@ -127,21 +127,23 @@ class Tier:
         except DocUnreadable as exc:
             return Peeked(doc_id, Found.FILE, path, stamp, error=exc)
 
-    def has_doc(self, doc_id: str) -> bool:
+    def has_doc(self, doc_id: str, folders: dict[str, bool] | None = None) -> bool:
         """Whether the walk (``scan_tier``) would yield ``doc_id`` here, found with one ``lstat``
         per segment instead of a walk: a valid id, no folder on the way a link or a non-folder,
-        the file itself no folder, and a link only when it resolves inside the tier."""
+        the file itself no folder, and a link only when it resolves inside the tier.
+
+        ``folders`` (folder id -> whether it is a real folder), kept by the caller for one
+        snapshot of the tier, spares the folders' ``lstat`` for every id after the first in
+        them: the index's 200 entries in two folders cost 200 ``lstat``, not 600.
+        """
         if doc_id == INDEX_ID or not is_valid_id(doc_id):
             return False
+        folder = doc_id.rpartition("/")[0]
+        if folder and not self._is_folder(folder, {} if folders is None else folders):
+            return False
         root = self._root_str
-        *folders, name = doc_id.split("/")
-        path = root
+        path = f"{root}{os.sep}{doc_id}{DOC_SUFFIX}"
         try:
-            for folder in folders:
-                path = f"{path}{os.sep}{folder}"
-                if not stat.S_ISDIR(os.lstat(path).st_mode):
-                    return False
-            path = f"{path}{os.sep}{name}{DOC_SUFFIX}"
             mode = os.lstat(path).st_mode
         except OSError:  # missing, or the root is no folder
             return False
@@ -151,6 +153,21 @@ class Tier:
             logger.warning("Skipping %s: a symlink that leaves the docs tier", path)
             return False
         return True
+
+    def _is_folder(self, folder: str, known: dict[str, bool]) -> bool:
+        """Whether ``folder`` (an id's folder part) and each folder above it is a real folder here,
+        not a link or a file; each answer kept in ``known``."""
+        found = known.get(folder)
+        if found is None:
+            parent = folder.rpartition("/")[0]
+            found = not parent or self._is_folder(parent, known)
+            if found:
+                try:
+                    found = stat.S_ISDIR(os.lstat(f"{self._root_str}{os.sep}{folder}").st_mode)
+                except OSError:  # missing, or the root is no folder
+                    found = False
+            known[folder] = found
+        return found
 
     def scan(self, *, include_invalid: bool = False) -> Iterator[tuple[str | None, os.DirEntry[str]]]:
         """`(id, DirEntry)` of every doc file here (see `scan_tier`)."""

@@ -71,14 +71,16 @@ class Visibility:
     shipped: Mapping[str, str]
     """id -> file path of every shipped doc served (withheld ones left out)."""
     local_has: Callable[[str], bool]
-    """Whether the local tier holds a doc for an id, by the rules of the walk."""
+    """Whether the local tier holds a doc for an id, by the rules of the walk (``Tier.has_doc``,
+    each folder looked at once per model)."""
     walk: Callable[[], Iterable[tuple[str, str, Origin]]]
     """Every doc as (id, path, origin), shadowing applied (``Shelf.doc_entries``)."""
     changed: frozenset[str] = frozenset()
     """The shipped ids changed at the last version bump."""
     withheld: frozenset[str] = frozenset()
     inputs: Mapping[str, Stamp | None] = field(default_factory=dict)
-    """The files and folders it was derived from, with their stamps taken before the reads."""
+    """The files and folders it was derived from, with their stamps taken before the reads; empty
+    for a model built while one of them was racy (never kept, so never checked against them)."""
 
     @functools.cached_property
     def docs(self) -> Mapping[str, tuple[str, Origin]]:

@@ -15,7 +15,7 @@ import time
 from collections.abc import Callable, Hashable, Iterable
 from typing import Generic, TypeVar
 
-__all__ = ["RACY_NS", "FileCache", "Stamp", "is_settled", "stamp", "stamp_of", "stamps"]
+__all__ = ["RACY_NS", "FileCache", "Stamp", "is_settled", "settled_stamps", "stamp", "stamp_of", "stamps"]
 
 RACY_NS = 2_000_000_000
 """A file changed this recently (ns) may change again without its stamp changing."""
@@ -43,6 +43,19 @@ def stamp(path: str | os.PathLike[str]) -> Stamp | None:
 def stamps(paths: Iterable[str]) -> tuple[Stamp | None, ...]:
     """Stamps of several paths, for a value derived from all of them (a listing of directories)."""
     return tuple(stamp(path) for path in paths)
+
+
+def settled_stamps(paths: Iterable[str], now_ns: int) -> tuple[Stamp | None, ...] | None:
+    """`stamps` of `paths` when every one is settled at `now_ns`; None at the first racy one,
+    the rest not stat'ed: a value derived from them then cannot be kept, so its caller derives
+    it afresh and needs no more stamps."""
+    found = []
+    for path in paths:
+        st = stamp(path)
+        if not is_settled(st, now_ns):
+            return None
+        found.append(st)
+    return tuple(found)
 
 
 def is_settled(st: Stamp | None, now_ns: int | None = None) -> bool:
