@@ -12,14 +12,26 @@ import pytest
 
 from _tests.docs.test_store import make_shipped
 from biopb_mcp.docs import QUERY_MAX_CHARS
-from biopb_mcp.docs.limits import BODY_MAX_LINES, INDEX_MAX_ENTRIES
+from biopb_mcp.docs.limits import BODY_MAX_LINES, FILE_MAX_BYTES, INDEX_MAX_ENTRIES
+from biopb_mcp.docs.lint import Lint
 from biopb_mcp.docs.resources import parse_cursor
 from biopb_mcp.docs.search.query import Hit, search_docs
 from biopb_mcp.docs.store import DocStore
 from biopb_mcp.docs.views import Origin
-from biopb_mcp.errors import DocError, DocNotFound, DocProblem, InvalidQuery, SearchUnavailable, WriteRefused
+from biopb_mcp.errors import (
+    DocError,
+    DocNotFound,
+    DocProblem,
+    DocUnreadable,
+    InvalidQuery,
+    SearchUnavailable,
+    Unreadable,
+    WriteRefused,
+)
 from biopb_mcp.text.doc_views import read_doc
 from biopb_mcp.text.docs import FOR_AGENT, FOR_TERMINAL, Calls, format_hits, refusal
+from biopb_mcp.text.index import render_index
+from biopb_mcp.text.lint import finding_text
 
 
 @pytest.fixture
@@ -250,6 +262,64 @@ FROM_FIELDS = [
 @pytest.mark.parametrize(("exc", "says"), FROM_FIELDS)
 def test_the_sentence_is_written_from_the_kind_and_fields_not_cut_from_the_message(exc: DocError, says: str) -> None:
     assert refusal(exc, FOR_AGENT) == says
+
+
+UNREADABLE_TEXT = [
+    ("dir", "{path} is a directory, not a doc file; rename it or remove it."),
+    (
+        "big",
+        f"{{path}} is {FILE_MAX_BYTES + 1:,} bytes, over the {FILE_MAX_BYTES:,} a doc file may have; it is probably "
+        "not markdown — move it out of the docs folder.",
+    ),
+    (
+        "binary",
+        "{path} contains NUL bytes: it is a binary file, not markdown; move it out of the docs folder.",
+    ),
+    ("latin1", "{path} is not UTF-8 text (byte 0xe9 at offset 5); re-save it as UTF-8."),
+]
+
+
+def _make_unreadable(path: Path, case: str) -> None:
+    if case == "dir":
+        path.mkdir()
+    elif case == "big":
+        path.write_bytes(b"a" * (FILE_MAX_BYTES + 1))
+    elif case == "binary":
+        path.write_bytes(b"# x\n\x00\x01")
+    else:
+        path.write_bytes(b"# Caf\xe9\n")
+
+
+@pytest.mark.parametrize(("case", "says"), UNREADABLE_TEXT)
+def test_a_doc_file_that_cannot_be_read_is_told_with_what_to_do_about_it(store: DocStore, case: str, says: str) -> None:
+    """The store states what is wrong with the file (its ``why``); every reader is told the same step,
+    the file being fixed by hand: the agent (read_doc, the index's note), a terminal (docs read,
+    docs check)."""
+    render_index(store)
+    path = store.local_dir / f"{case}.md"
+    _make_unreadable(path, case)
+    exc = _refused(lambda: read_doc(store, case))
+    sentence = says.format(path=path)
+    assert refusal(exc, FOR_AGENT) == sentence and refusal(exc, FOR_TERMINAL) == sentence
+    assert str(exc) + ";" in sentence
+    found = [finding_text(f) for f in store.check() if f.kind is Lint.UNREADABLE]
+    assert found == ([] if case == "dir" else [f"local: {case}: {sentence}"])  # a folder is walked, not read
+    index = store.local_dir / "index.md"
+    index.unlink()
+    _make_unreadable(index, case)
+    note = says.format(path=index)
+    assert render_index(store).startswith(f"> The local index could not be read ({note}) Showing the shipped index")
+    assert [finding_text(f) for f in store.check() if f.kind is Lint.INDEX_UNREADABLE] == [f"local: index: {note}"]
+
+
+def test_an_unreadable_case_with_no_step_reads_as_the_statement() -> None:
+    """A permission refusal gets its step; the OS's own reason (a link, an I/O error) is said as it is."""
+    denied = DocUnreadable("Cannot read /lab/docs/a.md: permission denied", why=Unreadable.PERMISSION)
+    fifo = DocUnreadable("/lab/docs/a.md is not a regular file", why=Unreadable.NOT_REGULAR)
+    other = DocUnreadable("Cannot read /lab/docs/a.md: Too many levels of symbolic links.")
+    assert refusal(denied, FOR_AGENT) == "Cannot read /lab/docs/a.md: permission denied; fix its permissions."
+    assert refusal(fifo, FOR_TERMINAL) == "/lab/docs/a.md is not a regular file; replace it with a markdown file."
+    assert refusal(other, FOR_AGENT) == str(other)
 
 
 FACTS_QUOTED = [

@@ -184,10 +184,43 @@ class DocNotFound(DocError):
         super().__init__(message, kind=kind, doc_id=doc_id, **details)
 
 
+class Unreadable(StrEnum):
+    """Why a doc file cannot be read, where the reader's next step depends on it: the text layer
+    adds that step (rename, replace, move out, fix permissions, re-save) to the facts."""
+
+    OTHER = "other"
+    """No step to suggest: the message states the OS's reason, a link, a damaged version."""
+    DIRECTORY = "directory"
+    NOT_REGULAR = "not_regular"
+    """A FIFO, a socket, a device: not a regular file."""
+    TOO_BIG = "too_big"
+    """Over the size a doc file may have (``size``, ``limit``)."""
+    PERMISSION = "permission"
+    BINARY = "binary"
+    """Contains NUL bytes."""
+    NOT_UTF8 = "not_utf8"
+    """Not UTF-8 text (``byte``, the first bad one, at ``offset``)."""
+
+
 class DocUnreadable(DocError):
-    """A doc file exists but cannot be read (not UTF-8, binary, too large, permission)."""
+    """A doc file exists but cannot be read (not UTF-8, binary, too large, permission).
+
+    ``why`` (an Unreadable) says which case; ``details`` carry ``path`` and the case's numbers.
+    """
 
     default_kind = DocProblem.UNREADABLE
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        why: Unreadable = Unreadable.OTHER,
+        kind: DocProblem | None = None,
+        doc_id: str | None = None,
+        **details: object,
+    ) -> None:
+        self.why = why
+        super().__init__(message, kind=kind, doc_id=doc_id, **details)
 
 
 class WriteRefused(DocError):

@@ -8,7 +8,7 @@ import pytest
 
 from biopb_mcp.docs import FILE_MAX_BYTES
 from biopb_mcp.docs.frontmatter import parse, read_text
-from biopb_mcp.errors import DocUnreadable
+from biopb_mcp.errors import DocUnreadable, Unreadable
 
 
 def test_scalars_inline_lists_and_unknown_keys() -> None:
@@ -62,27 +62,39 @@ def test_bom_and_crlf_are_tolerated(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize(
-    ("content", "says"),
+    ("content", "says", "why", "facts"),
     [
-        (b"caf\xe9 au lait\n", "not UTF-8 text (byte 0xe9 at offset 3)"),
-        (b"\x89PNG\r\n\x1a\n\x00\x00", "NUL bytes"),
+        (
+            b"caf\xe9 au lait\n",
+            "not UTF-8 text (byte 0xe9 at offset 3)",
+            Unreadable.NOT_UTF8,
+            {"byte": 0xE9, "offset": 3},
+        ),
+        (b"\x89PNG\r\n\x1a\n\x00\x00", "NUL bytes", Unreadable.BINARY, {}),
     ],
 )
-def test_non_text_files_are_unreadable_naming_the_file(tmp_path: Path, content: bytes, says: str) -> None:
+def test_non_text_files_are_unreadable_naming_the_file(
+    tmp_path: Path, content: bytes, says: str, why: Unreadable, facts: dict[str, int]
+) -> None:
+    """The error states what is wrong and says which case it is; text.unreadable adds the step."""
     path = tmp_path / "bad.md"
     path.write_bytes(content)
     with pytest.raises(DocUnreadable) as exc_info:
         read_text(path)
     assert str(path) in str(exc_info.value) and says in str(exc_info.value)
+    assert exc_info.value.why is why and exc_info.value.details == {"path": str(path), **facts}
 
 
 def test_oversized_file_and_directory_are_unreadable(tmp_path: Path) -> None:
     big = tmp_path / "big.md"
     big.write_bytes(b"a" * (FILE_MAX_BYTES + 1))
-    with pytest.raises(DocUnreadable, match="over the"):
+    with pytest.raises(DocUnreadable, match="over the") as too_big:
         read_text(big)
+    assert too_big.value.why is Unreadable.TOO_BIG
+    assert too_big.value.details == {"path": str(big), "size": FILE_MAX_BYTES + 1, "limit": FILE_MAX_BYTES}
     (tmp_path / "dir.md").mkdir()
-    with pytest.raises(DocUnreadable, match="is a directory"):
+    with pytest.raises(DocUnreadable, match="is a directory") as directory:
         read_text(tmp_path / "dir.md")
+    assert directory.value.why is Unreadable.DIRECTORY
     with pytest.raises(FileNotFoundError):
         read_text(tmp_path / "absent.md")

@@ -18,7 +18,7 @@ from biopb_mcp.docs.index import parse
 from biopb_mcp.docs.lint import Finding, Lint
 from biopb_mcp.docs.store import DocStore
 from biopb_mcp.docs.views import Origin
-from biopb_mcp.errors import DocNotFound, DocProblem, DocUnreadable, InvalidDocId, WriteRefused
+from biopb_mcp.errors import DocNotFound, DocProblem, DocUnreadable, InvalidDocId, Unreadable, WriteRefused
 from biopb_mcp.fs import stamps
 from biopb_mcp.text.doc_views import read_doc
 from biopb_mcp.text.docs import FOR_AGENT
@@ -348,15 +348,16 @@ def test_hand_edited_files_never_crash_render_or_read(store: DocStore) -> None:
     assert "Still readable." in read_doc(store, "garbage")
     assert read_doc(store, "crlf").endswith("# Windows\n\nSaved in Notepad.\n")
     assert read_doc(store, "bom").endswith("\n\n# Bom\n\nWith a BOM.\n")
-    for doc_id, says in (
-        ("latin1", "not UTF-8"),
-        ("binary", "NUL bytes"),
-        ("dir", "is a directory"),
-        ("big", "over the"),
+    for doc_id, says, why in (
+        ("latin1", "not UTF-8", Unreadable.NOT_UTF8),
+        ("binary", "NUL bytes", Unreadable.BINARY),
+        ("dir", "is a directory", Unreadable.DIRECTORY),
+        ("big", "over the", Unreadable.TOO_BIG),
     ):
         with pytest.raises(DocUnreadable) as exc_info:
             read_doc(store, doc_id)
         assert str(local / f"{doc_id}.md") in str(exc_info.value) and says in str(exc_info.value)
+        assert exc_info.value.why is why
         with pytest.raises(DocUnreadable):
             store.write_doc(doc_id, body="# Replace\n")
     unreadable = {p.facts["doc_id"] for p in store.check() if p.kind is Lint.UNREADABLE}
@@ -370,8 +371,9 @@ def test_unreadable_permission_is_a_clear_error(store: DocStore) -> None:
     path = store.local_dir / "locked.md"
     path.write_text("# Locked\n")
     path.chmod(0)
-    with pytest.raises(DocUnreadable, match="permission denied"):
+    with pytest.raises(DocUnreadable, match="permission denied") as exc_info:
         read_doc(store, "locked")
+    assert exc_info.value.why is Unreadable.PERMISSION
 
 
 def test_unreadable_local_index_renders_the_shipped_one_with_a_note(store: DocStore) -> None:

@@ -91,6 +91,17 @@ async def test_a_hand_edit_of_the_index_shows_in_the_next_session(built: Any) ->
             assert "hand-added-marker" in (client.instructions or "")
 
 
+async def test_server_status_says_why_the_local_index_cannot_be_read_with_what_to_do(built: Any) -> None:
+    """The store's summary carries the error; the tool words it as read_doc does (text's route)."""
+    mcp, state = built
+    index = state.settings.docs_local_dir / "index.md"
+    index.parent.mkdir(parents=True, exist_ok=True)
+    index.write_bytes(b"# Caf\xe9\n")
+    async with Client(mcp, mode="legacy") as client:
+        status = json.loads(text_of(await client.call_tool("server_status", {})))
+    assert status["docs"]["index_problem"] == f"{index} is not UTF-8 text (byte 0xe9 at offset 5); re-save it as UTF-8."
+
+
 @pytest.mark.parametrize("mode", MODES)
 async def test_kernel_tools_before_start_name_the_state_and_start_kernel(built: Any, mode: str) -> None:
     mcp, _ = built

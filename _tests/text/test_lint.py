@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from biopb_mcp.docs.lint import Finding, Lint
-from biopb_mcp.errors import DocProblem, DocUnreadable, InvalidDocId
+from biopb_mcp.errors import DocProblem, DocUnreadable, InvalidDocId, Unreadable
 from biopb_mcp.text.lint import finding_text
 
 DOC = {"tier": "local", "doc_id": "fm", "path": Path("/lab/docs/fm.md")}
@@ -20,6 +20,20 @@ SAID = [
     (
         Finding(Lint.UNREADABLE, {"tier": "local", "doc_id": "b", "error": DocUnreadable("/lab/docs/b.md is odd.")}),
         "local: b: /lab/docs/b.md is odd.",
+    ),
+    (
+        Finding(
+            Lint.UNREADABLE,
+            {
+                "tier": "local",
+                "doc_id": "b",
+                "error": DocUnreadable(
+                    "/lab/docs/b.md contains NUL bytes: it is a binary file, not markdown", why=Unreadable.BINARY
+                ),
+            },
+        ),
+        "local: b: /lab/docs/b.md contains NUL bytes: it is a binary file, not markdown; move it out of the docs "
+        "folder.",
     ),
     (
         Finding(Lint.UNREADABLE, {"tier": "shipped", "doc_id": "c", "error": PermissionError(13, "denied")}),
@@ -53,8 +67,19 @@ SAID = [
         "shipped: authoring links [[really-missing]], which is not a shipped doc.",
     ),
     (
-        Finding(Lint.INDEX_UNREADABLE, {"note": "> Cannot read /lab/docs/index.md: a link."}),
+        Finding(Lint.INDEX_UNREADABLE, {"error": DocUnreadable("Cannot read /lab/docs/index.md: a link.")}),
         "local: index: Cannot read /lab/docs/index.md: a link.",
+    ),
+    (
+        Finding(
+            Lint.INDEX_UNREADABLE,
+            {
+                "error": DocUnreadable(
+                    "/lab/docs/index.md is not UTF-8 text (byte 0xe9 at offset 5)", why=Unreadable.NOT_UTF8
+                )
+            },
+        ),
+        "local: index: /lab/docs/index.md is not UTF-8 text (byte 0xe9 at offset 5); re-save it as UTF-8.",
     ),
     (Finding(Lint.INDEX_CAP, {"count": 201, "limit": 200}), "index: 201 entries; the cap is 200."),
     (

@@ -17,6 +17,20 @@ if TYPE_CHECKING:
 __all__ = ["run_docs"]
 
 
+class _WarningLine(logging.Formatter):
+    """A store warning as a terminal line: a doc file it could not read is said with what to do
+    about it (the log record holds the error, which states only what is wrong)."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        from biopb_mcp.errors import DocUnreadable
+        from biopb_mcp.text.unreadable import unreadable_text
+
+        if isinstance(record.args, tuple) and any(isinstance(a, DocUnreadable) for a in record.args):
+            said = tuple(unreadable_text(a) if isinstance(a, DocUnreadable) else a for a in record.args)
+            record = logging.makeLogRecord({**record.__dict__, "args": said, "message": None})
+        return super().format(record)
+
+
 def run_docs(args: argparse.Namespace) -> int:
     settings = load_settings()
     print_warnings(settings, config_file_only=True)  # the runtime-dir fallback is serve's business
@@ -30,7 +44,7 @@ def run_docs(args: argparse.Namespace) -> int:
     )
     # the store logs skipped files (unreadable, bad frontmatter): show them as warning lines
     handler = logging.StreamHandler(sys.stderr)
-    handler.setFormatter(logging.Formatter("warning: %(message)s"))
+    handler.setFormatter(_WarningLine("warning: %(message)s"))
     handler.setLevel(logging.WARNING)
     docs_logger = logging.getLogger("biopb_mcp.docs")
     docs_logger.addHandler(handler)

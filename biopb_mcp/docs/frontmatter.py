@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from biopb_mcp.docs.limits import FILE_MAX_BYTES
-from biopb_mcp.errors import DocUnreadable
+from biopb_mcp.errors import DocUnreadable, Unreadable
 from biopb_mcp.fs import nofollow
 
 DESCRIPTION_MAX_CHARS = 200
@@ -41,16 +41,13 @@ def read_text(path: Path, st: os.stat_result | None = None) -> str:
     except FileNotFoundError:
         raise
     except OSError as exc:
-        raise DocUnreadable(f"Cannot read {path}: {exc.strerror or exc}.") from exc
+        raise DocUnreadable(f"Cannot read {path}: {exc.strerror or exc}.", path=str(path)) from exc
     if stat.S_ISDIR(st.st_mode):
-        raise DocUnreadable(f"{path} is a directory, not a doc file; rename it or remove it.")
+        raise _directory(path)
     if not stat.S_ISREG(st.st_mode):
-        raise DocUnreadable(f"{path} is not a regular file; replace it with a markdown file.")
+        raise DocUnreadable(f"{path} is not a regular file", why=Unreadable.NOT_REGULAR, path=str(path))
     if st.st_size > FILE_MAX_BYTES:
-        raise DocUnreadable(
-            f"{path} is {st.st_size:,} bytes, over the {FILE_MAX_BYTES:,} a doc file may have; "
-            "it is probably not markdown — move it out of the docs folder."
-        )
+        raise _too_big(path, st.st_size)
     try:
         with open(path, "rb") as fh:
             # Not read(FILE_MAX_BYTES + 1): that allocates a 5 MB buffer per call (3x the cost of a
@@ -60,9 +57,9 @@ def read_text(path: Path, st: os.stat_result | None = None) -> str:
     except FileNotFoundError:
         raise
     except PermissionError as exc:
-        raise DocUnreadable(f"Cannot read {path}: permission denied; fix its permissions.") from exc
+        raise _denied(path) from exc
     except OSError as exc:
-        raise DocUnreadable(f"Cannot read {path}: {exc.strerror or exc}.") from exc
+        raise DocUnreadable(f"Cannot read {path}: {exc.strerror or exc}.", path=str(path)) from exc
     return decode(raw, path)
 
 
@@ -88,36 +85,59 @@ def _read_doc_bytes(path: str, read: Callable[[], tuple[bytes, os.stat_result]])
     except FileNotFoundError:
         raise
     except nofollow.LinkRefused as exc:
-        raise DocUnreadable(f"Cannot read {path}: {exc.strerror}.") from exc
+        raise DocUnreadable(f"Cannot read {path}: {exc.strerror}.", path=str(path)) from exc
     except nofollow.TooBig as exc:
-        raise DocUnreadable(
-            f"{path} is {exc.size:,} bytes, over the {FILE_MAX_BYTES:,} a doc file may have; "
-            "it is probably not markdown — move it out of the docs folder."
-        ) from exc
+        raise _too_big(path, exc.size) from exc
     except IsADirectoryError as exc:
-        raise DocUnreadable(f"{path} is a directory, not a doc file; rename it or remove it.") from exc
+        raise _directory(path) from exc
     except PermissionError as exc:
-        raise DocUnreadable(f"Cannot read {path}: permission denied; fix its permissions.") from exc
+        raise _denied(path) from exc
     except OSError as exc:
-        raise DocUnreadable(f"Cannot read {path}: {exc.strerror or exc}.") from exc
+        raise DocUnreadable(f"Cannot read {path}: {exc.strerror or exc}.", path=str(path)) from exc
     return decode(raw, path)
 
 
 def decode(raw: bytes, path: Path | str) -> str:
     """Decode a doc file's bytes, or raise DocUnreadable naming `path` and what is wrong."""
     if len(raw) > FILE_MAX_BYTES:
-        raise DocUnreadable(f"{path} is over the {FILE_MAX_BYTES:,} bytes a doc file may have.")
+        raise DocUnreadable(f"{path} is over the {FILE_MAX_BYTES:,} bytes a doc file may have.", path=str(path))
     if b"\x00" in raw:
         raise DocUnreadable(
-            f"{path} contains NUL bytes: it is a binary file, not markdown; move it out of the docs folder."
+            f"{path} contains NUL bytes: it is a binary file, not markdown", why=Unreadable.BINARY, path=str(path)
         )
     try:
         text = raw.decode("utf-8-sig")
     except UnicodeDecodeError as exc:
+        byte = raw[exc.start]
         raise DocUnreadable(
-            f"{path} is not UTF-8 text (byte 0x{raw[exc.start]:02x} at offset {exc.start}); re-save it as UTF-8."
+            f"{path} is not UTF-8 text (byte 0x{byte:02x} at offset {exc.start})",
+            why=Unreadable.NOT_UTF8,
+            path=str(path),
+            byte=byte,
+            offset=exc.start,
         ) from exc
     return normalize(text)
+
+
+# The cases below state only what is wrong; text.unreadable adds what the reader does about it.
+
+
+def _directory(path: Path | str) -> DocUnreadable:
+    return DocUnreadable(f"{path} is a directory, not a doc file", why=Unreadable.DIRECTORY, path=str(path))
+
+
+def _too_big(path: Path | str, size: int) -> DocUnreadable:
+    return DocUnreadable(
+        f"{path} is {size:,} bytes, over the {FILE_MAX_BYTES:,} a doc file may have",
+        why=Unreadable.TOO_BIG,
+        path=str(path),
+        size=size,
+        limit=FILE_MAX_BYTES,
+    )
+
+
+def _denied(path: Path | str) -> DocUnreadable:
+    return DocUnreadable(f"Cannot read {path}: permission denied", why=Unreadable.PERMISSION, path=str(path))
 
 
 def normalize(text: str) -> str:

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 
 from biopb_mcp.docs.ids import is_valid_id
+from biopb_mcp.errors import DocUnreadable
 
 UNFILED_HEADING = "## Unfiled"
 
@@ -116,7 +117,7 @@ class IndexFacts:
     body: str
     new_docs: list[tuple[str, str]] = field(default_factory=list)
     stale_docs: list[tuple[str, str]] = field(default_factory=list)
-    unreadable: str | None = None
+    unreadable: DocUnreadable | None = None
 
 
 def annotate(

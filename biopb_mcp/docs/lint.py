@@ -67,7 +67,7 @@ class Lint(StrEnum):
     SHIPPED_LINK = "shipped_link"
     """A shipped doc linking an id no shipped doc has: ``doc_id``, ``target``."""
     INDEX_UNREADABLE = "index_unreadable"
-    """The local index cannot be read: ``note`` (why, as the rendered index says it)."""
+    """The local index cannot be read: ``error`` (the DocUnreadable; the shipped index is used)."""
     INDEX_CAP = "index_cap"
     """More index entries than the cap: ``count``, ``limit``."""
     INDEX_SELF = "index_self"
@@ -126,7 +126,7 @@ def check(store: DocStore) -> list[Finding]:
                 problems.append(Finding(Lint.SHIPPED_LINK, {"doc_id": doc_id, "target": target}))
     text, note = store.listing.index_text()
     if note:
-        problems.append(Finding(Lint.INDEX_UNREADABLE, {"note": note}))
+        problems.append(Finding(Lint.INDEX_UNREADABLE, {"error": note}))
     parsed = index_mod.parse(text)
     if parsed.entry_count > INDEX_MAX_ENTRIES:
         problems.append(Finding(Lint.INDEX_CAP, {"count": parsed.entry_count, "limit": INDEX_MAX_ENTRIES}))

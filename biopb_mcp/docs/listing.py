@@ -83,7 +83,7 @@ class Listing:
         """The local index file's text; a link there is refused (DocUnreadable), never followed."""
         return self.shelf.local.read_file(INDEX_FILE)
 
-    def index_text(self) -> tuple[str, str | None]:
+    def index_text(self) -> tuple[str, DocUnreadable | None]:
         """(local index text, why it could not be read, or None). Never raises: render must not crash."""
         try:
             return self.index_text_at_disk(), None
@@ -91,7 +91,7 @@ class Listing:
             return self.shipped_index_text(), None
         except DocUnreadable as exc:
             logger.warning("Docs: local index unreadable, rendering the shipped one: %s", exc)
-            return self.shipped_index_text(), str(exc)
+            return self.shipped_index_text(), exc
 
     def visibility(self, inputs: tuple[list[str], list[str]] | None = None) -> Visibility:
         """What the docs show now (``docs.visibility``), after the setup steps.

@@ -281,7 +281,8 @@ class DocStore:
         return lint.check_warnings(self)
 
     def summary(self) -> dict[str, object]:
-        """Tiers' paths, doc counts, index entries against the cap: for server_status and the CLI."""
+        """Tiers' paths, doc counts, index entries against the cap: for server_status and the CLI.
+        ``index_problem`` is the DocUnreadable of a local index that cannot be read, or None."""
         self._prepare()
         text, note = self.listing.index_text()
         parsed = index_mod.parse(text)

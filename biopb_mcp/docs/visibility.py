@@ -32,6 +32,7 @@ from enum import StrEnum
 from biopb_mcp.docs import index as index_mod
 from biopb_mcp.docs.ids import INDEX_ID
 from biopb_mcp.docs.views import Origin
+from biopb_mcp.errors import DocUnreadable
 from biopb_mcp.fs.stamps import Stamp
 
 __all__ = ["Shown", "Visibility", "build", "is_banked"]
@@ -66,7 +67,7 @@ class Visibility:
     index: index_mod.IndexFile
     """The parsed index the rest derives from (the local file, else the shipped one)."""
     index_text: str
-    problem: str | None
+    problem: DocUnreadable | None
     """Why the local index could not be read (the shipped one was used), or None."""
     shipped: Mapping[str, str]
     """id -> file path of every shipped doc served (withheld ones left out)."""
@@ -175,7 +176,7 @@ class Visibility:
 
 def build(
     index_text: str,
-    problem: str | None,
+    problem: DocUnreadable | None,
     shipped: Mapping[str, str],
     local_has: Callable[[str], bool],
     walk: Callable[[], Iterable[tuple[str, str, Origin]]],

@@ -17,8 +17,9 @@ from biopb_mcp.docs.index import UNFILED_HEADING
 from biopb_mcp.docs.limits import INDEX_MAX_ENTRIES
 from biopb_mcp.docs.search.query import shown_query
 from biopb_mcp.docs.writes import WriteResult
-from biopb_mcp.errors import DocError, DocNotFound, DocProblem
+from biopb_mcp.errors import DocError, DocNotFound, DocProblem, DocUnreadable
 from biopb_mcp.text.doc_views import ORIGIN_WORDS
+from biopb_mcp.text.unreadable import unreadable_text
 
 if TYPE_CHECKING:
     from biopb_mcp.docs.search.query import Hit
@@ -158,6 +159,8 @@ def refusal(exc: DocError, calls: Calls) -> str:
             f"old was not found in {doc_id!r} ({facts.get('count', 0)} matches); nothing was changed. Re-read it "
             f"with {calls.read(doc_id)} and copy the exact text (whitespace included)."
         )
+    if isinstance(exc, DocUnreadable):
+        return unreadable_text(exc)
     return str(exc)
 
 

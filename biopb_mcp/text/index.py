@@ -6,6 +6,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from biopb_mcp.docs.index import IndexFacts
+from biopb_mcp.errors import DocUnreadable
+from biopb_mcp.text.unreadable import unreadable_text
 
 if TYPE_CHECKING:
     from biopb_mcp.docs.store import DocStore
@@ -34,10 +36,10 @@ STALE_TAIL_SENTENCE = (
 )
 
 
-def unreadable_note(problem: str) -> str:
+def unreadable_note(problem: DocUnreadable) -> str:
     """The line a rendered index opens with when the local index file cannot be read."""
     return (
-        f"> The local index could not be read ({problem}) Showing the shipped index instead; "
+        f"> The local index could not be read ({unreadable_text(problem)}) Showing the shipped index instead; "
         'fix the file, or replace it with write_doc("index", body=…).'
     )
 

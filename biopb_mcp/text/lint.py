@@ -32,7 +32,7 @@ def finding_text(finding: Finding) -> str:
     if kind is Lint.SHIPPED_LINK:
         return f"shipped: {facts['doc_id']} links [[{facts['target']}]], which is not a shipped doc."
     if kind is Lint.INDEX_UNREADABLE:
-        return f"local: index: {str(facts['note']).lstrip('> ')}"
+        return f"local: index: {_error(facts['error'])}"
     if kind is Lint.INDEX_CAP:
         return f"index: {facts['count']} entries; the cap is {facts['limit']}."
     if kind is Lint.INDEX_SELF:

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 from biopb_mcp.errors import DocNotFound, DocUnreadable, InvalidDocId
 from biopb_mcp.text.doc_views import read_doc
 from biopb_mcp.text.index import render_index
+from biopb_mcp.text.unreadable import unreadable_text
 
 if TYPE_CHECKING:
     from biopb_mcp.docs.store import DocStore
@@ -50,6 +51,7 @@ def build_pack(store: DocStore) -> str:
             text = read_doc(store, doc_id).rstrip()
         except (DocNotFound, DocUnreadable, InvalidDocId) as exc:  # InvalidDocId: a symlink out of the tier
             logger.warning("pack leaves out doc %s: %s", doc_id, exc)
-            text = f"(this doc could not be read when the pack was made: {exc})"
+            said = unreadable_text(exc) if isinstance(exc, DocUnreadable) else exc
+            text = f"(this doc could not be read when the pack was made: {said})"
         parts.append(f"{pack_heading(doc_id)}\n\n{text}")
     return "\n\n\n".join(parts) + "\n"

@@ -255,7 +255,11 @@ def register_kernel_tools(mcp: MCPServer, state: AppState) -> None:
             )
         )
         try:
-            status["docs"] = state.store.summary()
+            docs = state.store.summary()
+            problem = docs["index_problem"]
+            if isinstance(problem, BiopbMcpError):  # the local index cannot be read: said as read_doc says it
+                docs["index_problem"] = for_agent(problem)
+            status["docs"] = docs
         except BiopbMcpError as exc:
             status["docs"] = {"error": for_agent(exc)}
         status["paths"] = {
