@@ -16,6 +16,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+import zmq
 
 from _tests.support.isolation import make_settings
 from _tests.support.notebook_kernel import NotebookKernel, isolated_env
@@ -103,6 +104,9 @@ def test_a_remote_kernel_restart_and_death_are_seen_without_its_pid(notebook: No
         kernel.shutdown()
 
 
+@pytest.mark.skipif(
+    not zmq.has("curve"), reason="this pyzmq's libzmq has no CurveZMQ (jupyter_client then refuses encryption)"
+)
 def test_a_kernel_started_with_transport_encryption_is_joined(tmp_path: Path) -> None:
     """A Jupyter server set to ``transport_encryption`` writes CurveZMQ keys into the connection
     file, and its kernel answers only a client presenting them: every channel the host opens
